@@ -1,0 +1,3 @@
+"""Placeholder until this family is modelled."""
+
+PROFILES: list = []
