@@ -1,0 +1,395 @@
+"""Search-space files (YAML) -> Optuna suggestions -> the settings of one trial.
+
+Schema (every key but `parameters` is optional):
+
+    name: fork-1.21-linear
+    description: what this space is for
+    release: fork-1.21.2            # the release profile it is written for (checked against it)
+    server:                         # fixed `vllm serve` options (snake_case names)
+      max_model_len: 4096
+      block_size: 128
+    env:                            # fixed environment
+      VLLM_EXPONENTIAL_BUCKETING: "false"
+    parameters:                     # what Optuna searches, in order
+      max_num_seqs: {type: int, low: 16, high: 128, step: 16}          # a server option
+      VLLM_GRAPH_RESERVED_MEM: {type: float, low: 0.02, high: 0.4}     # an env variable
+      VLLM_DECODE_BS_BUCKET_STEP: {type: categorical, choices: [8, 16, 32],
+                                   when: {VLLM_EXPONENTIAL_BUCKETING: "false"}}
+      enforce_eager: {type: bool}
+      prompt_step: {env: VLLM_PROMPT_SEQ_BUCKET_STEP, type: int, low: 128, high: 512, log: true}
+    derived:                        # computed after sampling, in order; arithmetic on earlier names
+      VLLM_DECODE_BLOCK_BUCKET_MAX: "max_num_seqs * ceil(max_model_len / block_size)"
+
+A parameter targets an env variable (`env: NAME`, implied for names starting with VLLM_ or PT_HPU_)
+or a server option (`server: name`, implied for the known option names). `when` makes it conditional
+on other parameters' (or fixed env/server) values: a value or a list of values.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .buckets import get_profile
+
+# `vllm serve` options a space may set; bools are presence flags.
+SERVER_OPTIONS = {
+    "max_num_seqs": int,
+    "max_model_len": int,
+    "block_size": int,
+    "max_num_batched_tokens": int,
+    "gpu_memory_utilization": float,
+    "enforce_eager": bool,
+    "enable_prefix_caching": bool,
+    "tensor_parallel_size": int,
+    "max_num_prefill_seqs": int,
+    "dtype": str,
+    "kv_cache_dtype": str,
+    "quantization": str,
+}
+TYPES = ("int", "float", "categorical", "bool")
+_ENV_PREFIXES = ("VLLM_", "PT_HPU_", "PT_", "HABANA_")
+
+
+class SpaceError(ValueError):
+    """A search-space file problem; the message names the file, the parameter and the problem."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str
+    target: str  # "env" or "server"
+    key: str  # env variable name or server option name
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    choices: tuple = ()
+    when: dict = field(default_factory=dict)
+
+    def grid_values(self, levels: int = 4) -> list:
+        """A discretisation for grid search (auto_tune style)."""
+        if self.type == "categorical":
+            return list(self.choices)
+        if self.type == "bool":
+            return [False, True]
+        if self.step:
+            n = int(round((self.high - self.low) / self.step))
+            vals = [self.low + i * self.step for i in range(n + 1)]
+        elif self.log:
+            vals = [self.low * (self.high / self.low) ** (i / (levels - 1)) for i in range(levels)]
+        else:
+            vals = [self.low + (self.high - self.low) * i / (levels - 1) for i in range(levels)]
+        if self.type == "int":
+            return sorted({int(round(v)) for v in vals})
+        return [round(v, 6) for v in vals]
+
+
+@dataclass
+class TrialSettings:
+    """What one trial runs with: server options, environment, and the searched values."""
+
+    server: dict[str, Any]
+    env: dict[str, str]
+    params: dict[str, Any]
+
+
+@dataclass
+class SearchSpace:
+    name: str
+    description: str
+    release: str | None
+    server: dict[str, Any]
+    env: dict[str, str]
+    parameters: list[Parameter]
+    derived: dict[str, str]
+    source: str = "<inline>"
+    notes: list[str] = field(default_factory=list)  # what the release check found
+
+    # -- loading ------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> "SearchSpace":
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text())
+        except FileNotFoundError:
+            raise SpaceError(f"{path}: search-space file not found") from None
+        except yaml.YAMLError as exc:
+            raise SpaceError(f"{path}: not valid YAML: {exc}") from None
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<inline>") -> "SearchSpace":
+        if not isinstance(data, dict):
+            raise SpaceError(f"{source}: the top level must be a mapping")
+        unknown = set(data) - {"name", "description", "release", "server", "env", "parameters", "derived"}
+        if unknown:
+            raise SpaceError(f"{source}: unknown top-level key(s): {', '.join(sorted(unknown))}")
+        server = dict(data.get("server") or {})
+        for key, value in server.items():
+            _check_server_value(source, f"server.{key}", key, value)
+        env = {str(k): _env_text(v) for k, v in (data.get("env") or {}).items()}
+        params_raw = data.get("parameters")
+        if not isinstance(params_raw, dict) or not params_raw:
+            raise SpaceError(f"{source}: 'parameters' must be a non-empty mapping of name -> definition")
+        params = [_parse_parameter(source, name, spec) for name, spec in params_raw.items()]
+        derived = {str(k): str(v) for k, v in (data.get("derived") or {}).items()}
+        space = cls(
+            name=str(data.get("name") or Path(source).stem),
+            description=str(data.get("description") or ""),
+            release=data.get("release"),
+            server=server,
+            env=env,
+            parameters=params,
+            derived=derived,
+            source=source,
+        )
+        space._check_references()
+        if space.release:
+            get_profile(space.release)  # an unknown release is an error here, not at trial time
+        return space
+
+    def _check_references(self):
+        known = set(self.server) | set(self.env)
+        for p in self.parameters:
+            if p.target == "env" and p.key in self.env:
+                raise SpaceError(f"{self.source}: parameter {p.name!r}: {p.key} is also fixed under env:")
+            if p.target == "server" and p.key in self.server:
+                raise SpaceError(f"{self.source}: parameter {p.name!r}: {p.key} is also fixed under server:")
+            for cond in p.when:
+                if cond not in known:
+                    raise SpaceError(
+                        f"{self.source}: parameter {p.name!r}: 'when' refers to {cond!r}, "
+                        "which is not an earlier parameter nor a fixed setting"
+                    )
+            known |= {p.name, p.key}
+        for name, expr in self.derived.items():
+            for ref in _expression_names(self.source, name, expr):
+                if ref not in known:
+                    raise SpaceError(f"{self.source}: derived {name!r}: unknown name {ref!r} in {expr!r}")
+            known.add(name)
+
+    # -- release check ---------------------------------------------------------------------------------
+    def check_release(self, release: str) -> list[str]:
+        """Drop parameters the release never reads under the strategies they can run with; say so."""
+        from .releases import reads_variable
+
+        profile = get_profile(release)
+        kept, notes = [], []
+        for p in self.parameters:
+            if p.target != "env":
+                kept.append(p)
+                continue
+            strategies = self._possible_strategies(profile, p)
+            if any(reads_variable(profile, p.key, s) for s in strategies):
+                kept.append(p)
+            else:
+                notes.append(
+                    f"{p.name}: {profile.name} does not read {p.key} under {'/'.join(sorted(strategies))} "
+                    "bucketing; not searched"
+                )
+        self.parameters = kept
+        self.notes = notes
+        return notes
+
+    def _possible_strategies(self, profile, param: Parameter) -> set[str]:
+        switch_params = [q for q in self.parameters if q.target == "env" and _is_strategy_switch(profile, q.key)]
+        envs = [dict(self.env)]
+        for q in switch_params:
+            allowed = param.when.get(q.name, param.when.get(q.key))
+            values = q.grid_values() if allowed is None else (allowed if isinstance(allowed, list) else [allowed])
+            envs = [{**e, q.key: _env_text(v)} for e in envs for v in values]
+        return {profile.select_strategy(e)[0] for e in envs}
+
+    # -- sampling ----------------------------------------------------------------------------------------
+    def suggest(self, trial) -> TrialSettings:
+        """Ask an Optuna trial for values (define-by-run: unmet conditions are not asked)."""
+        values: dict[str, Any] = {}
+        for p in self.parameters:
+            if not self._condition_met(p, values):
+                continue
+            values[p.name] = _suggest_one(trial, p)
+        return self.settings_for(values)
+
+    def settings_for(self, values: dict[str, Any]) -> TrialSettings:
+        """Fixed settings + searched values + derived values -> a trial's server options and env."""
+        server = dict(self.server)
+        env = dict(self.env)
+        params = {}
+        for p in self.parameters:
+            if p.name not in values or not self._condition_met(p, params):
+                continue
+            v = values[p.name]
+            params[p.name] = v
+            if p.target == "env":
+                env[p.key] = _env_text(v)
+            else:
+                server[p.key] = v
+        scope = {**server, **{k: _number(v) for k, v in env.items()}, **params}
+        for name, expr in self.derived.items():
+            v = _evaluate(expr, scope, self.source, name)
+            scope[name] = v
+            if name in SERVER_OPTIONS:
+                server[name] = v
+            else:
+                env[name] = _env_text(v)
+        return TrialSettings(server=server, env=env, params=params)
+
+    def _condition_met(self, p: Parameter, sampled: dict[str, Any]) -> bool:
+        for cond, allowed in p.when.items():
+            current = sampled.get(cond, self.env.get(cond, self.server.get(cond)))
+            allowed_list = allowed if isinstance(allowed, list) else [allowed]
+            if _env_text(current) not in {_env_text(a) for a in allowed_list}:
+                return False
+        return True
+
+    def grid(self, levels: int = 4) -> dict[str, list]:
+        return {p.name: p.grid_values(levels) for p in self.parameters}
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+def _is_strategy_switch(profile, key: str) -> bool:
+    return any(key in profile.strategy_env(s) for s in profile.strategies)
+
+
+def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:
+    where = f"{source}: parameter {name!r}"
+    if not isinstance(spec, dict):
+        raise SpaceError(f"{where}: definition must be a mapping, got {spec!r}")
+    unknown = set(spec) - {"type", "env", "server", "low", "high", "step", "log", "choices", "when"}
+    if unknown:
+        raise SpaceError(f"{where}: unknown key(s): {', '.join(sorted(unknown))}")
+    ptype = spec.get("type")
+    if ptype not in TYPES:
+        raise SpaceError(f"{where}: type must be one of {', '.join(TYPES)}, got {ptype!r}")
+    if "env" in spec and "server" in spec:
+        raise SpaceError(f"{where}: give either env: or server:, not both")
+    if "env" in spec:
+        target, key = "env", str(spec["env"])
+    elif "server" in spec:
+        target, key = "server", str(spec["server"])
+    elif name in SERVER_OPTIONS:
+        target, key = "server", name
+    elif name.startswith(_ENV_PREFIXES):
+        target, key = "env", name
+    else:
+        raise SpaceError(f"{where}: say what it sets with env: NAME or server: option")
+    if target == "server" and key not in SERVER_OPTIONS:
+        raise SpaceError(f"{where}: unknown server option {key!r}; known: {', '.join(SERVER_OPTIONS)}")
+    when = spec.get("when") or {}
+    if not isinstance(when, dict):
+        raise SpaceError(f"{where}: when must map parameter names to allowed values")
+    kwargs: dict[str, Any] = {"when": dict(when)}
+    if ptype in ("int", "float"):
+        for bound in ("low", "high"):
+            if not isinstance(spec.get(bound), (int, float)) or isinstance(spec.get(bound), bool):
+                raise SpaceError(f"{where}: {bound} must be a number, got {spec.get(bound)!r}")
+        low, high = spec["low"], spec["high"]
+        if ptype == "int" and (int(low) != low or int(high) != high):
+            raise SpaceError(f"{where}: int bounds must be integers, got low={low}, high={high}")
+        if low > high:
+            raise SpaceError(f"{where}: low={low} is greater than high={high}")
+        step, log = spec.get("step"), bool(spec.get("log", False))
+        if step is not None and (not isinstance(step, (int, float)) or step <= 0):
+            raise SpaceError(f"{where}: step must be a positive number, got {step!r}")
+        if log and step is not None and ptype == "float":
+            raise SpaceError(f"{where}: a float parameter cannot have both step and log (Optuna refuses it)")
+        if log and low <= 0:
+            raise SpaceError(f"{where}: log scale needs low > 0, got {low}")
+        kwargs.update(low=low, high=high, step=step, log=log)
+    elif ptype == "categorical":
+        choices = spec.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise SpaceError(f"{where}: categorical needs a non-empty list of choices")
+        kwargs["choices"] = tuple(choices)
+    if target == "server" and SERVER_OPTIONS[key] is bool and ptype != "bool":
+        raise SpaceError(f"{where}: server option {key} is a flag; use type: bool")
+    return Parameter(name=name, type=ptype, target=target, key=key, **kwargs)
+
+
+def _check_server_value(source: str, where: str, key: str, value: Any):
+    if key not in SERVER_OPTIONS:
+        raise SpaceError(f"{source}: {where}: unknown server option; known: {', '.join(SERVER_OPTIONS)}")
+    kind = SERVER_OPTIONS[key]
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise SpaceError(f"{source}: {where}: expected {kind.__name__}, got {value!r}")
+
+
+def _suggest_one(trial, p: Parameter):
+    if p.type == "int":
+        return trial.suggest_int(p.name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
+    if p.type == "float":
+        return trial.suggest_float(p.name, float(p.low), float(p.high), step=p.step, log=p.log)
+    if p.type == "bool":
+        return trial.suggest_categorical(p.name, [False, True])
+    return trial.suggest_categorical(p.name, list(p.choices))
+
+
+def _env_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return format(value, ".6g")
+    return str(value)
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except (TypeError, ValueError):
+            pass
+    return text
+
+
+_BINOPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+}
+_FUNCS = {
+    "ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "int": int, "round": round,
+    "round_up": lambda v, k: math.ceil(v / k) * k,
+}
+
+
+def _expression_names(source: str, name: str, expr: str) -> set[str]:
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        raise SpaceError(f"{source}: derived {name!r}: not an expression: {expr!r}") from None
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in _FUNCS}
+
+
+def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
+    """Arithmetic on names, + - * / // % **, and ceil/floor/min/max/int/round/round_up. Nothing else."""
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in scope:
+            return scope[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS and not node.keywords:
+            return _FUNCS[node.func.id](*[ev(a) for a in node.args])
+        raise SpaceError(f"{source}: derived {name!r}: unsupported or unknown element in {expr!r}")
+
+    value = ev(ast.parse(expr, mode="eval"))
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value
