@@ -87,6 +87,9 @@ class BucketPlan:
     settings: list[Setting] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what the release warns about, verbatim
     log_lines: list[str] = field(default_factory=list)  # bucket-related lines, verbatim, in order
+    # Bucket lines a release prints only when warmup starts (fork 1.18 generates its lists there),
+    # after the memory profiling lines; empty where everything is logged at setup.
+    warmup_log_lines: list[str] = field(default_factory=list)
     omitted_prompt: list[Bucket] = field(default_factory=list)  # dropped by the token budget / filters
     dims: int = 2  # 2: (bs, seq|blocks); 3: (bs, query, ctx_blocks) / (bs, 1, blocks)
     prefix_caching: bool = False
