@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from .buckets import BucketConfigError, ServerConfig, get_profile
-from .buckets.base import IGNORED, LINEAR
+from .buckets.base import LINEAR
 
 VARIABLE_ORDER = (
     "MAX_MODEL_LEN",

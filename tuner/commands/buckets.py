@@ -1,0 +1,106 @@
+"""`bucket-tuner buckets` and `bucket-tuner profiles`: what a release builds for a configuration."""
+
+from __future__ import annotations
+
+import json
+
+from ..buckets import ServerConfig, get_profile, profiles
+from ..buckets.base import STRATEGIES
+from . import parse_env_pairs
+
+
+def register(sub) -> None:
+    _add_buckets(sub)
+    sub.add_parser("profiles", help="list the release profiles").set_defaults(func=cmd_profiles)
+
+
+def _add_buckets(sub):
+    p = sub.add_parser(
+        "buckets",
+        help="list the buckets a vLLM-on-Gaudi release builds for a configuration",
+        description="Compute exactly the prompt and decode buckets a release builds (and warms up) "
+        "for a server configuration, with the settings it resolves and the warnings it prints.",
+    )
+    p.add_argument("--profile", required=True, help="release profile, e.g. fork-1.21.2, fork-1.22, gaudi-main")
+    p.add_argument("--strategy", choices=STRATEGIES, help="force a strategy (default: what the release picks from --env)")
+    p.add_argument("--block-size", type=int, default=128)
+    p.add_argument("--max-num-seqs", type=int, required=True)
+    p.add_argument("--max-model-len", type=int, required=True)
+    p.add_argument("--max-num-batched-tokens", type=int, required=True)
+    p.add_argument("--num-hpu-blocks", type=int, required=True, help="KV blocks the server allocates (from its log)")
+    p.add_argument("--max-num-prefill-seqs", type=int, help="fork only: --max-num-prefill-seqs")
+    pc = p.add_mutually_exclusive_group()
+    pc.add_argument("--prefix-caching", dest="prefix_caching", action="store_true", default=None)
+    pc.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE", help="a VLLM_* variable as the server sees it")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--log-lines", action="store_true", help="print the bucket lines the release logs")
+    p.set_defaults(func=cmd_buckets)
+
+
+def _shape_ranges(buckets) -> str:
+    if not buckets:
+        return "-"
+    dims = len(buckets[0])
+    return " x ".join(f"{min(b[i] for b in buckets)}..{max(b[i] for b in buckets)}" for i in range(dims))
+
+
+def cmd_buckets(args) -> int:
+    profile = get_profile(args.profile)
+    cfg = ServerConfig(
+        block_size=args.block_size,
+        max_num_seqs=args.max_num_seqs,
+        max_model_len=args.max_model_len,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        num_hpu_blocks=args.num_hpu_blocks,
+        env=parse_env_pairs(args.env),
+        prefix_caching=args.prefix_caching,
+        max_num_prefill_seqs=args.max_num_prefill_seqs,
+    )
+    plan = profile.build(cfg, args.strategy)
+    if args.json:
+        out = {
+            "profile": plan.profile,
+            "strategy": plan.strategy,
+            "dims": plan.dims,
+            "prompt": [list(b) for b in plan.prompt],
+            "decode": [list(b) for b in plan.decode],
+            "counts": {"prompt": len(plan.prompt), "decode": len(plan.decode), "omitted_prompt": len(plan.omitted_prompt)},
+            "settings": [{"name": s.name, "value": s.value, "source": s.source, "note": s.note} for s in plan.settings],
+            "warnings": plan.warnings,
+        }
+        if args.log_lines:
+            out["log_lines"] = plan.log_lines
+        print(json.dumps(out))
+        return 0
+
+    shape = "(bs, query, ctx_blocks)" if plan.dims == 3 else "(bs, seq)"
+    dshape = "(bs, 1, blocks)" if plan.dims == 3 else ("(bs, ctx_tokens)" if profile.name == "fork-1.17" else "(bs, blocks)")
+    print(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})")
+    print(f"prompt buckets: {len(plan.prompt):>6}  {shape} ranges {_shape_ranges(plan.prompt)}")
+    if plan.prompt:
+        largest = max(plan.prompt, key=lambda b: b[0] * (b[1] + (b[2] * cfg.block_size if plan.dims == 3 else 0)))
+        print(f"  largest padded prompt: {tuple(largest)}")
+    if plan.omitted_prompt:
+        print(f"  omitted by the token budget ({cfg.max_num_batched_tokens}): {len(plan.omitted_prompt)}")
+    print(f"decode buckets: {len(plan.decode):>6}  {dshape} ranges {_shape_ranges(plan.decode)}")
+    if plan.decode:
+        print(f"  largest padded decode: {tuple(max(plan.decode, key=lambda b: (b[0], b[-1])))}")
+    print("settings:")
+    for s in plan.settings:
+        note = f"  # {s.note}" if s.note else ""
+        print(f"  {s.name}={s.value} ({s.source}){note}")
+    for w in plan.warnings:
+        print(f"warning: {w}")
+    if args.log_lines:
+        print("log lines:")
+        for line in plan.log_lines:
+            print(f"  {line}")
+    return 0
+
+
+def cmd_profiles(args) -> int:
+    for p in profiles().values():
+        alias = f" (alias {', '.join(p.aliases)})" if p.aliases else ""
+        print(f"{p.name:<14} strategies: {', '.join(p.strategies):<36} default: {p.default_strategy:<12} {p.upstream}{alias}")
+    return 0
