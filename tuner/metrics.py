@@ -12,9 +12,12 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:  # loadgen imports this module; the annotation only
+    from tuner.loadgen import StreamRecorder
 
 GOODPUT_KEYS = ("ttft", "tpot", "e2el")
 ERROR_EXCERPT = 300  # characters of an error body kept per failed request
@@ -51,7 +54,7 @@ class RequestOutcome:
     def fail(self, reason: str, message: str) -> None:
         self.success, self.failure_reason, self.error = False, reason, message
 
-    def absorb(self, rec: "StreamRecorder") -> None:  # tuner.loadgen.StreamRecorder
+    def absorb(self, rec: StreamRecorder) -> None:
         self.itl, self.chunks, self.done_received = rec.itl, rec.chunks, rec.done
         self.generated_text = "".join(rec.text)
         self.stream_errors = rec.stream_errors
@@ -269,3 +272,42 @@ class BenchmarkResult:
 
     def dumps(self, detailed: bool = True, **kw: Any) -> str:
         return json.dumps(self.to_json(detailed), **kw)
+
+
+# ---- Time-scaled servers
+
+_RATE_FIELDS = ("request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
+                "max_output_tokens_per_s")
+_SECONDS_LISTS = ("ttfts", "latencies", "start_times", "queue_times")
+
+
+def rescale_time(bench: dict[str, Any], time_scale: float) -> dict[str, Any]:
+    """Convert a result measured against a time-compressed server (a simulator started with a time
+    scale) back to the server's own time: durations and latencies / scale, rates * scale.
+
+    max_output_tokens_per_s was binned in 1-second wall windows, i.e. `scale` server seconds; its
+    rescaled value is therefore a peak over longer windows (flatter) than on a real server.
+    """
+    if time_scale == 1.0:
+        return bench
+
+    def conv(key: str, value: Any) -> Any:
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, dict):
+            return {k: conv(k, v) for k, v in value.items()}
+        if not isinstance(value, (int, float, list)):
+            return value
+        if key.endswith("_ms") or key == "duration":
+            return value / time_scale
+        if key in _RATE_FIELDS:
+            return value * time_scale
+        if key in _SECONDS_LISTS:
+            return [None if v is None else v / time_scale for v in value]
+        if key == "itls":
+            return [[g / time_scale for g in gaps] for gaps in value]
+        return value
+
+    out = {k: conv(k, v) for k, v in bench.items()}
+    out["tuner_time_scale"] = time_scale
+    return out

@@ -1,0 +1,116 @@
+"""What to start for a trial: the command line of a server, and nothing else.
+
+The tuner's only knowledge of the server it talks to is the argv built here. `vllm` starts a genuine
+`vllm serve` (Gaudi, CUDA or CPU builds alike); `sim` starts the built-in simulated vLLM-on-Gaudi
+server, which takes the same flags and prints the same log lines. Everything after the launch (log
+watching, readiness, HTTP load, teardown) is the same code for both.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+BACKENDS = ("sim", "vllm")
+
+# server option -> `vllm serve` flag; bools are presence flags (prefix caching has a --no- form in v1).
+_FLAG_NAMES = {
+    "max_num_seqs": "--max-num-seqs",
+    "max_model_len": "--max-model-len",
+    "block_size": "--block-size",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "enforce_eager": "--enforce-eager",
+    "enable_prefix_caching": "--enable-prefix-caching",
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "max_num_prefill_seqs": "--max-num-prefill-seqs",
+    "dtype": "--dtype",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "quantization": "--quantization",
+}
+
+
+class BackendError(ValueError):
+    """The backend cannot be started as configured (missing executable, bad option)."""
+
+
+def server_flags(server: dict[str, Any]) -> list[str]:
+    """`vllm serve` flags for a trial's server options, in a stable order."""
+    flags: list[str] = []
+    for name in _FLAG_NAMES:
+        if name not in server or server[name] is None:
+            continue
+        value, flag = server[name], _FLAG_NAMES[name]
+        if isinstance(value, bool):
+            if value:
+                flags.append(flag)
+            elif name == "enable_prefix_caching":
+                flags.append("--no-enable-prefix-caching")
+        else:
+            flags += [flag, str(value)]
+    unknown = set(server) - set(_FLAG_NAMES)
+    if unknown:
+        raise BackendError(f"unknown server option(s): {', '.join(sorted(unknown))}")
+    return flags
+
+
+@dataclass
+class Backend:
+    """How to start one server. `time_scale` is what the command tells a simulator to compress time by:
+    the tuner started it that way, so it scales what it measures back (1.0 for a real server)."""
+
+    kind: str
+    model: str
+    served_model_name: str | None = None
+    # sim only
+    sim_release: str | None = None
+    sim_device: str = "gaudi2"
+    sim_model: str = "llama-3.1-8b"
+    time_scale: float = 1.0
+    sim_seed: int = 0
+    sim_noise: float = 0.0
+    sim_fault: str | None = None
+    # vllm only: the command that runs vLLM's CLI, e.g. ["vllm"] or ["/opt/venv/bin/vllm"]
+    vllm_command: list[str] = field(default_factory=lambda: ["vllm"])
+    extra_args: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.kind not in BACKENDS:
+            raise BackendError(f"unknown backend {self.kind!r}; choose one of {', '.join(BACKENDS)}")
+        if self.kind == "sim" and not (0 < self.time_scale <= 1):
+            raise BackendError(f"--time-scale must be in (0, 1], got {self.time_scale}")
+        if self.kind == "vllm":
+            self.time_scale = 1.0
+
+    @property
+    def api_model_name(self) -> str:
+        return self.served_model_name or self.model
+
+    def argv(self, server: dict[str, Any], host: str, port: int) -> list[str]:
+        common = [self.model, "--host", host, "--port", str(port), *server_flags(server)]
+        if self.served_model_name:
+            common += ["--served-model-name", self.served_model_name]
+        if self.kind == "vllm":
+            exe = shutil.which(self.vllm_command[0]) or self.vllm_command[0]
+            return [exe, *self.vllm_command[1:], "serve", *common, *self.extra_args]
+        argv = [sys.executable, "-m", "tuner.sim", *common]
+        if self.sim_release:
+            argv += ["--sim-release", self.sim_release]
+        argv += ["--sim-device", self.sim_device, "--sim-model", self.sim_model,
+                 "--sim-time-scale", str(self.time_scale), "--sim-seed", str(self.sim_seed)]
+        if self.sim_noise:
+            argv += ["--sim-noise", str(self.sim_noise)]
+        if self.sim_fault:
+            argv += ["--sim-fault", self.sim_fault]
+        return argv + self.extra_args
+
+    def describe(self) -> dict[str, Any]:
+        d = {"kind": self.kind, "model": self.model}
+        if self.kind == "sim":
+            d.update(release=self.sim_release, device=self.sim_device, sim_model=self.sim_model,
+                     time_scale=self.time_scale, seed=self.sim_seed, noise=self.sim_noise)
+        else:
+            d.update(command=self.vllm_command)
+        return d

@@ -1,0 +1,117 @@
+"""`bucket-tuner report | export | compare`: what a study found, as files and tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from . import UsageError, parse_key_values
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="trials.csv, pareto.csv, report.html and a terminal table of a study")
+    _study_args(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="the complete env file of a chosen Pareto trial")
+    _study_args(p)
+    p.add_argument("--pick", choices=("throughput", "latency", "balanced", "warmup"), default="balanced")
+    p.add_argument("--max-warmup", type=float, metavar="S")
+    p.add_argument("--max-latency", type=float, metavar="MS", help="on the study's latency objective")
+    p.add_argument("--max-ttft", type=float, metavar="MS", help="p99 TTFT limit")
+    p.add_argument("--max-tpot", type=float, metavar="MS", help="p99 TPOT limit")
+    p.add_argument("--min-throughput", type=float, metavar="TOK_S")
+    p.add_argument("--where", nargs="+", metavar="METRIC=MAX", help="more limits, e.g. median_itl_ms=30")
+    p.add_argument("-o", "--output", type=Path, help="write here (default: print)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("compare", help="two studies (or two releases) side by side")
+    p.add_argument("study_a")
+    p.add_argument("study_b")
+    p.add_argument("--results", type=Path, default=Path("results"))
+    p.add_argument("--storage", help="one Optuna storage URL holding both studies")
+    p.add_argument("--html", type=Path, help="also write an overlaid Pareto plot here")
+    p.set_defaults(func=cmd_compare)
+
+
+def _study_args(p) -> None:
+    p.add_argument("study", help="study name (results/<study>/study.db) or a path to a study folder")
+    p.add_argument("--results", type=Path, default=Path("results"))
+    p.add_argument("--storage", help="Optuna storage URL (default: the study's sqlite file)")
+
+
+def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.Study, Path]:
+    folder = Path(name) if Path(name).is_dir() else results / name
+    if storage is None:
+        db = folder / "study.db"
+        if not db.exists():
+            raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL")
+        storage = f"sqlite:///{db.as_posix()}"
+    study_name = folder.name
+    try:
+        return optuna.load_study(study_name=study_name, storage=storage), folder
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise UsageError(f"no study named {study_name!r} in that storage; it has: {', '.join(names) or 'none'}") from None
+
+
+def _release(study: optuna.Study) -> str | None:
+    return (study.user_attrs.get("space") or {}).get("release")
+
+
+def cmd_report(args) -> int:
+    from .. import report
+
+    study, folder = load_study(args.study, args.results, args.storage)
+    report.print_pareto(study)
+    paths = report.write_report(study, folder)
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    return 0
+
+
+def export_best(study: optuna.Study, path: Path, pick: str, release: str | None) -> int | None:
+    """Write best.env for the pick; None when there is no feasible trial (nothing written)."""
+    from ..export import ExportError, Filters, env_file_text, pick_trial
+
+    try:
+        trial = pick_trial(study, pick, Filters())
+    except ExportError:
+        return None
+    path.write_text(env_file_text(study, trial, pick, release))
+    return trial.number
+
+
+def cmd_export(args) -> int:
+    from ..export import Filters, env_file_text, pick_trial
+
+    study, _ = load_study(args.study, args.results, args.storage)
+    limits = parse_key_values(args.where, "--where")
+    if args.max_ttft is not None:
+        limits["p99_ttft_ms"] = args.max_ttft
+    if args.max_tpot is not None:
+        limits["p99_tpot_ms"] = args.max_tpot
+    filters = Filters(max_warmup_s=args.max_warmup, max_latency_ms=args.max_latency,
+                      min_throughput=args.min_throughput, metric_limits=limits)
+    trial = pick_trial(study, args.pick, filters)
+    text = env_file_text(study, trial, args.pick, _release(study))
+    if args.output:
+        args.output.write_text(text)
+        print(f"trial {trial.number} ({args.pick}) written to {args.output}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from ..compare import compare_studies, print_comparison, write_overlay
+
+    a, _ = load_study(args.study_a, args.results, args.storage)
+    b, _ = load_study(args.study_b, args.results, args.storage)
+    cmp = compare_studies(a, b)
+    print_comparison(cmp)
+    if args.html:
+        write_overlay(a, b, args.html)
+        print(f"overlay: {args.html}")
+    return 0

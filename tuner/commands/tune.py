@@ -1,0 +1,163 @@
+"""`bucket-tuner tune`: run (or resume) a study; ends with the Pareto table, a report and best.env."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import UsageError, parse_key_values
+from .bench import add_load_flags, add_workload_flags, build_workload, parse_percentiles
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="run or resume a tuning study",
+        description="Propose settings with Optuna, boot the server with each, measure warmup and serving, "
+        "and keep the Pareto front of throughput, latency and warmup time. Re-running the same command "
+        "resumes the study.",
+    )
+    p.add_argument("--space", type=Path, required=True, help="search-space YAML (see search_spaces/)")
+    p.add_argument("--study", help="study name (default: the space's name)")
+    p.add_argument("--results", type=Path, default=Path("results"), help="output root (default results/)")
+    p.add_argument("--storage", help="Optuna storage URL (default sqlite:///results/<study>/study.db; "
+                                     "PostgreSQL to share a study between nodes)")
+    g = p.add_argument_group("server")
+    g.add_argument("--backend", choices=("sim", "vllm"), default="sim",
+                   help="sim: the built-in simulated vLLM-on-Gaudi server; vllm: a real `vllm serve`")
+    g.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct")
+    g.add_argument("--served-model-name")
+    g.add_argument("--release", help="release profile of the server (default: the space's)")
+    g.add_argument("--vllm-command", default="vllm", help="how to run vLLM's CLI (e.g. /opt/venv/bin/vllm)")
+    g.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for the server command line (repeatable)")
+    g.add_argument("--device", default="gaudi2", choices=("gaudi2", "gaudi3"),
+                   help="target device, for pre-boot prediction (and the simulator)")
+    g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
+    g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    g.add_argument("--no-prediction", action="store_true", help="no pre-boot prediction / rejection")
+    g.add_argument("--time-scale", type=float, default=0.05,
+                   help="sim only: compress simulated time by this factor (reported figures stay in "
+                        "simulated time)")
+    g.add_argument("--sim-noise", type=float, default=0.0, help="sim only: run-to-run noise")
+    g.add_argument("--boot-timeout", type=float, default=900.0, help="seconds until warmup starts")
+    g.add_argument("--warmup-timeout", type=float, default=7200.0, help="seconds for warmup")
+    add_workload_flags(p)
+    add_load_flags(p)
+    o = p.add_argument_group("objectives and constraints")
+    o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
+    o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
+    o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
+    o.add_argument("--warmup-budget", type=float, help="seconds: reject before boot / abort warmup above it")
+    o.add_argument("--allow-recompiles", action="store_true", help="do not require zero runtime recompiles")
+    o.add_argument("--allow-failed-requests", action="store_true")
+    b = p.add_argument_group("budget, sampler, parallelism")
+    b.add_argument("--n-trials", type=int, default=20, help="finished trials the study should hold")
+    b.add_argument("--timeout", type=float, help="wall seconds for this run (e.g. 28800 for a night)")
+    b.add_argument("--sampler", choices=("tpe", "gp", "nsga2", "random", "grid"), default="tpe")
+    b.add_argument("--sampler-seed", type=int, default=0)
+    b.add_argument("--slots", type=int, default=1, help="trials at once")
+    b.add_argument("--devices", help="device groups, one per slot: '0,1;2,3;4,5;6,7' (sets HABANA_VISIBLE_MODULES)")
+    b.add_argument("--seed-from", help="enqueue the Pareto set of another study first (release upgrades)")
+    b.add_argument("--no-seed-defaults", action="store_true",
+                   help="do not enqueue the release defaults and the calculator's recommendation")
+    p.add_argument("--no-report", action="store_true")
+    p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
+                   max_concurrency=16, num_warmups=8)
+
+
+def _slots(args):
+    from ..trial import Slot
+
+    if args.devices:
+        groups = [g.strip() for g in args.devices.split(";") if g.strip()]
+        return [Slot(index=i, devices=g.split(",")) for i, g in enumerate(groups)]
+    if args.slots < 1:
+        raise UsageError(f"--slots must be at least 1, got {args.slots}")
+    return [Slot(index=i) for i in range(args.slots)]
+
+
+def build_context(args, space):
+    from ..backends import Backend
+    from ..trial import DeviceModel, Limits, LoadOptions, TrialContext
+
+    release = args.release or space.release
+    if args.backend == "sim" and release is None:
+        raise UsageError("the simulator needs a release profile: give --release or a space with release:")
+    backend = Backend(
+        kind=args.backend, model=args.model, served_model_name=args.served_model_name,
+        sim_release=release, sim_device=args.device, sim_model=args.model_shape,
+        time_scale=args.time_scale if args.backend == "sim" else 1.0, sim_noise=args.sim_noise,
+        vllm_command=args.vllm_command.split(), extra_args=list(args.server_arg),
+    )
+    if args.dtype == "fp8" and args.backend == "sim":
+        backend.extra_args += ["--quantization", "fp8"]
+    device_model = None if (args.no_prediction or release is None) else DeviceModel(
+        device=args.device, model=args.model_shape, dtype=args.dtype)
+    return TrialContext(
+        backend=backend,
+        workload=build_workload(args),
+        release=release,
+        device_model=device_model,
+        load=LoadOptions(max_concurrency=args.max_concurrency, request_rate=args.request_rate,
+                         burstiness=args.burstiness, warmup_requests=args.num_warmups,
+                         goodput_slos=parse_key_values(args.goodput, "--goodput", sep=":") or None,
+                         percentiles=parse_percentiles(args.metric_percentiles)),
+        limits=Limits(boot_timeout_s=args.boot_timeout, warmup_timeout_s=args.warmup_timeout,
+                      warmup_budget_s=args.warmup_budget),
+    )
+
+
+def cmd_tune(args) -> int:
+    from rich.console import Console
+
+    from .. import report
+    from ..space import SearchSpace
+    from ..study import Constraints, Objectives, StudyOptions, run_study
+
+    console = Console(stderr=True)
+    space = SearchSpace.load(args.space)
+    ctx = build_context(args, space)
+    if ctx.release:
+        for note in space.check_release(ctx.release):
+            console.print(f"[yellow]space:[/] {note}")
+    if args.n_trials < 1:
+        raise UsageError(f"--n-trials must be at least 1, got {args.n_trials}")
+    objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
+    constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
+                              allow_recompiles=args.allow_recompiles,
+                              allow_failed_requests=args.allow_failed_requests)
+    opts = StudyOptions(name=args.study or space.name, results_root=args.results, storage=args.storage,
+                        sampler=args.sampler, seed=args.sampler_seed, n_trials=args.n_trials,
+                        timeout_s=args.timeout, slots=_slots(args), seed_from=args.seed_from,
+                        enqueue_defaults=not args.no_seed_defaults)
+    ctx.progress = lambda text: console.print(f"  [dim]{text}[/]")
+    started = time.monotonic()
+
+    def on_trial(number, result):
+        summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
+                   f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
+                   if result.ok else "")
+        warm = result.warmup_s
+        warm_text = f"warmup {warm:.0f} s" if warm is not None else "no warmup"
+        console.print(f"trial {number}: [{'green' if result.ok else 'red'}]{result.status}[/] "
+                      f"{summary}{warm_text} ({time.monotonic() - started:.0f} s elapsed)"
+                      + ("" if result.ok else f" - {result.reason[:160]}"))
+
+    console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
+                  f"storage {opts.storage_url if not args.storage else '(given)'}; {opts.n_trials} trials")
+    run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
+    for line in run.notes + [f"seeded: {s}" for s in run.seeds]:
+        console.print(f"[dim]{line}[/]")
+    if run.interrupted:
+        console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
+    report.print_pareto(run.study, console=Console())
+    if not args.no_report:
+        paths = report.write_report(run.study, opts.study_dir)
+        console.print(f"report: {paths['report_html']}  trials: {paths['trials_csv']}  pareto: {paths['pareto_csv']}")
+        from .results import export_best
+
+        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)
+        if best:
+            console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}")
+    return 130 if run.interrupted else 0

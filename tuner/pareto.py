@@ -1,0 +1,71 @@
+"""Pareto fronts, hypervolume and the pick rules of `export`, on plain lists of objective vectors.
+
+Objective vectors follow the study's directions; functions take `directions` ("maximize" /
+"minimize") and work internally on minimisation by negating maximised objectives. Optuna 5 has no
+public hypervolume function, hence this small exact one (2 or 3 objectives, a few hundred points).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+Vector = Sequence[float]
+
+
+def _as_min(points: Sequence[Vector], directions: Sequence[str]) -> list[tuple[float, ...]]:
+    sign = [-1.0 if d == "maximize" else 1.0 for d in directions]
+    return [tuple(s * v for s, v in zip(sign, p)) for p in points]
+
+
+def dominates(a: Vector, b: Vector) -> bool:
+    """a dominates b (minimisation): no worse everywhere, better somewhere."""
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+def pareto_indices(points: Sequence[Vector], directions: Sequence[str]) -> list[int]:
+    """Indices of the non-dominated points (duplicates all kept)."""
+    pts = _as_min(points, directions)
+    return [i for i, p in enumerate(pts) if not any(dominates(q, p) for j, q in enumerate(pts) if j != i)]
+
+
+def hypervolume(points: Sequence[Vector], reference: Vector, directions: Sequence[str]) -> float:
+    """Volume dominated by `points` and bounded by `reference` (worse than every point of interest).
+
+    Exact: sweep the first objective, and for each slab take the 2-D (or 1-D) volume of the points
+    seen so far. O(n^2 log n) for 3 objectives, plenty for study-sized fronts.
+    """
+    ref = _as_min([reference], directions)[0]
+    pts = [p for p in _as_min(points, directions) if all(x < r for x, r in zip(p, ref))]
+    if not pts:
+        return 0.0
+    return _hv(sorted(set(pts)), ref)
+
+
+def _hv(pts: list[tuple[float, ...]], ref: tuple[float, ...]) -> float:
+    if len(ref) == 1:
+        return ref[0] - min(p[0] for p in pts)
+    pts = sorted(pts)
+    volume = 0.0
+    for i, p in enumerate(pts):
+        upper = pts[i + 1][0] if i + 1 < len(pts) else ref[0]
+        width = upper - p[0]
+        if width > 0:
+            volume += width * _hv([q[1:] for q in pts[: i + 1]], ref[1:])
+    return volume
+
+
+def normalised(points: Sequence[Vector], directions: Sequence[str]) -> list[tuple[float, ...]]:
+    """Each objective mapped to [0, 1] over `points`, 0 = best."""
+    pts = _as_min(points, directions)
+    if not pts:
+        return []
+    lo = [min(c) for c in zip(*pts)]
+    hi = [max(c) for c in zip(*pts)]
+    return [tuple((v - a) / (b - a) if b > a else 0.0 for v, a, b in zip(p, lo, hi)) for p in pts]
+
+
+def balanced_index(points: Sequence[Vector], directions: Sequence[str], weights: Vector | None = None) -> int:
+    """The point closest (Euclidean, after normalisation) to the ideal point of the set."""
+    norm = normalised(points, directions)
+    w = weights or [1.0] * len(directions)
+    return min(range(len(norm)), key=lambda i: sum((wi * x) ** 2 for wi, x in zip(w, norm[i])))

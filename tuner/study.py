@@ -1,0 +1,409 @@
+"""The Optuna study: storage, sampler, seeding, resume, budgets, parallel slots, Ctrl-C.
+
+A trial is proposed by the sampler, run by `trial.run_trial`, and told back with three objectives
+(throughput up, a latency percentile down, warmup seconds down) and `trial.set_constraint` values
+(feasible when all <= 0). A failure the configuration caused (invalid settings, warmup over budget,
+OOM, failed requests) is told as an infeasible COMPLETE trial with penalty values, so the sampler
+learns to avoid the region; a failure of the environment (boot failure, crash, port clash) or an
+interruption is a FAIL and its parameters are enqueued again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+from optuna.trial import TrialState
+
+from . import trial as trial_mod
+from .redact import redact_env
+from .space import SearchSpace, TrialSettings
+from .trial import Slot, TrialContext, TrialResult
+
+SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
+THROUGHPUT = "output_throughput"
+WARMUP = "warmup_s"
+LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
+HEARTBEAT_S, GRACE_S = 30, 120  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
+
+
+class StudyError(ValueError):
+    """A study-level problem (storage, sampler, seed study) named clearly."""
+
+
+@dataclass
+class Objectives:
+    latency_metric: str = "ttft"  # ttft, tpot, itl or e2el
+    latency_stat: str = "p99"  # p50/p90/p99..., mean or median
+
+    @property
+    def latency_key(self) -> str:
+        return f"{self.latency_stat}_{self.latency_metric}_ms"
+
+    @property
+    def names(self) -> list[str]:
+        return [THROUGHPUT, self.latency_key, WARMUP]
+
+    directions = ["maximize", "minimize", "minimize"]
+
+
+@dataclass
+class Constraints:
+    slos_ms: dict[str, float] = field(default_factory=dict)  # metric key -> maximum, e.g. p99_ttft_ms
+    warmup_budget_s: float | None = None
+    allow_recompiles: bool = False
+    allow_failed_requests: bool = False
+
+    def values(self, result: TrialResult) -> dict[str, float]:
+        """Optuna constraint values: <= 0 means satisfied."""
+        out = {"ok": 0.0 if result.ok else 1.0}
+        for key, limit in self.slos_ms.items():
+            value = result.metrics.get(key)
+            out[f"slo_{key}"] = (value - limit) if value is not None else 1.0
+        if self.warmup_budget_s is not None:
+            w = result.warmup_s
+            out["warmup_budget"] = (w - self.warmup_budget_s) if w is not None else 1.0
+        if not self.allow_recompiles:
+            obs = result.observed
+            out["recompiles"] = float(obs.get("not_warmed_up", 0) + obs.get("buckets_not_prepared", 0))
+        if not self.allow_failed_requests:
+            out["failed_requests"] = float(result.metrics.get("failed", 0) or 0)
+        return out
+
+
+@dataclass
+class StudyOptions:
+    name: str
+    results_root: Path = Path("results")
+    storage: str | None = None  # default sqlite:///results/<name>/study.db
+    sampler: str = "tpe"
+    seed: int | None = 0
+    n_trials: int = 20  # finished trials the study should hold (resuming counts what is there)
+    timeout_s: float | None = None  # wall seconds for this invocation
+    slots: list[Slot] = field(default_factory=lambda: [Slot()])
+    seed_from: str | None = None  # another study whose Pareto set is enqueued first
+    enqueue_defaults: bool = True
+    grid_levels: int = 3
+
+    @property
+    def study_dir(self) -> Path:
+        return self.results_root / self.name
+
+    @property
+    def storage_url(self) -> str:
+        return self.storage or f"sqlite:///{(self.study_dir / 'study.db').as_posix()}"
+
+
+# ----------------------------------------------------------------------------------------- storage
+
+def make_storage(url: str) -> optuna.storages.BaseStorage:
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return optuna.storages.RDBStorage(
+            url,
+            heartbeat_interval=HEARTBEAT_S,
+            grace_period=GRACE_S,
+            heartbeat_stale_trial_callback=_requeue_stale,
+        )
+    except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
+        raise StudyError(f"cannot open the study storage {redact_url(url)}: {exc}") from None
+
+
+def redact_url(url: str) -> str:
+    return redact_env({"url": url})["url"]
+
+
+def _requeue_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """A trial left RUNNING by a dead tuner: failed by Optuna, its parameters enqueued again."""
+    study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number}, skip_if_exists=False)
+
+
+def make_sampler(name: str, seed: int | None, space: SearchSpace, n_trials: int, grid_levels: int):
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)  # 5.0: multivariate, constant liar
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(20, n_trials // 3)))
+    if name == "grid":
+        return optuna.samplers.GridSampler(space.grid(grid_levels), seed=seed)
+    if name == "gp":
+        try:
+            import scipy  # noqa: F401
+            import torch  # noqa: F401
+        except ImportError:
+            raise StudyError(
+                "--sampler gp needs scipy and torch (CPU): pip install 'bucket-tuner[gp]'"
+            ) from None
+        return optuna.samplers.GPSampler(seed=seed)
+    raise StudyError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
+
+
+def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -> optuna.Study:
+    opts.study_dir.mkdir(parents=True, exist_ok=True)
+    storage = make_storage(opts.storage_url)
+    sampler = make_sampler(opts.sampler, opts.seed, space, opts.n_trials, opts.grid_levels)
+    study = optuna.create_study(study_name=opts.name, storage=storage, sampler=sampler,
+                                directions=objectives.directions, load_if_exists=True)
+    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE,
+                                  optuna.study.StudyDirection.MINIMIZE]:
+        raise StudyError(f"study {opts.name!r} exists with other objectives: {study.directions}")
+    stored = study.user_attrs.get("objectives")
+    if stored and stored != objectives.names:
+        raise StudyError(
+            f"study {opts.name!r} was created with objectives {stored}; this run asks for "
+            f"{objectives.names}. Use another --study name or the same --latency-metric/--latency-stat."
+        )
+    study.set_metric_names(objectives.names)
+    study.set_user_attr("objectives", objectives.names)
+    return study
+
+
+# ----------------------------------------------------------------------------------------- seeding
+
+def snap_to_space(space: SearchSpace, values: dict[str, Any]) -> dict[str, Any]:
+    """Keep the values the space can take, moved onto its grid (step, bounds, choices)."""
+    out = {}
+    for p in space.parameters:
+        if p.name not in values:
+            continue
+        v = values[p.name]
+        if p.type in ("categorical", "bool"):
+            choices = [False, True] if p.type == "bool" else list(p.choices)
+            match = [c for c in choices if str(c).lower() == str(v).lower()]
+            if match:
+                out[p.name] = match[0]
+            continue
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            continue
+        x = min(max(x, p.low), p.high)
+        if p.step:
+            x = p.low + round((x - p.low) / p.step) * p.step
+            x = min(x, p.high)
+        out[p.name] = int(round(x)) if p.type == "int" else round(x, 6)
+    return out
+
+
+def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict, concurrency: int | None) -> list[tuple[str, dict]]:
+    """The release's defaults and the static calculator's recommendation, as parameter values."""
+    from . import calc
+    from .releases import runtime_defaults
+
+    seeds = []
+    defaults: dict[str, Any] = {"max_num_seqs": 256, "gpu_memory_utilization": 0.9, "enforce_eager": False}
+    if release:
+        defaults.update(runtime_defaults(release))
+    # Bucket variables the user does not set take the release's derived defaults: leave them to it.
+    seeds.append(("release defaults", snap_to_space(space, {p.name: defaults.get(p.key) for p in space.parameters
+                                                              if defaults.get(p.key) is not None})))
+    in_len, out_len = workload_desc.get("input_len"), workload_desc.get("output_len")
+    if in_len and out_len:
+        c = concurrency or 16
+        bs_list = tuple(sorted({max(1, c // 4), max(1, c // 2), c}))
+        try:
+            rec = calc.calculate(calc.CalcInputs(input_len=int(in_len), output_len=int(out_len),
+                                                 range_ratio=float(workload_desc.get("range_ratio", 0.0)),
+                                                 bs_list=bs_list if len(bs_list) > 1 else (c,),
+                                                 bucket_size=int(space.server.get("block_size", 128))))
+        except calc.CalcInputError:
+            rec = None
+        if rec:
+            calc_vars = dict(rec["calculated_variables"], max_num_seqs=c)
+            seeds.append(("calculator", snap_to_space(space, {p.name: calc_vars[p.key] for p in space.parameters
+                                                               if p.key in calc_vars})))
+    return [(label, values) for label, values in seeds if values]
+
+
+def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
+    try:
+        other = optuna.load_study(study_name=study_name, storage=storage_url)
+    except KeyError:
+        raise StudyError(f"--seed-from: no study named {study_name!r} in {redact_url(storage_url)}") from None
+    return [t.params for t in other.best_trials]
+
+
+def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, release: str | None,
+                  workload_desc: dict, concurrency: int | None) -> list[str]:
+    """Enqueue seeds once, on a new study. Returns what was enqueued, for the log."""
+    if study.trials:
+        return []
+    said = []
+    if opts.seed_from:
+        other_url = opts.storage or f"sqlite:///{(opts.results_root / opts.seed_from / 'study.db').as_posix()}"
+        for params in pareto_params(other_url, opts.seed_from):
+            values = snap_to_space(space, params)
+            if values:
+                study.enqueue_trial(values, user_attrs={"seed": f"pareto of {opts.seed_from}"})
+                said.append(f"pareto of {opts.seed_from}: {values}")
+    if opts.enqueue_defaults:
+        for label, values in default_seeds(space, release, workload_desc, concurrency):
+            study.enqueue_trial(values, user_attrs={"seed": label}, skip_if_exists=True)
+            said.append(f"{label}: {values}")
+    return said
+
+
+# --------------------------------------------------------------------------------------- the loop
+
+def _finished(study: optuna.Study) -> int:
+    """Trials that count toward --n-trials: completed, and failed ones that were not re-enqueued."""
+    return sum(1 for t in study.get_trials(deepcopy=False)
+               if t.state == TrialState.COMPLETE
+               or (t.state == TrialState.FAIL and not t.user_attrs.get("requeued")))
+
+
+def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, objectives: Objectives,
+                constraints: Constraints) -> TrialState:
+    attrs = result.to_json()
+    for key in ("status", "reason", "server", "env", "predicted", "observed", "artifacts", "timings", "argv"):
+        trial.set_user_attr(key, attrs[key])
+    trial.set_user_attr("metrics", {k: v for k, v in result.metrics.items() if not k.startswith("tuner_")})
+    cons = constraints.values(result)
+    feasible = all(v <= 0 for v in cons.values())
+    trial.set_user_attr("feasible", feasible)  # optuna-dashboard 0.21 does not read set_constraint
+    if result.status not in trial_mod.CONFIG_FAILURES and not result.ok:
+        # The environment failed, not the configuration: no values; run these parameters again.
+        requeue = result.status in (trial_mod.INTERRUPTED, trial_mod.PORT_IN_USE)
+        trial.set_user_attr("requeued", requeue)
+        study.tell(trial, state=TrialState.FAIL)
+        if requeue:
+            study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number})
+        return TrialState.FAIL
+    for name, value in cons.items():
+        trial.set_constraint(name, float(value))
+    throughput = float(result.metrics.get(THROUGHPUT) or 0.0) if result.ok else 0.0
+    latency = result.metrics.get(objectives.latency_key)
+    if latency is None or not result.ok:
+        latency = max([LATENCY_PENALTY_MS, *constraints.slos_ms.values()])
+    warmup = result.warmup_s
+    if warmup is None:
+        warmup = constraints.warmup_budget_s or result.predicted.get("warmup_s") or 0.0
+    study.tell(trial, [throughput, float(latency), float(warmup)])
+    return TrialState.COMPLETE
+
+
+@dataclass
+class StudyRun:
+    study: optuna.Study
+    ran: int = 0
+    interrupted: bool = False
+    seeds: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
+              constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
+              install_sigint: bool = True) -> StudyRun:
+    """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
+    or Ctrl-C. A second Ctrl-C stops at once (servers are still stopped on the way out)."""
+    from .server import cleanup_stale_groups
+
+    study = open_study(opts, space, objectives)
+    records = opts.study_dir / "run"
+    ctx.records_dir = records
+    notes = [f"stopped a server group left by an earlier run: pgid {g}" for g in cleanup_stale_groups(records)]
+    optuna.storages.fail_stale_trials(study)  # dead tuners' RUNNING trials -> FAIL + re-enqueued
+    study.set_user_attr("space", {"name": space.name, "source": space.source, "release": ctx.release})
+    study.set_user_attr("backend", ctx.backend.describe())
+    seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
+    run = StudyRun(study=study, seeds=seeds, notes=notes)
+
+    stop = threading.Event()
+    lock = threading.Lock()
+    deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
+    in_flight = [0]
+
+    def want_more() -> bool:
+        return (not stop.is_set() and time.monotonic() < deadline
+                and _finished(study) + in_flight[0] < opts.n_trials)
+
+    def worker(slot: Slot):
+        while True:
+            with lock:
+                if not want_more():
+                    return
+                in_flight[0] += 1
+                trial = study.ask()
+            try:
+                settings = space.suggest(trial)
+                trial.set_user_attr("slot", slot.index)
+                heartbeat = _Heartbeat(study, trial)
+                try:
+                    result = trial_mod.run_trial(ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}",
+                                                 slot, stop)
+                finally:
+                    heartbeat.stop()
+                _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
+                with lock:
+                    tell_result(study, trial, result, objectives, constraints)
+                    run.ran += 1
+                if on_trial:
+                    on_trial(trial.number, result)
+            except BaseException:
+                with lock:
+                    study.tell(trial, state=TrialState.FAIL)
+                raise
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+    previous = None
+    if install_sigint and threading.current_thread() is threading.main_thread():
+        def on_sigint(signum, frame):
+            if stop.is_set():
+                raise KeyboardInterrupt
+            stop.set()
+            run.interrupted = True
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
+               for slot in opts.slots]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    finally:
+        stop.set()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return run
+
+
+class _Heartbeat:
+    """Ask/tell has no heartbeat thread of its own; without one a crashed tuner's trial stays RUNNING."""
+
+    def __init__(self, study: optuna.Study, trial: optuna.Trial):
+        self._storage = study._storage  # the public API offers no heartbeat for ask/tell
+        self._trial_id = trial._trial_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+        self._thread.start()
+
+    def _beat(self):
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                self._storage.record_heartbeat(self._trial_id)
+            except Exception:  # a storage hiccup must not kill the trial
+                pass
+
+    def stop(self):
+        self._stop.set()
+
+
+def _write_trial_files(trial_dir: Path, result: TrialResult, settings: TrialSettings) -> None:
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    (trial_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    env_path = trial_dir / "trial.env"
+    lines = [f"{k}={v}" for k, v in sorted(redact_env(settings.env).items())]
+    env_path.write_text("\n".join(lines) + "\n")
+    result.artifacts["env_file"] = str(env_path)
