@@ -1,0 +1,81 @@
+"""vLLM server log lines -> typed events.
+
+Covers vLLM on Intel Gaudi (HabanaAI/vllm-fork 1.17 .. 1.22 with vllm-hpu-extension, and the
+vllm-project/vllm-gaudi plugin) and a generic vLLM (the CPU build, upstream v0/v1 engine lines).
+Every format below was taken from ../shared/spec/gaudi-bucketing.md (sections C and D), the verbatim
+logs in ../shared/log-samples/, the log lines recorded in ../shared/vectors/, the CPU startup log in
+../shared/spec/real-vllm-cpu.md, or the upstream source that prints the line (named next to it).
+
+Public API
+    parse_line(line) -> Event | None      one line (or one multi-line record) -> one event
+    LogWatcher                            stateful: multi-line constructs, running summary,
+                                          warm-up progress and time projection
+    parse_bytes("7.923 GiB") -> int
+
+Package map (each module imports only the ones above it)
+    units.py      byte amounts: parse_bytes, the `_B` amount pattern
+    prefix.py     line prefix: ANSI codes, docker timestamp, process tag, vLLM/uvicorn logger -> LogPrefix
+    events.py     the event dataclasses (Event, its 32 subclasses, BucketRange)
+    values.py     small value readers shared by the rules (numbers, int tuples, bucket lists, tqdm clocks)
+    rules.py      the (regex, builder) rule table, in match order, and the milestone markers
+    message.py    one message -> one event (rules, then OOM texts, then ERROR lines); the tqdm bar pattern
+    summary.py    WatchSummary, the snapshot a LogWatcher returns
+    watcher.py    LogWatcher: tracebacks, multi-line lists, running state, progress and projection
+    parse.py      parse_line, the stateless entry point (a multi-line record goes through a LogWatcher)
+"""
+
+from __future__ import annotations
+
+from .events import (
+    BucketClamp,
+    BucketConfig,
+    BucketNotPrepared,
+    BucketRange,
+    BucketVariable,
+    CompileTime,
+    ConfigValue,
+    EngineInfo,
+    EngineInitialized,
+    EngineStats,
+    ErrorLine,
+    Event,
+    ExperimentalFlags,
+    ExponentialOverride,
+    GeneratedBuckets,
+    GraphBudget,
+    GraphCaptured,
+    HpuBlocks,
+    KvCacheSize,
+    MemorySplit,
+    Milestone,
+    ModelLoaded,
+    NotWarmedUp,
+    OmittedBuckets,
+    OutOfMemory,
+    Preemption,
+    ProfilingRun,
+    ServerListening,
+    SkipWarmup,
+    Traceback,
+    UsableBlocks,
+    WarmupFinished,
+    WarmupProgress,
+    WarmupStep,
+)
+from .parse import parse_line
+from .prefix import NO_PREFIX as NO_PREFIX
+from .prefix import LogPrefix
+from .rules import Builder as Builder
+from .summary import WatchSummary
+from .units import parse_bytes
+from .watcher import LogWatcher
+
+__all__ = [
+    "parse_line", "parse_bytes", "LogWatcher", "WatchSummary", "LogPrefix", "Event", "BucketRange",
+    "BucketConfig", "BucketVariable", "BucketClamp", "ExponentialOverride", "ConfigValue",
+    "ExperimentalFlags", "GeneratedBuckets", "OmittedBuckets", "MemorySplit", "UsableBlocks",
+    "HpuBlocks", "ModelLoaded", "ProfilingRun", "KvCacheSize", "WarmupStep", "WarmupProgress",
+    "GraphBudget", "GraphCaptured", "WarmupFinished", "SkipWarmup", "NotWarmedUp",
+    "BucketNotPrepared", "Preemption", "OutOfMemory", "ServerListening", "EngineInfo",
+    "EngineInitialized", "CompileTime", "EngineStats", "Milestone", "Traceback", "ErrorLine",
+]

@@ -1,0 +1,64 @@
+"""One message -> one event: the rule table first, then OOM texts, then any other ERROR line.
+Also the tqdm progress-bar pattern that `parse_line` and `LogWatcher` use to pick the newest redraw."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Optional
+
+from .events import ErrorLine, Event, OutOfMemory
+from .prefix import LogPrefix, _split_prefix
+from .rules import _RULES
+
+# OOM texts, checked after every rule above and only on lines that are not INFO/DEBUG (an INFO line
+# that mentions OOM is advice, not an OOM). Sources: Habana bridge "RuntimeError: [Rank:0] FATAL ERROR ::
+# MODULE:PT_DEVMEM Allocation failed for size::939524096 (896)MB" and "MODULE:PT_DEVMEM OOM: No enough
+# memory for defragment." (vllm-gaudi docs/configuration/calibration), torch "torch.OutOfMemoryError:
+# ... out of memory", vllm-gaudi "HPU out of memory occurred when warming up pooler", vLLM KV sizing
+# ValueErrors (fork 1.22 hpu_worker.py / v1 kv_cache_utils.py).
+_OOM = [
+    (re.compile(r"No available memory for the cache blocks|KV cache is needed, which is larger than the available "
+                r"KV cache memory|larger than the maximum number of tokens that can be stored in KV cache|"
+                r"Not enough memory for kv cache", re.I), "kv_cache"),
+    (re.compile(r"DefaultCPUAllocator: can't allocate memory|Cannot allocate memory"), "host"),
+    (re.compile(r"\bout of memory\b|OutOfMemoryError|MODULE:PT_DEVMEM|Device does not have enough memory",
+                re.I), "device"),
+]
+
+
+def _oom_kind(message: str) -> Optional[str]:
+    for pattern, kind in _OOM:
+        if pattern.search(message):
+            return kind
+    return None
+
+
+def _parse_message(prefix: LogPrefix, msg: str) -> Optional[Event]:
+    if not msg.strip():
+        return None
+    for pattern, build in _RULES:
+        m = pattern.search(msg)
+        if not m:
+            continue
+        try:
+            event = build(m)
+        except (ValueError, KeyError, IndexError):  # a rule that cannot build does not match
+            event = None
+        if event is not None:
+            return replace(event, prefix=prefix)
+    if prefix.level not in ("INFO", "DEBUG"):
+        kind = _oom_kind(msg)
+        if kind:
+            return OutOfMemory(kind=kind, message=msg.strip(), prefix=prefix)
+    if prefix.level in ("ERROR", "CRITICAL"):
+        return ErrorLine(message=msg, prefix=prefix)
+    return None
+
+
+def _parse_single(line: str) -> Optional[Event]:
+    prefix, msg = _split_prefix(line)
+    return _parse_message(prefix, msg)
+
+
+_TQDM_BAR = re.compile(r"\b\d{1,3}%\|[^|]*\|\s*\d+/\d+")

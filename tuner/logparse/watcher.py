@@ -1,0 +1,458 @@
+"""`LogWatcher`: the stateful reader. Multi-line constructs (tracebacks, vllm-gaudi's "Omitted N
+buckets:" list), the running summary, warm-up progress and the remaining-time projection."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field, fields, replace
+from typing import Callable, Iterable, Optional
+
+from .events import (
+    BucketConfig,
+    BucketNotPrepared,
+    BucketVariable,
+    CompileTime,
+    EngineInfo,
+    EngineInitialized,
+    ErrorLine,
+    Event,
+    ExponentialOverride,
+    GeneratedBuckets,
+    GraphBudget,
+    GraphCaptured,
+    HpuBlocks,
+    KvCacheSize,
+    MemorySplit,
+    ModelLoaded,
+    NotWarmedUp,
+    OmittedBuckets,
+    OutOfMemory,
+    Preemption,
+    ServerListening,
+    SkipWarmup,
+    Traceback,
+    UsableBlocks,
+    WarmupFinished,
+    WarmupProgress,
+    WarmupStep,
+)
+from .message import _TQDM_BAR, _oom_kind, _parse_message
+from .prefix import LogPrefix, _split_prefix
+from .summary import WatchSummary
+
+# ---------------------------------------------------------------------------------------------
+# LogWatcher
+# ---------------------------------------------------------------------------------------------
+
+_TRACEBACK_START = "Traceback (most recent call last):"
+_EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_OMITTED_HEADER = re.compile(r"^Omitted \d+ (?:prompt|decode) buckets:$")
+_PAREN_ROW = re.compile(r"^\(.*\)$")
+
+
+def _merge(old, new):
+    """Several lines report parts of one fact (load time, then load memory): keep the known parts."""
+    if old is None:
+        return new
+    return replace(new, **{f.name: getattr(old, f.name) for f in fields(new)
+                           if f.name != "prefix" and getattr(new, f.name) is None})
+
+
+@dataclass
+class _PhaseProgress:
+    total: int
+    completed: int = 0           # steps known finished
+    started: int = 0             # highest [Warmup] index seen (that step is running)
+    last_t: float = 0.0
+    runs: list[list[tuple[float, int]]] = field(default_factory=list)  # (t, completed) per contiguous run
+
+
+class LogWatcher:
+    """Feed it server output line by line; it returns events and keeps a running summary.
+
+    Multi-line constructs: Python tracebacks (plain, or with every line prefixed as vLLM v1 workers log
+    them; kept apart per process) become one Traceback event when the exception line arrives;
+    vllm-gaudi's "Omitted N buckets:" list becomes one OmittedBuckets event when the list ends.
+
+    Time: pass `t` (monotonic seconds) with each line, or let the watcher read `clock()` on arrival;
+    the times of warm-up lines drive `projected_remaining_s()`.
+
+    `expect_graphs`: count HPU-graph capture phases (Graph/Prompt, Graph/Decode after the eager
+    warm-up, fork 1.17..1.21 lazy mode) in the projection before they start.
+    """
+
+    def __init__(self, *, expect_graphs: bool = False, clock: Callable[[], float] = time.monotonic):
+        self.expect_graphs = expect_graphs
+        self._clock = clock
+        self._tracebacks_open: dict[tuple, tuple[LogPrefix, list[str]]] = {}
+        self._omitted_open: Optional[tuple[LogPrefix, list[str]]] = None
+        self._stage = "startup"
+        self._configs: dict[str, BucketConfig] = {}
+        self._variables: dict[str, BucketVariable] = {}
+        self._overrides: list[str] = []
+        self._generated: dict[str, GeneratedBuckets] = {}
+        self._omitted: dict[str, OmittedBuckets] = {}
+        self._memory: Optional[MemorySplit] = None
+        self._usable: Optional[UsableBlocks] = None
+        self._hpu_blocks: Optional[int] = None
+        self._model: Optional[ModelLoaded] = None
+        self._kv: Optional[KvCacheSize] = None
+        self._budget: Optional[GraphBudget] = None
+        self._phases: dict[str, _PhaseProgress] = {}
+        self._current_phase: Optional[str] = None
+        self._captured: dict[str, GraphCaptured] = {}
+        self._finished: Optional[WarmupFinished] = None
+        self._skipped = False
+        self._not_warmed: dict[tuple, NotWarmedUp] = {}
+        self._not_prepared: list[BucketNotPrepared] = []
+        self._preempt_events = 0
+        self._preempt_cumulative = 0
+        self._oom: Optional[OutOfMemory] = None
+        self._oom_stage: Optional[str] = None
+        self._errors: list[str] = []
+        self._tracebacks: list[Traceback] = []
+        self._url: Optional[str] = None
+        self._startup_complete = False
+        self._version: Optional[str] = None
+        self._platform: Optional[str] = None
+        self._engine_init: Optional[float] = None
+        self._compile_s: Optional[float] = None
+
+    # -- input ---------------------------------------------------------------------------------
+
+    def feed(self, line: str, t: Optional[float] = None) -> list[Event]:
+        """One chunk of output (normally one line; several lines or tqdm `\\r` redraws are fine)."""
+        if not isinstance(line, str):
+            return []
+        now = self._clock() if t is None else t
+        events: list[Event] = []
+        for physical in line.rstrip("\r\n").split("\n"):
+            segments = [s for s in physical.split("\r") if s.strip()] or [physical]
+            bars = [i for i, s in enumerate(segments) if _TQDM_BAR.search(s)]
+            for i, segment in enumerate(segments):
+                if i in bars and i != bars[-1]:
+                    continue  # only the newest redraw of a progress bar counts
+                events.extend(self._feed_one(segment, now))
+        return events
+
+    def feed_lines(self, lines: Iterable[str], t: Optional[float] = None) -> list[Event]:
+        events: list[Event] = []
+        for line in lines:
+            events.extend(self.feed(line, t))
+        return events
+
+    def flush(self) -> list[Event]:
+        """End of stream: emit whatever multi-line record is still open."""
+        events = self._close_omitted()
+        for key in list(self._tracebacks_open):
+            prefix, lines = self._tracebacks_open.pop(key)
+            events.extend(self._emit_traceback(prefix, lines, None, ""))
+        return events
+
+    def _feed_one(self, raw: str, t: float) -> list[Event]:
+        prefix, msg = _split_prefix(raw)
+        events: list[Event] = []
+        if self._omitted_open is not None:
+            if prefix.level is None and _PAREN_ROW.match(msg.strip()):
+                self._omitted_open[1].append(msg.strip())
+                return []
+            events.extend(self._close_omitted())
+        key = (prefix.process, prefix.pid, prefix.level is None)
+        if key in self._tracebacks_open:
+            return events + self._continue_traceback(key, prefix, msg)
+        if msg.strip() == _TRACEBACK_START:
+            self._tracebacks_open[key] = (prefix, [msg.strip()])
+            return events
+        if _OMITTED_HEADER.match(msg.strip()):
+            self._omitted_open = (prefix, [msg.strip()])
+            return events
+        event = _parse_message(prefix, msg)
+        if event is not None:
+            self._update(event, t)
+            events.append(event)
+        return events
+
+    def _continue_traceback(self, key: tuple, prefix: LogPrefix, msg: str) -> list[Event]:
+        first, lines = self._tracebacks_open[key]
+        if msg.strip() == _TRACEBACK_START:   # a new one without an exception line for the old
+            self._tracebacks_open[key] = (prefix, [msg.strip()])
+            return self._emit_traceback(first, lines, None, "")
+        if not msg.strip() or msg[:1] in (" ", "\t"):
+            lines.append(msg)
+            return []
+        del self._tracebacks_open[key]
+        lines.append(msg)
+        m = _EXCEPTION_LINE.match(msg.strip())
+        exc_type = m["type"] if m else msg.strip().split(":", 1)[0]
+        message = (m["msg"] or "") if m else msg.strip()
+        return self._emit_traceback(first, lines, exc_type, message)
+
+    def _emit_traceback(self, prefix: LogPrefix, lines: list[str], exc_type: Optional[str],
+                        message: str) -> list[Event]:
+        tb = Traceback(exc_type=exc_type, message=message, text="\n".join(lines), prefix=prefix)
+        events: list[Event] = [tb]
+        kind = _oom_kind(f"{exc_type or ''}: {message}") if exc_type else None
+        if kind:
+            events.append(OutOfMemory(kind=kind, message=f"{exc_type}: {message}", prefix=prefix))
+        for event in events:
+            self._update(event, None)
+        return events
+
+    def _close_omitted(self) -> list[Event]:
+        if self._omitted_open is None:
+            return []
+        prefix, lines = self._omitted_open
+        self._omitted_open = None
+        event = _parse_message(prefix, "\n".join(lines))
+        if event is None:
+            return []
+        self._update(event, None)
+        return [event]
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def _update(self, event: Event, t: Optional[float]) -> None:
+        handler = self._HANDLERS.get(type(event))
+        if handler:
+            handler(self, event, t)
+
+    def _on_config(self, e: BucketConfig, t):
+        self._configs[e.phase] = e
+
+    def _on_variable(self, e: BucketVariable, t):
+        self._variables[e.name] = e
+
+    def _on_override(self, e: ExponentialOverride, t):
+        self._overrides.append(e.name)
+
+    def _on_generated(self, e: GeneratedBuckets, t):
+        self._generated[e.phase] = e
+
+    def _on_omitted(self, e: OmittedBuckets, t):
+        self._omitted[e.phase] = e
+
+    def _on_memory(self, e: MemorySplit, t):
+        self._memory = e
+
+    def _on_usable(self, e: UsableBlocks, t):
+        self._usable = e
+        self._hpu_blocks = e.pad_block_id if e.pad_block_id is not None else e.usable
+
+    def _on_blocks(self, e: HpuBlocks, t):
+        self._hpu_blocks = e.blocks
+
+    def _on_model(self, e: ModelLoaded, t):
+        self._model = _merge(self._model, e)
+
+    def _on_kv(self, e: KvCacheSize, t):
+        self._kv = _merge(self._kv, e)
+
+    def _on_budget(self, e: GraphBudget, t):
+        self._budget = e
+        self._stage = "warmup"
+
+    def _on_step(self, e: WarmupStep | WarmupProgress, t):
+        self._stage = "warmup"
+        now = self._clock() if t is None else t
+        key = e.key
+        if isinstance(e, WarmupStep):
+            completed, started = e.index - 1, e.index
+        else:
+            completed, started = e.done, e.done
+        ph = self._phases.get(key)
+        if ph is None:
+            ph = self._phases[key] = _PhaseProgress(total=e.total)
+        ph.total = e.total
+        if key != self._current_phase:
+            self._close_current_phase()
+            self._current_phase = key
+            ph.runs.append([])
+        ph.completed = max(ph.completed, completed)
+        ph.started = max(ph.started, started)
+        ph.last_t = now
+        ph.runs[-1].append((now, completed))
+
+    def _close_current_phase(self):
+        if self._current_phase is not None:
+            ph = self._phases[self._current_phase]
+            ph.completed = max(ph.completed, ph.started)   # its last started step has ended
+
+    def _on_captured(self, e: GraphCaptured, t):
+        self._captured[e.phase] = e
+
+    def _on_finished(self, e: WarmupFinished, t):
+        self._close_current_phase()
+        self._finished = e
+        if self._stage in ("startup", "warmup"):
+            self._stage = "ready"
+
+    def _on_skip(self, e: SkipWarmup, t):
+        self._skipped = True
+        if self._stage in ("startup", "warmup"):
+            self._stage = "ready"
+
+    def _on_not_warmed(self, e: NotWarmedUp, t):
+        self._not_warmed.setdefault((e.phase, e.shape), e)
+
+    def _on_not_prepared(self, e: BucketNotPrepared, t):
+        self._not_prepared.append(e)
+
+    def _on_preemption(self, e: Preemption, t):
+        self._preempt_events += 1
+        if e.cumulative is not None:
+            self._preempt_cumulative = max(self._preempt_cumulative, e.cumulative)
+
+    def _on_oom(self, e: OutOfMemory, t):
+        if self._oom is None:
+            self._oom, self._oom_stage = e, self._stage
+
+    def _on_error(self, e: ErrorLine, t):
+        self._errors.append(e.message.strip())
+
+    def _on_traceback(self, e: Traceback, t):
+        self._tracebacks.append(e)
+        self._errors.append(f"{e.exc_type}: {e.message}" if e.exc_type else "incomplete traceback")
+
+    def _on_listening(self, e: ServerListening, t):
+        self._url = e.url or self._url
+        self._startup_complete = self._startup_complete or e.startup_complete
+        self._stage = "serving"
+
+    def _on_engine(self, e: EngineInfo, t):
+        self._version = e.version or self._version
+        self._platform = e.platform or self._platform
+
+    def _on_engine_init(self, e: EngineInitialized, t):
+        self._engine_init = e.seconds
+
+    def _on_compile(self, e: CompileTime, t):
+        if e.kind == "total":
+            self._compile_s = e.seconds
+
+    _HANDLERS = {
+        BucketConfig: _on_config, BucketVariable: _on_variable, ExponentialOverride: _on_override,
+        GeneratedBuckets: _on_generated, OmittedBuckets: _on_omitted, MemorySplit: _on_memory,
+        UsableBlocks: _on_usable, HpuBlocks: _on_blocks, ModelLoaded: _on_model, KvCacheSize: _on_kv,
+        GraphBudget: _on_budget, WarmupStep: _on_step, WarmupProgress: _on_step,
+        GraphCaptured: _on_captured, WarmupFinished: _on_finished, SkipWarmup: _on_skip,
+        NotWarmedUp: _on_not_warmed, BucketNotPrepared: _on_not_prepared, Preemption: _on_preemption,
+        OutOfMemory: _on_oom, ErrorLine: _on_error, Traceback: _on_traceback,
+        ServerListening: _on_listening, EngineInfo: _on_engine, EngineInitialized: _on_engine_init,
+        CompileTime: _on_compile,
+    }
+
+    # -- output ----------------------------------------------------------------------------------
+
+    @property
+    def stage(self) -> str:
+        return self._stage
+
+    @property
+    def prompt_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
+        g = self._generated.get("prompt")
+        return g.buckets if g else None
+
+    @property
+    def decode_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
+        g = self._generated.get("decode")
+        return g.buckets if g else None
+
+    @property
+    def hpu_blocks(self) -> Optional[int]:
+        return self._hpu_blocks
+
+    @property
+    def warmup_finished(self) -> Optional[WarmupFinished]:
+        return self._finished
+
+    @property
+    def oom_seen(self) -> bool:
+        return self._oom is not None
+
+    @property
+    def preemptions(self) -> int:
+        return max(self._preempt_events, self._preempt_cumulative)
+
+    @property
+    def not_warmed_up(self) -> tuple[NotWarmedUp, ...]:
+        return tuple(self._not_warmed.values())
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        return tuple(self._errors)
+
+    def summary(self) -> WatchSummary:
+        return WatchSummary(
+            stage=self._stage, bucket_configs=dict(self._configs), bucket_variables=dict(self._variables),
+            exponential_overrides=tuple(self._overrides), generated=dict(self._generated),
+            omitted=dict(self._omitted), memory_split=self._memory, usable_blocks=self._usable,
+            hpu_blocks=self._hpu_blocks, model_loaded=self._model, kv_cache=self._kv,
+            graph_budget=self._budget,
+            warmup_steps={k: (p.completed, p.total) for k, p in self._phases.items()},
+            graph_captured=dict(self._captured), warmup_finished=self._finished,
+            warmup_skipped=self._skipped, not_warmed_up=self.not_warmed_up,
+            buckets_not_prepared=tuple(self._not_prepared), preemptions=self.preemptions,
+            oom=self._oom, oom_stage=self._oom_stage, errors=tuple(self._errors),
+            tracebacks=tuple(self._tracebacks), listening_url=self._url,
+            startup_complete=self._startup_complete, engine_version=self._version,
+            platform=self._platform, engine_init_s=self._engine_init, compile_s=self._compile_s)
+
+    def progress(self) -> Optional[tuple[str, int, int]]:
+        """(phase, done, total) for a progress bar: the warm-up phase in progress ("prompt", "decode",
+        "graph/prompt", ...) with its finished steps, or ("finished", n, n) once warm-up ended
+        (n = steps over all phases); None before any warm-up line."""
+        if self._finished is not None or self._skipped:
+            n = sum(p.total for p in self._phases.values())
+            return ("finished", n, n)
+        if self._current_phase is None:
+            return None
+        ph = self._phases[self._current_phase]
+        return (self._current_phase, ph.completed, ph.total)
+
+    def seconds_per_step(self, phase: Optional[str] = None) -> Optional[float]:
+        """Mean seconds per warm-up step seen in `phase` (all phases when None)."""
+        dt = steps = 0.0
+        for key, ph in self._phases.items():
+            if phase is not None and key != phase:
+                continue
+            for run in ph.runs:
+                for (t0, c0), (t1, c1) in zip(run, run[1:]):
+                    if c1 > c0:
+                        dt, steps = dt + (t1 - t0), steps + (c1 - c0)
+        return dt / steps if steps else None
+
+    def projected_remaining_s(self, now: Optional[float] = None) -> Optional[float]:
+        """Seconds of warm-up left, extrapolated linearly from the arrival times of the warm-up lines:
+        the rest of the current phase at its own pace, plus every phase still to come whose size is
+        known (decode after prompt; graph phases when `expect_graphs` or once one started) at its own
+        pace or, unseen, the mean pace so far. 0.0 once finished; None while no pace is known."""
+        if self._finished is not None or self._skipped:
+            return 0.0
+        if self._current_phase is None:
+            return None
+        now = self._clock() if now is None else now
+        overall = self.seconds_per_step()
+        pace = self.seconds_per_step(self._current_phase) or overall
+        if pace is None:
+            return None
+        ph = self._phases[self._current_phase]
+        remaining = max(0.0, ph.last_t + (ph.total - ph.completed) * pace - now)
+        for phase, total in self._future_phases():
+            remaining += total * (self.seconds_per_step(phase) or overall or pace)
+        return remaining
+
+    def _future_phases(self) -> list[tuple[str, int]]:
+        counts = {p: g.count for p, g in self._generated.items()}
+        graphs = self.expect_graphs or self._budget is not None
+        following = {
+            "prompt": ["decode"] + (["graph/prompt", "graph/decode"] if graphs else []),
+            "decode": ["graph/prompt", "graph/decode"] if graphs else [],
+            "graph/prompt": ["graph/decode"],
+        }.get(self._current_phase, [])
+        out = []
+        for phase in following:
+            total = counts.get(phase.split("/")[-1])
+            if phase not in self._phases and total:
+                out.append((phase, total))
+        return out
