@@ -69,6 +69,9 @@ class Backend:
     sim_device: str = "gaudi2"
     sim_model: str = "llama-3.1-8b"
     time_scale: float = 1.0
+    # startup (weights, warmup) may be compressed further than serving: warmup is minutes of
+    # compile time, while serving latencies must stay well above the client's own overhead
+    startup_time_scale: float | None = None
     sim_seed: int = 0
     sim_noise: float = 0.0
     sim_fault: str | None = None
@@ -79,10 +82,16 @@ class Backend:
     def __post_init__(self):
         if self.kind not in BACKENDS:
             raise BackendError(f"unknown backend {self.kind!r}; choose one of {', '.join(BACKENDS)}")
-        if self.kind == "sim" and not (0 < self.time_scale <= 1):
-            raise BackendError(f"--time-scale must be in (0, 1], got {self.time_scale}")
+        if self.kind == "sim":
+            for name, value in (("--time-scale", self.time_scale), ("--startup-time-scale", self.startup_scale)):
+                if not (0 < value <= 1):
+                    raise BackendError(f"{name} must be in (0, 1], got {value}")
         if self.kind == "vllm":
-            self.time_scale = 1.0
+            self.time_scale, self.startup_time_scale = 1.0, None
+
+    @property
+    def startup_scale(self) -> float:
+        return self.startup_time_scale if self.startup_time_scale is not None else self.time_scale
 
     @property
     def api_model_name(self) -> str:
@@ -100,6 +109,8 @@ class Backend:
             argv += ["--sim-release", self.sim_release]
         argv += ["--sim-device", self.sim_device, "--sim-model", self.sim_model,
                  "--sim-time-scale", str(self.time_scale), "--sim-seed", str(self.sim_seed)]
+        if self.startup_time_scale is not None:
+            argv += ["--sim-startup-time-scale", str(self.startup_time_scale)]
         if self.sim_noise:
             argv += ["--sim-noise", str(self.sim_noise)]
         if self.sim_fault:
@@ -110,7 +121,8 @@ class Backend:
         d = {"kind": self.kind, "model": self.model}
         if self.kind == "sim":
             d.update(release=self.sim_release, device=self.sim_device, sim_model=self.sim_model,
-                     time_scale=self.time_scale, seed=self.sim_seed, noise=self.sim_noise)
+                     time_scale=self.time_scale, startup_time_scale=self.startup_scale,
+                     seed=self.sim_seed, noise=self.sim_noise)
         else:
             d.update(command=self.vllm_command)
         return d

@@ -168,9 +168,11 @@ def _importances(study: optuna.Study, names: list[str]):
     if len(complete) < 4 or not any(t.params for t in complete):
         return None
     rows = []
+    signs = [-1.0 if d.name == "MAXIMIZE" else 1.0 for d in study.directions]
     for i, name in enumerate(names):
         try:
-            imp = optuna.importance.get_param_importances(study, target=lambda t, i=i: t.values[i])
+            # The default evaluator (PED-ANOVA) looks for what makes the target low: flip maximised ones.
+            imp = optuna.importance.get_param_importances(study, target=lambda t, i=i: signs[i] * t.values[i])
         except (RuntimeError, ValueError, ZeroDivisionError):
             continue  # too few distinct values, or conditional parameters absent everywhere
         rows += [{"objective": name, "parameter": p, "importance": v} for p, v in imp.items()]

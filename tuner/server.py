@@ -168,6 +168,23 @@ def _boot_id() -> str:
     return (_read("/proc/sys/kernel/random/boot_id") or b"").decode().strip()
 
 
+def process_identity(pid: int | None = None) -> dict:
+    """Who a process is, durably: host, boot, pid and start time (a pid alone gets recycled)."""
+    pid = os.getpid() if pid is None else pid
+    st = _stat(pid)
+    return {"host": socket.gethostname(), "boot_id": _boot_id(), "pid": pid, "start": st.start if st else 0}
+
+
+def identity_alive(ident: dict) -> bool | None:
+    """True/False for a process of this host and boot; None when it lives elsewhere (cannot tell)."""
+    if ident.get("host") != socket.gethostname():
+        return None
+    if ident.get("boot_id") != _boot_id():
+        return False  # rebooted since: it is gone
+    st = _stat(int(ident.get("pid", 0)))
+    return bool(st and st.start == ident.get("start") and st.state not in _DEAD)
+
+
 class _Group:
     """A server's process group, plus descendants that left it (setsid/setpgid) on their own."""
 

@@ -15,6 +15,7 @@ import math
 import signal
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -104,17 +105,26 @@ class StudyOptions:
 # ----------------------------------------------------------------------------------------- storage
 
 def make_storage(url: str) -> optuna.storages.BaseStorage:
+    engine_kwargs = {}
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        return optuna.storages.RDBStorage(
-            url,
-            heartbeat_interval=HEARTBEAT_S,
-            grace_period=GRACE_S,
-            heartbeat_stale_trial_callback=_requeue_stale,
-        )
-    except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
-        raise StudyError(f"cannot open the study storage {redact_url(url)}: {exc}") from None
+        # Several tuners on one machine may share the file: wait for its lock instead of failing.
+        engine_kwargs = {"connect_args": {"timeout": 60}}
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=GRACE_S,
+                heartbeat_stale_trial_callback=_requeue_stale,
+            )
+        except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
+            # Two workers creating a new storage at once: one loses the CREATE TABLE race; retry.
+            if "already exists" in str(exc) and attempt < 4:
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            raise StudyError(f"cannot open the study storage {redact_url(url)}: {exc}") from None
 
 
 def redact_url(url: str) -> str:
@@ -147,12 +157,28 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, n_trials: int,
     raise StudyError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
 
 
+def _quiet_optuna() -> None:
+    """Optuna's info lines and experimental-feature warnings would bury the trial lines."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # We run our own heartbeat for ask/tell (see _Heartbeat); Optuna warns it expects optimize().
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+
+
 def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -> optuna.Study:
+    _quiet_optuna()
     opts.study_dir.mkdir(parents=True, exist_ok=True)
     storage = make_storage(opts.storage_url)
     sampler = make_sampler(opts.sampler, opts.seed, space, opts.n_trials, opts.grid_levels)
-    study = optuna.create_study(study_name=opts.name, storage=storage, sampler=sampler,
-                                directions=objectives.directions, load_if_exists=True)
+    for attempt in range(5):
+        try:
+            study = optuna.create_study(study_name=opts.name, storage=storage, sampler=sampler,
+                                        directions=objectives.directions, load_if_exists=True)
+            break
+        except optuna.exceptions.DuplicatedStudyError:  # created by another worker meanwhile
+            if attempt == 4:
+                raise
+            time.sleep(0.2)
     if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE,
                                   optuna.study.StudyDirection.MINIMIZE]:
         raise StudyError(f"study {opts.name!r} exists with other objectives: {study.directions}")
@@ -254,10 +280,32 @@ def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, r
 
 # --------------------------------------------------------------------------------------- the loop
 
-def _finished(study: optuna.Study) -> int:
-    """Trials that count toward --n-trials: completed, and failed ones that were not re-enqueued."""
+def recover_orphans(study: optuna.Study) -> list[int]:
+    """RUNNING trials whose tuner died on this host: failed and their parameters enqueued again now.
+
+    Trials of tuners on other hosts (a shared PostgreSQL study) are left to the heartbeat: they are
+    failed and re-enqueued by Optuna once their heartbeat is GRACE_S old.
+    """
+    from .server import identity_alive
+
+    recovered = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.system_attrs.get("tuner_owner") or t.user_attrs.get("owner")
+        if owner and identity_alive(owner) is False:
+            study._storage.set_trial_system_attr(t._trial_id, "tuner_recovered", True)
+            study._storage.set_trial_user_attr(t._trial_id, "status", "tuner_died")
+            study._storage.set_trial_user_attr(t._trial_id, "requeued", True)
+            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number})
+            recovered.append(t.number)
+    return recovered
+
+
+def _counted(study: optuna.Study) -> int:
+    """Trials that count toward --n-trials: running ones (any worker's), completed ones, and failed
+    ones that were not re-enqueued. Workers sharing a study can overshoot by at most one trial each."""
     return sum(1 for t in study.get_trials(deepcopy=False)
-               if t.state == TrialState.COMPLETE
+               if t.state in (TrialState.RUNNING, TrialState.COMPLETE)
                or (t.state == TrialState.FAIL and not t.user_attrs.get("requeued")))
 
 
@@ -280,6 +328,9 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
         return TrialState.FAIL
     for name, value in cons.items():
         trial.set_constraint(name, float(value))
+    # optuna-dashboard 0.21 reads only the legacy "constraints" system attribute; mirror the values
+    # there (same numbers, same order) so its Pareto view hides infeasible trials too.
+    study._storage.set_trial_system_attr(trial._trial_id, "constraints", [float(v) for v in cons.values()])
     throughput = float(result.metrics.get(THROUGHPUT) or 0.0) if result.ok else 0.0
     latency = result.metrics.get(objectives.latency_key)
     if latency is None or not result.ok:
@@ -305,34 +356,37 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
               install_sigint: bool = True) -> StudyRun:
     """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
     or Ctrl-C. A second Ctrl-C stops at once (servers are still stopped on the way out)."""
-    from .server import cleanup_stale_groups
+    from .server import cleanup_stale_groups, process_identity
 
     study = open_study(opts, space, objectives)
     records = opts.study_dir / "run"
     ctx.records_dir = records
     notes = [f"stopped a server group left by an earlier run: pgid {g}" for g in cleanup_stale_groups(records)]
-    optuna.storages.fail_stale_trials(study)  # dead tuners' RUNNING trials -> FAIL + re-enqueued
+    notes += [f"trial {n} was left running by a tuner that died: failed and enqueued again"
+              for n in recover_orphans(study)]
+    optuna.storages.fail_stale_trials(study)  # other hosts' dead tuners: by heartbeat age
     study.set_user_attr("space", {"name": space.name, "source": space.source, "release": ctx.release})
     study.set_user_attr("backend", ctx.backend.describe())
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
     run = StudyRun(study=study, seeds=seeds, notes=notes)
+    for line in notes + [f"seeded: {s}" for s in seeds]:
+        trial_mod._status(ctx, line)
 
     stop = threading.Event()
     lock = threading.Lock()
+    owner = process_identity()
     deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
-    in_flight = [0]
 
     def want_more() -> bool:
-        return (not stop.is_set() and time.monotonic() < deadline
-                and _finished(study) + in_flight[0] < opts.n_trials)
+        return not stop.is_set() and time.monotonic() < deadline and _counted(study) < opts.n_trials
 
     def worker(slot: Slot):
         while True:
             with lock:
                 if not want_more():
                     return
-                in_flight[0] += 1
                 trial = study.ask()
+                trial.set_user_attr("owner", owner)
             try:
                 settings = space.suggest(trial)
                 trial.set_user_attr("slot", slot.index)
@@ -348,13 +402,13 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                     run.ran += 1
                 if on_trial:
                     on_trial(trial.number, result)
-            except BaseException:
+            except BaseException as exc:
+                # A bug of ours, not a trial outcome: keep the record, say what happened, stop this slot.
                 with lock:
+                    trial.set_user_attr("status", "tuner_error")
+                    trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
                     study.tell(trial, state=TrialState.FAIL)
                 raise
-            finally:
-                with lock:
-                    in_flight[0] -= 1
 
     previous = None
     if install_sigint and threading.current_thread() is threading.main_thread():
@@ -402,8 +456,8 @@ class _Heartbeat:
 
 def _write_trial_files(trial_dir: Path, result: TrialResult, settings: TrialSettings) -> None:
     trial_dir.mkdir(parents=True, exist_ok=True)
-    (trial_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     env_path = trial_dir / "trial.env"
     lines = [f"{k}={v}" for k, v in sorted(redact_env(settings.env).items())]
     env_path.write_text("\n".join(lines) + "\n")
     result.artifacts["env_file"] = str(env_path)
+    (trial_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))

@@ -242,7 +242,8 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
         rejected.timings = {"total_s": round(time.monotonic() - t0, 3)}
         return rejected
 
-    backend, scale, limits = ctx.backend, ctx.backend.time_scale, ctx.limits
+    backend, limits = ctx.backend, ctx.limits
+    scale = backend.startup_scale  # boot and warmup run at the startup time scale
     port = find_free_port(ctx.host)
     argv = backend.argv(settings.server, ctx.host, port)
     base_url = f"http://{ctx.host}:{port}"

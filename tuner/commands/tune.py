@@ -36,9 +36,11 @@ def register(sub) -> None:
     g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
     g.add_argument("--no-prediction", action="store_true", help="no pre-boot prediction / rejection")
-    g.add_argument("--time-scale", type=float, default=0.05,
-                   help="sim only: compress simulated time by this factor (reported figures stay in "
-                        "simulated time)")
+    g.add_argument("--time-scale", type=float, default=0.1,
+                   help="sim only: compress simulated serving time by this factor (reported figures "
+                        "stay in simulated time)")
+    g.add_argument("--startup-time-scale", type=float, default=0.005,
+                   help="sim only: compress simulated boot and warmup by this factor")
     g.add_argument("--sim-noise", type=float, default=0.0, help="sim only: run-to-run noise")
     g.add_argument("--boot-timeout", type=float, default=900.0, help="seconds until warmup starts")
     g.add_argument("--warmup-timeout", type=float, default=7200.0, help="seconds for warmup")
@@ -87,7 +89,8 @@ def build_context(args, space):
     backend = Backend(
         kind=args.backend, model=args.model, served_model_name=args.served_model_name,
         sim_release=release, sim_device=args.device, sim_model=args.model_shape,
-        time_scale=args.time_scale if args.backend == "sim" else 1.0, sim_noise=args.sim_noise,
+        time_scale=args.time_scale if args.backend == "sim" else 1.0,
+        startup_time_scale=args.startup_time_scale if args.backend == "sim" else None, sim_noise=args.sim_noise,
         vllm_command=args.vllm_command.split(), extra_args=list(args.server_arg),
     )
     if args.dtype == "fp8" and args.backend == "sim":
@@ -147,8 +150,6 @@ def cmd_tune(args) -> int:
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
                   f"storage {opts.storage_url if not args.storage else '(given)'}; {opts.n_trials} trials")
     run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
-    for line in run.notes + [f"seeded: {s}" for s in run.seeds]:
-        console.print(f"[dim]{line}[/]")
     if run.interrupted:
         console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
     report.print_pareto(run.study, console=Console())

@@ -1,0 +1,216 @@
+"""The two clocks that drive an Engine: virtual (no sleeping) and live (asyncio, time-scaled).
+
+`run_virtual` runs a workload of (arrival_time, input_len, output_len) to completion by jumping from
+step end to step end: deterministic, and what the benchmarks use as the true expected metrics of a
+configuration. `LiveDriver` runs the same engine behind the HTTP server: a step of d simulated seconds
+is slept off as d x time_scale wall seconds, scheduled on absolute deadlines so rounding never
+accumulates. Metrics follow `vllm bench serve` (load-metrics-and-optuna.md section 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .costmodel import StartupPrediction
+from .engine import Engine, EngineStats, SimRequest, StepResult
+
+
+@dataclass
+class RequestTiming:
+    rid: str
+    arrival: float
+    prompt_len: int
+    output_len: int
+    token_times: list = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and len(self.token_times) == self.output_len
+
+    @property
+    def ttft(self) -> float:
+        return self.token_times[0] - self.arrival
+
+    @property
+    def e2el(self) -> float:
+        return self.token_times[-1] - self.arrival
+
+    @property
+    def itls(self) -> list[float]:
+        return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
+
+    @property
+    def tpot(self) -> float:
+        n = len(self.token_times)
+        return (self.e2el - self.ttft) / (n - 1) if n > 1 else 0.0
+
+
+def summarize(timings: list[RequestTiming], duration: float, percentiles=(50, 90, 99)) -> dict:
+    """vllm bench serve's aggregates (population std, numpy linear percentiles), times in ms."""
+    ok = [t for t in timings if t.ok]
+    out_tokens = sum(t.output_len for t in ok)
+    in_tokens = sum(t.prompt_len for t in ok)
+    res = {
+        "completed": len(ok), "failed": len(timings) - len(ok), "duration": duration,
+        "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
+        "request_throughput": len(ok) / duration if duration else 0.0,
+        "output_throughput": out_tokens / duration if duration else 0.0,
+        "total_token_throughput": (in_tokens + out_tokens) / duration if duration else 0.0,
+    }
+    series = {"ttft": [t.ttft for t in ok], "tpot": [t.tpot for t in ok if t.output_len > 1],
+              "itl": [x for t in ok for x in t.itls], "e2el": [t.e2el for t in ok]}
+    for name, values in series.items():
+        arr = np.array(values or [0.0]) * 1000
+        res[f"mean_{name}_ms"] = float(arr.mean())
+        res[f"median_{name}_ms"] = float(np.median(arr))
+        res[f"std_{name}_ms"] = float(arr.std())
+        for p in percentiles:
+            res[f"p{p}_{name}_ms"] = float(np.percentile(arr, p))
+    return res
+
+
+@dataclass
+class RunResult:
+    timings: list[RequestTiming]
+    duration: float
+    stats: EngineStats
+    logs: list = field(default_factory=list)  # (sim_time, level, key, message)
+    steps: list = field(default_factory=list)  # (start, duration, kind, [engine.Shape])
+
+    def summary(self) -> dict:
+        res = summarize(self.timings, self.duration)
+        res.update(num_preemptions=self.stats.preemptions, runtime_compiles=self.stats.runtime_compiles)
+        return res
+
+
+def run_virtual(pred: StartupPrediction, workload: Iterable[tuple[float, int, int]], noise: float = 0.0,
+                seed: int = 0, keep_steps: bool = False) -> RunResult:
+    """Run `workload` on a fresh engine in simulated time; returns per-request timings and aggregates."""
+    engine = Engine(pred, noise=noise, seed=seed)
+    pending = sorted(((float(a), int(i), int(o)) for a, i, o in workload), key=lambda w: w[0])
+    timings: dict[str, RequestTiming] = {}
+    result = RunResult([], 0.0, engine.stats)
+    start = pending[0][0] if pending else 0.0
+    now, k = start, 0
+    while k < len(pending) or engine.has_work():
+        while k < len(pending) and pending[k][0] <= now:
+            a, i, o = pending[k]
+            rid = f"cmpl-{k:032x}"
+            timings[rid] = RequestTiming(rid, a, i, o)
+            engine.add_request(SimRequest(rid, i, o, a))
+            k += 1
+        if not engine.has_work():
+            now = pending[k][0]
+            continue
+        res = engine.step(now)
+        end = now + res.duration
+        result.logs.extend((now, *entry) for entry in res.logs)
+        if keep_steps:
+            result.steps.append((now, res.duration, res.kind, res.shapes))
+        for r in res.emitted:
+            timings[r.rid].token_times.append(end)
+        for r in res.finished:
+            if r.error:
+                timings[r.rid].error = r.error
+        now = end
+    result.timings = list(timings.values())
+    ends = [t.token_times[-1] for t in result.timings if t.token_times]
+    result.duration = (max(ends) if ends else now) - start
+    return result
+
+
+@dataclass
+class LiveRequest:
+    rid: str
+    sim: SimRequest
+    events: asyncio.Queue  # ("token", index, sim_time) ... ("done", n, sim_time) | ("abort"/"error", msg, t)
+
+
+class LiveDriver:
+    """Steps an Engine in (scaled) real time; requests stream their tokens through asyncio queues."""
+
+    def __init__(self, engine: Engine, time_scale: float, sim_start: float = 0.0,
+                 on_step: Callable[[StepResult, float, float], None] | None = None,
+                 on_logs: Callable[[list], None] | None = None):
+        self.engine = engine
+        self.scale = time_scale
+        self.sim_t = sim_start
+        self._origin = (None, sim_start)  # (loop time, simulated time) pinned at start()
+        self.on_step = on_step  # (result, sim_start, sim_end) once the step is over: metrics, faults
+        self.on_logs = on_logs  # the step's log records, as it starts (a compile stall is logged first)
+        self.requests: dict[str, LiveRequest] = {}
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task | None = None
+
+    def now(self) -> float:
+        wall0, sim0 = self._origin
+        loop = asyncio.get_running_loop()
+        return sim0 if wall0 is None else sim0 + (loop.time() - wall0) / self.scale
+
+    def start(self) -> None:
+        self._origin = (asyncio.get_running_loop().time(), self.sim_t)
+        self._task = asyncio.create_task(self._run())
+
+    def submit(self, rid: str, prompt_len: int, max_tokens: int) -> LiveRequest:
+        req = LiveRequest(rid, SimRequest(rid, prompt_len, max_tokens, self.now()), asyncio.Queue())
+        self.requests[rid] = req
+        self.engine.add_request(req.sim)
+        self._wake.set()
+        return req
+
+    def cancel(self, rid: str) -> None:
+        if self.requests.pop(rid, None) is not None:
+            self.engine.abort(rid)
+
+    async def stop(self) -> None:
+        """Abort every request (their streams end) and stop stepping."""
+        self._stopping = True
+        self._wake.set()
+        for req in list(self.requests.values()):
+            req.events.put_nowait(("abort", "server shutting down", self.now()))
+            self.engine.abort(req.rid)
+        self.requests.clear()
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            if not self.engine.has_work():
+                self._wake.clear()
+                await self._wake.wait()
+                self.sim_t = max(self.sim_t, self.now())
+                continue
+            start = self.sim_t
+            res = self.engine.step(start)
+            end = start + res.duration
+            if res.logs and self.on_logs:
+                self.on_logs(res.logs)
+            wall0, sim0 = self._origin
+            delay = wall0 + (end - sim0) * self.scale - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            # Simulated time follows the engine, not the wall: a late wake-up (event-loop jitter, large at
+            # small time scales) is caught up by the next deadlines instead of stretching the timeline.
+            self.sim_t = end
+            if self.on_step:
+                self.on_step(res, start, self.sim_t)
+            for r in res.emitted:
+                live = self.requests.get(r.rid)
+                if live:
+                    live.events.put_nowait(("token", r.generated, self.sim_t))
+            for r in res.finished:
+                live = self.requests.pop(r.rid, None)
+                if live:
+                    live.events.put_nowait(("error", r.error, self.sim_t) if r.error
+                                           else ("done", r.generated, self.sim_t))

@@ -1,0 +1,250 @@
+"""The OpenAI-compatible HTTP front of the simulated server (aiohttp).
+
+/health (200 once serving: the socket only listens after warmup, so before that clients get
+"connection refused", as from a real server), /v1/models, /v1/completions (token-id or text prompt,
+max_tokens, ignore_eos, stream with stream_options.include_usage; chunks shaped like vLLM's,
+spec/real-vllm-cpu.md section 6), /metrics (Prometheus text with vLLM's names) and /version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+import zlib
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from .clocks import LiveDriver
+from .faults import Faults
+
+_WORDS = (" the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on", " was",
+          " be", " by", " at", " this", " from", " or", " an", " data", " model", " time", " value")
+_TEXT_TOKEN = re.compile(r"\w+|[^\w\s]")
+_HIST_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+
+
+def count_text_tokens(text: str) -> int:
+    """The simulator's tokenizer: words and punctuation marks, long words count twice (no vocabulary)."""
+    return sum(2 if len(t) > 8 else 1 for t in _TEXT_TOKEN.findall(text))
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+    return web.json_response(body, status=status)
+
+
+@dataclass
+class Histogram:
+    count: int = 0
+    total: float = 0.0
+    buckets: list = field(default_factory=lambda: [0] * len(_HIST_BUCKETS))
+
+    def observe(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        for i, edge in enumerate(_HIST_BUCKETS):
+            if value <= edge:
+                self.buckets[i] += 1
+
+    def render(self, name: str, labels: str) -> list[str]:
+        out = [f"# TYPE {name} histogram"]
+        for edge, n in zip(_HIST_BUCKETS, self.buckets):
+            out.append(f'{name}_bucket{{{labels},le="{edge}"}} {float(n)}')
+        out += [f'{name}_bucket{{{labels},le="+Inf"}} {float(self.count)}',
+                f"{name}_count{{{labels}}} {float(self.count)}", f"{name}_sum{{{labels}}} {self.total}"]
+        return out
+
+
+class SimHTTP:
+    def __init__(self, driver: LiveDriver, served_names: list[str], max_model_len: int, vocab: int,
+                 faults: Faults, v1: bool, version: str, access_log=None):
+        self.driver = driver
+        self.names = served_names
+        self.max_model_len = max_model_len
+        self.vocab = vocab
+        self.faults = faults
+        self.v1 = v1
+        self.version = version
+        self.access_log = access_log  # callable(line) for uvicorn-style request lines
+        self.requests_seen = 0
+        self.success = 0
+        self.hist = {"ttft": Histogram(), "itl": Histogram(), "e2e": Histogram()}
+        self.stopped = asyncio.Event()  # set at shutdown: stalled streams end then
+        self.created = int(time.time())
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._log_middleware])
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/version", self.version_route)
+        return app
+
+    @web.middleware
+    async def _log_middleware(self, request: web.Request, handler):
+        resp = await handler(request)
+        if self.access_log and request.path != "/metrics":
+            peer = request.transport.get_extra_info("peername") if request.transport else None
+            who = f"{peer[0]}:{peer[1]}" if peer else "-"
+            self.access_log(f'INFO:     {who} - "{request.method} {request.path} HTTP/1.1" '
+                            f"{resp.status} {resp.reason}")
+        return resp
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version_route(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": self.version})
+
+    async def models(self, request: web.Request) -> web.Response:
+        data = [{"id": n, "object": "model", "created": self.created, "owned_by": "vllm", "root": self.names[0],
+                 "parent": None, "max_model_len": self.max_model_len, "permission": []} for n in self.names]
+        return web.json_response({"object": "list", "data": data})
+
+    # -- completions ------------------------------------------------------------------------------
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        self.requests_seen += 1
+        fault = self.faults.request_fault(self.requests_seen)
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "Invalid JSON body", "BadRequestError")
+        if not isinstance(body, dict):
+            return _error(400, "The request body must be a JSON object", "BadRequestError")
+        model = body.get("model") or self.names[0]
+        if model not in self.names:
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            bad = [t for t in prompt if not 0 <= t < self.vocab]
+            if bad:
+                return _error(400, f"Token id {bad[0]} is out of vocabulary", "BadRequestError")
+            prompt_len = len(prompt)
+        elif isinstance(prompt, str) and prompt:
+            prompt_len = count_text_tokens(prompt)
+        else:
+            return _error(400, "prompt must be a non-empty string or a list of token ids (one prompt)",
+                          "BadRequestError")
+        max_tokens = body.get("max_tokens", 16)
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
+        if prompt_len + max_tokens > self.max_model_len:
+            return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                          f"you requested {prompt_len + max_tokens} tokens ({prompt_len} in the messages, "
+                          f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                          "completion.", "BadRequestError")
+        if fault == "http-500":
+            return _error(500, "Internal Server Error", "InternalServerError")
+        if self.stopped.is_set():
+            return _error(503, "The server is shutting down", "ServiceUnavailableError")
+        rid = f"cmpl-{uuid.uuid4().hex}"
+        live = self.driver.submit(rid, prompt_len, max_tokens)
+        usage = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + max_tokens,
+                 "completion_tokens": max_tokens}
+        head = {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model}
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return await self._stream(request, live, head, usage if include_usage else None, fault)
+        return await self._complete(live, head, usage)
+
+    def _text(self, rid: str, index: int) -> str:
+        return _WORDS[(zlib.crc32(rid.encode()) + index * 7) % len(_WORDS)]
+
+    def _observe(self, arrival: float, times: list[float]) -> None:
+        if not times:
+            return
+        self.success += 1
+        self.hist["ttft"].observe(times[0] - arrival)
+        for a, b in zip(times, times[1:]):
+            self.hist["itl"].observe(b - a)
+        self.hist["e2e"].observe(times[-1] - arrival)
+
+    async def _complete(self, live, head: dict, usage: dict) -> web.Response:
+        times = []
+        while True:
+            kind, value, t = await live.events.get()
+            if kind == "token":
+                times.append(t)
+            elif kind == "done":
+                break
+            else:
+                return _error(500, value or "request aborted", "InternalServerError")
+        self._observe(live.sim.arrival, times)
+        text = "".join(self._text(live.rid, i) for i in range(len(times)))
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None,
+                  "prompt_logprobs": None}
+        return web.json_response({**head, "choices": [choice], "usage": usage})
+
+    async def _stream(self, request, live, head: dict, usage: dict | None, fault: str | None):
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        times: list[float] = []
+        stall_after = int(self.faults.get("stall-stream", "after")) if fault == "stall-stream" else None
+        finished = False
+        try:
+            while True:
+                kind, value, t = await live.events.get()
+                if kind in ("abort", "error"):
+                    return resp  # the stream just ends: no finish_reason, no [DONE]
+                if kind == "done":
+                    finished = True
+                    break
+                times.append(t)
+                if stall_after is not None and len(times) > stall_after:
+                    continue  # the tokens exist but are never sent; the stream stays open
+                last = value == live.sim.max_tokens
+                choice = {"index": 0, "text": self._text(live.rid, value - 1), "logprobs": None,
+                          "finish_reason": "length" if last else None, "stop_reason": None,
+                          "prompt_token_ids": None, "token_ids": None}
+                payload = json.dumps({**head, "choices": [choice]}, separators=(",", ":"))
+                if fault == "malformed-sse" and value == 2:
+                    payload = payload[: len(payload) // 2]  # a chunk cut in the middle of its JSON
+                await resp.write(f"data: {payload}\n\n".encode())
+            if stall_after is not None:
+                await self.stopped.wait()
+                return resp
+            self._observe(live.sim.arrival, times)
+            if usage is not None:
+                extra = {"system_fingerprint": f"vllm-{self.version}"} if self.v1 else {}
+                tail = json.dumps({**head, "choices": [], "usage": usage, **extra}, separators=(",", ":"))
+                await resp.write(f"data: {tail}\n\n".encode())
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except ConnectionError:
+            pass  # the client went away
+        finally:
+            if not finished:
+                self.driver.cancel(live.rid)  # free its batch slot and KV blocks
+        return resp
+
+    # -- metrics ----------------------------------------------------------------------------------
+    async def metrics(self, request: web.Request) -> web.Response:
+        eng = self.driver.engine
+        labels = f'engine="0",model_name="{self.names[0]}"' if self.v1 else f'model_name="{self.names[0]}"'
+        gauges = {"vllm:num_requests_running": len(eng.running), "vllm:num_requests_waiting": len(eng.waiting),
+                  "vllm:kv_cache_usage_perc" if self.v1 else "vllm:gpu_cache_usage_perc": eng.kv_usage}
+        if not self.v1:
+            gauges["vllm:num_requests_swapped"] = 0
+            gauges["vllm:cpu_cache_usage_perc"] = 0.0
+        lines = []
+        for name, value in gauges.items():
+            lines += [f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
+        counters = {"vllm:num_preemptions_total": eng.stats.preemptions,
+                    "vllm:prompt_tokens_total": eng.stats.prompt_tokens,
+                    "vllm:generation_tokens_total": eng.stats.generation_tokens}
+        for name, value in counters.items():
+            lines += [f"# TYPE {name} counter", f"{name}{{{labels}}} {float(value)}"]
+        lines += ["# TYPE vllm:request_success_total counter",
+                  f'vllm:request_success_total{{{labels},finished_reason="length"}} {float(self.success)}']
+        itl_name = "vllm:inter_token_latency_seconds" if self.v1 else "vllm:time_per_output_token_seconds"
+        for key, name in (("ttft", "vllm:time_to_first_token_seconds"), ("itl", itl_name),
+                          ("e2e", "vllm:e2e_request_latency_seconds")):
+            lines += self.hist[key].render(name, labels)
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")

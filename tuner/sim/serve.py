@@ -1,0 +1,261 @@
+"""`sim-serve MODEL [flags]`: the simulated vLLM-on-Gaudi server, a drop-in for `vllm serve`.
+
+Takes the `vllm serve` flags that tuning touches (an unknown flag is an error, exit 2, as in vLLM), reads
+the same VLLM_* / PT_HPU_* variables as the chosen release, prints that release's startup log in
+simulated time, and serves the OpenAI API once warmup is over. Simulator-only flags start with --sim-.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import os
+import signal
+import socket
+import sys
+import time
+
+from aiohttp import web
+
+from ..buckets import get_profile
+from .clocks import LiveDriver
+from .costmodel import ServerInputs, SimSettings, StartupPrediction, env_value, predict_startup
+from .engine import Engine
+from .faults import COMPILE_ERROR, FaultError, Faults
+from .http import SimHTTP
+from .logfmt import SimLog
+from .models import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
+from .recipe_cache import RecipeCache
+from .startup import VERSIONS, SimTime, emit, startup_events, store_recipe
+
+DEFAULT_RELEASE = "fork-main"  # the newest fork release
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bucket-tuner sim-serve",
+                                description="Simulated vLLM-on-Gaudi server (drop-in for `vllm serve`).")
+    p.add_argument("model", metavar="MODEL", help="served model name or path (also picks the shape)")
+    p.add_argument("--host", default=None)
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--block-size", type=int, default=128)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None)
+    p.add_argument("--max-num-prefill-seqs", type=int, default=None)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--quantization", "-q", default=None)
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--served-model-name", nargs="+", default=None)
+    # Harmless flags launch scripts commonly pass; accepted and ignored.
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--disable-log-requests", action="store_true")
+    p.add_argument("--disable-log-stats", action="store_true")
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--load-format", default="auto")
+    sim = p.add_argument_group("simulator")
+    sim.add_argument("--sim-release", default=DEFAULT_RELEASE, help="release profile (bucket-tuner profiles)")
+    sim.add_argument("--sim-device", default="gaudi2", choices=sorted(DEVICES))
+    sim.add_argument("--sim-model", default=None, choices=sorted(MODELS), help="model shape (default: from MODEL)")
+    sim.add_argument("--sim-time-scale", type=float, default=1.0,
+                     help="wall seconds per simulated second (0.02: a 49 s warmup takes ~1 s)")
+    sim.add_argument("--sim-startup-time-scale", type=float, default=None,
+                     help="time scale of the startup only (default: --sim-time-scale)")
+    sim.add_argument("--sim-seed", type=int, default=0)
+    sim.add_argument("--sim-noise", type=float, default=0.0, help="run-to-run step-time noise (lognormal sigma)")
+    sim.add_argument("--sim-fault", action="append", default=[], help="see tuner/sim/faults.py")
+    return p
+
+
+def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
+    dtype = normalize_dtype(args.dtype, args.quantization)
+    shape = args.sim_model or model_for(args.model).name
+    sim = SimSettings(model=shape, device=args.sim_device, dtype=dtype,
+                      kv_dtype=normalize_kv_dtype(args.kv_cache_dtype, dtype), tp=args.tensor_parallel_size,
+                      gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
+    inputs = ServerInputs(block_size=args.block_size, max_num_seqs=args.max_num_seqs,
+                          max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
+                          prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs)
+    return sim, inputs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        faults = Faults.parse(args.sim_fault)
+        sim, inputs = settings_from_args(args)
+        if args.sim_time_scale <= 0 or (args.sim_startup_time_scale or 1) <= 0:
+            raise ValueError("time scales must be > 0")
+        release = get_profile(args.sim_release).name
+    except (FaultError, ValueError) as e:
+        parser.error(str(e))  # exits 2
+    env = dict(os.environ)
+    cache = RecipeCache.from_env(env_value(env, release, "PT_HPU_RECIPE_CACHE_CONFIG"))
+    cached = cache.open() if cache else frozenset()
+    pred = predict_startup(release, sim, inputs, env, cached)
+    clock = SimTime()
+    log = SimLog(pred.rules.style, clock, time.time())
+    host = args.host or "0.0.0.0"
+    try:
+        sock = _bind(host, args.port, "refuse-bind" in faults)
+    except OSError as e:
+        for line in ("Traceback (most recent call last):",
+                     '  File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/openai/api_server.py", '
+                     "line 573, in run_server", f"OSError: [Errno {e.errno}] {e.strerror}"):
+            log.raw(line, stderr=True)
+        log.raw(f"ERROR:    [Errno {e.errno}] error while attempting to bind on address ({host!r}, {args.port}): "
+                f"{e.strerror.lower()}")
+        return 1
+    try:
+        return asyncio.run(_serve(args, pred, faults, cache, log, clock, sock))
+    finally:
+        sock.close()
+
+
+def _bind(host: str, port: int, refuse: bool) -> socket.socket:
+    """Take the port before loading, as vLLM does; it only listens once warmup is over."""
+    if refuse:
+        raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def _serve(args, pred: StartupPrediction, faults: Faults, cache: RecipeCache | None, log: SimLog,
+                 clock: SimTime, sock: socket.socket) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    scale = args.sim_time_scale
+    startup_scale = args.sim_startup_time_scale or scale
+    wall0 = loop.time()
+    outcome = None
+    for ev in startup_events(pred, faults):
+        kind = ev[0]
+        if kind == "advance":
+            clock.t += ev[1]
+            delay = wall0 + clock.t * startup_scale - loop.time()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(stop.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            if stop.is_set():
+                log.raw("INFO:     Shutting down")
+                return 0
+        elif kind in ("log", "raw"):
+            emit(log, ev)
+        elif kind == "compiled":
+            store_recipe(cache, pred, ev[1], ev[2])
+        elif kind in ("fail", "hang", "ready"):
+            outcome = ev
+            break
+    if outcome[0] == "fail":
+        return outcome[1]
+    if outcome[0] == "hang":
+        # Stuck in native code: SIGINT does nothing, SIGTERM/SIGKILL end the process.
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        loop.remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        await asyncio.Event().wait()
+    return await _run_http(args, pred, faults, cache, log, clock, sock, stop, scale)
+
+
+async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) -> int:
+    names = args.served_model_name or [args.model]
+    on_compile = None
+    if cache:
+        def on_compile(phase, bucket, key):
+            cache.store(key, f"{phase} {bucket}")
+    engine = Engine(pred, noise=args.sim_noise, seed=args.sim_seed, on_compile=on_compile,
+                    cached_recipes=frozenset(cache.present) if cache else frozenset())
+    stats = _StatsLogger(pred, log, engine)
+    crash_after = int(faults.get("crash-load", "after")) if "crash-load" in faults else None
+    busy_steps = [0]
+
+    def on_step(res, start, end):
+        stats.step(res, end)
+        busy_steps[0] += 1
+        if crash_after is not None and busy_steps[0] >= crash_after:
+            log.error("api", "Engine background task failed")
+            log.raw(COMPILE_ERROR, stderr=True)
+            os._exit(1)  # abrupt: every open connection is cut
+
+    def on_logs(records):
+        for level, key, msg in records:
+            log.log(level, key, msg)
+
+    driver = LiveDriver(engine, scale, sim_start=clock.t, on_step=on_step, on_logs=on_logs)
+    log.clock = driver.now  # from here on the log follows the serving clock
+    front = SimHTTP(driver, names, pred.config.max_model_len, model_for(pred.sim.model).vocab, faults,
+                    pred.rules.engine == "v1", VERSIONS[pred.profile],
+                    access_log=None if args.disable_log_requests else log.raw)
+    runner = web.AppRunner(front.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    driver.start()
+    sock.listen(1024)
+    await web.SockSite(runner, sock).start()
+    port, pid = sock.getsockname()[1], os.getpid()
+    if pred.rules.engine == "v1":
+        log.info("api", f"Starting vLLM API server 0 on http://{args.host or '0.0.0.0'}:{port}", "api_server.py")
+    for line in (f"INFO:     Started server process [{pid}]", "INFO:     Waiting for application startup.",
+                 "INFO:     Application startup complete.",
+                 f"INFO:     Uvicorn running on http://{args.host or '0.0.0.0'}:{port} (Press CTRL+C to quit)"):
+        log.raw(line)
+    await stop.wait()
+    log.raw("INFO:     Shutting down")
+    front.stopped.set()
+    await driver.stop()  # open streams end without [DONE]; nothing is left waiting on the engine
+    log.raw("INFO:     Waiting for application shutdown.")
+    await runner.cleanup()
+    log.raw("INFO:     Application shutdown complete.")
+    log.raw(f"INFO:     Finished server process [{pid}]")
+    return 0
+
+
+class _StatsLogger:
+    """vLLM's periodic throughput line: every 5 s (v0) or 10 s (v1) of simulated time while busy."""
+
+    def __init__(self, pred: StartupPrediction, log: SimLog, engine: Engine):
+        self.v1 = pred.rules.engine == "v1"
+        self.interval = 10.0 if self.v1 else 5.0
+        self.log, self.engine = log, engine
+        self.last_t, self.last_prompt, self.last_gen = None, 0, 0
+
+    def step(self, res, now: float) -> None:
+        st, eng = self.engine.stats, self.engine
+        if self.last_t is None:
+            self.last_t = now
+            return
+        dt = now - self.last_t
+        if dt < self.interval:
+            return
+        p, g = (st.prompt_tokens - self.last_prompt) / dt, (st.generation_tokens - self.last_gen) / dt
+        usage = 100 * eng.kv_usage
+        if self.v1:
+            msg = (f"Engine 000: Avg prompt throughput: {p:.1f} tokens/s, Avg generation throughput: {g:.1f} "
+                   f"tokens/s, Running: {len(eng.running)} reqs, Waiting: {len(eng.waiting)} reqs, "
+                   f"GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: 0.0%")
+        else:
+            msg = (f"Avg prompt throughput: {p:.1f} tokens/s, Avg generation throughput: {g:.1f} tokens/s, "
+                   f"Running: {len(eng.running)} reqs, Swapped: 0 reqs, Pending: {len(eng.waiting)} reqs, "
+                   f"GPU KV cache usage: {usage:.1f}%, CPU KV cache usage: 0.0%.")
+        self.log.info("metrics", msg, "loggers.py" if self.v1 else None)
+        self.last_t, self.last_prompt, self.last_gen = now, st.prompt_tokens, st.generation_tokens
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""The startup log of the chosen release, paced by simulated time (gaudi-bucketing.md section D.1).
+
+`startup_events` turns a StartupPrediction into what the real server prints, in order, with the
+simulated seconds between lines: weights load, profiling run, the "Free device memory" split,
+"# HPU blocks", the bucket lines, one [Warmup] line per bucket, graph capture, "Warmup finished".
+Failures end the sequence in the phase where the real server fails, with its error text. The events
+are consumed either virtually (tests, calibration: `run_startup_virtual`) or live by the server,
+which sleeps the advances off time-scaled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from .costmodel import GiB, StartupPrediction, WarmupStep, prompt_shape
+from .faults import COMPILE_ERROR, Faults
+from .logfmt import SimLog, format_bytes as fb
+from .recipe_cache import RecipeCache
+
+VERSIONS = {
+    "fork-1.17": "0.5.3.post1+gaudi117", "fork-1.18": "0.5.3.post1+gaudi118", "fork-1.19": "0.6.4.post2+gaudi119",
+    "fork-1.20": "0.6.6.post1+gaudi120", "fork-1.21.0": "0.7.2+gaudi121", "fork-1.21.2": "0.7.2+gaudi1212",
+    "fork-1.22": "0.9.0.1+gaudi122", "fork-main": "0.11.0+gaudi", "gaudi-0.10.1": "0.10.1",
+    "gaudi-0.15.1": "0.15.1", "gaudi-0.26.0": "0.26.0", "gaudi-main": "0.27.0.dev0",
+}
+HOST_TOTAL, HOST_USED = 1007 * GiB, 472.25 * GiB  # host memory before loading (1.17 log: 475.2 GiB after)
+
+_FRAMES = {  # the innermost frames of the traceback each failing phase prints
+    "config": ("vllm/config.py", "_verify_args"),
+    "buckets": ("vllm_hpu_extension/bucketing.py", "generate_buckets"),
+    "load": ("vllm/worker/hpu_model_runner.py", "load_model"),
+    "profile": ("vllm/worker/hpu_worker.py", "determine_num_available_blocks"),
+    "kv": ("vllm/engine/llm_engine.py", "_initialize_kv_caches"),
+    "warmup": ("vllm/worker/hpu_model_runner.py", "warmup_model"),
+}
+
+
+@dataclass
+class SimTime:
+    """Simulated seconds since the process started; SimLog stamps lines with it."""
+
+    t: float = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+# Events: ("advance", seconds) | ("log", level, key, msg) | ("raw", msg, stderr) | ("compiled", phase, bucket)
+#         | ("fail", exit_code) | ("hang",) | ("ready",)
+
+
+def startup_events(pred: StartupPrediction, faults: Faults | None = None) -> Iterator[tuple]:
+    faults = faults or Faults()
+    rules, mem = pred.rules, pred.memory
+    v1 = rules.engine == "v1"
+    yield ("log", "INFO", "api", f"vLLM API server version {VERSIONS[pred.profile]}")
+    yield ("advance", 1.0)
+    if pred.failure and pred.failure.phase == "config":
+        yield from _fail(pred.failure.phase, pred.failure.message)
+        return
+    if rules.buckets_at_init:
+        if pred.failure and pred.failure.phase == "buckets":
+            yield from _fail("buckets", pred.failure.message)
+            return
+        yield from _bucket_lines(pred, pred.plan.log_lines)  # set up in the runner's constructor
+    load = pred.load_seconds * faults.load_factor()
+    if pred.failure and pred.failure.phase == "load":
+        yield ("advance", load * 0.8)
+        yield from _fail("load", pred.failure.message)
+        return
+    yield ("advance", load)
+    w, total = mem.weights, mem.device_visible
+    host = f"{fb(2.95 * GiB)} of host memory ({fb(HOST_USED + 2.95 * GiB)}/{fb(HOST_TOTAL)} used)"
+    yield ("log", "INFO", "load", f"Pre-loading model weights on hpu:0 took {fb(w)} of device memory "
+           f"({fb(w)}/{fb(total)} used) and {host}")
+    yield ("log", "INFO", "wrap", f"Wrapping in HPU Graph took 0 B of device memory ({fb(w)}/{fb(total)} used) "
+           f"and -252 KiB of host memory ({fb(HOST_USED + 2.95 * GiB)}/{fb(HOST_TOTAL)} used)")
+    yield ("log", "INFO", "loaded", f"Loading model weights took in total {fb(w)} of device memory "
+           f"({fb(w)}/{fb(total)} used) and {host}")
+    yield ("advance", pred.profile_seconds)
+    if pred.failure and pred.failure.phase == "profile":
+        yield from _fail("profile", pred.failure.message)
+        return
+    used = w + mem.profile_overhead
+    yield ("log", "INFO", "profile", f"Model profiling run took {fb(mem.profile_overhead)} of device memory "
+           f"({fb(used)}/{fb(total)} used) and 180.9 MiB of host memory "
+           f"({fb(HOST_USED + 3.13 * GiB)}/{fb(HOST_TOTAL)} used)")
+    yield ("log", "INFO", "free", _free_line(pred))
+    if v1:
+        n = mem.num_blocks
+        yield ("log", "INFO", "free", f"Usable num_blocks: {n}, actual allocated num_blocks (max across layers): "
+               f"{n + 1} (_PAD_BLOCK_ID={n}, _PAD_SLOT_ID={n * pred.config.block_size})")
+        tokens = n * pred.config.block_size
+        yield ("log", "INFO", "kv_size", f"GPU KV cache size: {tokens:,} tokens", "kv_cache_utils.py")
+        yield ("log", "INFO", "kv_size", f"Maximum concurrency for {pred.config.max_model_len:,} tokens per "
+               f"request: {tokens / pred.config.max_model_len:.2f}x", "kv_cache_utils.py")
+    else:
+        yield ("log", "INFO", "blocks", f"# HPU blocks: {mem.num_blocks}, # CPU blocks: 0")
+    if pred.failure and pred.failure.phase == "kv":
+        yield from _fail("kv", pred.failure.message)
+        return
+    yield ("advance", 0.5)
+    if not v1:
+        yield ("log", "INFO", "cache", f"Initializing cache engine took {fb(mem.kv_allocated)} of device memory "
+               f"({fb(used + mem.kv_allocated)}/{fb(total)} used) and -1.238 MiB of host memory "
+               f"({fb(HOST_USED + 3.13 * GiB)}/{fb(HOST_TOTAL)} used)")
+    if pred.failure and pred.failure.phase == "buckets":
+        yield from _fail("buckets", pred.failure.message)
+        return
+    # Lists built when warmup starts are never logged when warmup is skipped (fork 1.18 builds them there).
+    yield from _bucket_lines(pred, ([] if rules.buckets_at_init else pred.plan.log_lines)
+                             + ([] if pred.skip_warmup else pred.plan.warmup_log_lines))
+    if pred.skip_warmup:
+        yield ("log", "INFO", "skip", "Skipping warmup...")
+        yield from _server_ready(pred)
+        return
+    yield from _warmup(pred, faults)
+
+
+def _fail(phase: str, message: str, code: int = 1) -> Iterator[tuple]:
+    file, func = _FRAMES[phase]
+    yield ("raw", "Traceback (most recent call last):", True)
+    yield ("raw", '  File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/openai/api_server.py", '
+           "line 573, in run_server", True)
+    yield ("raw", f'  File "/usr/local/lib/python3.10/dist-packages/{file}", line 1, in {func}', True)
+    yield ("raw", message, True)
+    yield ("fail", code)
+
+
+def _free_line(pred: StartupPrediction) -> str:
+    m = pred.memory
+    text = (f"Free device memory: {fb(m.free)}, {fb(m.usable)} usable (gpu_memory_utilization="
+            f"{pred.sim.gpu_memory_utilization}), {fb(m.graph_reserved)} reserved for HPUGraphs "
+            f"(VLLM_GRAPH_RESERVED_MEM={m.graph_reserved_frac}), {fb(m.kv)} reserved for KV cache")
+    if pred.rules.engine == "v1":
+        text += f" dummy block {fb(m.kv - m.block_bytes)} reserved for usable KV cache"
+    return text
+
+
+def _bucket_lines(pred: StartupPrediction, lines: list[str]) -> Iterator[tuple]:
+    for line in lines:
+        key = "generated" if line.startswith(("Generated", "Omitted")) else "buckets"
+        yield ("log", "INFO", key, line, _bucket_file(pred.rules.style, pred.plan.strategy, key))
+
+
+def _bucket_file(style: str, strategy: str, key: str) -> str | None:
+    """Which module logs bucket lines: the runner (1.17/1.18), the extension's bucketing.py (1.19/1.20),
+    else the strategy's module for the config and common.py for the generated lists."""
+    if style == "fork-habana":
+        return None
+    if style == "fork-hpu-old":
+        return "bucketing.py"
+    return "common.py" if key == "generated" else f"{strategy}.py"
+
+
+def _warmup_line(pred: StartupPrediction, step: WarmupStep) -> str:
+    style = pred.rules.style
+    bs = step.bucket[0]
+    if pred.plan.dims == 3:
+        _, q, c = prompt_shape(step.bucket) if step.phase == "prompt" else (bs, 1, step.bucket[-1])
+        dims = f"batch_size:{bs} query_len:{q} num_blocks:{c}"
+    elif step.phase == "prompt" or pred.profile == "fork-1.17":
+        dims = f"batch_size:{bs} seq_len:{step.bucket[1]}"
+    else:
+        dims = f"batch_size:{bs} num_blocks:{step.bucket[1]}"
+    phase = step.phase.capitalize() if step.kind == "compile" else _graph_phase(style, step.phase)
+    return f"[Warmup][{phase}][{step.index}/{step.total}] {dims} free_mem:{fb(step.free_mem)}"
+
+
+def _graph_phase(style: str, phase: str) -> str:
+    lower = style == "fork-3d"
+    return f"Graph/{phase if lower else phase.capitalize()}"
+
+
+def _warmup(pred: StartupPrediction, faults: Faults) -> Iterator[tuple]:
+    steps, rules = pred.steps, pred.rules
+    fault = faults.warmup_fault()
+    fault_at = int(fault[1] * max(len(steps) - 1, 0)) if fault else None
+    fail_at = pred.failure.at_step if pred.failure and pred.failure.phase == "warmup" else None
+    budget_line = _budget_line(pred)
+    elapsed = 0.0
+    for i, step in enumerate(steps):
+        if step.kind == "capture" and budget_line:
+            yield budget_line  # printed once, when capture starts
+            budget_line = None
+        line = _warmup_line(pred, step)
+        if rules.style == "gaudi":
+            yield ("raw", line, True)  # tqdm progress, not the logger
+        else:
+            yield ("log", "INFO", "warmup", line)
+        if fault_at is not None and i == fault_at:
+            name = fault[0]
+            yield ("advance", step.seconds / 2)
+            if name == "hang-warmup":
+                yield ("hang",)
+                return
+            yield from _fail("warmup", COMPILE_ERROR if name == "crash-warmup" else
+                             "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::"
+                             f"939524096 (896)MB")
+            return
+        yield ("advance", step.seconds)
+        elapsed += step.seconds
+        if fail_at is not None and i == fail_at:
+            yield from _fail("warmup", pred.failure.message)
+            return
+        if step.kind != "capture" and not step.cache_hit:
+            yield ("compiled", step.phase, step.bucket)
+    if fail_at is not None and fail_at >= len(steps):  # e.g. an unknown capture strategy, read after the budget
+        if budget_line:
+            yield budget_line
+        yield from _fail("warmup", pred.failure.message)
+        return
+    yield from _summaries(pred)
+    if pred.sampler_seconds:
+        s = pred.config.max_num_seqs
+        yield ("log", "INFO", "sampler", f"Warming up sampler with batch sizes: [0, 1, {s}] and following configs:")
+        for cfg in ("temp=0.0, top_p=1.0, top_k=0", "temp=1.0, top_p=1.0, top_k=0",
+                    "temp=0.7, top_p=0.9, top_k=50", "temp=0.3, top_p=0.95, top_k=20"):
+            yield ("log", "INFO", "sampler", f"{cfg}, batch_changed=True")
+        yield ("advance", pred.sampler_seconds)
+        elapsed += pred.sampler_seconds
+    allocated = pred.prompt_graph_mem + pred.decode_graph_mem
+    yield ("log", "INFO", "finished", f"Warmup finished in {elapsed:.0f} secs, allocated {fb(allocated)} of "
+           "device memory")
+    if rules.engine == "v0":
+        m = pred.memory
+        yield ("log", "INFO", "init_cache", f"init_cache_engine took {fb(m.kv_allocated + allocated)} of device "
+               f"memory ({fb(m.weights + m.profile_overhead + m.kv_allocated + allocated)}/{fb(m.device_visible)} "
+               f"used) and 57.86 MiB of host memory ({fb(HOST_USED + 3.19 * GiB)}/{fb(HOST_TOTAL)} used)")
+    yield from _server_ready(pred)
+
+
+def _budget_line(pred: StartupPrediction) -> tuple | None:
+    b = pred.budget
+    if b is None:
+        return None
+    return ("log", "INFO", "budget", f"Using {fb(b.graph_free_mem)}/{fb(b.free_mem)} of free device memory for "
+            f"HPUGraphs, {fb(b.prompt)} for prompt and {fb(b.decode)} for decode "
+            f"(VLLM_GRAPH_PROMPT_RATIO={b.prompt_ratio})")
+
+
+def _summaries(pred: StartupPrediction) -> Iterator[tuple]:
+    if not pred.graphs:
+        return
+    style = pred.rules.style
+    for phase, graphed, mem, total in (("prompt", pred.graphed_prompt, pred.prompt_graph_mem, len(pred.plan.prompt)),
+                                       ("decode", pred.graphed_decode, pred.decode_graph_mem, len(pred.plan.decode))):
+        pct = f"({100 * len(graphed) / max(total, 1):.1f}%)"
+        if style == "fork-3d":
+            text = f"{phase.capitalize()} captured:{len(graphed)} {pct} used_mem:{fb(mem)}"
+        elif style == "gaudi":
+            text = f"Graph/{phase.capitalize()} captured:{len(graphed)} used_mem:{fb(mem)}"
+        else:
+            text = (f"Graph/{phase.capitalize()} captured:{len(graphed)} {pct} used_mem:{fb(mem)} "
+                    f"buckets:{sorted(graphed)}")
+        yield ("log", "INFO", "summary", text)
+
+
+def _server_ready(pred: StartupPrediction) -> Iterator[tuple]:
+    if pred.rules.engine == "v1":
+        yield ("log", "INFO", "init_engine", "init engine (profile, create kv cache, warmup model) took "
+               f"{pred.load_seconds + pred.profile_seconds + pred.warmup_seconds:.2f} seconds", "core.py")
+    yield ("advance", 0.5)
+    yield ("ready",)
+
+
+@dataclass
+class VirtualStartup:
+    lines: list
+    seconds: float
+    exit_code: int | None  # None: ready to serve
+    hung: bool = False
+
+
+def run_startup_virtual(pred: StartupPrediction, faults: Faults | None = None, start_wall: float = 0.0,
+                        cache: RecipeCache | None = None) -> VirtualStartup:
+    """Play the startup without sleeping; the printed lines and the simulated seconds it took."""
+    clock = SimTime()
+    sink: list = []
+    log = SimLog(pred.rules.style, clock, start_wall, sink=sink)
+    code, hung = None, False
+    for ev in startup_events(pred, faults):
+        kind = ev[0]
+        if kind == "advance":
+            clock.t += ev[1]
+        elif kind in ("log", "raw"):
+            emit(log, ev)
+        elif kind == "compiled":
+            store_recipe(cache, pred, ev[1], ev[2])
+        elif kind == "fail":
+            code = ev[1]
+            break
+        elif kind == "hang":
+            hung = True
+            break
+    return VirtualStartup(sink, clock.t, code, hung)
+
+
+def store_recipe(cache: RecipeCache | None, pred: StartupPrediction, phase: str, bucket: tuple) -> None:
+    if cache is not None:
+        cache.store(pred.recipe_id(phase, bucket), f"{pred.profile} {phase} {bucket}")
+
+
+def emit(log: SimLog, ev: tuple) -> None:
+    if ev[0] == "raw":
+        log.raw(ev[1], stderr=ev[2])
+    else:
+        _, level, key, msg, *file = ev
+        log.log(level, key, msg, file[0] if file else None)
+
