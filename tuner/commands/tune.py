@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 
@@ -29,8 +30,9 @@ def register(sub) -> None:
     g.add_argument("--served-model-name")
     g.add_argument("--release", help="release profile of the server (default: the space's)")
     g.add_argument("--vllm-command", default="vllm", help="how to run vLLM's CLI (e.g. /opt/venv/bin/vllm)")
-    g.add_argument("--server-arg", action="append", default=[], metavar="ARG",
-                   help="extra argument for the server command line (repeatable)")
+    g.add_argument("--server-args", default="", metavar="ARGS",
+                   help="extra arguments for the server command line, e.g. '--load-format dummy' "
+                        "(split like a shell would, never run through one)")
     g.add_argument("--device", default="gaudi2", choices=("gaudi2", "gaudi3"),
                    help="target device, for pre-boot prediction (and the simulator)")
     g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
@@ -91,7 +93,7 @@ def build_context(args, space):
         sim_release=release, sim_device=args.device, sim_model=args.model_shape,
         time_scale=args.time_scale if args.backend == "sim" else 1.0,
         startup_time_scale=args.startup_time_scale if args.backend == "sim" else None, sim_noise=args.sim_noise,
-        vllm_command=args.vllm_command.split(), extra_args=list(args.server_arg),
+        vllm_command=shlex.split(args.vllm_command), extra_args=shlex.split(args.server_args),
     )
     if args.dtype == "fp8" and args.backend == "sim":
         backend.extra_args += ["--quantization", "fp8"]
