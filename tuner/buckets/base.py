@@ -175,7 +175,9 @@ class ReleaseProfile(ABC):
             env.update(self.strategy_env(strategy))
             cfg = _replace_env(cfg, env)
             selected, selection_warnings = self.select_strategy(cfg.env)
-            assert selected == strategy, (selected, strategy)
+            if selected != strategy:  # a profile whose strategy_env does not select its strategy
+                raise BucketConfigError(f"{self.name}: cannot select strategy {strategy!r} through the "
+                                        f"environment (it picks {selected!r})", "strategy")
         plan = self.generate(cfg, strategy)
         plan.warnings[:0] = selection_warnings
         return plan

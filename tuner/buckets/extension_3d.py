@@ -90,7 +90,8 @@ class Extension3DProfile(ReleaseProfile):
 
     def strategy_env(self, strategy: str) -> dict[str, str]:
         self._check_strategy(strategy)
-        return {} if strategy == EXPONENTIAL else {"VLLM_EXPONENTIAL_BUCKETING": "false"}
+        # Explicit both ways: the caller's env may already select the other strategy.
+        return {"VLLM_EXPONENTIAL_BUCKETING": "true" if strategy == EXPONENTIAL else "false"}
 
     def bucket_variables(self, strategy: str) -> tuple[str, ...]:
         self._check_strategy(strategy)
@@ -241,6 +242,7 @@ class Extension3DProfile(ReleaseProfile):
         return sorted(kept_set if self.v.dedup_prompt else kept), omitted
 
     def _ignored(self, env: Mapping[str, str], strategy: str, plan: BucketPlan):
+        # Exponential already reported the user's MIN/STEP/MAX/LIMIT with the release's own warning.
         read = {"VLLM_EXPONENTIAL_BUCKETING", *_NOT_OURS}
         read.update(_LINEAR_VARS if strategy == LINEAR else
                     (_var(ph, d, p) for ph in _DIMS for d in _DIMS[ph] for p in _PARAMS))
@@ -303,7 +305,8 @@ class _Context:
         note = "unset: exponential (the default since 1.22)"
         if raw is not None:
             note = f"{raw!r} parses as {parse_bool(raw)} (true only for {', '.join(_TRUE_WORDS)})"
-        self.setting("VLLM_EXPONENTIAL_BUCKETING", raw is None or parse_bool(raw), DEFAULT if raw is None else USER, note)
+        self.setting("VLLM_EXPONENTIAL_BUCKETING", raw is None or parse_bool(raw),
+                     DEFAULT if raw is None else USER, note)
         self.setting("max_num_prefill_seqs", self.max_prefill, DEFAULT if cfg.max_num_prefill_seqs is None else USER,
                      "prompt batch-size max (--max-num-prefill-seqs, else max_num_seqs)")
         apc_note = "VLLM_PREFIX_CACHING overrides the engine's value" if "VLLM_PREFIX_CACHING" in env else \
