@@ -19,6 +19,20 @@ Sources (spec sections A, B, C.2, C.3, D.5, E of ../shared/spec/gaudi-bucketing.
 `vllm_gaudi/extension/bucketing/{common,linear,exponential,padding_aware}.py`,
 `vllm_gaudi/extension/{features,environment,config,runtime}.py`, `vllm_gaudi/v1/worker/hpu_model_runner.py`.
 The vectors in ../shared/vectors/ are the ground truth; where the spec and they disagree they win.
+
+Upstream behaviour worth knowing (all modelled):
+* From v0.15.1, exponential warns that VLLM_PROMPT_BS_BUCKET_MAX "will be overwritten", yet the runner
+  has already made it max_num_prefill_seqs, the exponential prompt bs max.
+* The bucketing's prefix caching (hence contiguous PA) follows VLLM_CONTIGUOUS_PA from v0.15.1 on, not
+  the engine's --enable-prefix-caching.
+* v0.10.1 / v0.15.1 validate VLLM_BUCKETING_STRATEGY against their own unused feature choices: the
+  v0.20+ values exp|lin|pad make them fail at startup.
+* v0.10.1 exponential crashes ("math domain error") when max_model_len is not a block multiple; its
+  prompt lists keep duplicate buckets.
+* The v0.26+ "Omitted N ... buckets" line is DEBUG output (the vectors were recorded at DEBUG).
+Not modelled (refused with BucketConfigError): merged prefill, bucket files, unified attention,
+bucketing off, and more than MAX_PROMPT_CANDIDATES prompt candidates. Spec decode, mamba chunking
+and the sliding-window prompt filter depend on the model and are not inputs here.
 """
 
 from __future__ import annotations
@@ -26,9 +40,9 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
-from typing import Mapping
 
 from .base import (
     DEFAULT,
@@ -46,7 +60,11 @@ from .base import (
     ServerConfig,
     Setting,
 )
-from .vllm_gaudi_padding_aware import pad_defaults_decode, pad_defaults_prompt, padding_aware_range
+from .vllm_gaudi_padding_aware import (
+    pad_defaults_decode,
+    pad_defaults_prompt,
+    padding_aware_range,
+)
 
 REPO = "vllm-project/vllm-gaudi"
 LONG_CTX_THRESHOLD = 8192  # max_model_len from which prompt buckets get per-query "edge" contexts
@@ -587,7 +605,7 @@ def _exp_ctx_v0101(seq: int, max_model_len: int, block_size: int) -> tuple[int, 
 
 def _prompt_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int], list[int]]:
     """The strategy's get_prompt_cfgs + get_range: sorted bs, query and ctx-block ranges."""
-    cfg, rel = run.cfg, run.rel
+    cfg = run.cfg
     B, L, T, P = cfg.block_size, cfg.max_model_len, cfg.max_num_batched_tokens, eng.max_num_prefill_seqs
 
     if run.strategy == EXPONENTIAL:
@@ -1046,25 +1064,23 @@ class VllmGaudiProfile(ReleaseProfile):
 
     def strategy_env(self, strategy: str) -> dict[str, str]:
         self._check_strategy(strategy)
-        if strategy == EXPONENTIAL:
-            return {}
+        # Explicit both ways: the caller's env may already select another strategy.
         if self._rel.strategy_variable:
-            return {"VLLM_BUCKETING_STRATEGY": "lin" if strategy == LINEAR else "pad"}
-        return {"VLLM_EXPONENTIAL_BUCKETING": "false"}
+            return {"VLLM_BUCKETING_STRATEGY": {EXPONENTIAL: "exp", LINEAR: "lin", PADDING_AWARE: "pad"}[strategy]}
+        return {"VLLM_EXPONENTIAL_BUCKETING": "true" if strategy == EXPONENTIAL else "false"}
 
     def build(self, cfg: ServerConfig, strategy: str | None = None) -> BucketPlan:
-        if strategy is not None and strategy in self.strategies:
-            # An explicit strategy wins over the user's own switches (which could otherwise override it,
-            # e.g. the deprecated VLLM_EXPONENTIAL_BUCKETING on v0.26).
-            switches = ("VLLM_EXPONENTIAL_BUCKETING", "VLLM_BUCKETING_STRATEGY") if self._rel.strategy_variable \
-                else ("VLLM_EXPONENTIAL_BUCKETING",)
-            cfg = replace(cfg, env={k: v for k, v in cfg.env.items() if k not in switches})
+        if strategy is not None and self._rel.strategy_variable:
+            # An explicit strategy wins over the user's deprecated VLLM_EXPONENTIAL_BUCKETING, which would
+            # otherwise override the VLLM_BUCKETING_STRATEGY that strategy_env sets.
+            cfg = replace(cfg, env={k: v for k, v in cfg.env.items() if k != "VLLM_EXPONENTIAL_BUCKETING"})
         return super().build(cfg, strategy)
 
     def bucket_variables(self, strategy: str) -> tuple[str, ...]:
         self._check_strategy(strategy)
         rel = self._rel
-        switch = ("VLLM_BUCKETING_STRATEGY",) if rel.strategy_variable else ("VLLM_EXPONENTIAL_BUCKETING",)
+        # The switch, and contiguous PA (which reshapes the decode blocks in every strategy).
+        switch = ("VLLM_BUCKETING_STRATEGY" if rel.strategy_variable else "VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA")
         if strategy == EXPONENTIAL:
             if not rel.range_pipeline:
                 return switch
