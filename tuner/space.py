@@ -184,7 +184,9 @@ class SearchSpace:
         profile = get_profile(release)
         kept, notes = [], []
         for p in self.parameters:
-            if p.target != "env":
+            # Only the release's own families are judged; anything else (a simulator switch, a
+            # variable of another component) is passed through as given.
+            if p.target != "env" or not p.key.startswith(("VLLM_", "PT_HPU_")):
                 kept.append(p)
                 continue
             strategies = self._possible_strategies(profile, p)

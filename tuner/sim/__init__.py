@@ -1,8 +1,21 @@
-"""The simulated vLLM-on-Gaudi server: cost model, scheduler, startup log, HTTP front.
+"""The simulated vLLM-on-Gaudi server: the embedded default backend of bucket-tuner.
 
-* costmodel.predict_startup: pure prediction of a start (KV blocks, buckets, graphs, warmup, failures)
-* clocks.run_virtual: a workload on the engine in simulated time, deterministic, no HTTP
-* serve.main: the `sim-serve` command (drop-in for `vllm serve`)
+    python -m tuner.sim MODEL [vllm serve flags] [--sim-release fork-1.17 ... gaudi-main] \
+        [--sim-device gaudi2|gaudi3] [--sim-model llama-3.1-8b|llama-3.1-70b] [--sim-time-scale 0.02] \
+        [--sim-seed N] [--sim-noise SIGMA] [--sim-fault NAME[:k=v,...]]
+
+Modules, one idea each:
+    models      model shapes and Gaudi devices (constants of spec/gaudi-calibration.md section 7.4)
+    costmodel   pure cost model: memory split, KV blocks, step and compile times; predict_startup()
+    capture     pure warmup plan: compile order, HPU-graph capture under each release's rules
+    engine      continuous-batching scheduler (v0 fork / v1 vllm-gaudi), padded through the bucket engine
+    clocks      run_virtual() (no sleeping, deterministic) and LiveDriver (asyncio, time-scaled)
+    startup     the release's startup log in simulated time, failures in their phase
+    logfmt      release-shaped log prefixes and byte formatting
+    recipe_cache  PT_HPU_RECIPE_CACHE_CONFIG folder on disk
+    http        OpenAI-compatible aiohttp front (/health, /v1/models, /v1/completions, /metrics)
+    faults      --sim-fault modes
+    serve       the `sim-serve` command: main(argv)
 """
 
 from .clocks import RunResult, run_virtual, summarize

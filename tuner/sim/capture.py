@@ -20,7 +20,7 @@ from .costmodel import (
     GraphBudget,
     StartupPrediction,
     WarmupStep,
-    _devmem_error,
+    devmem_error,
     decode_blocks,
     env_value,
     prompt_shape,
@@ -67,7 +67,7 @@ def plan_warmup(pred: StartupPrediction, cost: CostModel, cached_recipes: frozen
                                   free - used["prompt"] - used["decode"], hit(phase, bucket), g)
                 pred.steps.append(step)
                 if g and used["prompt"] + used["decode"] + g > free:
-                    pred.failure = Failure("warmup", _devmem_error(int(g)), at_step=len(pred.steps) - 1)
+                    pred.failure = Failure("warmup", devmem_error(int(g)), at_step=len(pred.steps) - 1)
                     return
                 used[phase] += g
                 if pred.graphs:

@@ -145,7 +145,8 @@ class CostModel:
 
     def prefill_time(self, bs: int, seq: int, ctx_blocks: int, graphed: bool) -> float:
         d, m, b = self.device, self.model, self.block_size
-        flops = 2 * self.params * bs * seq + 4 * m.layers * m.hidden * bs * seq * (seq / 2 + ctx_blocks * b) / self.sim.tp
+        attention = 4 * m.layers * m.hidden * bs * seq * (seq / 2 + ctx_blocks * b) / self.sim.tp
+        flops = 2 * self.params * bs * seq + attention
         mem = (self.weights + bs * (seq + ctx_blocks * b) * self.kv_token) / (d.eta_m * d.bandwidth)
         t = d.c_pre + max(flops / (d.eta_c * self.flops), mem) + self._tp(bs * seq)
         if not graphed and not self.compiled_mode:
@@ -377,10 +378,10 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
         mem = memory_split(cost, tokens, reserved)
         pred.memory = mem
         if mem.weights > mem.device_visible:
-            pred.failure = Failure("load", _devmem_error(model.largest_tensor_bytes(sim.dtype, sim.tp)))
+            pred.failure = Failure("load", devmem_error(model.largest_tensor_bytes(sim.dtype, sim.tp)))
             return pred
         if mem.free <= 0:
-            pred.failure = Failure("profile", _devmem_error(int(mem.profile_overhead)))
+            pred.failure = Failure("profile", devmem_error(int(mem.profile_overhead)))
             return pred
         kv_failure = _check_kv(rules, cfg0, mem, cost)
         if kv_failure:
@@ -405,9 +406,10 @@ def _bucket_error_class(e: BucketConfigError) -> str:
     return "AssertionError" if "cannot be greater" in str(e) else "ValueError"
 
 
-def _devmem_error(size: int) -> str:
+def devmem_error(size: int) -> str:
     # What the Habana PyTorch bridge raises when an HBM allocation fails.
-    return f"RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::{size} ({size // MiB})MB"
+    return ("RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::"
+            f"{size} ({size // MiB})MB")
 
 
 def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings) -> Failure | None:
@@ -424,8 +426,9 @@ def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings) -> Fa
     if not 0 < sim.gpu_memory_utilization <= 1:
         return Failure("config", "ValueError: GPU memory utilization must be less than 1.0. Got "
                        f"{sim.gpu_memory_utilization}.")
-    if model_for(sim.model).kv_heads % sim.tp and sim.tp % model_for(sim.model).kv_heads:
-        return Failure("config", f"ValueError: Total number of attention heads must be divisible by "
+    heads = model_for(sim.model).heads
+    if sim.tp < 1 or heads % sim.tp:
+        return Failure("config", f"ValueError: Total number of attention heads ({heads}) must be divisible by "
                        f"tensor parallel size ({sim.tp}).")
     return None
 

@@ -14,6 +14,9 @@
 * stall-stream[:every=3,after=2] every Nth stream stops after `after` tokens and never finishes.
 * slow-start[:factor=20] model loading takes `factor` times longer (in simulated time).
 * refuse-bind            startup fails as if the port were taken ("Address already in use").
+
+The environment variable BUCKET_TUNER_SIM_FAULT adds faults the same way (several separated by ";";
+"none" or empty: none), so a search space can switch them like any other server setting.
 """
 
 from __future__ import annotations
@@ -35,6 +38,14 @@ WARMUP_FAULTS = ("crash-warmup", "hang-warmup", "oom-warmup")
 REQUEST_FAULTS = ("http-500", "malformed-sse", "stall-stream")
 
 COMPILE_ERROR = "RuntimeError: Graph compile failed. synStatus=synStatus 26 [Generic failure]."
+
+
+ENV_VAR = "BUCKET_TUNER_SIM_FAULT"
+
+
+def from_env(value: str | None) -> list[str]:
+    """The fault specs in BUCKET_TUNER_SIM_FAULT."""
+    return [v.strip() for v in (value or "").split(";") if v.strip() and v.strip().lower() != "none"]
 
 
 class FaultError(ValueError):

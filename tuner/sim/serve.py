@@ -22,7 +22,7 @@ from ..buckets import get_profile
 from .clocks import LiveDriver
 from .costmodel import ServerInputs, SimSettings, StartupPrediction, env_value, predict_startup
 from .engine import Engine
-from .faults import COMPILE_ERROR, FaultError, Faults
+from .faults import COMPILE_ERROR, ENV_VAR as FAULT_ENV, FaultError, Faults, from_env as fault_specs_from_env
 from .http import SimHTTP
 from .logfmt import SimLog
 from .models import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="time scale of the startup only (default: --sim-time-scale)")
     sim.add_argument("--sim-seed", type=int, default=0)
     sim.add_argument("--sim-noise", type=float, default=0.0, help="run-to-run step-time noise (lognormal sigma)")
-    sim.add_argument("--sim-fault", action="append", default=[], help="see tuner/sim/faults.py")
+    sim.add_argument("--sim-fault", action="append", default=[],
+                     help="see tuner/sim/faults.py (also: env BUCKET_TUNER_SIM_FAULT)")
     return p
 
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        faults = Faults.parse(args.sim_fault)
+        faults = Faults.parse(args.sim_fault + fault_specs_from_env(os.environ.get(FAULT_ENV)))
         sim, inputs = settings_from_args(args)
         if args.sim_time_scale <= 0 or (args.sim_startup_time_scale or 1) <= 0:
             raise ValueError("time scales must be > 0")

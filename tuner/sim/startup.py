@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from .costmodel import GiB, StartupPrediction, WarmupStep, prompt_shape
+from .costmodel import StartupPrediction, WarmupStep, devmem_error, prompt_shape
 from .faults import COMPILE_ERROR, Faults
 from .logfmt import SimLog, format_bytes as fb
+from .models import GiB, MiB
 from .recipe_cache import RecipeCache
 
 VERSIONS = {
@@ -195,9 +196,7 @@ def _warmup(pred: StartupPrediction, faults: Faults) -> Iterator[tuple]:
             if name == "hang-warmup":
                 yield ("hang",)
                 return
-            yield from _fail("warmup", COMPILE_ERROR if name == "crash-warmup" else
-                             "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::"
-                             f"939524096 (896)MB")
+            yield from _fail("warmup", COMPILE_ERROR if name == "crash-warmup" else devmem_error(896 * MiB))
             return
         yield ("advance", step.seconds)
         elapsed += step.seconds
