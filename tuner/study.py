@@ -353,9 +353,14 @@ class StudyRun:
 
 def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
               constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
-              install_sigint: bool = True) -> StudyRun:
+              install_sigint: bool = True, runner: Callable[..., TrialResult] | None = None) -> StudyRun:
     """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
-    or Ctrl-C. A second Ctrl-C stops at once (servers are still stopped on the way out)."""
+    or Ctrl-C. A second Ctrl-C stops at once (servers are still stopped on the way out).
+
+    `runner(ctx, settings, trial_dir, slot, stop_event) -> TrialResult` runs one trial; the default
+    boots a server (trial.run_trial). The tuning-efficiency benchmark passes a virtual-clock runner
+    so that the same study loop, seeding and scoring are what it measures."""
+    runner = runner or trial_mod.run_trial
     from .server import cleanup_stale_groups, process_identity
 
     study = open_study(opts, space, objectives)
@@ -392,8 +397,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                 trial.set_user_attr("slot", slot.index)
                 heartbeat = _Heartbeat(study, trial)
                 try:
-                    result = trial_mod.run_trial(ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}",
-                                                 slot, stop)
+                    result = runner(ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}", slot, stop)
                 finally:
                     heartbeat.stop()
                 _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
