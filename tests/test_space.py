@@ -29,8 +29,10 @@ def space(**overrides):
 @pytest.mark.parametrize("path", SPACES, ids=[p.stem for p in SPACES])
 def test_shipped_spaces_load_check_and_sample(path):
     sp = SearchSpace.load(path)
-    assert sp.release, "every shipped space names the release it is written for"
-    sp.check_release(sp.release)
+    if sp.release:  # Gaudi spaces name their release; a generic vLLM space (vllm-cpu) has none
+        sp.check_release(sp.release)
+    else:
+        assert not any(p.key.startswith("VLLM_") and "BUCKET" in p.key for p in sp.parameters)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
     for _ in range(5):
         trial = study.ask()
