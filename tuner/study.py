@@ -121,7 +121,8 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
             )
         except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
             # Two workers creating a new storage at once: one loses the CREATE TABLE race; retry.
-            if "already exists" in str(exc) and attempt < 4:
+            racing = ("already exists", "UNIQUE constraint", "IntegrityError", "database is locked")
+            if any(r in str(exc) for r in racing) and attempt < 4:
                 time.sleep(0.5 * (attempt + 1))
                 continue
             raise StudyError(f"cannot open the study storage {redact_url(url)}: {exc}") from None
