@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,10 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a log file or a pipe: no reason to squeeze the table into 80 columns
+            console = Console(width=200)
     frame = trials_frame(study)
     pareto = pareto_frame(study, frame)
     names = study.metric_names or []
@@ -171,8 +175,11 @@ def _importances(study: optuna.Study, names: list[str]):
     signs = [-1.0 if d.name == "MAXIMIZE" else 1.0 for d in study.directions]
     for i, name in enumerate(names):
         try:
-            # The default evaluator (PED-ANOVA) looks for what makes the target low: flip maximised ones.
-            imp = optuna.importance.get_param_importances(study, target=lambda t, i=i: signs[i] * t.values[i])
+            # The default evaluator (PED-ANOVA) looks for what makes the target low: flip maximised
+            # ones. It warns about exactly that on every call, which we handle; keep it quiet.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes")
+                imp = optuna.importance.get_param_importances(study, target=lambda t, i=i: signs[i] * t.values[i])
         except (RuntimeError, ValueError, ZeroDivisionError):
             continue  # too few distinct values, or conditional parameters absent everywhere
         rows += [{"objective": name, "parameter": p, "importance": v} for p, v in imp.items()]

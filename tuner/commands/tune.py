@@ -154,7 +154,7 @@ def cmd_tune(args) -> int:
     run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
     if run.interrupted:
         console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
-    report.print_pareto(run.study, console=Console())
+    report.print_pareto(run.study)
     if not args.no_report:
         paths = report.write_report(run.study, opts.study_dir)
         console.print(f"report: {paths['report_html']}  trials: {paths['trials_csv']}  pareto: {paths['pareto_csv']}")
