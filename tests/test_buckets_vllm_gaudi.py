@@ -1,4 +1,4 @@
-"""The vllm-gaudi plugin profiles (tuner/buckets/vllm_gaudi.py) beyond the vector rows.
+"""The vllm-gaudi plugin profiles (tuner/buckets/vllm_gaudi/) beyond the vector rows.
 
 Expected values are worked out by hand from the upstream code (cited per test) or taken from the
 vectors in ../shared/vectors/.
@@ -25,7 +25,7 @@ from tuner.buckets import (
     get_profile,
 )
 from tuner.buckets.vllm_gaudi import PROFILES, _calc_fallback
-from tuner.buckets.vllm_gaudi_padding_aware import padding_aware_range
+from tuner.buckets.vllm_gaudi.padding_aware import padding_aware_range
 
 from .conftest import SHARED
 from .test_vectors import (

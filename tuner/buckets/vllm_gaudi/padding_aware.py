@@ -3,8 +3,8 @@
 Not written up in the spec; modelled from vllm-project/vllm-gaudi
 `vllm_gaudi/extension/bucketing/padding_aware.py` (v0.26.0 b059f9c9, unchanged in main 091bbadd
 except for a signature change). The per-dimension configs have five fields
-(min, step, max, pad_max, pad_percent); `vllm_gaudi.py` reads them and combines the ranges exactly as
-for the other strategies.
+(min, step, max, pad_max, pad_percent); `strategies.py` reads them and `generate.py` combines the
+ranges exactly as for the other strategies.
 
 The range generator in words: double from `min` while the current value is still <= `step` (0
 becomes 1); above `step`, walk in `step` increments and keep the current value only where skipping it
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .base import BucketConfigError
+from ..base import BucketConfigError
 
 
 def pad_defaults_prompt(max_num_prefill_seqs: int, block_size: int, max_num_batched_tokens: int,

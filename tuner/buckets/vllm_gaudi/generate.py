@@ -1,0 +1,139 @@
+"""v0.15.1+ common.generate_buckets: the strategy's ranges combined into prompt and decode buckets,
+filtered, with the omitted candidates kept for the log and the plan."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from itertools import repeat
+
+from ..base import USER, Bucket, BucketConfigError
+from .logs import _bucket_list_line, _debug_logging, _expand, _omitted_line, _OmittedRun
+from .releases import LONG_CTX_THRESHOLD
+from .settings import _Engine, _Run
+from .strategies import _decode_ranges, _prompt_ranges
+
+# Refuse bs x query x ctx products beyond this (the largest vector has 295k; 10M take seconds and GBs).
+MAX_PROMPT_CANDIDATES = 10_000_000
+
+# generate_buckets' omission reasons, verbatim (they are printed inside the "Omitted" debug line).
+_COND_TOKENS = "condition: bs * query <= max_num_batched_tokens"
+_COND_LEN_TOKENS = "condition: (query + ctx * block_size) <= max_model_len"  # v0.15.1
+_COND_LEN_BLOCKS = "condition: ctx <= ceil((max_model_len - 1) / block_size) and query <= max_model_len"  # v0.26+
+_COND_DECODE = "condition: bs <= ctx, "
+
+
+def _zero_buckets(run: _Run, phase: str, omitted: dict[str, list[_OmittedRun]]) -> BucketConfigError:
+    """Every candidate was filtered out; blame the first minimum the user raised, if any."""
+    if phase == "prompt":
+        suspects = ("VLLM_PROMPT_QUERY_BUCKET_MIN", "VLLM_PROMPT_SEQ_BUCKET_MIN", "VLLM_PROMPT_BS_BUCKET_MIN",
+                    "VLLM_PROMPT_CTX_BUCKET_MIN")
+    else:
+        suspects = ("VLLM_DECODE_BS_BUCKET_MIN", "VLLM_DECODE_BLOCK_BUCKET_MIN")
+    culprit = next((n for n in suspects if run.settings.get(n) and run.settings[n].source == USER), None)
+    reasons = "; ".join(f"{sum(len(r[2]) for r in runs)} failed '{c}'" for c, runs in sorted(omitted.items()))
+    return BucketConfigError(
+        f"RuntimeError: Generated 0 {phase} buckets. {run.rel.zero_buckets_hint} (every candidate was filtered "
+        f"out: {reasons or 'no candidates'})", culprit)
+
+
+def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_vals: list[int]):
+    """common.generate_buckets for prompts: bs x query x ctx minus what exceeds max_model_len or the
+    token budget; from max_model_len 8192 on, the largest ctx is replaced per query by the most blocks
+    that still fit next to it (unless that reaches VLLM_PROMPT_CTX_BUCKET_MAX).
+
+    Returns (sorted buckets, {condition: sorted runs of omitted buckets})."""
+    cfg, rel = run.cfg, run.rel
+    B, L, T = cfg.block_size, cfg.max_model_len, cfg.max_num_batched_tokens
+    cond_len = _COND_LEN_BLOCKS if rel.ctx_filter_in_blocks else _COND_LEN_TOKENS
+    max_ctx_blocks = math.ceil((L - 1) / B)
+
+    def ctx_limit(q: int) -> int:
+        """The largest ctx the max_model_len filter lets through next to query q (-1: none)."""
+        if rel.ctx_filter_in_blocks:
+            return max_ctx_blocks if q <= L else -1
+        return (L - q) // B  # query + ctx * block_size <= max_model_len
+
+    bs_u, query_u, ctx_u = sorted(set(bs_vals)), sorted(set(query_vals)), sorted(set(ctx_vals))
+    candidates = len(bs_u) * len(query_u) * len(ctx_u)
+    if candidates > MAX_PROMPT_CANDIDATES:
+        dims = sorted(((len(bs_u), "BS"), (len(query_u), "QUERY"), (len(ctx_u), "CTX")), reverse=True)
+        raise BucketConfigError(
+            f"{len(bs_u)} bs x {len(query_u)} query x {len(ctx_u)} ctx values = {candidates:,} prompt bucket "
+            f"candidates: beyond what this model builds ({MAX_PROMPT_CANDIDATES:,}); the release itself would spend "
+            f"minutes and gigabytes on them. Raise VLLM_PROMPT_{dims[0][1]}_BUCKET_STEP.",
+            f"VLLM_PROMPT_{dims[0][1]}_BUCKET_STEP")
+    if L >= LONG_CTX_THRESHOLD:
+        # The largest ctx becomes a per-query "edge": as many blocks as still fit next to the query.
+        # Upstream rebinds its loop variable, so a query whose own edge is not allowed keeps the previous
+        # query's edge (not the largest ctx); that depends on the query order only, not on bs.
+        edge_cap = run.user_int("VLLM_PROMPT_CTX_BUCKET_MAX")
+        plain, ctx = ctx_u[:-1], ctx_u[-1]
+        ctx_per_query = {}
+        for q in query_u:
+            edge = (L - q) // B
+            if edge >= 0 and (edge_cap is None or edge < edge_cap):
+                ctx = edge
+            ctx_per_query[q] = plain if ctx in plain else sorted(plain + [ctx])
+    else:
+        ctx_per_query = dict.fromkeys(query_u, ctx_u)
+
+    texts_per_query = {q: [f"{c})" for c in ctxs] for q, ctxs in ctx_per_query.items()}
+    kept: list[Bucket] = []
+    too_long: list[_OmittedRun] = []
+    too_many_tokens: list[_OmittedRun] = []
+    # Unique sorted ranges walked in order give every list already sorted and free of duplicates.
+    for bs in bs_u:
+        for q in query_u:
+            ctxs, texts = ctx_per_query[q], texts_per_query[q]
+            split = bisect.bisect_right(ctxs, ctx_limit(q))
+            if split < len(ctxs):
+                too_long.append((bs, q, ctxs[split:], texts[split:]))
+            if split:
+                if bs * q <= T:
+                    kept.extend(zip(repeat(bs), repeat(q), ctxs[:split]))
+                else:
+                    too_many_tokens.append((bs, q, ctxs[:split], texts[:split]))
+    omitted = {c: v for c, v in ((cond_len, too_long), (_COND_TOKENS, too_many_tokens)) if v}
+    return kept, omitted
+
+
+def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contiguous_pa: bool):
+    """common.generate_buckets for decode: bs x blocks (the neighbour expansion covers exactly that
+    product); without contiguous PA drop bs > blocks and cap blocks at bs * ceil(L / B)."""
+    if contiguous_pa:
+        return sorted({(bs, 1, b) for bs in bs_vals for b in block_vals}), {}
+    per_seq = math.ceil(run.cfg.max_model_len / run.cfg.block_size)
+    kept, omitted = set(), set()
+    for bs in bs_vals:
+        for b in block_vals:
+            if bs <= b:
+                kept.add((bs, 1, min(b, bs * per_seq)))
+            else:
+                omitted.add((bs, 1, b))
+    runs = [(bs, q, [b], [f"{b})"]) for bs, q, b in sorted(omitted)]
+    return sorted(kept), ({_COND_DECODE: runs} if runs else {})
+
+
+def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
+    """v0.15.1+: ranges from the strategy, combined by common.generate_buckets, phase by phase."""
+    results = []
+    for phase in ("prompt", "decode"):
+        for line in selection_lines:  # get_bucketing_strategy runs (and logs) once per phase
+            run.info(line)
+        if phase == "prompt":
+            bs_vals, query_vals, ctx_vals = _prompt_ranges(run, eng)
+            buckets, omitted = _combine_prompt(run, bs_vals, query_vals, ctx_vals)
+        else:
+            bs_vals, block_vals = _decode_ranges(run, eng)
+            buckets, omitted = _combine_decode(run, bs_vals, block_vals, eng.contiguous_pa)
+        if not buckets:
+            raise _zero_buckets(run, phase, omitted)
+        if run.rel.log_omitted and omitted and _debug_logging(run.env):
+            run.info(_omitted_line(phase, omitted))
+        run.info(_bucket_list_line(len(buckets), phase, buckets))
+        results.append((buckets, omitted))
+    (prompt, prompt_omitted), (decode, _) = results
+    # In the order of upstream's omitted log: by condition, then bucket.
+    omitted = [b for cond in sorted(prompt_omitted) for b in _expand(prompt_omitted[cond])]
+    return prompt, decode, omitted
