@@ -77,7 +77,8 @@ class Limits:
     boot_timeout_s: float = 900.0
     warmup_timeout_s: float = 7200.0
     warmup_budget_s: float | None = None  # abort (and reject before boot) above this predicted warmup
-    stop_grace_s: float = 15.0
+    stop_grace_s: float = 10.0  # per signal (SIGINT, then SIGTERM), before SIGKILL of the group
+    wall_slack_s: float = 30.0  # added to every time-scaled wall-clock limit (process start-up jitter)
 
 
 @dataclass
@@ -275,8 +276,8 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
         srv.start(argv, server_environment(settings, slot, backend), log_path, port=port)
         outcome = srv.wait_ready(
             base_url,
-            boot_timeout_s=limits.boot_timeout_s * scale + 30,
-            warmup_timeout_s=limits.warmup_timeout_s * scale + 30,
+            boot_timeout_s=limits.boot_timeout_s * scale + limits.wall_slack_s,
+            warmup_timeout_s=limits.warmup_timeout_s * scale + limits.wall_slack_s,
             warmup_started=warmup_started,
             should_abort=should_abort,
             oom_seen=lambda: watch.read(lambda w: w.oom_seen),
@@ -285,13 +286,22 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
         result.timings["boot_and_warmup_s"] = round(t_ready - t0, 3)
         if not outcome.ok:
             result.status = _OUTCOME_CLASS[outcome.kind]
+            if outcome.kind is OutcomeKind.BOOT_FAILURE and srv.warmup_started_at is not None:
+                result.status = CRASH  # it got as far as warmup: not a launch problem
             if outcome.kind is OutcomeKind.WARMUP_OVER_BUDGET and outcome.reason == "interrupted":
                 result.status = INTERRUPTED
             result.reason = outcome.reason + _last_error(outcome.log_tail)
         else:
             _status(ctx, f"slot {slot.index}: ready; load test")
             _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event)
+            ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
+            if ended is not None and result.status in (OK, LOAD_ERRORS):
+                # Died during (or right after) the load test: its requests failed because of that.
+                result.status = RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else CRASH
+                result.reason = ended.reason + _last_error(ended.log_tail)
         result.timings["load_s"] = round(time.monotonic() - t_ready, 3)
+        g = limits.stop_grace_s
+        srv.stop(grace_int_s=g, grace_term_s=g, grace_kill_s=5.0)
     stop = srv.stop_report
     if stop is not None:
         result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover}
@@ -308,7 +318,8 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event) -> None:
             base_url, ctx.backend.api_model_name, ctx.workload,
             max_concurrency=lo.max_concurrency, request_rate=lo.request_rate, burstiness=lo.burstiness,
             warmup_requests=lo.warmup_requests, goodput_slos=lo.goodput_slos, percentiles=lo.percentiles,
-            progress=False, request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + 30,
+            progress=False,
+            request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
         ))
         # Watchdog: a crashed server or a Ctrl-C ends the load test now, with its streams closed.
         while not bench.done():
