@@ -266,3 +266,32 @@ def test_optuna_dashboard_opens_the_storage(tmp_path):
     assert any(v > 0 for v in detail["trials"][1]["constraints"])
     assert [t.number for t in study.best_trials] == [0]
     assert {a["key"] for a in detail["trials"][0]["user_attrs"]} >= {"status", "feasible", "observed"}
+
+
+def test_ctrl_c_stops_the_trial_cleanly_and_keeps_everything(tmp_path):
+    space = write_space(tmp_path, {**SPACE, "parameters": {
+        "max_num_seqs": {"type": "categorical", "choices": [8, 16]}}})
+    results = tmp_path / "results"
+    cmd = _tune_cmd(space, results, 2, ["--startup-time-scale", "0.02"])
+    tuner = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = results / "e2e" / "trials" / "0000" / "server.log"
+    deadline = time.monotonic() + 60
+    while "[Warmup]" not in _read(log) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "[Warmup]" in _read(log), "the first trial never reached warmup"
+    tuner.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal does
+    _, err = tuner.communicate(timeout=60)
+    assert tuner.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    study = load(tmp_path)
+    first = study.trials[0]
+    assert first.state == optuna.trial.TrialState.FAIL and first.user_attrs["status"] == "interrupted"
+    assert_no_server_left(study)
+    # Resuming runs the interrupted parameters again and finishes the study.
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr[-2000:]
+    study = load(tmp_path)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 2
+    assert any(t.user_attrs.get("requeued_from") == 0 and t.params == first.params for t in complete)
+    assert_no_server_left(study)
