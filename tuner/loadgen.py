@@ -29,7 +29,7 @@ import gc
 import json
 import math
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import aiohttp
 from rich.console import Console
@@ -140,6 +140,7 @@ class LoadGenerator:
     def __init__(self, base_url: str, model: str, *, max_concurrency: int | None = None,
                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, temperature: float = 0.0,
                  extra_body: Mapping[str, Any] | None = None, progress: bool = True,
+                 on_request_done: Callable[[int, int], None] | None = None,
                  request_id_prefix: str = "tuner") -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -152,6 +153,7 @@ class LoadGenerator:
         self.temperature = temperature
         self.extra_body = dict(extra_body or {})
         self.progress = progress
+        self.on_request_done = on_request_done  # (done, total) of the measured pass, for a caller's display
         self.request_id_prefix = request_id_prefix
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
@@ -279,9 +281,17 @@ class LoadGenerator:
                       "errors": [o.error[:ERROR_EXCERPT] for o in warm_failed[:3]]}
             outs, duration = [], 0.0
             if not self._cancelled:
+                done = [0]
+
+                def advance(bar):
+                    bar.advance(bar.task_ids[0])
+                    done[0] += 1
+                    if self.on_request_done is not None:
+                        self.on_request_done(done[0], len(specs))
+
                 with _progress_bar(len(specs), self.progress) as bar, _frozen_gc():
                     outs, duration = await self._run_pass(session, specs, self.request_id_prefix,
-                                                          lambda: bar.advance(bar.task_ids[0]))
+                                                          lambda: advance(bar))
         if self._cancelled and not outs:  # cancelled during the warm pass
             outs = [RequestOutcome(index=s.index, prompt_len=s.prompt_len, expected_output_len=s.output_len,
                                    scheduled_offset=s.send_offset_s) for s in specs]
@@ -336,13 +346,15 @@ async def run_benchmark(base_url: str, model: str, workload: Workload, *,
                         goodput_slos: Mapping[str, float] | None = None,
                         percentiles: Sequence[float] = (50, 90, 99), progress: bool = True,
                         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-                        temperature: float = 0.0, seed: int | None = None) -> BenchmarkResult:
+                        temperature: float = 0.0, seed: int | None = None,
+                        on_request_done: Callable[[int, int], None] | None = None) -> BenchmarkResult:
     """Warm pass (``warmup_requests``, unmeasured), then the measured run; see :class:`LoadGenerator`.
 
     Cancel the awaiting task to stop early: every stream is closed before CancelledError propagates.
     """
     gen = LoadGenerator(base_url, model, max_concurrency=max_concurrency,
-                        request_timeout_s=request_timeout_s, temperature=temperature, progress=progress)
+                        request_timeout_s=request_timeout_s, temperature=temperature, progress=progress,
+                        on_request_done=on_request_done)
     return await gen.run(workload, request_rate=request_rate, burstiness=burstiness,
                          warmup_requests=warmup_requests, goodput_slos=goodput_slos,
                          percentiles=percentiles, seed=seed)

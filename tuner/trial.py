@@ -103,6 +103,8 @@ class TrialContext:
     records_dir: Path | None = None  # where server process-group records live
     host: str = "127.0.0.1"
     progress: Callable[[str], None] | None = None  # one-line status updates
+    # live progress of a slot: (slot, what, done, total, eta_wall_s or None); e.g. a progress bar
+    on_progress: Callable[[int, str, int, int, float | None], None] | None = None
 
 
 @dataclass
@@ -259,6 +261,10 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     def should_abort() -> str | None:
         if stop_event is not None and stop_event.is_set():
             return "interrupted"
+        if ctx.on_progress is not None:
+            prog, eta = watch.read(lambda w: (w.progress(), w.projected_remaining_s()))
+            if prog is not None:
+                ctx.on_progress(slot.index, f"warmup {prog[0]}", prog[1], prog[2], eta)
         budget = limits.warmup_budget_s
         if budget is None:
             return None
@@ -272,7 +278,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
         return None
 
     with ServerProcess(records_dir=ctx.records_dir, on_line=watch.on_line) as srv:
-        _status(ctx, f"slot {slot.index}: booting {backend.kind} on port {port}")
+        _slot_status(ctx, slot, f"booting {backend.kind} on port {port}")
         srv.start(argv, server_environment(settings, slot, backend), log_path, port=port)
         outcome = srv.wait_ready(
             base_url,
@@ -292,8 +298,8 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
                 result.status = INTERRUPTED
             result.reason = outcome.reason + _last_error(outcome.log_tail)
         else:
-            _status(ctx, f"slot {slot.index}: ready; load test")
-            _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event)
+            _slot_status(ctx, slot, "ready; load test")
+            _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot)
             ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
             if ended is not None and result.status in (OK, LOAD_ERRORS):
                 # Died during (or right after) the load test: its requests failed because of that.
@@ -310,7 +316,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     return result
 
 
-def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event) -> None:
+def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) -> None:
     lo = ctx.load
 
     async def main():
@@ -319,6 +325,8 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event) -> None:
             max_concurrency=lo.max_concurrency, request_rate=lo.request_rate, burstiness=lo.burstiness,
             warmup_requests=lo.warmup_requests, goodput_slos=lo.goodput_slos, percentiles=lo.percentiles,
             progress=False,
+            on_request_done=(None if ctx.on_progress is None else
+                             lambda done, total: ctx.on_progress(slot.index, "load test", done, total, None)),
             request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
         ))
         # Watchdog: a crashed server or a Ctrl-C ends the load test now, with its streams closed.
@@ -392,3 +400,11 @@ def _last_error(tail: list[str]) -> str:
 def _status(ctx: TrialContext, text: str) -> None:
     if ctx.progress is not None:
         ctx.progress(text)
+
+
+def _slot_status(ctx: TrialContext, slot: Slot, text: str) -> None:
+    """A slot's stage: on its progress bar when there is one, else as a status line."""
+    if ctx.on_progress is not None:
+        ctx.on_progress(slot.index, text, 0, 0, None)
+    else:
+        _status(ctx, f"slot {slot.index}: {text}")

@@ -136,8 +136,10 @@ def cmd_tune(args) -> int:
                         sampler=args.sampler, seed=args.sampler_seed, n_trials=args.n_trials,
                         timeout_s=args.timeout, slots=_slots(args), seed_from=args.seed_from,
                         enqueue_defaults=not args.no_seed_defaults)
-    ctx.progress = lambda text: console.print(f"  [dim]{text}[/]")
     started = time.monotonic()
+    bars = _SlotBars(console, opts.slots)
+    ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")
+    ctx.on_progress = bars.update
 
     def on_trial(number, result):
         summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
@@ -145,13 +147,14 @@ def cmd_tune(args) -> int:
                    if result.ok else "")
         warm = result.warmup_s
         warm_text = f"warmup {warm:.0f} s" if warm is not None else "no warmup"
-        console.print(f"trial {number}: [{'green' if result.ok else 'red'}]{result.status}[/] "
+        bars.print(f"trial {number}: [{'green' if result.ok else 'red'}]{result.status}[/] "
                       f"{summary}{warm_text} ({time.monotonic() - started:.0f} s elapsed)"
                       + ("" if result.ok else f" - {result.reason[:160]}"))
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
                   f"storage {opts.storage_url if not args.storage else '(given)'}; {opts.n_trials} trials")
-    run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
+    with bars:
+        run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
     if run.interrupted:
         console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
     report.print_pareto(run.study)
@@ -164,3 +167,28 @@ def cmd_tune(args) -> int:
         if best:
             console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}")
     return 130 if run.interrupted else 0
+
+
+class _SlotBars:
+    """One live line per slot: its stage, warmup buckets or requests done / total, time left."""
+
+    def __init__(self, console, slots):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[eta]}"), console=console, transient=True)
+        self.tasks = {s.index: self.progress.add_task(f"slot {s.index}", total=None, eta="") for s in slots}
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+    def print(self, text: str) -> None:
+        self.progress.console.print(text)
+
+    def update(self, slot: int, what: str, done: int, total: int, eta: float | None) -> None:
+        self.progress.update(self.tasks[slot], description=f"slot {slot}: {what}", completed=done,
+                             total=total or None, eta=f"~{eta:.0f} s left" if eta else "")
