@@ -38,7 +38,7 @@ def register(sub) -> None:
     g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
     g.add_argument("--no-prediction", action="store_true", help="no pre-boot prediction / rejection")
-    g.add_argument("--time-scale", type=float, default=0.1,
+    g.add_argument("--time-scale", type=float, default=0.2,
                    help="sim only: compress simulated serving time by this factor (reported figures "
                         "stay in simulated time)")
     g.add_argument("--startup-time-scale", type=float, default=0.005,

@@ -13,8 +13,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-import numpy as np
-
+from ..metrics import RequestOutcome, compute_metrics
 from .costmodel import StartupPrediction
 from .engine import Engine, EngineStats, SimRequest, StepResult
 
@@ -50,28 +49,24 @@ class RequestTiming:
         return (self.e2el - self.ttft) / (n - 1) if n > 1 else 0.0
 
 
-def summarize(timings: list[RequestTiming], duration: float, percentiles=(50, 90, 99)) -> dict:
-    """vllm bench serve's aggregates (population std, numpy linear percentiles), times in ms."""
-    ok = [t for t in timings if t.ok]
-    out_tokens = sum(t.output_len for t in ok)
-    in_tokens = sum(t.prompt_len for t in ok)
-    res = {
-        "completed": len(ok), "failed": len(timings) - len(ok), "duration": duration,
-        "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
-        "request_throughput": len(ok) / duration if duration else 0.0,
-        "output_throughput": out_tokens / duration if duration else 0.0,
-        "total_token_throughput": (in_tokens + out_tokens) / duration if duration else 0.0,
-    }
-    series = {"ttft": [t.ttft for t in ok], "tpot": [t.tpot for t in ok if t.output_len > 1],
-              "itl": [x for t in ok for x in t.itls], "e2el": [t.e2el for t in ok]}
-    for name, values in series.items():
-        arr = np.array(values or [0.0]) * 1000
-        res[f"mean_{name}_ms"] = float(arr.mean())
-        res[f"median_{name}_ms"] = float(np.median(arr))
-        res[f"std_{name}_ms"] = float(arr.std())
-        for p in percentiles:
-            res[f"p{p}_{name}_ms"] = float(np.percentile(arr, p))
-    return res
+def to_outcomes(timings: list[RequestTiming]) -> list[RequestOutcome]:
+    """Simulated requests as the load client records them, one token per chunk."""
+    out = []
+    for i, t in enumerate(timings):
+        o = RequestOutcome(index=i, prompt_len=t.prompt_len, expected_output_len=t.output_len, sent=True,
+                           start_time=t.arrival, output_tokens=len(t.token_times), chunks=len(t.token_times))
+        if t.ok:
+            o.success, o.ttft, o.latency, o.itl = True, t.ttft, t.e2el, t.itls
+        else:
+            o.fail("simulated", t.error or "incomplete")
+        out.append(o)
+    return out
+
+
+def summarize(timings: list[RequestTiming], duration: float, percentiles=(50, 90, 99),
+              goodput_slos=None) -> dict:
+    """vllm bench serve's aggregates, by the same code the load client uses (tuner.metrics)."""
+    return compute_metrics(to_outcomes(timings), duration, percentiles, goodput_slos)
 
 
 @dataclass
@@ -89,23 +84,44 @@ class RunResult:
 
 
 def run_virtual(pred: StartupPrediction, workload: Iterable[tuple[float, int, int]], noise: float = 0.0,
-                seed: int = 0, keep_steps: bool = False) -> RunResult:
-    """Run `workload` on a fresh engine in simulated time; returns per-request timings and aggregates."""
+                seed: int = 0, keep_steps: bool = False, max_concurrency: int | None = None,
+                turnaround_s: float = 0.001) -> RunResult:
+    """Run `workload` on a fresh engine in simulated time; returns per-request timings and aggregates.
+
+    `max_concurrency` makes it a closed loop, like the load client's semaphore: a request is sent at
+    its arrival time or `turnaround_s` after one of the `max_concurrency` in flight finishes (the
+    client reads the end of a stream and posts the next request), whichever is later. A request that
+    reaches the server while a step runs waits for that step, as on the real server.
+    """
     engine = Engine(pred, noise=noise, seed=seed)
     pending = sorted(((float(a), int(i), int(o)) for a, i, o in workload), key=lambda w: w[0])
     timings: dict[str, RequestTiming] = {}
     result = RunResult([], 0.0, engine.stats)
     start = pending[0][0] if pending else 0.0
-    now, k = start, 0
+    now, k, in_flight = start, 0, 0
+    limit = max_concurrency or len(pending) or 1
+    freed: list[float] = []  # when slots freed by finished requests can send again
     while k < len(pending) or engine.has_work():
-        while k < len(pending) and pending[k][0] <= now:
-            a, i, o = pending[k]
+        while k < len(pending) and in_flight < limit:
+            a = pending[k][0]
+            if freed and k >= limit:  # a closed-loop request goes out when a slot frees up
+                a = max(a, freed[0])
+            if a > now:
+                break
+            if freed and k >= limit:
+                freed.pop(0)
+            _, i, o = pending[k]
             rid = f"cmpl-{k:032x}"
+            # The client's clock starts when it sends.
             timings[rid] = RequestTiming(rid, a, i, o)
             engine.add_request(SimRequest(rid, i, o, a))
             k += 1
+            in_flight += 1
         if not engine.has_work():
-            now = pending[k][0]
+            nxt = pending[k][0]
+            if freed and k >= limit:
+                nxt = max(nxt, freed[0])
+            now = max(now, nxt)
             continue
         res = engine.step(now)
         end = now + res.duration
@@ -115,6 +131,9 @@ def run_virtual(pred: StartupPrediction, workload: Iterable[tuple[float, int, in
         for r in res.emitted:
             timings[r.rid].token_times.append(end)
         for r in res.finished:
+            in_flight -= 1
+            if max_concurrency:
+                freed.append(end + turnaround_s)
             if r.error:
                 timings[r.rid].error = r.error
         now = end
