@@ -136,7 +136,8 @@ class ReleaseProfile(ABC):
 
     @abstractmethod
     def strategy_env(self, strategy: str) -> dict[str, str]:
-        """The env variables that make this release pick `strategy` (empty for the default)."""
+        """The env variables that make this release pick `strategy`, set explicitly even for the
+        default where the release has a switch (the caller's env may select another one)."""
 
     @abstractmethod
     def bucket_variables(self, strategy: str) -> tuple[str, ...]:
