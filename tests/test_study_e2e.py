@@ -295,3 +295,17 @@ def test_ctrl_c_stops_the_trial_cleanly_and_keeps_everything(tmp_path):
     assert len(complete) == 2
     assert any(t.user_attrs.get("requeued_from") == 0 and t.params == first.params for t in complete)
     assert_no_server_left(study)
+
+
+def test_a_bad_derived_expression_fails_the_run_clearly_and_keeps_the_record(tmp_path, capsys):
+    data = {**SPACE, "parameters": {"max_num_seqs": {"type": "categorical", "choices": [8, 16]}},
+            "derived": {"VLLM_DECODE_BS_BUCKET_MAX": "max_num_seqs // 0"}}
+    space = write_space(tmp_path, data)
+    code = main(["tune", "--space", str(space), "--results", str(tmp_path / "results"), "--n-trials", "2",
+                 "--no-seed-defaults", *FAST])
+    assert code == 2
+    assert "derived 'VLLM_DECODE_BS_BUCKET_MAX'" in capsys.readouterr().err
+    study = load(tmp_path)
+    # The one trial that was asked is kept, with the reason; the run stopped instead of looping.
+    assert [t.user_attrs.get("status") for t in study.trials] == ["tuner_error"]
+    assert "failed with these values: integer division or modulo by zero" in study.trials[0].user_attrs["reason"]

@@ -391,7 +391,10 @@ def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
             return _FUNCS[node.func.id](*[ev(a) for a in node.args])
         raise SpaceError(f"{source}: derived {name!r}: unsupported or unknown element in {expr!r}")
 
-    value = ev(ast.parse(expr, mode="eval"))
+    try:
+        value = ev(ast.parse(expr, mode="eval"))
+    except (ArithmeticError, TypeError) as exc:
+        raise SpaceError(f"{source}: derived {name!r}: {expr!r} failed with these values: {exc}") from None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return value

@@ -10,6 +10,7 @@ interruption is a FAIL and its parameters are enqueued again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -381,6 +382,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     stop = threading.Event()
     lock = threading.Lock()
     owner = process_identity()
+    errors: list[BaseException] = []
     deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
 
     def want_more() -> bool:
@@ -408,12 +410,15 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                 if on_trial:
                     on_trial(trial.number, result)
             except BaseException as exc:
-                # A bug of ours, not a trial outcome: keep the record, say what happened, stop this slot.
-                with lock:
+                # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
+                # record, stop every slot, and let the caller see the error.
+                errors.append(exc)
+                stop.set()
+                with lock, contextlib.suppress(Exception):  # the trial may have been told already
                     trial.set_user_attr("status", "tuner_error")
                     trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
                     study.tell(trial, state=TrialState.FAIL)
-                raise
+                return
 
     previous = None
     if install_sigint and threading.current_thread() is threading.main_thread():
@@ -435,6 +440,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         stop.set()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+    if errors:
+        raise errors[0]
     return run
 
 
