@@ -84,15 +84,22 @@ def port_in_use(port: int, host: str = "0.0.0.0") -> bool:
     return False
 
 
+_HANDED_OUT: deque[int] = deque(maxlen=256)  # recent answers: parallel slots never share a port
+_HANDED_LOCK = threading.Lock()
+
+
 def find_free_port(host: str = "127.0.0.1") -> int:
-    """A port free right now on every address. Racy by nature: PORT_IN_USE covers a loss, and the
-    caller must not hand one port to two parallel slots."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-        if not port_in_use(port):
-            return port
+    """A port free right now on every address, never one handed out recently by this process (two
+    slots could otherwise get the same one before either server binds it). Still racy against
+    other programs: PORT_IN_USE covers that loss."""
+    with _HANDED_LOCK:
+        for _ in range(50):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            if port not in _HANDED_OUT and not port_in_use(port):
+                _HANDED_OUT.append(port)
+                return port
     raise OSError("no free port found")
 
 
