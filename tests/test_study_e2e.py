@@ -309,3 +309,22 @@ def test_a_bad_derived_expression_fails_the_run_clearly_and_keeps_the_record(tmp
     # The one trial that was asked is kept, with the reason; the run stopped instead of looping.
     assert [t.user_attrs.get("status") for t in study.trials] == ["tuner_error"]
     assert "failed with these values: integer division or modulo by zero" in study.trials[0].user_attrs["reason"]
+
+
+def test_parallel_slots_run_trials_at_once(tmp_path):
+    space = write_space(tmp_path, {**SPACE, "parameters": {
+        "max_num_seqs": {"type": "categorical", "choices": [8, 16]},
+        "VLLM_DECODE_BS_BUCKET_STEP": {"type": "categorical", "choices": [2, 4, 8]}}})
+    results = tmp_path / "results"
+    code = main(["tune", "--space", str(space), "--results", str(results), "--n-trials", "4", "--slots", "2",
+                 "--no-seed-defaults", *FAST])
+    assert code == 0
+    study = load(tmp_path)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 4 and all(t.user_attrs["status"] == "ok" for t in complete)
+    assert {t.user_attrs["slot"] for t in complete} == {0, 1}
+    spans = sorted((t.datetime_start, t.datetime_complete) for t in complete)
+    assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), "no two trials overlapped in time"
+    ports = [t.user_attrs["argv"][t.user_attrs["argv"].index("--port") + 1] for t in complete]
+    assert len(set(ports)) == 4
+    assert_no_server_left(study)
