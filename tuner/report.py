@@ -176,9 +176,10 @@ def _importances(study: optuna.Study, names: list[str]):
     for i, name in enumerate(names):
         try:
             # The default evaluator (PED-ANOVA) looks for what makes the target low: flip maximised
-            # ones. It warns about exactly that on every call, which we handle; keep it quiet.
+            # ones. It warns about that, and about thinly sampled conditional parameters, on every
+            # call: the report is a best effort over what the study has, so keep the terminal quiet.
             with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes")
+                warnings.simplefilter("ignore", UserWarning)
                 imp = optuna.importance.get_param_importances(study, target=lambda t, i=i: signs[i] * t.values[i])
         except (RuntimeError, ValueError, ZeroDivisionError):
             continue  # too few distinct values, or conditional parameters absent everywhere
