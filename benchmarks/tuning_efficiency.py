@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -615,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     stem = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
         "tuning_efficiency" + ("-quick" if args.quick else ""))
     stem.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{stem}.json").write_text(json.dumps(finite(res), indent=1, default=str))
+    Path(f"{stem}.json").write_text(json.dumps(finite(res), default=str) + "\n")
     Path(f"{stem}.md").write_text(table + "\n")
     return 0
 
@@ -642,7 +643,7 @@ def collect(args, probs: dict[str, Problem], wanted: list[str], fronts: dict, ru
                 errors[name] = {"error": "not installed (needs scipy + torch)" if name == "gp" else err}
             elif mine:
                 entry["runs"][name] = [{**score(r, p, f["hv"], args.budgets), "wall_s": r["wall_s"],
-                                        "statuses": [t["status"] for t in r["trials"]]} for r in mine]
+                                        "statuses": dict(Counter(t["status"] for t in r["trials"]))} for r in mine]
         full = entry["runs"].get("full")  # equal hours: what the full method spent on its largest budget
         hours = statistics.mean(s["at"][args.budgets[-1]]["accel_h"] for s in full) if full else None
         entry["contenders"] = {n: errors.get(n) or aggregate(entry["runs"][n], args.budgets, hours)
