@@ -328,3 +328,25 @@ def test_parallel_slots_run_trials_at_once(tmp_path):
     ports = [t.user_attrs["argv"][t.user_attrs["argv"].index("--port") + 1] for t in complete]
     assert len(set(ports)) == 4
     assert_no_server_left(study)
+
+
+def test_grid_sampler_runs_past_its_grid_with_ask_and_tell(tmp_path):
+    """Optuna's GridSampler calls study.stop() when its grid is covered; ask/tell refuses that."""
+    from tuner.space import SearchSpace
+    from tuner.study import Constraints, Objectives, StudyOptions, run_study
+    from tuner.trial import TrialContext, TrialResult
+
+    space = SearchSpace.from_dict({**SPACE, "parameters": {"max_num_seqs": {"type": "categorical", "choices": [8, 16]}}})
+    from tuner.backends import Backend
+    from tuner.workload import FixedWorkload
+
+    ctx = TrialContext(backend=Backend(kind="sim", model="m"), workload=FixedWorkload(10, 10, num_prompts=1))
+
+    def runner(ctx, settings, trial_dir, slot, stop):
+        return TrialResult(status="ok", metrics={"output_throughput": float(settings.server["max_num_seqs"]),
+                                                 "p99_ttft_ms": 10.0}, observed={"warmup_s": 5.0})
+
+    opts = StudyOptions(name="grid", results_root=tmp_path, sampler="grid", n_trials=3, enqueue_defaults=False)
+    run = run_study(opts, space, ctx, Objectives(), Constraints(), install_sigint=False, runner=runner)
+    assert [t.state.name for t in run.study.trials] == ["COMPLETE"] * 3
+    assert {t.params["max_num_seqs"] for t in run.study.trials[:2]} == {8, 16}

@@ -146,7 +146,7 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, n_trials: int,
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(20, n_trials // 3)))
     if name == "grid":
-        return optuna.samplers.GridSampler(space.grid(grid_levels), seed=seed)
+        return _AskTellGridSampler(space.grid(grid_levels), seed=seed)
     if name == "gp":
         try:
             import scipy  # noqa: F401
@@ -165,6 +165,14 @@ def _quiet_optuna() -> None:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     # We run our own heartbeat for ask/tell (see _Heartbeat); Optuna warns it expects optimize().
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+
+
+class _AskTellGridSampler(optuna.samplers.GridSampler):
+    """GridSampler stops the study from after_trial once the grid is covered, which ask/tell refuses
+    (RuntimeError). Our loop stops on --n-trials; past the grid the sampler revisits grid points."""
+
+    def after_trial(self, study, trial, state, values) -> None:
+        return None
 
 
 def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -> optuna.Study:
