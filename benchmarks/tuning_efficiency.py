@@ -396,8 +396,6 @@ def run_contender(task) -> dict:
     problem, name, seed, n_trials, quick, sigma, root = task
     c = CONTENDERS[name]
     space = problem.search_space(quick, coarse=c.coarse)
-    if c.sampler == "grid":  # Optuna's GridSampler calls study.stop() once every point is told, which
-        n_trials = min(n_trials, math.prod(len(p.choices) for p in space.parameters) - 1)  # ask/tell refuses
     opts = StudyOptions(name=f"{problem.key}-{name}-{seed}", results_root=Path(root), sampler=c.sampler,
                         seed=seed, n_trials=n_trials, enqueue_defaults=c.seeding, grid_levels=3,
                         seed_from=f"linear-full-{seed}" if c.seed_from else None)
@@ -452,8 +450,8 @@ def aggregate(scores: list[dict], budgets: list[int], hours: float | None) -> di
         out["hv@hours"] = (hours, statistics.mean(held), statistics.pstdev(held))
     for n in budgets:
         r = [s["at"][n]["hv_ratio"] for s in scores if n in s["at"]]
-        out[f"hv@{n}"] = (statistics.mean(r), statistics.pstdev(r)) if r else None  # None: a grid too small
-        out[f"h@{n}"] = statistics.mean(s["at"][n]["accel_h"] for s in scores if n in s["at"]) if r else None
+        out[f"hv@{n}"] = (statistics.mean(r), statistics.pstdev(r))
+        out[f"h@{n}"] = statistics.mean(s["at"][n]["accel_h"] for s in scores if n in s["at"])
     for x in ("90", "95"):  # median over seeds, a seed that never got there counting as infinite
         v = [s[f"hours_to_{x}"] for s in scores]
         out[f"to{x}"] = (statistics.median(v), sum(math.isfinite(y) for y in v))
@@ -522,12 +520,11 @@ def markdown(res: dict) -> str:
             if "error" in a:
                 out.append(f"| {name} | {a['error']} |" + " |" * (len(budgets) + 6 + bool(eq)))
                 continue
-            hv = " | ".join(f"{a[f'hv@{n}'][0]:.3f} ± {a[f'hv@{n}'][1]:.3f}" if a[f"hv@{n}"] else "—" for n in budgets)
-            last = a[f"h@{budgets[-1]}"]
+            hv = " | ".join(f"{a[f'hv@{n}'][0]:.3f} ± {a[f'hv@{n}'][1]:.3f}" for n in budgets)
             hv += f" | {a['hv@hours'][1]:.3f} ± {a['hv@hours'][2]:.3f}" if eq else ""
             to = [f"{'—' if not math.isfinite(a[x][0]) else f'{a[x][0]:.1f}'} ({a[x][1]}/{a['seeds']})"
                   for x in ("to90", "to95")]
-            out.append(f"| {name} | {hv} | {'—' if last is None else f'{last:.1f}'} | {to[0]} | {to[1]} | "
+            out.append(f"| {name} | {hv} | {a[f'h@{budgets[-1]}']:.1f} | {to[0]} | {to[1]} | "
                        f"{100 * a['wasted_frac']:.0f}% | {a['rejected']:.1f} | {a['aborted']:.1f} "
                        f"({a['false_aborts']:.1f}) | {a['repeat_boots']:.1f} |")
         out.append("")
