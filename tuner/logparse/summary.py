@@ -60,10 +60,14 @@ class WatchSummary:
 
     @property
     def prompt_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
-        g = self.generated.get("prompt")
-        return g.buckets if g else None
+        return generated_buckets(self.generated, "prompt")
 
     @property
     def decode_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
-        g = self.generated.get("decode")
-        return g.buckets if g else None
+        return generated_buckets(self.generated, "decode")
+
+
+def generated_buckets(generated: dict, phase: str) -> Optional[tuple[tuple[int, ...], ...]]:
+    """The bucket list of the last "Generated N <phase> buckets" line, None before one was seen."""
+    g = generated.get(phase)
+    return g.buckets if g else None

@@ -39,7 +39,7 @@ from .events import (
 )
 from .message import _TQDM_BAR, _oom_kind, _parse_message
 from .prefix import LogPrefix, _split_prefix
-from .summary import WatchSummary
+from .summary import WatchSummary, generated_buckets
 
 # ---------------------------------------------------------------------------------------------
 # LogWatcher
@@ -350,13 +350,11 @@ class LogWatcher:
 
     @property
     def prompt_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
-        g = self._generated.get("prompt")
-        return g.buckets if g else None
+        return generated_buckets(self._generated, "prompt")
 
     @property
     def decode_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
-        g = self._generated.get("decode")
-        return g.buckets if g else None
+        return generated_buckets(self._generated, "decode")
 
     @property
     def hpu_blocks(self) -> Optional[int]:
