@@ -17,12 +17,12 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.buckets import ServerConfig, get_profile  # noqa: E402
 
-SHARED = ROOT.parent / "shared"
+VECTOR_DIR = ROOT / "tests" / "data" / "vectors"  # upstream bucket lists, see SOURCES.md there
 
 
 def largest_row():
     best = None
-    for path in sorted((SHARED / "vectors").glob("*.json")):
+    for path in sorted(VECTOR_DIR.glob("*.json")):
         data = json.loads(path.read_text())
         for name, row in data["results"].items():
             if "prompt" not in row:

@@ -1,6 +1,6 @@
 """A tiny, deterministic OpenAI-compatible completions server for load-generator tests.
 
-It speaks the streaming format a real vLLM sends (spec/real-vllm-cpu.md §6): one ``data: {json}``
+It speaks the streaming format a real vLLM sends (docs/real-vllm-cpu.md §6): one ``data: {json}``
 event per chunk, the last token chunk carrying ``finish_reason``, then (if the client asked with
 ``stream_options.include_usage``) a ``"choices": []`` chunk with ``usage``, then ``data: [DONE]``.
 

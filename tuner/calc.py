@@ -1,7 +1,7 @@
 """The static bucket calculator: a first guess of the 12 linear bucket variables without hardware.
 
 Same formulas and output layout as the community script `hpu-vllm-bucket-calc.py`
-(../shared/spec/gaudi-bucketing.md section F), so its documented example reproduces exactly. On top of
+(docs/bucketing.md section F), so its documented example reproduces exactly. On top of
 it, `release_review` says what a given release does with those numbers: which ones it ignores, which it
 clamps, and which settings crash it.
 """

@@ -1,6 +1,6 @@
 """The async streaming load client, pinned to ``vllm bench serve`` (metrics: tuner/metrics.py).
 
-Definitions (spec/load-metrics-and-optuna.md §1, checked against vllm/benchmarks/serve.py):
+Definitions (docs/load-metrics.md §1, checked against vllm/benchmarks/serve.py):
 
 * start = ``time.perf_counter()`` just before the POST; TTFT = arrival of the first SSE ``data:``
   message with non-empty ``choices`` (an empty-text chunk counts); ITL = gaps between successive

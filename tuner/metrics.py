@@ -1,6 +1,6 @@
 """Per-request records and the aggregate metrics of a load run, pinned to ``vllm bench serve``.
 
-Formulas and JSON field names: spec/load-metrics-and-optuna.md section 1 (checked against
+Formulas and JSON field names: docs/load-metrics.md section 1 (checked against
 vllm/benchmarks/serve.py). Aggregates are over successful requests only; mean, median and
 population std with numpy, numpy's default (linear) percentiles, all in ms.
 """

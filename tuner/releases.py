@@ -2,7 +2,7 @@
 
 The bucket variables (and the strategy switches) come from the release profile itself
 (`ReleaseProfile.bucket_variables`); this table adds the other VLLM_* / PT_HPU_* variables that decide
-warmup and memory, with the release's code defaults (../shared/spec/gaudi-bucketing.md sections D, E).
+warmup and memory, with the release's code defaults (docs/bucketing.md sections D, E).
 Together they make an env file complete: every variable the release reads, not a diff against
 defaults, because defaults move between releases.
 """

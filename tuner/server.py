@@ -1,6 +1,6 @@
 """Start, watch and stop one server process (a real `vllm serve` or the simulator) for one trial.
 
-Why this is more than Popen + terminate() (spec/real-vllm-cpu.md sections 5 and 10):
+Why this is more than Popen + terminate() (docs/real-vllm-cpu.md sections 5 and 10):
 * a real vLLM is a tree (API server -> EngineCore -> Worker, + resource_tracker): killing only the
   parent orphans ~1.5 GB for good, so each server leads its own process group and every signal
   goes to the whole group, plus any descendant that left the group with setsid;

@@ -1,6 +1,6 @@
 """One trial end to end: settings -> (pre-boot check) -> boot, watch, warm pass, measure, stop -> a record.
 
-The order of a trial (../shared/DESIGN.md "The way data flows through one trial"):
+The order of a trial (README.md "The way data flows through one trial"):
 1. the release profile expands the settings, predicts the buckets and the warmup cost, and rejects
    invalid or over-budget configurations before anything boots (such a trial costs no boot);
 2. the server starts in its own process group; the log watcher follows warmup live and can abort
@@ -32,7 +32,7 @@ from .server import OutcomeKind, ServerProcess, device_env, find_free_port
 from .space import TrialSettings
 from .workload import Workload
 
-# Failure classes (DESIGN.md conventions). The first group is the configuration's fault: the sampler
+# Failure classes (README, Conventions). The first group is the configuration's fault: the sampler
 # is told the trial was infeasible. The second is the environment's: the trial is failed and retried.
 OK = "ok"
 INVALID_CONFIG = "invalid_config"

@@ -1,6 +1,6 @@
 """Request length distributions, prompt token ids and arrival processes.
 
-The definitions follow vLLM's ``vllm bench serve`` (spec/load-metrics-and-optuna.md §1) so our numbers
+The definitions follow vLLM's ``vllm bench serve`` (docs/load-metrics.md §1) so our numbers
 can be held against theirs. Two deliberate differences, both for bucket fidelity on Gaudi:
 
 * Prompts are **token-id lists of exact length**, never text. A text prompt is re-tokenized by the

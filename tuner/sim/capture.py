@@ -1,6 +1,6 @@
 """Warmup order, compile times and HPU-graph capture under each release's rules (pure).
 
-Fork <= 1.21.x (gaudi-bucketing.md D.6): compile every prompt bucket, then every decode bucket, largest
+Fork <= 1.21.x (docs/bucketing.md D.6): compile every prompt bucket, then every decode bucket, largest
 first; then capture graphs inside a memory budget: free memory minus the margin left by
 gpu_memory_utilization, split by VLLM_GRAPH_PROMPT_RATIO, candidates ordered by
 VLLM_GRAPH_PROMPT_STRATEGY / VLLM_GRAPH_DECODE_STRATEGY. A candidate is skipped when its memory,

@@ -4,7 +4,7 @@
 step end to step end: deterministic, and what the benchmarks use as the true expected metrics of a
 configuration. `LiveDriver` runs the same engine behind the HTTP server: a step of d simulated seconds
 is slept off as d x time_scale wall seconds, scheduled on absolute deadlines so rounding never
-accumulates. Metrics follow `vllm bench serve` (load-metrics-and-optuna.md section 1).
+accumulates. Metrics follow `vllm bench serve` (docs/load-metrics.md section 1).
 """
 
 from __future__ import annotations

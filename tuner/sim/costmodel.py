@@ -1,4 +1,4 @@
-"""The simulator's cost model (../shared/spec/gaudi-calibration.md section 7) as pure functions.
+"""The simulator's cost model (docs/calibration.md section 7) as pure functions.
 
 No I/O and no clocks: the tuner calls `predict_startup` before booting anything, to know the KV block
 count, the buckets, which of them get HPU graphs, how long warmup takes and whether the configuration

@@ -3,7 +3,7 @@
 /health (200 once serving: the socket only listens after warmup, so before that clients get
 "connection refused", as from a real server), /v1/models, /v1/completions (token-id or text prompt,
 max_tokens, ignore_eos, stream with stream_options.include_usage; chunks shaped like vLLM's,
-spec/real-vllm-cpu.md section 6), /metrics (Prometheus text with vLLM's names) and /version.
+docs/real-vllm-cpu.md section 6), /metrics (Prometheus text with vLLM's names) and /version.
 """
 
 from __future__ import annotations

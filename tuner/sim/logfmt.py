@@ -1,4 +1,4 @@
-"""Log lines shaped like the chosen release's (gaudi-bucketing.md section D, ../shared/log-samples/).
+"""Log lines shaped like the chosen release's (docs/bucketing.md section D, tests/data/log-samples/).
 
 Fork <= 1.20 prints `INFO 08-02 17:38:43 habana_model_runner.py:1206] msg`; newer vLLM prints
 `INFO 07-07 19:15:38 [hpu_model_runner.py:2679] msg`. vllm-gaudi writes its [Warmup] progress through

@@ -1,4 +1,4 @@
-"""The startup log of the chosen release, paced by simulated time (gaudi-bucketing.md section D.1).
+"""The startup log of the chosen release, paced by simulated time (docs/bucketing.md section D.1).
 
 `startup_events` turns a StartupPrediction into what the real server prints, in order, with the
 simulated seconds between lines: weights load, profiling run, the "Free device memory" split,

@@ -15,10 +15,10 @@ Prompt buckets are (bs, query_len, ctx_blocks), decode buckets (bs, 1, num_block
 * main (091bbadd): as v0.26.0, except that exponential decode blocks are clamped to 3x the KV blocks
   without contiguous PA.
 
-Sources (spec sections A, B, C.2, C.3, D.5, E of ../shared/spec/gaudi-bucketing.md, and upstream):
+Sources (sections A, B, C.2, C.3, D.5, E of docs/bucketing.md, and upstream):
 `vllm_gaudi/extension/bucketing/{common,linear,exponential,padding_aware}.py`,
 `vllm_gaudi/extension/{features,environment,config,runtime}.py`, `vllm_gaudi/v1/worker/hpu_model_runner.py`.
-The vectors in ../shared/vectors/ are the ground truth; where the spec and they disagree they win.
+The vectors in tests/data/vectors/ are the ground truth; where the spec and they disagree they win.
 
 Upstream behaviour worth knowing (all modelled):
 * From v0.15.1, exponential warns that VLLM_PROMPT_BS_BUCKET_MAX "will be overwritten", yet the runner

@@ -27,8 +27,8 @@ from tuner.server import (
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
-ROOT = Path(__file__).resolve().parent.parent
-FAKE = Path(__file__).resolve().with_name("fake_vllm_server.py")
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = ROOT / "tests" / "fake_vllm_server.py"
 FAST = dict(grace_int_s=1.0, grace_term_s=1.0, grace_kill_s=2.0)
 
 

@@ -1,6 +1,6 @@
 """Startup prediction and startup log of the simulated server, per release, without sleeping.
 
-Line formats are checked with the regexes of ../shared/spec/gaudi-bucketing.md (sections C and D).
+Line formats are checked with the regexes of docs/bucketing.md (sections C and D).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tuner.sim.faults import Faults
 from tuner.sim.recipe_cache import RecipeCache
 from tuner.sim.startup import run_startup_virtual
 
-# gaudi-bucketing.md section D (and C for runtime warnings).
+# docs/bucketing.md section D (and C for runtime warnings).
 PREFIX = re.compile(r"^(INFO|WARNING|ERROR|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?([\w.]+):(\d+)\]? (.*)$")
 FREE = re.compile(r"Free device memory: ([\d.]+ \w+), ([\d.]+ \w+) usable \(gpu_memory_utilization=([\d.]+)\), "
                   r"([\d.]+ \w+) reserved for HPUGraphs \(VLLM_GRAPH_RESERVED_MEM=([\d.]+)\), ([\d.]+ \w+) reserved "

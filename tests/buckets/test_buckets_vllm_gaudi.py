@@ -1,7 +1,7 @@
 """The vllm-gaudi plugin profiles (tuner/buckets/vllm_gaudi/) beyond the vector rows.
 
 Expected values are worked out by hand from the upstream code (cited per test) or taken from the
-vectors in ../shared/vectors/.
+vectors in tests/data/vectors/.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tuner.buckets import (
 from tuner.buckets.vllm_gaudi import PROFILES, _calc_fallback
 from tuner.buckets.vllm_gaudi.padding_aware import padding_aware_range
 
-from .conftest import SHARED
+from ..conftest import VECTOR_DIR
 from .test_vectors import (
     _CONFIG_DUMP,
     ROW_PROFILE,
@@ -543,7 +543,7 @@ def test_pad_decode_fallback_and_caps():
 
 
 def test_pad_on_the_largest_vector_is_fast_and_exact():
-    data = json.loads((SHARED / "vectors" / "08_mns32_mml32768.json").read_text())
+    data = json.loads((VECTOR_DIR / "08_mns32_mml32768.json").read_text())
     row = data["results"]["gaudi-main/linear"]
     p = get_profile("gaudi-main")
     plan = p.build(row_config(data, row))
@@ -599,7 +599,7 @@ def test_rows_whose_truncation_cuts_a_numpy_wrapper(file_name, row_name):
     """The vectors cut long lines at 600 raw characters; in these rows the cut falls inside an
     `np.int64(` wrapper, which test_vectors' normaliser then cannot strip. Same check, with the partial
     wrapper removed from the expected prefix."""
-    data = json.loads((SHARED / "vectors" / file_name).read_text())
+    data = json.loads((VECTOR_DIR / file_name).read_text())
     row = data["results"][row_name]
     plan = get_profile(ROW_PROFILE[row_name.split("/")[0]]).build(row_config(data, row))
     assert_same_list(plan.prompt, row["prompt"], "prompt")

@@ -9,7 +9,7 @@ environment cannot be built, and then says why (pip's last lines). Deselect it w
 Every test here runs one real server at a time (an fcntl lock also keeps other pytest processes on
 this machine from starting one meanwhile). A server cycle costs ~30-60 s on 2 cores, and the tier has
 six: one shared by the bench and clean-stop tests, two for the stops with open streams, three for the
-study; ~4 min in all. Facts relied on: ../shared/spec/real-vllm-cpu.md.
+study; ~4 min in all. Facts relied on: docs/real-vllm-cpu.md.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from tuner.backends import Backend
 from tuner.logparse import LogWatcher
 from tuner.server import ServerProcess, find_free_port
 
-from .conftest import ROOT
-from .realvllm import env as realenv
+from ..conftest import ROOT
+from . import env as realenv
 
 pytestmark = [
     pytest.mark.realvllm,

@@ -8,7 +8,7 @@ import importlib.util
 import json
 import sys
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 
 def load_benchmark(monkeypatch):

@@ -7,7 +7,7 @@ import pytest
 
 from tuner.space import SearchSpace, SpaceError
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 SPACES = sorted((ROOT / "search_spaces").glob("*.yaml"))
 

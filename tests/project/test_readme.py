@@ -2,7 +2,7 @@
 
 import re
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 
 def _code_blocks(text: str) -> list[str]:

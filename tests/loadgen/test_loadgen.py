@@ -25,7 +25,7 @@ from tuner.workload import FixedWorkload, RandomWorkload, TraceWorkload
 
 PCTS = (50, 90, 99)
 
-# verbatim shape of a genuine vLLM stream (spec/real-vllm-cpu.md §6), shortened
+# verbatim shape of a genuine vLLM stream (docs/real-vllm-cpu.md §6), shortened
 VLLM_STREAM = (
     b'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,'
     b'"text":" _","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'

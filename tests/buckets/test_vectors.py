@@ -1,4 +1,4 @@
-"""Every row of every file in ../shared/vectors/ (present and future) against the bucket engine.
+"""Every row of every file in tests/data/vectors/ (present and future) against the bucket engine.
 
 The vectors were produced by running each release's own bucketing code; a mismatch means our model
 of that release is wrong.
@@ -14,11 +14,12 @@ import pytest
 
 from tuner.buckets import BucketConfigError, ServerConfig, get_profile
 
-from .conftest import SHARED
+from ..conftest import VECTOR_DIR
 
-VECTOR_DIR = SHARED / "vectors"
 
-# Row prefix in `results` -> release profile (../shared/vectors/README.md).
+
+
+# Row prefix in `results` -> release profile (tests/data/vectors/SOURCES.md).
 ROW_PROFILE = {
     "fork-1.17": "fork-1.17",
     "fork-1.18": "fork-1.18",

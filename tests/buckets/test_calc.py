@@ -9,7 +9,7 @@ from tuner.cli import main
 
 EXAMPLE_ARGS = ["calc", "--input-len", "8096", "--output-len", "1024", "--range-ratio", "0.8", "--bs-list", "4,8,16,32,64"]
 
-# ../shared/spec/gaudi-bucketing.md section F, worked example.
+# docs/bucketing.md section F, worked example.
 EXAMPLE_VARIABLES = {
     "MAX_MODEL_LEN": 16417,
     "VLLM_PROMPT_BS_BUCKET_MIN": 1,

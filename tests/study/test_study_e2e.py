@@ -20,7 +20,7 @@ import yaml
 
 from tuner.cli import main
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 

@@ -3,7 +3,7 @@
 fork-1.17, Gaudi 2, Llama-3.1-8B BF16, bs 1..4, seq 128..1024, decode seq 128..2048,
 gpu_memory_utilization 0.5, VLLM_GRAPH_RESERVED_MEM 0.4 (vector 01 inputs): the real server logged
 24 prompt + 48 decode buckets, 1519 HPU blocks, 15 prompt graphs (62.5%) and 48 decode graphs, and
-"Warmup finished in 49 secs" (../shared/log-samples/fork-v0.5.3-gaudi-1.17_readme_startup.log).
+"Warmup finished in 49 secs" (tests/data/log-samples/fork-v0.5.3-gaudi-1.17_readme_startup.log).
 Every figure is printed (run with -s) as well as asserted.
 """
 
@@ -17,10 +17,10 @@ from tuner.sim.costmodel import CostModel, ServerInputs, SimSettings, predict_st
 from tuner.sim.models import GiB
 from tuner.sim.startup import run_startup_virtual
 
-from .conftest import SHARED
+from ..conftest import LOG_SAMPLES
 from .test_sim_startup import FREE
 
-SAMPLE = SHARED / "log-samples" / "fork-v0.5.3-gaudi-1.17_readme_startup.log"
+SAMPLE = LOG_SAMPLES / "fork-v0.5.3-gaudi-1.17_readme_startup.log"
 CAL_INPUTS = ServerInputs(block_size=128, max_num_seqs=4, max_model_len=2048, max_num_batched_tokens=4096)
 CAL_SIM = SimSettings(model="llama-3.1-8b", device="gaudi2", gpu_memory_utilization=0.5)
 CAL_ENV = {"VLLM_GRAPH_RESERVED_MEM": "0.4"}
