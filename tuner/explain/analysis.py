@@ -1,0 +1,256 @@
+"""What a read log says: the release that wrote it, the settings in force, the buckets, the memory split,
+the warm-up timeline and what went wrong. Pure functions of a `LogReading`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..logparse import (
+    BucketConfig,
+    EngineInfo,
+    GeneratedBuckets,
+    GraphCaptured,
+    MemorySplit,
+    ModelLoaded,
+    OutOfMemory,
+    ProfilingRun,
+    Traceback,
+    UsableBlocks,
+    WarmupFinished,
+    WarmupStep,
+)
+from .reading import LogReading, TimedEvent
+
+FORK_2D = ("fork-1.19", "fork-1.20", "fork-1.21.0", "fork-1.21.2")
+FORK_3D = ("fork-1.22", "fork-main")
+PLUGIN = ("gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main")
+
+
+@dataclass(frozen=True)
+class ReleaseGuess:
+    family: str                      # "vllm-fork 1.22+ (v0, 3-D buckets)", "generic vLLM", ...
+    profiles: tuple[str, ...]        # release profiles consistent with the log, oldest first
+    engine: Optional[str]            # "v0" | "v1" | None
+    version: Optional[str]           # as the log prints it
+    evidence: tuple[str, ...]
+
+    @property
+    def profile(self) -> Optional[str]:
+        """The newest consistent profile: the one advice is computed with."""
+        return self.profiles[-1] if self.profiles else None
+
+
+def detect_release(reading: LogReading) -> ReleaseGuess:
+    events = [t.event for t in reading.events]
+    version = next((e.version for e in events if isinstance(e, EngineInfo) and e.version), None)
+    sources = {e.prefix.source for e in events if e.prefix.source}
+    generated = [e for e in events if isinstance(e, GeneratedBuckets)]
+    configs = [e for e in events if isinstance(e, BucketConfig)]
+    dims = next((g.dims for g in generated if g.phase in ("prompt", "decode")), None)
+    cfg_dims = {name for c in configs for name, _ in c.dims}
+    strategies = {c.strategy for c in configs}
+    v1_signs = []
+    if any(isinstance(e, MemorySplit) and e.dummy_block is not None for e in events):
+        v1_signs.append("the memory split names a KV-cache dummy block")
+    if any(isinstance(e, UsableBlocks) for e in events):
+        v1_signs.append("'Usable num_blocks' line")
+    if "query" in cfg_dims:
+        v1_signs.append("bucket config with a query dimension")
+    if any(isinstance(e, GraphCaptured) and e.percent is None for e in events):
+        v1_signs.append("graph capture summary without a percentage")
+    if any(isinstance(e, WarmupStep) and not e.graph and e.query_len is not None and e.prefix.level is None
+           for e in events):
+        v1_signs.append("[Warmup][Prompt] lines with query_len (the plugin's tqdm warm-up)")
+    evidence: list[str] = []
+    if "habana_model_runner.py" in sources:
+        if dims is None and generated:
+            return ReleaseGuess("vllm-fork 1.17 (v0, 2-D buckets)", ("fork-1.17",), "v0", version,
+                                ("habana_model_runner.py lines", "bucket lists without a dims label"))
+        return ReleaseGuess("vllm-fork 1.18 (v0, 2-D buckets)", ("fork-1.18",), "v0", version,
+                            ("habana_model_runner.py lines",))
+    if dims is not None and len(dims) == 2:
+        evidence.append(f"2-D buckets {list(dims)}")
+        if "exponential" in strategies:
+            evidence.append("exponential bucket config (with limit)")
+            return ReleaseGuess("vllm-fork 1.21.x (v0, 2-D buckets)", ("fork-1.21.0", "fork-1.21.2"), "v0",
+                                version, tuple(evidence))
+        return ReleaseGuess("vllm-fork 1.19-1.21 (v0, 2-D buckets)", FORK_2D, "v0", version, tuple(evidence))
+    if dims is not None and len(dims) == 3:
+        evidence.append(f"3-D buckets {list(dims)}")
+        if v1_signs:
+            profiles = PLUGIN[2:] if "padding_aware" in strategies else PLUGIN
+            return ReleaseGuess("vllm-gaudi plugin (v1, 3-D buckets)", profiles, "v1", version,
+                                tuple(evidence + v1_signs))
+        return ReleaseGuess("vllm-fork 1.22+ (v0, 3-D buckets)", FORK_3D, "v0", version, tuple(evidence))
+    if v1_signs:
+        return ReleaseGuess("vllm-gaudi plugin (v1)", PLUGIN, "v1", version, tuple(v1_signs))
+    if version or sources:
+        return ReleaseGuess("generic vLLM (no Gaudi bucketing lines)", (), None, version,
+                            (f"vLLM {version}",) if version else ())
+    return ReleaseGuess("unknown (no vLLM lines recognised)", (), None, None, ())
+
+
+@dataclass(frozen=True)
+class PhaseBuckets:
+    phase: str
+    count: int
+    dims: tuple[str, ...]
+    ranges: tuple[tuple[int, int], ...]     # (min, max) per dim
+    omitted: int = 0
+    captured: Optional[int] = None          # HPU graphs captured for this phase
+    config: Optional[dict] = None           # the logged bucket config: dim -> (min, step, max[, ...])
+
+
+def bucket_phases(reading: LogReading) -> list[PhaseBuckets]:
+    s = reading.summary
+    out = []
+    for phase in ("prompt", "decode"):
+        g = s.generated.get(phase)
+        cfg = s.bucket_configs.get(phase)
+        if g is None and cfg is None:
+            continue
+        buckets = g.buckets if g else ()
+        width = len(buckets[0]) if buckets else 0
+        dims = tuple(g.dims) if g and g.dims else tuple(("bs", "seq", "blocks")[:width])
+        ranges = tuple((min(b[i] for b in buckets), max(b[i] for b in buckets)) for i in range(width))
+        omitted = s.omitted.get(phase)
+        captured = _captured(s, phase)
+        out.append(PhaseBuckets(phase, g.count if g else 0, dims, ranges, omitted.count if omitted else 0,
+                                captured, {n: r.values for n, r in cfg.dims} if cfg else None))
+    return out
+
+
+def _captured(summary, phase: str) -> Optional[int]:
+    for key, cap in summary.graph_captured.items():
+        if key.lower().endswith(phase):
+            return cap.count
+    return None
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    weights: Optional[int] = None
+    profiling_peak: Optional[int] = None
+    free_after_profiling: Optional[int] = None
+    kv_cache: Optional[int] = None
+    kv_blocks: Optional[int] = None
+    graph_reserved: Optional[int] = None
+    graph_reserved_fraction: Optional[float] = None
+    gpu_memory_utilization: Optional[float] = None
+    graphs_used: Optional[int] = None
+    warmup_allocated: Optional[int] = None
+
+
+def memory_view(reading: LogReading) -> MemoryView:
+    s = reading.summary
+    events = [t.event for t in reading.events]
+    profiling = next((e for e in events if isinstance(e, ProfilingRun)), None)
+    split = s.memory_split
+    used = [c.used_mem for c in s.graph_captured.values() if c.used_mem is not None]
+    kv = split.kv_cache if split else (s.kv_cache.memory if s.kv_cache else None)
+    return MemoryView(
+        weights=s.model_loaded.device_memory if s.model_loaded else None,
+        profiling_peak=profiling.device_memory if profiling else None,
+        free_after_profiling=split.free if split else None,
+        kv_cache=kv,
+        kv_blocks=s.hpu_blocks if s.hpu_blocks is not None else (s.usable_blocks.usable if s.usable_blocks else None),
+        graph_reserved=split.graph_reserved if split else None,
+        graph_reserved_fraction=split.graph_reserved_fraction if split else None,
+        gpu_memory_utilization=split.gpu_memory_utilization if split else None,
+        graphs_used=sum(used) if used else None,
+        warmup_allocated=s.warmup_finished.device_memory if s.warmup_finished else None,
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    phase: str
+    index: int
+    total: int
+    shape: tuple[int, ...]
+    seconds: Optional[float]      # from this line to the next timed line (None without timestamps)
+
+
+@dataclass
+class Timeline:
+    phases: list[tuple[str, Optional[float]]] = field(default_factory=list)   # (name, seconds)
+    steps: list[Step] = field(default_factory=list)
+    warmup_total_s: Optional[float] = None     # the server's own "Warmup finished in N secs"
+    log_span_s: Optional[float] = None
+    complete: bool = False                     # warm-up finished in this log
+
+    @property
+    def slowest(self) -> list[Step]:
+        timed = [s for s in self.steps if s.seconds is not None]
+        return sorted(timed, key=lambda s: -s.seconds)[:5]
+
+    def seconds_per_bucket(self, phase: str) -> Optional[float]:
+        """Mean observed seconds per warmed-up bucket of a phase (prompt / decode, graph lines included)."""
+        times = [s.seconds for s in self.steps if s.phase == phase and s.seconds is not None]
+        return sum(times) / len(times) if times else None
+
+
+def _shape(step: WarmupStep) -> tuple[int, ...]:
+    return tuple(v for v in (step.batch_size, step.seq_len, step.query_len, step.num_blocks) if v is not None)
+
+
+def timeline(reading: LogReading) -> Timeline:
+    tl = Timeline(log_span_s=reading.last_time_s)
+    s = reading.summary
+    model = next((t for t in reading.events if isinstance(t.event, ModelLoaded)), None)
+    prof = next((t for t in reading.events if isinstance(t.event, ProfilingRun)), None)
+    if model and model.event.seconds is not None:
+        tl.phases.append(("load weights", model.event.seconds))
+    if prof and prof.event.seconds is not None:
+        tl.phases.append(("profiling run", prof.event.seconds))
+    timed = [t for t in reading.events if t.time_s is not None]
+    steps = [t for t in reading.events if isinstance(t.event, WarmupStep)]
+    for i, t in enumerate(steps):
+        nxt = next((u for u in timed if u.line_no > t.line_no), None)
+        secs = nxt.time_s - t.time_s if (nxt is not None and t.time_s is not None) else None
+        e = t.event
+        tl.steps.append(Step(e.phase, e.index, e.total, _shape(e), secs))
+    groups: dict[str, list[Step]] = {}
+    for t, step in zip(steps, tl.steps):
+        key = ("graph capture " if t.event.graph and _has_eager_pass(steps) else "") + f"{step.phase} warmup"
+        groups.setdefault(key, []).append(step)
+    for key, group in groups.items():
+        times = [x.seconds for x in group if x.seconds is not None]
+        tl.phases.append((key, sum(times) if times else None))
+    if s.warmup_finished:
+        tl.warmup_total_s = float(s.warmup_finished.seconds)
+        tl.complete = True
+    elif s.warmup_skipped:
+        tl.complete = True
+    return tl
+
+
+def _has_eager_pass(steps: list[TimedEvent]) -> bool:
+    """Fork <= 1.21 warms every bucket without graphs, then captures graphs: two passes to tell apart."""
+    return any(not t.event.graph for t in steps) and any(t.event.graph for t in steps)
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str           # "oom" | "traceback" | "error"
+    message: str
+    line_no: int
+    line: str
+
+
+def problems(reading: LogReading) -> list[Problem]:
+    out = []
+    for t in reading.problems:
+        e = t.event
+        if isinstance(e, OutOfMemory):
+            out.append(Problem("oom", f"{e.kind}: {e.message}", t.line_no, t.text))
+        elif isinstance(e, Traceback):
+            out.append(Problem("traceback", f"{e.exc_type or 'exception'}: {e.message}", t.line_no, t.text))
+        else:
+            out.append(Problem("error", e.message, t.line_no, t.text))
+    return out
+
+
+def warmup_finished_event(reading: LogReading) -> Optional[WarmupFinished]:
+    return reading.summary.warmup_finished

@@ -1,0 +1,166 @@
+"""Read a server log as users paste it: every line through the log parser, one rank's view kept.
+
+Real logs arrive with `docker logs -t` / `kubectl logs --timestamps` stamps, ANSI colours, Ray or
+multiprocessing tags (`(RayWorkerWrapper pid=.., ip=..)`, `(VllmWorker rank=1 pid=..)`), several
+tensor-parallel ranks printing the same warm-up lines interleaved, and lines cut or wrapped by a
+terminal. The parser already strips prefixes; this module adds what only a whole log shows: which
+process speaks for the server (the first one that prints bucket or warm-up lines; the others are
+counted as duplicate ranks), when each event happened, and which lines nobody could read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, Optional
+
+from ..logparse import (
+    ErrorLine,
+    Event,
+    GeneratedBuckets,
+    GraphCaptured,
+    LogWatcher,
+    OutOfMemory,
+    Traceback,
+    WarmupFinished,
+    WarmupStep,
+    WatchSummary,
+)
+from ..logparse.prefix import _split_prefix
+
+# Events every tensor-parallel rank prints once per rank; only the leading process's copy counts.
+_PER_RANK = (GeneratedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
+# A line that looks like a log record (a level word or a bracketed source) but that no rule read.
+_LOOKS_LOGGED = re.compile(r"\b(INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\b|\[[\w.\-]+\.py:\d+\]")
+
+
+@dataclass(frozen=True)
+class TimedEvent:
+    line_no: int            # 1-based line number in the input
+    time_s: Optional[float]  # seconds since the first timestamped line (None: the line had no time)
+    event: Event
+    text: str               # the line as read (prefix stripped of ANSI codes), for quoting
+
+
+@dataclass
+class LogReading:
+    summary: WatchSummary
+    events: list[TimedEvent]
+    lines: int = 0
+    unread: int = 0                      # non-blank log-looking lines no rule recognised
+    unread_examples: list[str] = field(default_factory=list)
+    duplicate_rank_lines: int = 0
+    processes: list[str] = field(default_factory=list)   # "VllmWorker pid=12" ...
+    leader: Optional[str] = None
+    first_time: Optional[str] = None
+    last_time_s: Optional[float] = None
+
+    def of_type(self, kind) -> list[TimedEvent]:
+        return [e for e in self.events if isinstance(e.event, kind)]
+
+    @property
+    def problems(self) -> list[TimedEvent]:
+        return [e for e in self.events if isinstance(e.event, (OutOfMemory, Traceback, ErrorLine))]
+
+
+def _timestamp(prefix) -> Optional[datetime]:
+    """vLLM prints `MM-DD HH:MM:SS[.fff]` without a year; docker/kubectl stamps are full ISO times."""
+    if prefix.docker_time:
+        text = prefix.docker_time.rstrip("Z").replace(",", ".")
+        text = re.sub(r"[+-]\d\d:?\d\d$", "", text)
+        if "." in text:  # nanoseconds -> microseconds
+            head, frac = text.split(".", 1)
+            text = f"{head}.{frac[:6]}"
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    if prefix.timestamp:
+        try:  # a leap year, so that 02-29 parses
+            return datetime.strptime("2000-" + prefix.timestamp.split(".")[0], "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            return None
+    return None
+
+
+def _process_key(prefix) -> Optional[str]:
+    return f"{prefix.process} pid={prefix.pid}" if prefix.pid is not None else None
+
+
+def read_log(lines: Iterable[str]) -> LogReading:
+    """Parse a whole log. Never raises on content: what it cannot read it counts."""
+    watcher = LogWatcher(clock=lambda: 0.0)
+    reading = LogReading(summary=watcher.summary(), events=[])
+    t0: Optional[datetime] = None
+    last: Optional[float] = None
+    processes: dict[str, None] = {}
+    for number, raw in enumerate(lines, start=1):
+        reading.lines += 1
+        if not isinstance(raw, str):
+            continue
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        try:
+            prefix, message = _split_prefix(line.split("\r")[-1] if "\r" in line else line)
+        except Exception:  # the parser's contract is never to raise; keep ours even if it did
+            prefix, message = None, line
+        stamp = _timestamp(prefix) if prefix is not None else None
+        if stamp is not None:
+            if t0 is None:
+                t0 = stamp
+                reading.first_time = prefix.docker_time or prefix.timestamp
+            elapsed = (stamp - t0).total_seconds()
+            if elapsed < -300 * 86400:  # a log across New Year: vLLM's stamps carry no year
+                elapsed += 366 * 86400
+            last = elapsed
+        key = _process_key(prefix) if prefix is not None else None
+        if key:
+            processes.setdefault(key, None)
+        try:
+            events = watcher.feed(line, t=last or 0.0)
+        except Exception:
+            events = []
+        kept = []
+        for event in events:
+            if isinstance(event, _PER_RANK) and key is not None:
+                if reading.leader is None:
+                    reading.leader = key
+                elif key != reading.leader:
+                    reading.duplicate_rank_lines += 1
+                    continue
+            kept.append(event)
+        for event in kept:
+            reading.events.append(TimedEvent(number, last if stamp is not None else None, event, line))
+        if not events and _LOOKS_LOGGED.search(message or line) and not _UNINTERESTING.search(message or line):
+            reading.unread += 1
+            if len(reading.unread_examples) < 5:
+                reading.unread_examples.append(line[:200])
+    for event in watcher.flush():
+        reading.events.append(TimedEvent(reading.lines, last, event, ""))
+    reading.summary = _summary_of_leader(reading)
+    reading.processes = list(processes)
+    reading.last_time_s = last
+    return reading
+
+
+# Records every vLLM startup prints that carry nothing a bucket-tuner user needs (kept out of the
+# unread count so that it measures what we fail to read, not what we chose to ignore).
+_UNINTERESTING = re.compile(
+    r"non-default args|Available routes|Route: |Started server process|Waiting for application|"
+    r"Automatically detected platform|Using .* backend|Chunked prefill|Initializing a V\d LLM engine|"
+    r"Loading safetensors|Starting to load model|Loading weights took|Resolved architecture|"
+    r"HTTP Request:|GET /|POST /|\"GET |\"POST |default_chat_template|Supported_tasks|"
+    r"Using max model len|This model|torch.compile|Dynamo|Compil|cudagraph|CUDA graph|"
+    r"Waiting for|world_size|distributed_init|PyTorch|Habana|HPU|hpu|environment|VLLM_|"
+    r"tokenizer|Tokenizer|Detected|sampling|Sampling|generation config|Default sampling")
+
+
+def _summary_of_leader(reading: LogReading) -> WatchSummary:
+    """The watcher's summary, re-fed with only the leading rank's per-rank events so that counts of
+    warm-up steps and captured graphs are one rank's, not the sum of all ranks."""
+    watcher = LogWatcher(clock=lambda: 0.0)
+    for timed in reading.events:
+        watcher.record(timed.event, timed.time_s or 0.0)
+    return watcher.summary()

@@ -1,0 +1,223 @@
+"""An `Explanation` as plain words and figures in 80 columns, or as the documented --json document."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING, Optional
+
+from .advice import command_text
+
+if TYPE_CHECKING:
+    from . import Explanation
+
+WIDTH = 80
+
+
+def _gib(n: Optional[int]) -> str:
+    return "?" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _secs(s: Optional[float]) -> str:
+    if s is None:
+        return "?"
+    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
+
+
+def _pct(new: Optional[float], old: Optional[float]) -> str:
+    if new is None or not old:
+        return ""
+    return f" ({(new - old) / old * 100:+.0f}%)"
+
+
+def _wrap(text: str, indent: str = "", *, words: bool = True) -> list[str]:
+    # words=False: a command or path is never broken at a hyphen or inside a long word.
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent or "  ",
+                         break_on_hyphens=words, break_long_words=words) or [""]
+
+
+def plain_words(x: Explanation) -> list[str]:
+    """The answer first: what this log shows and what would change it, in sentences."""
+    out = []
+    s = x.reading.summary
+    counts = {p.phase: p.count for p in x.phases}
+    total = x.timeline.warmup_total_s
+    if counts:
+        buckets = " and ".join(f"{n} {ph}" for ph, n in counts.items())
+        if total is not None:
+            out.append(f"Warm-up took {_secs(total)} for {buckets} buckets.")
+        elif s.warmup_skipped:
+            out.append(f"Warm-up was skipped (VLLM_SKIP_WARMUP): {buckets} buckets will compile on first use.")
+        else:
+            out.append(f"The log ends before warm-up finished ({buckets} buckets generated).")
+    elif x.release.profile is None:
+        out.append("No Gaudi bucketing lines in this log.")
+    slow = x.timeline.slowest
+    if slow:
+        st = slow[0]
+        out.append(f"The slowest bucket was {st.phase} {st.shape} at {_secs(st.seconds)}.")
+    phase_times = [(n, t) for n, t in x.timeline.phases if t and "warmup" in n]
+    if len(phase_times) > 1:
+        whole = sum(t for _, t in phase_times)
+        top = max(phase_times, key=lambda p: p[1])
+        out.append(f"{top[0].capitalize()} took {top[1] / whole * 100:.0f}% of the timed warm-up.")
+    if x.memory.kv_blocks is not None:
+        out.append(f"The KV cache holds {x.memory.kv_blocks} blocks"
+                   + (f" ({_gib(x.memory.kv_cache)})." if x.memory.kv_cache else "."))
+    if s.not_warmed_up:
+        out.append(f"{len(s.not_warmed_up)} shape(s) were not warmed up and compiled while serving.")
+    if s.preemptions:
+        out.append(f"{s.preemptions} request(s) were preempted for lack of KV cache.")
+    if x.problems:
+        out.append(f"{len(x.problems)} error(s), first at line {x.problems[0].line_no}: "
+                   f"{x.problems[0].message[:120]}")
+    best = _best_alternative(x)
+    if best is not None:
+        base = _as_logged(x)
+        out.append(f"Advice: {best.name} would build {best.prompt_buckets} prompt and {best.decode_buckets} "
+                   f"decode buckets, about {_secs(best.predicted_warmup_s)} of warm-up"
+                   f"{_pct(best.predicted_warmup_s, base.predicted_warmup_s if base else None)} "
+                   f"(predicted); verify it with the tune command below.")
+    return out
+
+
+def _as_logged(x: Explanation):
+    return next((a for a in x.advice.alternatives if a.name == "as logged" and a.error is None), None)
+
+
+def _best_alternative(x: Explanation):
+    base = _as_logged(x)
+    options = [a for a in x.advice.alternatives if a.name != "as logged" and a.error is None
+               and a.predicted_warmup_s is not None]
+    if not options or base is None or base.predicted_warmup_s is None:
+        return None
+    best = min(options, key=lambda a: a.predicted_warmup_s)
+    return best if best.predicted_warmup_s < base.predicted_warmup_s else None
+
+
+def render_text(x: Explanation) -> str:
+    lines: list[str] = []
+    r = x.release
+    head = f"{x.source}: {r.family}"
+    lines += _wrap(head)
+    if r.profiles:
+        lines += _wrap(f"release profiles consistent with it: {', '.join(r.profiles)}"
+                       + (f"; vLLM {r.version}" if r.version else ""), "  ")
+    lines.append("")
+    for sentence in plain_words(x):
+        lines += _wrap(sentence)
+    if x.phases:
+        lines += ["", "Buckets", f"  {'phase':<7}{'count':>6}  {'ranges':<38}{'omitted':>8}{'graphs':>8}"]
+        for p in x.phases:
+            rng = ", ".join(f"{d} {lo}..{hi}" for d, (lo, hi) in zip(p.dims, p.ranges))
+            lines.append(f"  {p.phase:<7}{p.count:>6}  {rng[:38]:<38}{p.omitted:>8}"
+                         f"{'' if p.captured is None else p.captured:>8}")
+            if p.config:
+                cfg = "  ".join(f"{d}:{list(v)}" for d, v in p.config.items())
+                lines += _wrap(f"config (min, step, max...): {cfg}", "    ")
+    m = x.memory
+    mem = [("weights", _gib(m.weights) if m.weights else None),
+           ("profiling peak", _gib(m.profiling_peak) if m.profiling_peak else None),
+           ("free after profiling", _gib(m.free_after_profiling) if m.free_after_profiling else None),
+           ("KV cache", (_gib(m.kv_cache) if m.kv_cache else "") + (f" ({m.kv_blocks} blocks)" if m.kv_blocks else "")
+            if (m.kv_cache or m.kv_blocks) else None),
+           ("graph reserve", f"{_gib(m.graph_reserved)} (VLLM_GRAPH_RESERVED_MEM={m.graph_reserved_fraction})"
+            if m.graph_reserved is not None else None),
+           ("gpu_memory_utilization", str(m.gpu_memory_utilization) if m.gpu_memory_utilization else None),
+           ("graphs captured use", _gib(m.graphs_used) if m.graphs_used else None),
+           ("warm-up allocated", _gib(m.warmup_allocated) if m.warmup_allocated else None)]
+    mem = [(k, v) for k, v in mem if v]
+    if mem:
+        lines += ["", "Memory"] + [f"  {k:<24}{v}" for k, v in mem]
+    tl = x.timeline
+    if tl.phases or tl.warmup_total_s is not None:
+        lines += ["", "Warm-up timeline"]
+        lines += [f"  {name:<32}{_secs(t):>10}" for name, t in tl.phases]
+        if tl.warmup_total_s is not None:
+            lines.append(f"  {'total (server: Warmup finished)':<32}{_secs(tl.warmup_total_s):>10}")
+        if tl.slowest:
+            lines.append("  slowest buckets:")
+            lines += [f"    {s.phase:<7}[{s.index}/{s.total}] {str(s.shape):<28}{_secs(s.seconds):>10}"
+                      for s in tl.slowest]
+    s = x.reading.summary
+    if s.not_warmed_up or s.buckets_not_prepared or s.preemptions:
+        lines += ["", "At runtime"]
+        lines += [f"  not warmed up: {n.phase} {n.shape}" for n in s.not_warmed_up[:10]]
+        if len(s.not_warmed_up) > 10:
+            lines.append(f"  ... and {len(s.not_warmed_up) - 10} more shapes")
+        lines += [f"  bucket not prepared: {b.phase} {b.requested} -> {b.new_bucket}" for b in s.buckets_not_prepared[:5]]
+        if s.preemptions:
+            lines.append(f"  preemptions: {s.preemptions}")
+    if x.problems:
+        lines += ["", "Errors"]
+        for p in x.problems[:10]:
+            lines += _wrap(f"line {p.line_no} [{p.kind}]: {p.message}", "  ")
+    adv = x.advice
+    if adv.alternatives:
+        lines += ["", "Alternatives (warm-up predicted from this log's per-bucket pace)",
+                  f"  {'':<16}{'strategy':<14}{'prompt':>7}{'decode':>7}{'warm-up':>10}"]
+        base = _as_logged(x)
+        if x.phases:
+            counts = {p.phase: p.count for p in x.phases}
+            lines.append(f"  {'this log':<16}{'':<14}{counts.get('prompt', 0):>7}{counts.get('decode', 0):>7}"
+                         f"{_secs(x.timeline.warmup_total_s):>10}  (observed)")
+        for a in adv.alternatives:
+            if a.error:
+                lines += _wrap(f"{a.name}: not valid for {adv.profile}: {a.error}", "  ")
+                continue
+            pct = _pct(a.predicted_warmup_s, base.predicted_warmup_s if base and a is not base else None)
+            lines.append(f"  {a.name:<16}{a.strategy or '':<14}{a.prompt_buckets:>7}{a.decode_buckets:>7}"
+                         f"{_secs(a.predicted_warmup_s):>10}{pct}")
+        for a in adv.alternatives:
+            if a.name == "calculator" and a.error is None:
+                lines.append("  calculator settings:")
+                lines += [f"    {k}={v}" for k, v in a.env.items() if "BUCKET" in k]
+    for note in adv.assumptions:
+        lines += _wrap(f"assumed: {note}", "  ")
+    for note in adv.notes:
+        lines += _wrap(f"note: {note}", "  ")
+    if adv.tune_command:
+        lines += ["", "Verify with a study (replace MODEL):"]
+        lines += [f"  {command_text(adv.tune_command)}"]  # one line, so that it can be copied whole
+    rd = x.reading
+    lines += [""] + _wrap(f"Read {rd.lines} lines: {len(rd.events)} events, {rd.unread} unread log lines"
+                          + (f", {rd.duplicate_rank_lines} lines of other ranks ignored" if rd.duplicate_rank_lines else "")
+                          + ".")
+    for ex in rd.unread_examples[:3]:
+        lines += _wrap(f"unread: {ex[:150]}", "  ")
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def to_json(x: Explanation) -> dict:
+    """The --json document (schema in README "Explain a server log")."""
+    s = x.reading.summary
+    rd = x.reading
+    return {
+        "source": x.source,
+        "release": {"family": x.release.family, "profiles": list(x.release.profiles), "engine": x.release.engine,
+                    "version": x.release.version, "evidence": list(x.release.evidence)},
+        "summary": plain_words(x),
+        "buckets": {p.phase: {"count": p.count, "dims": list(p.dims), "ranges": [list(r) for r in p.ranges],
+                              "omitted": p.omitted, "graphs_captured": p.captured,
+                              "config": {k: list(v) for k, v in (p.config or {}).items()} or None}
+                    for p in x.phases},
+        "memory_bytes": {k: v for k, v in vars(x.memory).items()},
+        "warmup": {"total_s": x.timeline.warmup_total_s, "complete": x.timeline.complete,
+                   "phases": [{"name": n, "seconds": t} for n, t in x.timeline.phases],
+                   "slowest": [{"phase": st.phase, "index": st.index, "total": st.total, "shape": list(st.shape),
+                                "seconds": st.seconds} for st in x.timeline.slowest],
+                   "skipped": s.warmup_skipped},
+        "runtime": {"not_warmed_up": [{"phase": n.phase, "shape": list(n.shape)} for n in s.not_warmed_up],
+                    "buckets_not_prepared": [{"phase": b.phase, "requested": list(b.requested),
+                                              "new_bucket": list(b.new_bucket)} for b in s.buckets_not_prepared],
+                    "preemptions": s.preemptions},
+        "errors": [{"kind": p.kind, "message": p.message, "line": p.line_no} for p in x.problems],
+        "advice": {"profile": x.advice.profile, "server": x.advice.server, "assumptions": x.advice.assumptions,
+                   "alternatives": [{"name": a.name, "description": a.description, "strategy": a.strategy,
+                                     "env": a.env, "prompt_buckets": a.prompt_buckets,
+                                     "decode_buckets": a.decode_buckets, "predicted_warmup_s": a.predicted_warmup_s,
+                                     "error": a.error} for a in x.advice.alternatives],
+                   "tune_command": x.advice.tune_command, "notes": x.advice.notes},
+        "reading": {"lines": rd.lines, "events": len(rd.events), "unread": rd.unread,
+                    "unread_examples": rd.unread_examples, "duplicate_rank_lines": rd.duplicate_rank_lines,
+                    "processes": rd.processes, "leader": rd.leader},
+    }
