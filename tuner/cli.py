@@ -7,7 +7,7 @@ import sys
 
 from .buckets import BucketConfigError
 from .commands import UsageError
-from .commands import bench, buckets, calc, explain, results, sim, tune
+from .commands import bench, buckets, calc, explain, fit, results, sim, tune
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measured tuning of vLLM-on-Gaudi bucket, graph-memory and batching settings.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tune, results, bench, buckets, calc, explain, sim):
+    for module in (tune, results, bench, buckets, calc, fit, explain, sim):
         module.register(sub)
     return parser
 

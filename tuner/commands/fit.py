@@ -1,0 +1,163 @@
+"""`bucket-tuner fit`: the bucket set with the least expected padding for a workload, per bucket count."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from . import UsageError
+
+FILE_RELEASES = ("gaudi-main",)  # vllm-gaudi main reads VLLM_BUCKETING_FROM_FILE (file_strategy.py)
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "fit",
+        help="buckets fitted to a workload: least expected padding for each bucket count",
+        description="Computes, per phase, the bucket boundaries that minimise the expected padded tokens of "
+        "the workload for each number of buckets (exact dynamic programme), prints the waste-vs-count curve, "
+        "and writes a vllm-gaudi bucket file (VLLM_BUCKETING_FROM_FILE). For releases without file support "
+        "it gives the linear MIN/STEP/MAX that come closest and the waste each costs.",
+    )
+    src = p.add_argument_group("workload (as for `bench`)")
+    src.add_argument("--random-input-len", "--input-len", dest="input_len", type=int, default=1024)
+    src.add_argument("--random-output-len", "--output-len", dest="output_len", type=int, default=128)
+    src.add_argument("--random-range-ratio", "--range-ratio", dest="range_ratio", type=float, default=0.0)
+    src.add_argument("--random-prefix-len", dest="prefix_len", type=int, default=0)
+    src.add_argument("--num-prompts", type=int, default=1000)
+    src.add_argument("--seed", type=int, default=0)
+    src.add_argument("--dataset-path", help="a trace file (CSV or JSONL with input/output lengths) instead")
+    p.add_argument("--max-concurrency", type=int, default=64, help="decode batch size under load (default 64)")
+    p.add_argument("--decode-bs", help="decode batch sizes to fit (default: powers of two up to the concurrency)")
+    p.add_argument("--prompt-bs", default="1", help="prompt batch sizes (default 1: vllm-gaudi's default)")
+    p.add_argument("--block-size", type=int, default=128)
+    p.add_argument("--prompt-buckets", type=int, default=8, help="prompt query buckets to write (default 8)")
+    p.add_argument("--decode-buckets", type=int, default=8, help="context-block buckets per decode batch size")
+    p.add_argument("--max-buckets", type=int, default=16, help="length of the printed curves (default 16)")
+    p.add_argument("--profile", default="gaudi-main", help="release profile (default gaudi-main)")
+    p.add_argument("-o", "--output", help="write the bucket file here (refuses to overwrite without --force)")
+    p.add_argument("--force", action="store_true", help="overwrite --output")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fit)
+
+
+def _workload(args):
+    from ..workload import RandomWorkload, TraceFormatError, TraceWorkload
+
+    try:
+        if args.dataset_path:
+            return TraceWorkload.from_file(args.dataset_path, seed=args.seed)
+        return RandomWorkload(input_len=args.input_len, output_len=args.output_len, range_ratio=args.range_ratio,
+                              num_prompts=args.num_prompts, seed=args.seed, prefix_len=args.prefix_len)
+    except (TraceFormatError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read trace {args.dataset_path}: {exc.strerror or exc}") from None
+
+
+def cmd_fit(args) -> int:
+    from ..buckets import get_profile
+    from ..fit import FitError, closest_linear, fit_workload
+    from ..fit.bucketfile import format_bucket_file
+    from ..fit.shapes import parse_int_list
+
+    get_profile(args.profile)  # an unknown name fails here, listing the known ones
+    for flag in ("prompt_buckets", "decode_buckets", "max_buckets", "block_size", "max_concurrency"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    out = Path(args.output) if args.output else None
+    if out is not None:
+        if out.exists() and not args.force:
+            raise UsageError(f"{out} exists; pass --force to overwrite it")
+        if not out.parent.is_dir():
+            raise UsageError(f"folder {out.parent} does not exist")
+    workload = _workload(args)
+    try:
+        decode_bs = parse_int_list(args.decode_bs, "--decode-bs") if args.decode_bs else None
+        prompt_bs = parse_int_list(args.prompt_bs, "--prompt-bs")
+        fit = fit_workload(workload, block_size=args.block_size, max_concurrency=args.max_concurrency,
+                           decode_bs=decode_bs, max_buckets=max(args.max_buckets, args.prompt_buckets,
+                                                                args.decode_buckets), seed=args.seed)
+    except FitError as exc:
+        raise UsageError(str(exc)) from None
+    prompt = fit.prompt(args.prompt_buckets)
+    decode = {bs: fit.decode(bs, args.decode_buckets) for bs in fit.decode_curves}
+    n_prompt = len(prompt_bs) * prompt.count
+    n_decode = sum(f.count for f in decode.values())
+    header = [f"bucket-tuner fit: {workload.kind} workload {json.dumps(workload.params(), default=str)}",
+              f"{n_prompt} prompt buckets (expected padding {prompt.waste:.1f} tokens per prompt), "
+              f"{n_decode} decode buckets, block size {args.block_size}"]
+    text = format_bucket_file(prompt_bs, prompt.boundaries, [(bs, f.boundaries) for bs, f in decode.items()], header)
+    if out is not None:
+        out.write_text(text)
+    doc = _document(args, fit, prompt, decode, n_prompt, n_decode, out)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _print(doc, args)
+    return 0
+
+
+def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
+    from ..fit import closest_linear
+
+    largest = max(fit.decode_curves)
+    curve = []
+    for f in fit.prompt_curve[: args.max_buckets]:
+        lin = closest_linear(fit.prompt_linear, f.count)
+        curve.append({"buckets": f.count, "waste_tokens": f.waste, "waste_share": f.waste_share,
+                      "boundaries": list(f.boundaries),
+                      "closest_linear": None if lin is None else {
+                          "VLLM_PROMPT_SEQ_BUCKET_MIN": lin.minimum, "VLLM_PROMPT_SEQ_BUCKET_STEP": lin.step,
+                          "VLLM_PROMPT_SEQ_BUCKET_MAX": lin.maximum, "buckets": lin.count,
+                          "waste_tokens": lin.waste}})
+    dcurve = []
+    for f in fit.decode_curves[largest][: args.max_buckets]:
+        lin = closest_linear(fit.decode_linear, f.count)
+        dcurve.append({"buckets": f.count, "waste_blocks": f.waste, "waste_share": f.waste_share,
+                       "boundaries": list(f.boundaries),
+                       "closest_linear": None if lin is None else {
+                           "VLLM_DECODE_BLOCK_BUCKET_MIN": lin.minimum, "VLLM_DECODE_BLOCK_BUCKET_STEP": lin.step,
+                           "VLLM_DECODE_BLOCK_BUCKET_MAX": lin.maximum, "buckets": lin.count,
+                           "waste_blocks": lin.waste}})
+    return {
+        "profile": args.profile,
+        "reads_bucket_file": args.profile in FILE_RELEASES,
+        "bucket_file": str(out) if out else None,
+        "env": {"VLLM_BUCKETING_FROM_FILE": str(out) if out else "<path>"} if args.profile in FILE_RELEASES else {},
+        "counts": {"prompt": n_prompt, "decode": n_decode},
+        "prompt": {"boundaries": list(prompt.boundaries), "waste_tokens": prompt.waste,
+                   "mean_prompt_tokens": fit.prompt_mean, "curve": curve},
+        "decode": {"per_batch_size": {str(bs): {"boundaries": list(f.boundaries), "waste_blocks": f.waste}
+                                      for bs, f in decode.items()},
+                   "curve_at_batch_size": largest, "curve": dcurve},
+    }
+
+
+def _print(doc: dict, args) -> None:
+    w = sys.stdout.write
+    w(f"Prompt buckets fitted to the workload (block size {args.block_size}; mean prompt "
+      f"{doc['prompt']['mean_prompt_tokens']:.0f} tokens)\n")
+    w(f"  {'buckets':>7} {'padding/prompt':>15} {'share':>6}   closest linear MIN/STEP/MAX (padding)\n")
+    for row in doc["prompt"]["curve"]:
+        lin = row["closest_linear"]
+        lin_text = "-" if lin is None else (
+            f"{lin['VLLM_PROMPT_SEQ_BUCKET_MIN']}/{lin['VLLM_PROMPT_SEQ_BUCKET_STEP']}/"
+            f"{lin['VLLM_PROMPT_SEQ_BUCKET_MAX']} ({lin['buckets']}: {lin['waste_tokens']:.0f})")
+        w(f"  {row['buckets']:>7} {row['waste_tokens']:>15.1f} {row['waste_share']:>6.1%}   {lin_text}\n")
+    d = doc["decode"]
+    w(f"\nDecode context-block buckets at batch size {d['curve_at_batch_size']}\n")
+    w(f"  {'buckets':>7} {'padding/step':>15} {'share':>6}   closest linear MIN/STEP/MAX (padding)\n")
+    for row in d["curve"]:
+        lin = row["closest_linear"]
+        lin_text = "-" if lin is None else (
+            f"{lin['VLLM_DECODE_BLOCK_BUCKET_MIN']}/{lin['VLLM_DECODE_BLOCK_BUCKET_STEP']}/"
+            f"{lin['VLLM_DECODE_BLOCK_BUCKET_MAX']} ({lin['buckets']}: {lin['waste_blocks']:.1f})")
+        w(f"  {row['buckets']:>7} {row['waste_blocks']:>15.1f} {row['waste_share']:>6.1%}   {lin_text}\n")
+    w(f"\nChosen: {doc['counts']['prompt']} prompt and {doc['counts']['decode']} decode buckets; "
+      f"prompt boundaries {doc['prompt']['boundaries']}\n")
+    if doc["bucket_file"]:
+        w(f"Wrote {doc['bucket_file']}")
+        w(f"; use it with VLLM_BUCKETING_FROM_FILE={doc['bucket_file']}\n" if doc["reads_bucket_file"] else
+          f" (note: {doc['profile']} does not read bucket files; use the linear settings above)\n")

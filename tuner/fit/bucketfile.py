@@ -1,0 +1,69 @@
+"""vllm-gaudi's bucket file (`VLLM_BUCKETING_FROM_FILE`, vllm_gaudi/extension/bucketing/file_strategy.py).
+
+One Python tuple literal per line: `(batch_size, query_len, context_blocks)`; any element may be a list,
+and the line stands for the Cartesian product of its elements. A query length of 1 makes a decode bucket,
+anything else a prompt bucket. `#` starts a comment line; blank lines are skipped. Upstream skips, with
+a printed message, a line that is not a literal or not a 3-tuple; we reject it with the line number.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from pathlib import Path
+from typing import Iterable, Sequence
+
+
+class BucketFileError(ValueError):
+    """A line of a bucket file we cannot take; the message names the file and line."""
+
+
+def format_bucket_file(prompt_bs: Sequence[int], prompt_query: Sequence[int],
+                       decode: Iterable[tuple[int, Sequence[int]]], header: Sequence[str] = ()) -> str:
+    """Prompt buckets as one Cartesian line (bs list x query list x context 0), decode buckets as one
+    line per batch size with its own context-block list."""
+    lines = [f"# {h}" for h in header]
+    lines.append("# Prompt: (batch_size, query_len, context_blocks); Decode: (batch_size, 1, context_blocks)")
+    lines.append(f"({list(prompt_bs)}, {list(prompt_query)}, 0)")
+    for bs, blocks in decode:
+        lines.append(f"({bs}, 1, {list(blocks)})")
+    return "\n".join(lines) + "\n"
+
+
+def _as_list(value, where: str) -> list[int]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+            raise BucketFileError(f"{where}: {item!r} is not a non-negative integer")
+        out.append(item)
+    return out
+
+
+def parse_bucket_file(text: str, source: str = "<bucket file>") -> tuple[list[tuple], list[tuple]]:
+    """(prompt buckets, decode buckets), each sorted as upstream returns them."""
+    prompt, decode = [], []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{source}:{number}"
+        try:
+            value = ast.literal_eval(line)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise BucketFileError(f"{where}: not a Python tuple literal: {line[:80]!r}") from None
+        if not isinstance(value, tuple) or len(value) != 3:
+            raise BucketFileError(f"{where}: expected (batch_size, query_len, context_blocks), got {line[:80]!r}")
+        dims = [_as_list(v, where) for v in value]
+        for bucket in itertools.product(*dims):
+            (decode if bucket[1] == 1 else prompt).append(bucket)
+    return sorted(prompt), sorted(decode)
+
+
+def read_bucket_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BucketFileError(f"cannot read bucket file {path}: {exc.strerror or exc}") from None
+    return parse_bucket_file(text, str(path))
