@@ -81,3 +81,17 @@ def test_fit_bad_input_is_one_line(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+def test_range_lines_and_the_servers_lenient_reading():
+    prompt, decode = parse_bucket_file("(1, range(128, 513, 128), 0)\n([1, 2], 1, range(64, 0, -32))\n")
+    assert prompt == [(1, 128, 0), (1, 256, 0), (1, 384, 0), (1, 512, 0)]
+    assert decode == [(1, 1, 32), (1, 1, 64), (2, 1, 32), (2, 1, 64)]
+    warnings: list[str] = []
+    text = "(1, 256, 0)\n(1, 2)\nnot python\n(1, range(0, 5, 0), 0)\n(4, 1, 2.0)\n"
+    prompt, decode = parse_bucket_file(text, "b.txt", strict=False, warnings=warnings)
+    assert prompt == [(1, 256, 0)] and decode == [(4, 1, 2)]
+    assert warnings == ["Skipping line 2 due to incorrect format in b.txt",
+                        "Skipping invalid bucketing line 3 in b.txt", "Skipping invalid bucketing line 4 in b.txt"]
+    with pytest.raises(BucketFileError, match="cannot convert 'x'"):
+        parse_bucket_file("(1, 'x', 0)\n", strict=False)
