@@ -1,0 +1,76 @@
+"""Every `docs/<name>.md` that code, tests or data cite exists, and so does every section they name.
+
+Citations look like "docs/bucketing.md section D.5", "docs/load-metrics.md §1",
+"docs/real-vllm-cpu.md, sections 1 and 2", "docs/bucketing.md D.6" or "sections A, C.2 of docs/bucketing.md".
+"""
+
+import re
+
+import pytest
+
+from ..conftest import ROOT
+
+DOCS = ROOT / "docs"
+SCANNED = ["tuner", "tests", "benchmarks", "tools", "search_spaces", "README.md"]
+SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".log", ".txt"}
+
+DOC_NAME = re.compile(r"(?<![\w/.-])docs/([\w.-]+\.md)")
+SECTION_ID = r"(?:[A-H](?:\.\d+)?|\d+(?:\.\d+)?)"
+SECTION_LIST = re.compile(rf"(?:sections?|§)\s*({SECTION_ID}(?:\s*(?:,|and)\s*{SECTION_ID})*)\b")
+BARE_SECTION = re.compile(r"docs/[\w.-]+\.md\s+([A-H](?:\.\d+)?)(?=[\s),:;]|$)")  # "docs/bucketing.md D.6"
+HEADING = re.compile(rf"^#{{2,4}}\s+({SECTION_ID})\.?\s", re.M)
+
+
+def _files():
+    for entry in SCANNED:
+        path = ROOT / entry
+        if path.is_file():
+            yield path
+        elif path.is_dir():
+            yield from (p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+
+
+def _citations() -> list[tuple[str, str, str | None]]:
+    """(where, doc file name, section or None), one per cited section."""
+    found = []
+    for path in _files():
+        if path == ROOT / "tests" / "project" / "test_docs_references.py":
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            names = DOC_NAME.findall(line)
+            if not names or "SOURCE:" in line:  # SOURCE lines name an upstream repository's docs/
+                continue
+            where = f"{path.relative_to(ROOT)}:{number}"
+            sections = [s for group in SECTION_LIST.findall(line) for s in re.findall(SECTION_ID, group)]
+            sections += BARE_SECTION.findall(line)
+            for name in names:
+                found.append((where, name, None))
+                if len(names) == 1:
+                    found += [(where, name, s) for s in sections]
+    return found
+
+
+CITATIONS = _citations()
+
+
+def _sections(name: str) -> set[str]:
+    ids = set(HEADING.findall((DOCS / name).read_text()))
+    return ids | {i.split(".")[0] for i in ids}  # "D.5" also proves "D"
+
+
+def test_the_scan_sees_the_known_citations():
+    cited = {(n, s) for _, n, s in CITATIONS}
+    assert {("bucketing.md", "D.5"), ("bucketing.md", "D.6"), ("load-metrics.md", "1")} <= cited
+
+
+@pytest.mark.parametrize("where,name,section", CITATIONS, ids=[f"{w}-{n}-{s}" for w, n, s in CITATIONS])
+def test_cited_doc_and_section_exist(where, name, section):
+    assert (DOCS / name).is_file(), f"{where} cites docs/{name}, which does not exist"
+    if section is not None:
+        assert section in _sections(name), f"{where} cites docs/{name} section {section}, which has no such heading"
+
+
+def test_docs_index_lists_every_doc():
+    index = (DOCS / "README.md").read_text()
+    missing = [p.name for p in DOCS.glob("*.md") if p.name != "README.md" and f"({p.name})" not in index]
+    assert not missing, f"docs/README.md does not link {missing}"
