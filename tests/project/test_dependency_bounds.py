@@ -5,7 +5,7 @@ resolver that picks the oldest allowed release is at least as new as what we dec
 Optuna name the code uses (attribute paths, `trial.X(`, `study.X(`, storage calls, keyword
 arguments) exists in the installed Optuna, and the Optuna lower bound is no older than the release
 that introduced the late additions we rely on (checked against optuna's wheels: 4.9.0 has no
-Trial.set_constraint, 4.8.0 has no heartbeat_stale_trial_callback).
+Trial.set_constraint, 4.8.0 has no heartbeat_stale_trial_callback); likewise aiohttp's web.AppKey (3.9).
 """
 
 from __future__ import annotations
@@ -188,3 +188,10 @@ def test_optuna_bound_covers_the_late_apis_we_use():
     }
     too_new = {api: since for api, since in OPTUNA_SINCE.items() if used[api] and Version(since) > bound}
     assert not too_new, f"optuna>={bound} is too low for {too_new}"
+
+
+def test_aiohttp_bound_covers_app_keys():
+    # web.AppKey (typed application storage) is new in aiohttp 3.9.0 (its release notes).
+    uses_app_key = any("web.AppKey" in p.read_text() for p in (ROOT / "tuner").rglob("*.py"))
+    (req,) = [r for r in _requirements(None) if r.name == "aiohttp"]
+    assert not uses_app_key or _lower_bound(req) >= Version("3.9.0"), f"{req} is too low for web.AppKey"
