@@ -3,11 +3,13 @@ the warm-up timeline and what went wrong. Pure functions of a `LogReading`."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..logparse import (
     BucketConfig,
+    ConfigValue,
     EngineInfo,
     GeneratedBuckets,
     GraphCaptured,
@@ -41,16 +43,64 @@ class ReleaseGuess:
         return self.profiles[-1] if self.profiles else None
 
 
+# Sources that only vLLM on Gaudi prints from (fork runners/workers, the extension's bucketing and
+# runtime dump, the plugin's platform), and the Habana runtime logger ("habana:<module>").
+_GAUDI_SOURCES = re.compile(r"^(?:habana_|hpu_|hpu\.py$|runtime\.py$|exponential\.py$|linear\.py$|"
+                            r"padding_aware\.py$|habana:)")
+_GAUDI_TEXT = re.compile(r"hpu_model_runner\.py|hpu_worker\.py|habana_|vllm_gaudi|vllm_hpu_extension")
+
+
+def _config_width(configs: list[BucketConfig]) -> Optional[int]:
+    """Bucket dimensions from the logged configs (a log cut before the generated lists): 3 with a
+    query/blocks dimension (fork 1.22+, plugin), 2 with decode `block` (fork 1.18 .. 1.21)."""
+    names = {name for c in configs for name, _ in c.dims}
+    if names & {"query", "blocks"}:
+        return 3
+    if "block" in names:
+        return 2
+    return None
+
+
+def _step_width(steps: list[WarmupStep]) -> Optional[int]:
+    """Bucket dimensions from eager warm-up lines: query_len only in 3-D warm-ups."""
+    eager = [s for s in steps if s.batch_size is not None]
+    if not eager:
+        return None
+    return 3 if any(s.query_len is not None for s in eager) else 2
+
+
+def _v1_engine_signs(events: list, reading: LogReading) -> list[str]:
+    signs = []
+    if any(isinstance(e, EngineInfo) and e.engine == "v1" for e in events):
+        signs.append("'Initializing a V1 LLM engine' line")
+    if any(isinstance(e, ConfigValue) and e.name == "engine_version" and e.value.strip() == "v1" for e in events):
+        signs.append("runtime dump engine_version: v1")
+    if any(p.startswith(("EngineCore", "Worker_TP")) for p in reading.processes):
+        signs.append("v1 engine process tags (EngineCore / Worker_TP)")
+    return signs
+
+
+def _on_gaudi(events: list, sources: set) -> bool:
+    return (any(_GAUDI_SOURCES.match(s) for s in sources)
+            or any(isinstance(e, EngineInfo) and e.platform == "hpu" for e in events)
+            or any(isinstance(e, ConfigValue) and e.name == "hw" and e.value.startswith("gaudi") for e in events)
+            or any(isinstance(e, (BucketConfig, GeneratedBuckets, WarmupStep)) for e in events)
+            or any(isinstance(e, Traceback) and _GAUDI_TEXT.search(e.text) for e in events))
+
+
 def detect_release(reading: LogReading) -> ReleaseGuess:
     events = [t.event for t in reading.events]
     version = next((e.version for e in events if isinstance(e, EngineInfo) and e.version), None)
+    named_engine = next((e.engine for e in events if isinstance(e, EngineInfo) and e.engine), None)
     sources = {e.prefix.source for e in events if e.prefix.source}
     generated = [e for e in events if isinstance(e, GeneratedBuckets)]
     configs = [e for e in events if isinstance(e, BucketConfig)]
     dims = next((g.dims for g in generated if g.phase in ("prompt", "decode")), None)
     cfg_dims = {name for c in configs for name, _ in c.dims}
     strategies = {c.strategy for c in configs}
-    v1_signs = []
+    width = len(dims) if dims is not None else (_config_width(configs)
+                                                or _step_width([e for e in events if isinstance(e, WarmupStep)]))
+    v1_signs = _v1_engine_signs(events, reading)
     if any(isinstance(e, MemorySplit) and e.dummy_block is not None for e in events):
         v1_signs.append("the memory split names a KV-cache dummy block")
     if any(isinstance(e, UsableBlocks) for e in events):
@@ -69,24 +119,31 @@ def detect_release(reading: LogReading) -> ReleaseGuess:
                                 ("habana_model_runner.py lines", "bucket lists without a dims label"))
         return ReleaseGuess("vllm-fork 1.18 (v0, 2-D buckets)", ("fork-1.18",), "v0", version,
                             ("habana_model_runner.py lines",))
-    if dims is not None and len(dims) == 2:
-        evidence.append(f"2-D buckets {list(dims)}")
+    if width is None and configs and "seq" in {n for c in configs if c.phase == "decode" for n, _ in c.dims}:
+        return ReleaseGuess("vllm-fork 1.17 (v0, 2-D buckets)", ("fork-1.17",), "v0", version,
+                            ("decode bucket config over seq (before decode blocks)",))
+    if width == 2:
+        evidence.append(f"2-D buckets {list(dims)}" if dims else "2-D bucket config / warm-up lines")
         if "exponential" in strategies:
             evidence.append("exponential bucket config (with limit)")
             return ReleaseGuess("vllm-fork 1.21.x (v0, 2-D buckets)", ("fork-1.21.0", "fork-1.21.2"), "v0",
                                 version, tuple(evidence))
         return ReleaseGuess("vllm-fork 1.19-1.21 (v0, 2-D buckets)", FORK_2D, "v0", version, tuple(evidence))
-    if dims is not None and len(dims) == 3:
-        evidence.append(f"3-D buckets {list(dims)}")
+    if width == 3:
+        evidence.append(f"3-D buckets {list(dims)}" if dims else "3-D bucket config / warm-up lines")
         if v1_signs:
             profiles = PLUGIN[2:] if "padding_aware" in strategies else PLUGIN
             return ReleaseGuess("vllm-gaudi plugin (v1, 3-D buckets)", profiles, "v1", version,
                                 tuple(evidence + v1_signs))
         return ReleaseGuess("vllm-fork 1.22+ (v0, 3-D buckets)", FORK_3D, "v0", version, tuple(evidence))
-    if v1_signs:
+    gaudi = _on_gaudi(events, sources)
+    if v1_signs and gaudi:
         return ReleaseGuess("vllm-gaudi plugin (v1)", PLUGIN, "v1", version, tuple(v1_signs))
+    if gaudi:
+        return ReleaseGuess("vllm-fork (v0) on Gaudi, release not named by the log", (), "v0", version,
+                            ("Gaudi runner / Habana runtime lines without bucket lines",))
     if version or sources:
-        return ReleaseGuess("generic vLLM (no Gaudi bucketing lines)", (), None, version,
+        return ReleaseGuess("generic vLLM (no Gaudi bucketing lines)", (), named_engine, version,
                             (f"vLLM {version}",) if version else ())
     return ReleaseGuess("unknown (no vLLM lines recognised)", (), None, None, ())
 
@@ -233,10 +290,24 @@ def _has_eager_pass(steps: list[TimedEvent]) -> bool:
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str           # "oom" | "traceback" | "error"
+    kind: str           # "oom" | "compile" | "traceback" | "error"
     message: str
     line_no: int
     line: str
+
+
+# Graph compiler failures: the Habana bridge's "Graph compile failed. synStatus=..", the recipe
+# compiler's "compileGraph: Can not compile graph".
+_COMPILE_FAILED = re.compile(r"Graph compile failed|Can not compile graph|synGraphCompile", re.I)
+_LAST_FRAME = re.compile(r'File "(?:[^"]*/)?([^"/]+)", line (\d+), in (\w+)')
+
+
+def _traceback_message(e: Traceback) -> str:
+    if e.exc_type:
+        return f"{e.exc_type}: {e.message}".rstrip(": ")
+    frames = _LAST_FRAME.findall(e.text)
+    where = f"; last frame {frames[-1][2]} ({frames[-1][0]}:{frames[-1][1]})" if frames else ""
+    return f"traceback cut before its exception line{where}"
 
 
 def problems(reading: LogReading) -> list[Problem]:
@@ -246,9 +317,11 @@ def problems(reading: LogReading) -> list[Problem]:
         if isinstance(e, OutOfMemory):
             out.append(Problem("oom", f"{e.kind}: {e.message}", t.line_no, t.text))
         elif isinstance(e, Traceback):
-            out.append(Problem("traceback", f"{e.exc_type or 'exception'}: {e.message}", t.line_no, t.text))
+            kind = "compile" if _COMPILE_FAILED.search(e.message) else "traceback"
+            out.append(Problem(kind, _traceback_message(e), t.line_no, t.text))
         else:
-            out.append(Problem("error", e.message, t.line_no, t.text))
+            kind = "compile" if _COMPILE_FAILED.search(e.message) else "error"
+            out.append(Problem(kind, e.message, t.line_no, t.text))
     return out
 
 

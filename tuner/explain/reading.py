@@ -88,6 +88,16 @@ def _process_key(prefix) -> Optional[str]:
     return f"{prefix.process} pid={prefix.pid}" if prefix.pid is not None else None
 
 
+def _rank_key(prefix) -> Optional[str]:
+    """Which process printed a per-rank line. With the v0 multiprocessing executor the driver (rank 0)
+    prints untagged while the other ranks' lines carry `(VllmWorkerProcess pid=..)`: an untagged vLLM
+    line is the driver's."""
+    key = _process_key(prefix)
+    if key is None and prefix.level is not None:
+        return "driver (untagged)"
+    return key
+
+
 def read_log(lines: Iterable[str]) -> LogReading:
     """Parse a whole log. Never raises on content: what it cannot read it counts."""
     watcher = LogWatcher(clock=lambda: 0.0)
@@ -123,17 +133,20 @@ def read_log(lines: Iterable[str]) -> LogReading:
         except Exception:
             events = []
         kept = []
+        rank = _rank_key(prefix) if prefix is not None else None
         for event in events:
-            if isinstance(event, _PER_RANK) and key is not None:
+            if isinstance(event, _PER_RANK) and rank is not None:
                 if reading.leader is None:
-                    reading.leader = key
-                elif key != reading.leader:
+                    reading.leader = rank
+                elif rank != reading.leader:
                     reading.duplicate_rank_lines += 1
                     continue
             kept.append(event)
         for event in kept:
             reading.events.append(TimedEvent(number, last if stamp is not None else None, event, line))
-        if not events and _LOOKS_LOGGED.search(message or line) and not _UNINTERESTING.search(message or line):
+        blank_record = prefix is not None and prefix.level is not None and not (message or "").strip()
+        if (not events and not blank_record and _LOOKS_LOGGED.search(message or line)
+                and not _UNINTERESTING.search(message or line)):
             reading.unread += 1
             if len(reading.unread_examples) < 5:
                 reading.unread_examples.append(line[:200])

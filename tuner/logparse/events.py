@@ -351,10 +351,12 @@ class ServerListening(Event):
 @dataclass(frozen=True)
 class EngineInfo(Event):
     """`Automatically detected platform cpu.`, `vLLM API server version X`, the banner's `version X`,
-    `Initializing a V1 LLM engine (v0.32.0) with config: ..`."""
+    `Initializing a V1 LLM engine (v0.32.0) with config: ..` (fork 1.17/1.18: `Initializing an LLM engine
+    (v0.5.3.post1) ..`). `engine` is "v0" / "v1" when the line names it."""
 
     version: Optional[str] = None
     platform: Optional[str] = None
+    engine: Optional[str] = None
 
 
 @dataclass(frozen=True)

