@@ -47,7 +47,8 @@ def cmd_explain(args) -> int:
             "input_len": _positive("--input-len", args.input_len),
             "output_len": _positive("--output-len", args.output_len)}
     if args.log == "-":
-        lines = sys.stdin.read().splitlines()
+        # bytes, decoded leniently: a pasted log with binary junk or a cut character must still be read
+        lines = sys.stdin.buffer.read().decode("utf-8", errors="replace").splitlines()
     else:
         path = Path(args.log)
         if not path.is_file():

@@ -4,7 +4,7 @@ vLLM / uvicorn logger prefix, split off into a `LogPrefix`.
 Users paste logs through many layers; each is peeled off before the vLLM prefix is looked for:
 ANSI colours (real ESC bytes, or shown in caret notation `^[[1;36m` by `cat -v`/`less`, with `^M`
 for a carriage return), markdown emphasis around a pasted line (`**INFO ...**`), `kubectl logs
---prefix` (`[pod/name/container] `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps,
+--prefix` (`[pod/name/container] `), `docker compose logs` (`service  | `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps,
 journalctl's `Nov 24 01:02:03 host vllm[123]: `, torch.distributed's `[rank0]: ` and the Habana
 runtime logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines."""
 
@@ -23,6 +23,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\^\[\[[0-9;?]*[ -/]*[@-~]|\^M$")
 _MARKDOWN = re.compile(r"^(\*\*|`)(?P<line>.*?)\1$")
 # `kubectl logs --prefix`: [pod/vllm-0/vllm] ; also deployment/ and other resource kinds
 _KUBECTL_PREFIX = re.compile(r"^\[[a-z.]+/[\w.\-]+(?:/[\w.\-]+)?\]\s")
+# `docker compose logs`: "vllm-gaudi-server  | " (service name, padding, bar)
+_COMPOSE = re.compile(r"^[\w.\-]+\s+\| ")
 # journalctl short format: "Nov 24 01:02:03 host unit[123]: "
 _JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]+(?:\[\d+\])?: ")
 # torch.distributed / torchrun per-rank prefix: "[rank0]: "
@@ -72,6 +74,9 @@ def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
     if m:
         line = m.group("line")
     docker = None
+    m = _COMPOSE.match(line)
+    if m:
+        line = line[m.end():]
     for _ in range(2):  # `kubectl logs --prefix --timestamps` puts the pod first, the time second
         m = _KUBECTL_PREFIX.match(line)
         if m:

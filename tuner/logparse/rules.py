@@ -385,9 +385,11 @@ def _platform(m):
 # banner " ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0" (anchored: the art is block characters and blanks)
 @_rule(r"vLLM API server version (?P<v>\d[\w.+\-]*)"
        r"|Initializing an? (?:V(?P<eng>\d) )?LLM engine \(v(?P<v1>\d[\w.+\-]*)\)"
+       r"(?=[^\n]*?\bdevice_config=(?P<dev>\w+))?"
        r"|^[\s█▀▄]+version (?P<v2>\d[\w.+\-]*)")
 def _version(m):
-    return EngineInfo(version=m["v"] or m["v1"] or m["v2"], engine=f"v{m['eng']}" if m["eng"] else None)
+    return EngineInfo(version=m["v"] or m["v1"] or m["v2"], engine=f"v{m['eng']}" if m["eng"] else None,
+                      platform=m["dev"])
 
 
 @_rule(r"init engine \(profile, create kv cache, warmup model\) took (?P<s>\d+(?:\.\d+)?) s(?:econds)?\b")

@@ -1,0 +1,298 @@
+"""Real logs as users pasted them in public issues and PRs (tests/data/log-samples/real, provenance in
+SOURCES.md): every fact a person reads off each one, through `explain` and the parser; then the ways
+logs reach us (kubectl, journalctl, docker, colours, CRLF, tabs, huge lines) must not change a fact or
+crash the reader."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from tuner.explain import explain
+from tuner.logparse import (
+    ConfigValue, ErrorLine, GeneratedBuckets, LogWatcher, Milestone, Traceback, parse_line,
+)
+
+from ..conftest import LOG_SAMPLES
+
+REAL = LOG_SAMPLES / "real"
+GiB = 2**30
+FORK_2D = ("fork-1.19", "fork-1.20", "fork-1.21.0", "fork-1.21.2")
+PLUGIN = ("gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main")
+GAUDI_V0 = "vllm-fork (v0) on Gaudi, release not named by the log"
+
+
+def _lines(name: str) -> list[str]:
+    return [x for x in (REAL / name).read_text().splitlines() if not x.startswith("# SOURCE")]
+
+
+def _facts(x) -> dict:
+    """What a person reads off a log, as explain reports it (line numbers count from the first log line)."""
+    s = x.reading.summary
+    return {
+        "release": x.release.family, "profiles": x.release.profiles, "engine": x.release.engine,
+        "version": x.release.version,
+        "buckets": {p.phase: p.count for p in x.phases if p.count},
+        "bucket_config": {p.phase: p.config for p in x.phases if p.config},
+        "variables": {k: v.value for k, v in s.bucket_variables.items()},
+        "omitted": {k: (v.count, v.token_budget) for k, v in s.omitted.items()},
+        "kv_blocks": x.memory.kv_blocks,
+        "weights_gib": round(x.memory.weights / GiB, 2) if x.memory.weights else None,
+        "warmup_s": x.timeline.warmup_total_s, "warmup_complete": x.timeline.complete,
+        "warmup_steps": [(st.phase, st.index, st.total, st.shape) for st in x.timeline.steps],
+        "graphs": {p.phase: p.captured for p in x.phases if p.captured is not None},
+        "not_warmed": [(n.phase, n.shape) for n in s.not_warmed_up],
+        "problems": [(p.kind, p.message, p.line_no) for p in x.problems],
+        "unread": x.reading.unread, "tagged_processes": len(x.reading.processes),
+    }
+
+
+NOTHING = {
+    "version": None, "buckets": {}, "bucket_config": {}, "variables": {}, "omitted": {}, "kv_blocks": None,
+    "weights_gib": None, "warmup_s": None, "warmup_complete": False, "warmup_steps": [], "graphs": {},
+    "not_warmed": [], "problems": [], "unread": 0, "tagged_processes": 0,
+}
+FORK_VARS_DEFAULT = {"VLLM_PROMPT_BS_BUCKET_MIN": 1, "VLLM_PROMPT_BS_BUCKET_STEP": 32,
+                     "VLLM_DECODE_BS_BUCKET_MIN": 1, "VLLM_DECODE_BS_BUCKET_STEP": 32,
+                     "VLLM_PROMPT_SEQ_BUCKET_MIN": 128, "VLLM_PROMPT_SEQ_BUCKET_STEP": 128,
+                     "VLLM_PROMPT_SEQ_BUCKET_MAX": 1024, "VLLM_DECODE_BLOCK_BUCKET_MIN": 128}
+
+# file -> the facts read by hand off the log (everything not named is absent from the log)
+EXPECTED = {
+    "fork-1.17_pr147_startup_cut.log": dict(
+        release="vllm-fork 1.17 (v0, 2-D buckets)", profiles=("fork-1.17",), engine="v0",
+        buckets={"prompt": 24, "decode": 48},
+        bucket_config={"prompt": {"bs": (1, 32, 4), "seq": (128, 128, 1024)},
+                       "decode": {"bs": (1, 128, 4), "seq": (128, 128, 2048)}},
+        weights_gib=14.97),           # "Pre-loading model weights on hpu:0 took 14.97 GiB" (line cut after)
+    "fork-1.18_pr345_bucket_cfg_markdown_bold.log": dict(
+        release="vllm-fork 1.18 (v0, 2-D buckets)", profiles=("fork-1.18",), engine="v0",
+        # read through the ** the author wrapped each line in; the 11th variable is cut mid-name
+        variables={**FORK_VARS_DEFAULT, "VLLM_PROMPT_BS_BUCKET_MAX": 64, "VLLM_DECODE_BS_BUCKET_MAX": 64}),
+    "fork-1.18_pr345_buckets_cut.log": dict(
+        release="vllm-fork 1.18 (v0, 2-D buckets)", profiles=("fork-1.18",), engine="v0",
+        buckets={"prompt": 31, "decode": 112}, omitted={"prompt": (25, 4096)}, kv_blocks=3184),
+    "fork-1.18_issue484_graph_compile_failed.log": dict(
+        release=GAUDI_V0, profiles=(), engine="v0", version="0.5.3.post1",
+        # one compile failure (the PT_BRIDGE verdict), not one problem per Habana [error] line
+        problems=[("compile", "/npu-stack/pytorch-integration/backend/synapse_helpers/graph.cpp: 599Graph compile "
+                   "failed. synStatus=synStatus 26 [Generic failure]. compile", 9)]),
+    "fork-1.19_issue462_docker_timestamps.log": dict(
+        release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
+        variables={**FORK_VARS_DEFAULT, "VLLM_PROMPT_BS_BUCKET_MAX": 256, "VLLM_DECODE_BS_BUCKET_MAX": 256},
+        buckets={"decode": 416}),
+    "fork-1.19_opea1119_spawnprocess_traceback_cut.log": dict(
+        release="unknown (no vLLM lines recognised)", profiles=(), engine=None,
+        problems=[("traceback", "traceback cut before its exception line; last frame _initialize_kv_caches "
+                   "(llm_engine.py:486)", 17)]),
+    "fork-1.20_issue776_gaudi1_bare_prints_pt_lazy_error.log": dict(
+        release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
+        version="0.6.3.dev2203+g85eb1472",
+        # printed without any logger prefix; the server died before generating bucket lists
+        variables={**FORK_VARS_DEFAULT, "VLLM_PROMPT_BS_BUCKET_MAX": 16, "VLLM_DECODE_BS_BUCKET_MAX": 16,
+                   "VLLM_DECODE_BLOCK_BUCKET_STEP": 128, "VLLM_DECODE_BLOCK_BUCKET_MAX": 256},
+        bucket_config={"prompt": {"bs": (1, 32, 16), "seq": (128, 128, 1024)},
+                       "decode": {"bs": (1, 32, 16), "block": (128, 128, 256)}},
+        weights_gib=15.05,            # the "in total" line, not the 15.06 GiB "Pre-loading" one
+        problems=[("error", "[Rank:0] FATAL ERROR :: MODULE:PT_LAZY Error, ValidateSyncInputTensors tensor_data is "
+                   "empty. Tensorid:3375 QueueStatus:ThreadPool m_tasks size: 0 irValue:id_8791_hpu__input "
+                   "Uniqueid: 3375", 36),
+                  ("traceback", "traceback cut before its exception line; last frame from_engine_args "
+                   "(engine.py:121)", 42)]),
+    "fork-1.20_issue809_deepseek_tp8_worker_prints.log": dict(
+        release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
+        variables={"VLLM_DECODE_BS_BUCKET_STEP": 32, "VLLM_DECODE_BS_BUCKET_MAX": 256,
+                   "VLLM_PROMPT_SEQ_BUCKET_MIN": 128, "VLLM_PROMPT_SEQ_BUCKET_STEP": 128,
+                   "VLLM_PROMPT_SEQ_BUCKET_MAX": 1024, "VLLM_DECODE_BLOCK_BUCKET_MIN": 128,
+                   "VLLM_DECODE_BLOCK_BUCKET_STEP": 128, "VLLM_DECODE_BLOCK_BUCKET_MAX": 4096},
+        bucket_config={"prompt": {"bs": (1, 32, 256), "seq": (128, 128, 1024)},
+                       "decode": {"bs": (1, 32, 256), "block": (128, 128, 4096)}},
+        weights_gib=79.41, tagged_processes=7),   # pids 876..882 (the driver's lines are not in the excerpt)
+    "fork-1.20_pr880_spec_decode_rank0_assertion.log": dict(
+        release=GAUDI_V0, profiles=(), engine="v0", weights_gib=round(238.9 / 1024, 2),
+        problems=[("traceback", "AssertionError: HabanaWorker.determine_num_available_blocks needs to be called "
+                   "before warming up the model.", 4)]),
+    "fork-1.21_erag84_v0_engine_wrapped.log": dict(
+        release=GAUDI_V0, profiles=(), engine="v0", version="0.7.2"),   # device_config=hpu
+    "fork-1.21_issue1194_tp8_decode_warmup_interleaved.log": dict(
+        release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
+        # eight ranks print each step: the untagged driver's copy is the one counted; cut mid-warm-up
+        warmup_steps=[("decode", 203, 416, (96, 896)), ("decode", 204, 416, (224, 384))], tagged_processes=7),
+    "fork-1.22_pr1557_pooler_warmup_rank0_traceback.log": dict(
+        release=GAUDI_V0, profiles=(), engine="v0", problems=[("traceback", "NotImplementedError", 8)]),
+    "plugin_issue1331_qwen35_tp8_sampler_warmup_hang.log": dict(
+        release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1", tagged_processes=2),
+    "plugin_issue891_gptoss_runtime_dump.log": dict(
+        release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1"),
+    "plugin_pr192_caret_ansi_warmup_traceback.log": dict(
+        release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1", tagged_processes=1,
+        problems=[("traceback", "traceback cut before its exception line; last frame warmup_graphs "
+                   "(hpu_model_runner.py:3327)", 10)]),
+    "plugin_pr818_qwen25vl_wrapped_lines_traceback.log": dict(
+        release="vllm-gaudi plugin (v1, 3-D buckets)", profiles=PLUGIN, engine="v1",
+        version="0.14.0rc1.dev165+gb3a2bdf1a.d20260113", buckets={"prompt": 96}, tagged_processes=1,
+        problems=[("traceback", "traceback cut before its exception line; last frame compile_or_warm_up_model "
+                   "(hpu_worker.py:298)", 15)],
+        unread=1),                    # the last line, cut inside its own prefix
+}
+
+
+def test_every_real_log_has_expected_facts():
+    assert sorted(EXPECTED) == sorted(p.name for p in REAL.glob("*.log"))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_log_facts(name):
+    assert _facts(explain(_lines(name), source=name)) == {**NOTHING, **EXPECTED[name]}
+
+
+def _events(name):
+    return [t.event for t in explain(_lines(name)).reading.events]
+
+
+def test_runtime_dump_and_skip_warmup_read_from_the_plugin_log():
+    values = {e.name: e.value for e in _events("plugin_issue891_gptoss_runtime_dump.log") if isinstance(e, ConfigValue)}
+    assert values["hw"] == "gaudi3" and values["build"] == "1.23.0.695" and values["engine_version"] == "v1"
+    assert values["skip_warmup"] == "True" and values["prompt_attn_impl"] == "fsdpa_impl"
+    assert "merged_pre" not in values                 # the cut last line is no value
+
+
+def test_warmup_hang_log_stops_at_sampler_warmup():
+    x = explain(_lines("plugin_issue1331_qwen35_tp8_sampler_warmup_hang.log"))
+    assert [e.event.name for e in x.reading.events if isinstance(e.event, Milestone)] == ["sampler_warmup"]
+    assert not x.timeline.complete
+
+
+def test_interleaved_ranks_count_one_rank():
+    x = explain(_lines("fork-1.21_issue1194_tp8_decode_warmup_interleaved.log"))
+    assert x.reading.leader == "driver (untagged)" and x.reading.duplicate_rank_lines == 7
+    assert x.reading.summary.warmup_steps == {"decode": (203, 416)}
+    assert x.timeline.steps[0].seconds == 45          # 12:09:01 -> 12:09:46
+
+
+def test_habana_runtime_error_burst_is_one_problem_and_not_unread():
+    events = _events("fork-1.18_issue484_graph_compile_failed.log")
+    errors = [e for e in events if isinstance(e, ErrorLine)]
+    assert len(errors) == 1 and errors[0].prefix.source == "habana:PT_BRIDGE" and errors[0].prefix.level == "ERROR"
+
+
+def test_unindented_rank_traceback_keeps_its_frames():
+    (tb,) = [e for e in _events("fork-1.22_pr1557_pooler_warmup_rank0_traceback.log") if isinstance(e, Traceback)]
+    assert tb.exc_type == "NotImplementedError" and tb.prefix.process == "rank0"
+    assert tb.text.count('File "') == 4 and tb.text.splitlines()[-1] == "NotImplementedError"
+
+
+def test_caret_notation_colours_and_carriage_returns_are_stripped():
+    (tb,) = [e for e in _events("plugin_pr192_caret_ansi_warmup_traceback.log") if isinstance(e, Traceback)]
+    assert "^[" not in tb.text and "^M" not in tb.text and tb.prefix.process == "Worker_TP6"
+    assert tb.text.splitlines()[0] == "    self.compile_or_warm_up_model()"
+
+
+# --- the ways a log reaches us ---------------------------------------------------------------------
+
+BASE = [  # real lines (fork-1.19 issue 462, fork-1.21 issue 1194, the fork README's runtime warning)
+    "INFO 11-06 03:03:36 hpu_model_runner.py:119] VLLM_PROMPT_BS_BUCKET_MAX=256 (default:256)",
+    "INFO 11-06 03:07:50 hpu_model_runner.py:1547] Generated 3 decode buckets [bs, total_blocks]: "
+    "[(1, 128), (1, 256), (1, 384)]",
+    "INFO 05-02 12:09:01 hpu_model_runner.py:1730] [Warmup][Decode][203/416] batch_size:96 num_blocks:896 "
+    "free_mem:14.93 GiB",
+    "WARNING 05-02 12:10:01 hpu_model_runner.py:1730] Configuration: (prompt, 1, 36864) was not warmed-up!",
+    "VLLM_DECODE_BS_BUCKET_MAX=16 (default:16)",
+    "Traceback (most recent call last):",
+    '  File "/x/vllm/worker/hpu_model_runner.py", line 2012, in warmup_model',
+    "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::939524096 (896)MB",
+]
+
+WRAPPERS = {
+    "kubectl --timestamps": lambda i, s: f"2024-11-06T03:03:{i:02d}.723618110Z {s}",
+    "kubectl --prefix": lambda i, s: f"[pod/vllm-gaudi-svc-deployment-5874b4cb79-6vj4x/vllm-gaudi] {s}",
+    "kubectl --prefix --timestamps": lambda i, s: f"[pod/vllm-0/vllm] 2025-08-18T07:17:{i:02d}.1+00:00 {s}",
+    "journalctl": lambda i, s: f"Nov 24 01:02:{i:02d} gaudi-node-3 vllm[4312]: {s}",
+    "docker compose": lambda i, s: f"vllm-gaudi-server  | {s}",
+    "CRLF": lambda i, s: s + "\r\n",
+    "ANSI colours": lambda i, s: f"\x1b[32m{s[:4]}\x1b[0m{s[4:]}",
+    "caret notation": lambda i, s: f"^[[1;36m{s}^M",
+    "markdown bold": lambda i, s: f"**{s}**",
+}
+
+
+def _summary_facts(lines):
+    w = LogWatcher(clock=lambda: 0.0)
+    w.feed_lines(lines)
+    w.flush()
+    s = w.summary()
+    return (s.bucket_variables["VLLM_PROMPT_BS_BUCKET_MAX"].value, s.bucket_variables["VLLM_DECODE_BS_BUCKET_MAX"].value,
+            s.generated["decode"].buckets, s.warmup_steps, [(n.phase, n.shape) for n in s.not_warmed_up],
+            [(t.exc_type, t.message) for t in s.tracebacks], s.oom.kind)
+
+
+@pytest.mark.parametrize("how", sorted(WRAPPERS))
+def test_pasted_through_tools_reads_the_same_facts(how):
+    wrap = WRAPPERS[how]
+    plain = _summary_facts(BASE)
+    assert plain[0] == 256 and plain[4] == [("prompt", (1, 36864))] and plain[6] == "device"
+    assert _summary_facts([wrap(i, s) for i, s in enumerate(BASE)]) == plain
+
+
+def test_timestamps_of_kubectl_and_docker_drive_the_timeline():
+    lines = [WRAPPERS["kubectl --prefix --timestamps"](i * 7, s) for i, s in enumerate(BASE[:4])]
+    x = explain(lines)
+    assert x.reading.first_time == "2025-08-18T07:17:00.1+00:00" and x.reading.last_time_s == 21.0
+    assert x.timeline.steps[0].seconds == 7.0
+
+
+def test_tabs_do_not_hide_facts():
+    w = LogWatcher()
+    w.feed_lines(["Traceback (most recent call last):", '\tFile "/x/hpu_model_runner.py", line 1, in f',
+                  "\tself.f()", "RuntimeError: boom"])
+    (tb,) = w.summary().tracebacks
+    assert tb.exc_type == "RuntimeError" and tb.text.count("\n") == 3
+    e = parse_line("INFO 11-06 03:07:50 hpu_model_runner.py:1547] Generated 2 prompt buckets [bs, seq]:\t"
+                   "[(1, 128), (2, 128)]")
+    assert isinstance(e, GeneratedBuckets) and e.buckets == ((1, 128), (2, 128))
+
+
+def test_huge_lines_are_read_or_skipped_never_fatal():
+    n = 12_000   # a bucket list of 12,000 entries is ~150k characters
+    buckets = [(b, 128 * k) for b in range(1, 13) for k in range(1, 1001)]
+    big = ("INFO 11-06 03:07:50 hpu_model_runner.py:1547] Generated %d decode buckets [bs, total_blocks]: %s"
+           % (n, "[" + ", ".join(f"({b}, {k})" for b, k in buckets) + "]"))
+    assert len(big) > 100_000
+    e = parse_line(big)
+    assert isinstance(e, GeneratedBuckets) and e.count == n and e.complete and e.buckets[-1] == (12, 128000)
+    rng = random.Random(7)
+    junk = ["INFO 11-06 03:07:50 x.py:1] " + "".join(rng.choice("([{:, 0123456789abc)]}") for _ in range(120_000)),
+            "**" + "*" * 110_000, "^[[" * 40_000, "[rank0]: " + " " * 110_000 + "x",
+            "[pod/" + "a" * 110_000, "Nov 24 01:02:03 " + "h" * 110_000, "  File \"" + "/" * 110_000,
+            "[19:08:34.1][" + "M" * 110_000, big[: len(big) // 2]]
+    x = explain(BASE + junk + ["\x00\xff\r\n", "\t", "\r"])
+    assert x.reading.lines == len(BASE) + len(junk) + 3
+    cut = x.reading.summary.generated["decode"]   # the half list still says how many; its list is incomplete
+    assert (cut.count, cut.complete, len(cut.buckets) < n) == (n, False, True)
+
+
+def test_cut_real_lines_never_crash():
+    lines = [x for p in REAL.glob("*.log") for x in p.read_text().splitlines()]
+    cut = [line[:i] for line in lines for i in range(0, min(len(line), 400), 7)]
+    w = LogWatcher()
+    for line in cut:
+        parse_line(line)
+        w.feed(line)
+    w.flush()
+    x = explain(cut)
+    assert x.reading.lines == len(cut) and w.summary().stage in ("startup", "warmup", "ready", "serving")
+
+
+def test_cli_reads_a_pasted_log_with_binary_junk_from_stdin():
+    name = "fork-1.18_pr345_buckets_cut.log"
+    data = ("\r\n".join(_lines(name)) + "\r\n").encode() + b"\xff\xfe\x00 cut mid-char \xe2\x82\r\n"
+    proc = subprocess.run([sys.executable, "-m", "tuner.cli", "explain", "--json", "-"], input=data,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["buckets"]["prompt"]["count"] == 31 and doc["buckets"]["decode"]["count"] == 112
+    assert doc["memory_bytes"]["kv_blocks"] == 3184
