@@ -17,6 +17,8 @@ from tuner.logparse import (
     ConfigValue, ErrorLine, GeneratedBuckets, LogWatcher, Milestone, Traceback, parse_line,
 )
 
+from tuner.logparse.watcher import _records
+
 from ..conftest import LOG_SAMPLES
 
 REAL = LOG_SAMPLES / "real"
@@ -217,6 +219,9 @@ WRAPPERS = {
     "ANSI colours": lambda i, s: f"\x1b[32m{s[:4]}\x1b[0m{s[4:]}",
     "caret notation": lambda i, s: f"^[[1;36m{s}^M",
     "markdown bold": lambda i, s: f"**{s}**",
+    "colours without ESC": lambda i, s: f"[1;36m(VllmWorkerProcess pid=614)[0;0m {s}",
+    "Ray worker, deduplicated": lambda i, s: f"(RayWorkerWrapper pid=3046, ip=10.0.0.2) {s} [repeated 7x across cluster]",
+    "CRI log file": lambda i, s: f"2024-11-06T03:03:{i:02d}.723618110Z stdout F {s}",
 }
 
 
@@ -236,6 +241,14 @@ def test_pasted_through_tools_reads_the_same_facts(how):
     plain = _summary_facts(BASE)
     assert plain[0] == 256 and plain[4] == [("prompt", (1, 36864))] and plain[6] == "device"
     assert _summary_facts([wrap(i, s) for i, s in enumerate(BASE)]) == plain
+
+
+def test_records_joined_on_one_line_are_split():
+    joined = " ".join(s for s in BASE[:4])     # a paste that lost its newlines
+    assert _summary_facts([joined] + BASE[4:]) == _summary_facts(BASE)
+    glued = ("Loading safetensors checkpoint shards:   0% 0/163 [00:00<?, ?it/s](VllmWorkerProcess pid=878) "
+             "INFO 02-07 14:49:28 weight_utils.py:251] Using model weights format ['*.safetensors']")
+    assert _records(glued) == [glued]            # a tqdm bar glued to a record is one record
 
 
 def test_timestamps_of_kubectl_and_docker_drive_the_timeline():

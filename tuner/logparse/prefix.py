@@ -6,7 +6,9 @@ ANSI colours (real ESC bytes, or shown in caret notation `^[[1;36m` by `cat -v`/
 for a carriage return), markdown emphasis around a pasted line (`**INFO ...**`), `kubectl logs
 --prefix` (`[pod/name/container] `), `docker compose logs` (`service  | `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps,
 journalctl's `Nov 24 01:02:03 host vllm[123]: `, torch.distributed's `[rank0]: ` and the Habana
-runtime logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines."""
+runtime logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines; also colour codes that
+lost their ESC byte (`[1;36m`), Ray's `[repeated 7x across cluster]` suffix and the CRI log files'
+`<time> stdout F ` stream marker."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ from typing import Optional
 # ---------------------------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\^\[\[[0-9;?]*[ -/]*[@-~]|\^M$")
+# colour codes whose ESC byte a web log viewer or a copy dropped: "[1;36m(EngineCore_DP0 pid=1)[0;0m INFO .."
+_BARE_SGR = re.compile(r"\[(?:\d{1,3};)*\d{1,3}m")
+# Ray's log deduplication suffix: "... [repeated 7x across cluster]"
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+# containerd/CRI log files (/var/log/pods/..): "<RFC3339 time> stdout F <line>"
+_CRI_STREAM = re.compile(r"^(?:stdout|stderr) [FP] ")
 # markdown bold/code marks a user put around a whole pasted line
 _MARKDOWN = re.compile(r"^(\*\*|`)(?P<line>.*?)\1$")
 # `kubectl logs --prefix`: [pod/vllm-0/vllm] ; also deployment/ and other resource kinds
@@ -70,6 +78,10 @@ NO_PREFIX = LogPrefix()
 def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
     """Strip ANSI codes, docker timestamp, process tag and logger prefix; return (prefix, message)."""
     line = _ANSI.sub("", raw).rstrip("\r\n")
+    if "m" in line and "[" in line:
+        line = _BARE_SGR.sub("", line)
+    if "across cluster]" in line:
+        line = _RAY_REPEATED.sub("", line)
     m = _MARKDOWN.match(line)
     if m:
         line = m.group("line")
@@ -84,6 +96,9 @@ def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
         m = _DOCKER_TS.match(line)
         if m:
             docker, line = m.group(1), line[m.end():]
+            cri = _CRI_STREAM.match(line)
+            if cri:
+                line = line[cri.end():]
     m = _JOURNAL.match(line)
     if m:
         line = line[m.end():]

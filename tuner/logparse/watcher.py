@@ -52,6 +52,21 @@ _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in ')
 _FRAME_ANYWHERE = re.compile(r'File "[^"]*", line \d+, in ')
 _CHAINED = re.compile(r"^(?:The above exception was the direct cause|During handling of the above exception)")
+# A vLLM record prefix anywhere in a line: a pasted log whose newlines were lost holds several records.
+_RECORD_START = re.compile(r"(?:\([A-Za-z_][\w\-]*[^()\n]{0,80}?\bpid=\d+[^()\n]{0,80}\)\s*)?"
+                           r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                           r"\[?[\w.\-]+:\d+\]")
+
+
+def _records(physical: str) -> list[str]:
+    """One physical line -> the log records in it: split before every vLLM prefix after the first one
+    (only where whitespace precedes it, so that a tqdm bar glued to a record stays one line)."""
+    starts = [m.start() for m in _RECORD_START.finditer(physical)]
+    cuts = [i for i in starts[1:] if physical[i - 1:i].isspace()]
+    if not cuts:
+        return [physical]
+    bounds = [0] + cuts + [len(physical)]
+    return [physical[a:b].rstrip() for a, b in zip(bounds, bounds[1:])]
 _OMITTED_HEADER = re.compile(r"^Omitted \d+ (?:prompt|decode) buckets:$")
 _PAREN_ROW = re.compile(r"^\(.*\)$")
 
@@ -132,7 +147,7 @@ class LogWatcher:
             return []
         now = self._clock() if t is None else t
         events: list[Event] = []
-        for physical in line.rstrip("\r\n").split("\n"):
+        for physical in (r for p in line.rstrip("\r\n").split("\n") for r in _records(p)):
             segments = [s for s in physical.split("\r") if s.strip()] or [physical]
             bars = [i for i, s in enumerate(segments) if _TQDM_BAR.search(s)]
             for i, segment in enumerate(segments):
