@@ -81,8 +81,7 @@ EXPECTED = {
     "fork-1.18_issue484_graph_compile_failed.log": dict(
         release=GAUDI_V0, profiles=(), engine="v0", version="0.5.3.post1",
         # one compile failure (the PT_BRIDGE verdict), not one problem per Habana [error] line
-        problems=[("compile", "/npu-stack/pytorch-integration/backend/synapse_helpers/graph.cpp: 599Graph compile "
-                   "failed. synStatus=synStatus 26 [Generic failure]. compile", 9)]),
+        problems=[("compile", "Graph compile failed. synStatus=synStatus 26 [Generic failure]. compile", 9)]),
     "fork-1.19_issue462_docker_timestamps.log": dict(
         release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
         variables={**FORK_VARS_DEFAULT, "VLLM_PROMPT_BS_BUCKET_MAX": 256, "VLLM_DECODE_BS_BUCKET_MAX": 256},
@@ -309,3 +308,19 @@ def test_cli_reads_a_pasted_log_with_binary_junk_from_stdin():
     doc = json.loads(proc.stdout)
     assert doc["buckets"]["prompt"]["count"] == 31 and doc["buckets"]["decode"]["count"] == 112
     assert doc["memory_bytes"]["kv_blocks"] == 3184
+
+
+def test_a_traceback_cut_at_both_ends_does_not_swallow_what_follows():
+    w = LogWatcher()
+    events = w.feed_lines([
+        '  File "/x/vllm/worker/hpu_model_runner.py", line 2012, in warmup_model',
+        "    self.warmup_graphs(",
+        "VLLM_DECODE_BS_BUCKET_MAX=16 (default:16)",            # not an exception line: the traceback was cut
+        "(EngineCore_DP0 pid=7) ERROR 01-21 06:56:31 [core.py:935]     self.compile_or_warm_up_model()",
+        "(EngineCore_DP0 pid=7) ERROR 01-21 06:56:31 [core.py:935] EngineCore failed to start.",
+    ])
+    w.flush()
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["Traceback", "BucketVariable", "Traceback", "ErrorLine"], kinds
+    assert events[0].exc_type is None and events[0].text.count("\n") == 1
+    assert events[1].value == 16 and events[3].message == "EngineCore failed to start."

@@ -44,12 +44,14 @@ def _parse_message(prefix: LogPrefix, msg: str) -> Optional[Event]:
     if not msg.strip():
         return None
     if prefix.source and prefix.source.startswith("habana:"):
-        if prefix.level not in ("ERROR", "CRITICAL") or not _HABANA_VERDICT.search(msg):
+        verdict = _HABANA_VERDICT.search(msg)
+        if prefix.level not in ("ERROR", "CRITICAL") or not verdict:
             return None
-        kind = _oom_kind(msg)
+        text = msg[verdict.start():].strip()   # "/npu-stack/../graph.cpp: 599Graph compile failed." -> the verdict
+        kind = _oom_kind(text)
         if kind:
-            return OutOfMemory(kind=kind, message=msg.strip(), prefix=prefix)
-        return ErrorLine(message=msg.strip(), prefix=prefix)
+            return OutOfMemory(kind=kind, message=text, prefix=prefix)
+        return ErrorLine(message=text, prefix=prefix)
     for pattern, build in _RULES:
         m = pattern.search(msg)
         if not m:
