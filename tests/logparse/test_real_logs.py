@@ -137,7 +137,7 @@ EXPECTED = {
         release="vllm-gaudi plugin (v1, 3-D buckets)", profiles=PLUGIN, engine="v1",
         version="0.14.0rc1.dev165+gb3a2bdf1a.d20260113", buckets={"prompt": 96}, tagged_processes=1,
         problems=[("traceback", "traceback cut before its exception line; last frame compile_or_warm_up_model "
-                   "(hpu_worker.py:298)", 15)],
+                   "(hpu_worker.py:298)", 29)],
         unread=1),                    # the last line, cut inside its own prefix
 }
 
@@ -160,6 +160,17 @@ def test_runtime_dump_and_skip_warmup_read_from_the_plugin_log():
     assert values["hw"] == "gaudi3" and values["build"] == "1.23.0.695" and values["engine_version"] == "v1"
     assert values["skip_warmup"] == "True" and values["prompt_attn_impl"] == "fsdpa_impl"
     assert "merged_pre" not in values                 # the cut last line is no value
+
+
+def test_runtime_dump_of_a_tagged_engine_core():
+    values = {e.name: e.value for e in _events("plugin_pr818_qwen25vl_wrapped_lines_traceback.log")
+              if isinstance(e, ConfigValue)}
+    assert values == {"unified_attn": "False", "unified_attn_softmax_fa2": "False", "scale_adjustment": "True",
+                      "flatten_input": "False", "unified_attn_shared_cache_ratio": "0.8",
+                      "high_level_profiler_enabled": "False", "track_graph_compilation": "False",
+                      "use_output_tensor_in_matmulqk": "False", "per_token_kv_scaling_support": "False",
+                      "moe_chunk": "", "moe_token_boundary": "", "use_dispatch_fn": "False",
+                      "use_hpu_aligned_scale": "False"}
 
 
 def test_warmup_hang_log_stops_at_sampler_warmup():
@@ -221,6 +232,8 @@ WRAPPERS = {
     "colours without ESC": lambda i, s: f"[1;36m(VllmWorkerProcess pid=614)[0;0m {s}",
     "Ray worker, deduplicated": lambda i, s: f"(RayWorkerWrapper pid=3046, ip=10.0.0.2) {s} [repeated 7x across cluster]",
     "CRI log file": lambda i, s: f"2024-11-06T03:03:{i:02d}.723618110Z stdout F {s}",
+    # k9s log pane, as pasted in kubernetes-sigs/gateway-api-inference-extension PR #550
+    "k9s pane border": lambda i, s: f"│ {s:<230} │",
 }
 
 
@@ -280,7 +293,8 @@ def test_huge_lines_are_read_or_skipped_never_fatal():
     junk = ["INFO 11-06 03:07:50 x.py:1] " + "".join(rng.choice("([{:, 0123456789abc)]}") for _ in range(120_000)),
             "**" + "*" * 110_000, "^[[" * 40_000, "[rank0]: " + " " * 110_000 + "x",
             "[pod/" + "a" * 110_000, "Nov 24 01:02:03 " + "h" * 110_000, "  File \"" + "/" * 110_000,
-            "[19:08:34.1][" + "M" * 110_000, big[: len(big) // 2]]
+            "[19:08:34.1][" + "M" * 110_000, "[19:08:34.1][" + " " * 110_000, "│" + " " * 110_000 + "x", "vllm  | " + " |" * 55_000,
+            big[: len(big) // 2]]
     x = explain(BASE + junk + ["\x00\xff\r\n", "\t", "\r"])
     assert x.reading.lines == len(BASE) + len(junk) + 3
     cut = x.reading.summary.generated["decode"]   # the half list still says how many; its list is incomplete

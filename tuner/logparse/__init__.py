@@ -14,7 +14,8 @@ Public API
 
 Package map (each module imports only the ones above it)
     units.py      byte amounts: parse_bytes, the `_B` amount pattern
-    prefix.py     line prefix: ANSI codes, docker timestamp, process tag, vLLM/uvicorn logger -> LogPrefix
+    prefix.py     line prefix: colours, paste/collector layers (kubectl, journalctl, compose, CRI, k9s, markdown),
+                  docker timestamp, process tag or [rankN]:, Habana runtime / vLLM / uvicorn logger -> LogPrefix
     events.py     the event dataclasses (Event, its 32 subclasses, BucketRange)
     values.py     small value readers shared by the rules (numbers, int tuples, bucket lists, tqdm clocks)
     rules.py      the (regex, builder) rule table, in match order, and the milestone markers

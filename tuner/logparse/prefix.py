@@ -3,7 +3,7 @@ vLLM / uvicorn logger prefix, split off into a `LogPrefix`.
 
 Users paste logs through many layers; each is peeled off before the vLLM prefix is looked for:
 ANSI colours (real ESC bytes, or shown in caret notation `^[[1;36m` by `cat -v`/`less`, with `^M`
-for a carriage return), markdown emphasis around a pasted line (`**INFO ...**`), `kubectl logs
+for a carriage return), markdown emphasis around a pasted line (`**INFO ...**`), a k9s pane border (`│ .. │`), `kubectl logs
 --prefix` (`[pod/name/container] `), `docker compose logs` (`service  | `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps,
 journalctl's `Nov 24 01:02:03 host vllm[123]: `, torch.distributed's `[rank0]: ` and the Habana
 runtime logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines; also colour codes that
@@ -27,6 +27,8 @@ _BARE_SGR = re.compile(r"\[(?:\d{1,3};)*\d{1,3}m")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 # containerd/CRI log files (/var/log/pods/..): "<RFC3339 time> stdout F <line>"
 _CRI_STREAM = re.compile(r"^(?:stdout|stderr) [FP] ")
+# a terminal UI's pane border (k9s log view): "│ INFO 03-21 20:15:44 [monitor.py:33] msg      │"
+_PANE_BARS = "│┃"
 # markdown bold/code marks a user put around a whole pasted line
 _MARKDOWN = re.compile(r"^(\*\*|`)(?P<line>.*?)\1$")
 # `kubectl logs --prefix`: [pod/vllm-0/vllm] ; also deployment/ and other resource kinds
@@ -38,7 +40,7 @@ _JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]
 # torch.distributed / torchrun per-rank prefix: "[rank0]: "
 _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 # Habana runtime (synapse / PT bridge) logger: "[19:08:34.164951][PT_BRIDGE       ][error][tid:44F8A] msg"
-_HABANA = re.compile(r"^\[\d\d:\d\d:\d\d\.\d+\]\[(?P<module>[^\]]*?)\s*\]\[(?P<level>[a-z]+)\]"
+_HABANA = re.compile(r"^\[\d\d:\d\d:\d\d\.\d+\]\[(?P<module>[A-Za-z_][\w.]*) *\]\[(?P<level>[a-z]+)\]"
                      r"(?:\[tid:\w+\])?\s?(?P<msg>.*)$")
 # `docker logs -t`: 2024-08-02T17:38:43.123456789Z <line>
 _DOCKER_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s")
@@ -82,6 +84,10 @@ def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
         line = _BARE_SGR.sub("", line)
     if "across cluster]" in line:
         line = _RAY_REPEATED.sub("", line)
+    if line[:1] and line[0] in _PANE_BARS:   # string ops, not a regex: a long padded line stays linear
+        line = line[1:].rstrip()
+        line = (line[:-1] if line[-1:] and line[-1] in _PANE_BARS else line).rstrip()
+        line = line[1:] if line[:1] == " " else line
     m = _MARKDOWN.match(line)
     if m:
         line = m.group("line")

@@ -112,9 +112,9 @@ def _exp_override(m):
 
 
 # extension runtime.py `dump()`: 4-space-indented `key: value` under Environment:/Features:/User flags:
-@_rule(r"^ {4}(?P<name>[A-Za-z_]\w*): (?P<value>.*)$")
-def _config_value(m):
-    return ConfigValue(name=m["name"], value=m["value"])
+@_rule(r"^ {4}(?P<name>[A-Za-z_]\w*):(?: (?P<value>.*))?$")
+def _config_value(m):   # an unset value prints as "    moe_chunk:" (vllm-gaudi PR #818 log)
+    return ConfigValue(name=m["name"], value=m["value"] or "")
 
 
 @_rule(r"Following environment variables are considered experimental: (?P<names>.*)$")
