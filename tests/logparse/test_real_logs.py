@@ -14,9 +14,14 @@ import pytest
 
 from tuner.explain import explain
 from tuner.logparse import (
-    ConfigValue, ErrorLine, GeneratedBuckets, LogWatcher, Milestone, Traceback, parse_line,
+    ConfigValue,
+    ErrorLine,
+    GeneratedBuckets,
+    LogWatcher,
+    Milestone,
+    Traceback,
+    parse_line,
 )
-
 from tuner.logparse.watcher import _records
 
 from ..conftest import LOG_SAMPLES
@@ -156,7 +161,8 @@ def _events(name):
 
 
 def test_runtime_dump_and_skip_warmup_read_from_the_plugin_log():
-    values = {e.name: e.value for e in _events("plugin_issue891_gptoss_runtime_dump.log") if isinstance(e, ConfigValue)}
+    values = {e.name: e.value for e in _events("plugin_issue891_gptoss_runtime_dump.log")
+              if isinstance(e, ConfigValue)}
     assert values["hw"] == "gaudi3" and values["build"] == "1.23.0.695" and values["engine_version"] == "v1"
     assert values["skip_warmup"] == "True" and values["prompt_attn_impl"] == "fsdpa_impl"
     assert "merged_pre" not in values                 # the cut last line is no value
@@ -230,7 +236,8 @@ WRAPPERS = {
     "caret notation": lambda i, s: f"^[[1;36m{s}^M",
     "markdown bold": lambda i, s: f"**{s}**",
     "colours without ESC": lambda i, s: f"[1;36m(VllmWorkerProcess pid=614)[0;0m {s}",
-    "Ray worker, deduplicated": lambda i, s: f"(RayWorkerWrapper pid=3046, ip=10.0.0.2) {s} [repeated 7x across cluster]",
+    "Ray worker, deduplicated":
+        lambda i, s: f"(RayWorkerWrapper pid=3046, ip=10.0.0.2) {s} [repeated 7x across cluster]",
     "CRI log file": lambda i, s: f"2024-11-06T03:03:{i:02d}.723618110Z stdout F {s}",
     # k9s log pane, as pasted in kubernetes-sigs/gateway-api-inference-extension PR #550
     "k9s pane border": lambda i, s: f"│ {s:<230} │",
@@ -242,7 +249,8 @@ def _summary_facts(lines):
     w.feed_lines(lines)
     w.flush()
     s = w.summary()
-    return (s.bucket_variables["VLLM_PROMPT_BS_BUCKET_MAX"].value, s.bucket_variables["VLLM_DECODE_BS_BUCKET_MAX"].value,
+    variables = s.bucket_variables
+    return (variables["VLLM_PROMPT_BS_BUCKET_MAX"].value, variables["VLLM_DECODE_BS_BUCKET_MAX"].value,
             s.generated["decode"].buckets, s.warmup_steps, [(n.phase, n.shape) for n in s.not_warmed_up],
             [(t.exc_type, t.message) for t in s.tracebacks], s.oom.kind)
 
@@ -284,17 +292,18 @@ def test_tabs_do_not_hide_facts():
 def test_huge_lines_are_read_or_skipped_never_fatal():
     n = 12_000   # a bucket list of 12,000 entries is ~150k characters
     buckets = [(b, 128 * k) for b in range(1, 13) for k in range(1, 1001)]
-    big = ("INFO 11-06 03:07:50 hpu_model_runner.py:1547] Generated %d decode buckets [bs, total_blocks]: %s"
-           % (n, "[" + ", ".join(f"({b}, {k})" for b, k in buckets) + "]"))
+    listed = "[" + ", ".join(f"({b}, {k})" for b, k in buckets) + "]"
+    big = f"INFO 11-06 03:07:50 hpu_model_runner.py:1547] Generated {n} decode buckets [bs, total_blocks]: {listed}"
     assert len(big) > 100_000
     e = parse_line(big)
     assert isinstance(e, GeneratedBuckets) and e.count == n and e.complete and e.buckets[-1] == (12, 128000)
     rng = random.Random(7)
-    junk = ["INFO 11-06 03:07:50 x.py:1] " + "".join(rng.choice("([{:, 0123456789abc)]}") for _ in range(120_000)),
+    noise = "".join(rng.choice("([{:, 0123456789abc)]}") for _ in range(120_000))
+    junk = ["INFO 11-06 03:07:50 x.py:1] " + noise,
             "**" + "*" * 110_000, "^[[" * 40_000, "[rank0]: " + " " * 110_000 + "x",
             "[pod/" + "a" * 110_000, "Nov 24 01:02:03 " + "h" * 110_000, "  File \"" + "/" * 110_000,
-            "[19:08:34.1][" + "M" * 110_000, "[19:08:34.1][" + " " * 110_000, "│" + " " * 110_000 + "x", "vllm  | " + " |" * 55_000,
-            big[: len(big) // 2]]
+            "[19:08:34.1][" + "M" * 110_000, "[19:08:34.1][" + " " * 110_000, "│" + " " * 110_000 + "x",
+            "vllm  | " + " |" * 55_000, big[: len(big) // 2]]
     x = explain(BASE + junk + ["\x00\xff\r\n", "\t", "\r"])
     assert x.reading.lines == len(BASE) + len(junk) + 3
     cut = x.reading.summary.generated["decode"]   # the half list still says how many; its list is incomplete

@@ -3,6 +3,7 @@ the warm-up timeline and what went wrong. Pure functions of a `LogReading`."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -262,9 +263,11 @@ def timeline(reading: LogReading) -> Timeline:
     if prof and prof.event.seconds is not None:
         tl.phases.append(("profiling run", prof.event.seconds))
     timed = [t for t in reading.events if t.time_s is not None]
+    timed_lines = [t.line_no for t in timed]      # ascending: events come in line order
     steps = [t for t in reading.events if isinstance(t.event, WarmupStep)]
-    for i, t in enumerate(steps):
-        nxt = next((u for u in timed if u.line_no > t.line_no), None)
+    for t in steps:
+        k = bisect.bisect_right(timed_lines, t.line_no)   # the next timed line (linear scans were quadratic)
+        nxt = timed[k] if k < len(timed) else None
         secs = nxt.time_s - t.time_s if (nxt is not None and t.time_s is not None) else None
         e = t.event
         tl.steps.append(Step(e.phase, e.index, e.total, _shape(e), secs))

@@ -3,12 +3,12 @@ vLLM / uvicorn logger prefix, split off into a `LogPrefix`.
 
 Users paste logs through many layers; each is peeled off before the vLLM prefix is looked for:
 ANSI colours (real ESC bytes, or shown in caret notation `^[[1;36m` by `cat -v`/`less`, with `^M`
-for a carriage return), markdown emphasis around a pasted line (`**INFO ...**`), a k9s pane border (`│ .. │`), `kubectl logs
---prefix` (`[pod/name/container] `), `docker compose logs` (`service  | `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps,
-journalctl's `Nov 24 01:02:03 host vllm[123]: `, torch.distributed's `[rank0]: ` and the Habana
-runtime logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines; also colour codes that
-lost their ESC byte (`[1;36m`), Ray's `[repeated 7x across cluster]` suffix and the CRI log files'
-`<time> stdout F ` stream marker."""
+for a carriage return, or with the ESC byte lost: `[1;36m`), markdown emphasis around a pasted line
+(`**INFO ...**`), a k9s pane border (`│ .. │`), `kubectl logs --prefix` (`[pod/name/container] `),
+`docker compose logs` (`service  | `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps, the
+CRI log files' `<time> stdout F ` stream marker, journalctl's `Nov 24 01:02:03 host vllm[123]: `,
+torch.distributed's `[rank0]: `, Ray's `[repeated 7x across cluster]` suffix and the Habana runtime
+logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines."""
 
 from __future__ import annotations
 
