@@ -239,6 +239,10 @@ WRAPPERS = {
     "Ray worker, deduplicated":
         lambda i, s: f"(RayWorkerWrapper pid=3046, ip=10.0.0.2) {s} [repeated 7x across cluster]",
     "CRI log file": lambda i, s: f"2024-11-06T03:03:{i:02d}.723618110Z stdout F {s}",
+    "grep -n": lambda i, s: f"{1000 + i}:{s}" if s[:1] in "IWE" else s,
+    "grep -rn": lambda i, s: f"logs/server.log:{1000 + i}:{s}" if s[:1] in "IWE" else s,
+    "docker json-file": lambda i, s: json.dumps({"log": s + "\n", "stream": "stdout",
+                                                 "time": f"2024-11-06T03:03:{i:02d}.723618110Z"}),
     # k9s log pane, as pasted in kubernetes-sigs/gateway-api-inference-extension PR #550
     "k9s pane border": lambda i, s: f"│ {s:<230} │",
 }

