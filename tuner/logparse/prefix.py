@@ -7,7 +7,8 @@ for a carriage return, or with the ESC byte lost: `[1;36m`), markdown emphasis a
 (`**INFO ...**`), a k9s pane border (`│ .. │`), `kubectl logs --prefix` (`[pod/name/container] `),
 `docker compose logs` (`service  | `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps, the
 CRI log files' `<time> stdout F ` stream marker, journalctl's `Nov 24 01:02:03 host vllm[123]: `,
-torch.distributed's `[rank0]: `, docker's json-file records, `grep -n` line numbers, Ray's `[repeated 7x across cluster]` suffix and the Habana runtime
+torch.distributed's `[rank0]: `, docker's json-file records, `grep -n` line numbers, Ray's
+`[repeated 7x across cluster]` suffix and the Habana runtime
 logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines."""
 
 from __future__ import annotations
