@@ -208,3 +208,9 @@ def test_cli_missing_file_is_one_clear_line(tmp_path):
     proc = _cli(str(tmp_path / "nope.log"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "nope.log" in proc.stderr
+
+
+def test_configs_without_lists_are_said_so():
+    lines = [x for x in _lines(F117) if "Generated" not in x and "[Warmup]" not in x and "Warmup finished" not in x]
+    text = render_text(explain(lines))
+    assert "no bucket list" in text and "0 prompt" not in text

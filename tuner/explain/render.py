@@ -39,9 +39,11 @@ def plain_words(x: Explanation) -> list[str]:
     """The answer first: what this log shows and what would change it, in sentences."""
     out = []
     s = x.reading.summary
-    counts = {p.phase: p.count for p in x.phases}
+    counts = {p.phase: p.count for p in x.phases if p.count}
     total = x.timeline.warmup_total_s
-    if counts:
+    if x.phases and not counts:
+        out.append("The bucket configs are logged but no bucket list: the server stopped before generating them.")
+    elif counts:
         buckets = " and ".join(f"{n} {ph}" for ph, n in counts.items())
         if total is not None:
             out.append(f"Warm-up took {_secs(total)} for {buckets} buckets.")
@@ -153,7 +155,9 @@ def render_text(x: Explanation) -> str:
             lines += _wrap(f"line {p.line_no} [{p.kind}]: {p.message}", "  ")
     adv = x.advice
     if adv.alternatives:
-        lines += ["", "Alternatives (warm-up predicted from this log's per-bucket pace)",
+        paced = any(a.predicted_warmup_s is not None for a in adv.alternatives)
+        lines += ["", "Alternatives (warm-up predicted from this log's per-bucket pace)" if paced else
+                  "Alternatives (bucket counts only: this log has no warm-up timing to predict from)",
                   f"  {'':<16}{'strategy':<14}{'prompt':>7}{'decode':>7}{'warm-up':>10}"]
         base = _as_logged(x)
         if x.phases:
