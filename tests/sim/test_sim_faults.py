@@ -41,6 +41,10 @@ def test_crash_during_warmup():
 def test_hang_during_warmup_ignores_sigint_until_sigterm():
     srv = SimProcess(CAL_ARGS, CAL_ENV, extra=["--sim-fault", "hang-warmup:at=0.2"])
     seen = never_ready(srv, 1.5)
+    deadline = time.monotonic() + 30  # a loaded machine may need longer than 1.5 s to reach the hang
+    while "[Warmup]" not in srv.log() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)  # into the hang: the warm-up lines have stopped
     log = srv.log()
     srv.proc.send_signal(signal.SIGINT)
     time.sleep(0.5)
