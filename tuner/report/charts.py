@@ -1,0 +1,119 @@
+"""The report's plotly figures. Colours are categorical with the legend above the plot area, so no
+colour bar and nothing overlaps; every point's hover names its trial and settings."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from .units import short
+
+CLASS_STYLE = {  # trial class -> (colour, marker symbol)
+    "Pareto front": ("#d62728", "star"),
+    "feasible": ("#1f77b4", "circle"),
+    "infeasible": ("#ff7f0e", "diamond-open"),
+    "failed": ("#7f7f7f", "x"),
+}
+SERIES = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def _layout(fig: go.Figure, title: str, x: str | None = None, y: str | None = None, height: int = 420) -> go.Figure:
+    fig.update_layout(title={"text": title, "x": 0, "xanchor": "left"}, height=height, template="plotly_white",
+                      margin={"l": 60, "r": 20, "t": 80, "b": 50},
+                      legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"})
+    if x:
+        fig.update_xaxes(title_text=x)
+    if y:
+        fig.update_yaxes(title_text=y)
+    return fig
+
+
+def scatter_2d(points: dict[str, list[dict]], x: str, y: str, title: str) -> go.Figure:
+    """points: class -> [{"x", "y", "text"}]."""
+    fig = go.Figure()
+    for cls, rows in points.items():
+        if not rows:
+            continue
+        colour, symbol = CLASS_STYLE.get(cls, ("#333", "circle"))
+        fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="markers", name=cls,
+                                 marker={"color": colour, "symbol": symbol, "size": 11 if cls == "Pareto front" else 8},
+                                 text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
+    return _layout(fig, title, x, y)
+
+
+def scatter_3d(points: dict[str, list[dict]], names: Sequence[str]) -> go.Figure:
+    fig = go.Figure()
+    for cls, rows in points.items():
+        if not rows:
+            continue
+        colour, _ = CLASS_STYLE.get(cls, ("#333", "circle"))
+        fig.add_trace(go.Scatter3d(x=[r["v"][1] for r in rows], y=[r["v"][2] for r in rows],
+                                   z=[r["v"][0] for r in rows], mode="markers", name=cls,
+                                   marker={"color": colour, "size": 6 if cls == "Pareto front" else 4},
+                                   text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
+    fig.update_layout(scene={"xaxis_title": short(names[1]), "yaxis_title": short(names[2]),
+                             "zaxis_title": short(names[0])})
+    return _layout(fig, "The front in 3-D (drag to turn)", height=520)
+
+
+def warmup_phases(rows: dict[str, dict[str, float]], phases: Sequence[str]) -> go.Figure:
+    """rows: trial label -> phase -> seconds; one stacked bar per trial."""
+    fig = go.Figure()
+    labels = list(rows)
+    for i, phase in enumerate(phases):
+        fig.add_trace(go.Bar(y=labels, x=[rows[k].get(phase, 0.0) for k in labels], name=phase, orientation="h",
+                             marker_color=SERIES[i % len(SERIES)],
+                             hovertemplate=f"{phase}: %{{x:.0f}} s<extra>%{{y}}</extra>"))
+    fig.update_layout(barmode="stack")
+    return _layout(fig, "Startup time per phase (from the server log)", "seconds", None, height=300)
+
+
+def histogram(values: Sequence[float], edges: Sequence[float], title: str, x: str, edge_label: str) -> go.Figure:
+    fig = go.Figure(go.Histogram(x=list(values), name="requests", marker_color="#1f77b4", nbinsx=40,
+                                 hovertemplate="%{x}: %{y} requests<extra></extra>"))
+    # bucket boundaries as a line trace (it shows in the legend, unlike layout shapes)
+    top = 1
+    xs, ys = [], []
+    for e in edges:
+        xs += [e, e, None]
+        ys += [0, top, None]
+    if edges:
+        fig.add_trace(go.Scatter(x=xs, y=ys, yaxis="y2", mode="lines", name=edge_label,
+                                 line={"color": "#d62728", "dash": "dot", "width": 1}, hoverinfo="skip"))
+        fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False})
+        lo, hi = min(list(values) + [edges[0]]), max(values) if values else edges[-1]
+        span = max(hi - lo, 1)
+        fig.update_xaxes(range=[max(0, lo - 0.15 * span), hi + 0.6 * span])
+    return _layout(fig, title, x, "requests", height=340)
+
+
+def convergence(xs: Sequence[float], share: Sequence[float], title: str, x: str, hover: Sequence[str]) -> go.Figure:
+    fig = go.Figure(go.Scatter(x=list(xs), y=[100 * s for s in share], mode="lines+markers", line_shape="hv",
+                               name="hypervolume", text=list(hover),
+                               hovertemplate="%{text}: %{y:.0f}% of the final front<extra></extra>"))
+    fig.update_yaxes(range=[0, 105])
+    return _layout(fig, title, x, "hypervolume (% of final)", height=320)
+
+
+def importances(rows: list[dict]) -> go.Figure:
+    fig = go.Figure()
+    objectives = list(dict.fromkeys(r["objective"] for r in rows))
+    for i, obj in enumerate(objectives):
+        sel = [r for r in rows if r["objective"] == obj]
+        fig.add_trace(go.Bar(x=[r["importance"] for r in sel], y=[r["parameter"] for r in sel], orientation="h",
+                             name=short(obj), marker_color=SERIES[i % len(SERIES)]))
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Which settings mattered (Optuna's parameter importances)", "importance", None,
+                   height=120 + 40 * len({r["parameter"] for r in rows}))
+
+
+def fronts(studies: dict[str, list[dict]], x: str, y: str, title: str) -> go.Figure:
+    """Several studies' fronts on one plot: study -> [{"x", "y", "text"}]."""
+    fig = go.Figure()
+    for i, (name, rows) in enumerate(studies.items()):
+        rows = sorted(rows, key=lambda r: r["x"])
+        fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="lines+markers",
+                                 line_shape="hv", name=name, marker={"color": SERIES[i % len(SERIES)], "size": 9},
+                                 text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
+    return _layout(fig, title, x, y)

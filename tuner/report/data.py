@@ -1,0 +1,84 @@
+"""Everything the report's sections read, gathered once per study."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+
+from .facts import (
+    CALCULATOR_SEED,
+    DEFAULTS_SEED,
+    Limits,
+    release_of,
+    safe_pick,
+    seed_trial,
+    study_limits,
+)
+from .frame import directions, objective_names, trials_frame
+from .padding import Padding, padding
+from .startup import LogFacts, read_log
+
+
+@dataclass
+class ReportData:
+    study: optuna.Study
+    names: list[str]
+    dirs: list[str]
+    frame: pd.DataFrame
+    trials: list[FrozenTrial]
+    front: list[FrozenTrial]
+    limits: Limits
+    release: str | None
+    backend: dict[str, Any]
+    pick: FrozenTrial | None            # the export's balanced pick (what best.env holds)
+    best: FrozenTrial | None            # best throughput within the study's limits
+    defaults: FrozenTrial | None        # the release-defaults seed trial
+    calculator: FrozenTrial | None      # the static calculator's seed trial
+    _logs: dict[int, LogFacts | None] = field(default_factory=dict)
+    _pads: dict[int, Padding] = field(default_factory=dict)
+
+    @property
+    def pareto(self) -> set[int]:
+        return {t.number for t in self.front}
+
+    def log(self, t: FrozenTrial) -> LogFacts | None:
+        if t.number not in self._logs:
+            self._logs[t.number] = read_log((t.user_attrs.get("artifacts") or {}).get("server_log"))
+        return self._logs[t.number]
+
+    def padding(self, t: FrozenTrial) -> Padding | None:
+        facts = self.log(t)
+        if facts is None:
+            return None
+        if t.number not in self._pads:
+            self._pads[t.number] = padding(t, facts.generated, self.max_concurrency(t))
+        return self._pads[t.number]
+
+    def max_concurrency(self, t: FrozenTrial) -> int | None:
+        value = (t.user_attrs.get("metrics") or {}).get("max_concurrency")
+        return int(value) if isinstance(value, (int, float)) else None
+
+    def measured(self) -> list[FrozenTrial]:
+        return [t for t in self.trials if t.state == TrialState.COMPLETE and t.user_attrs.get("status") == "ok"]
+
+    def label(self, t: FrozenTrial | None) -> str:
+        if t is None:
+            return "-"
+        seed = t.user_attrs.get("seed")
+        return f"trial {t.number}" + (f" ({seed})" if seed else "")
+
+
+def gather(study: optuna.Study) -> ReportData:
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    front = sorted(study.best_trials, key=lambda t: -t.values[0]) if trials else []
+    return ReportData(
+        study=study, names=objective_names(study), dirs=directions(study), frame=trials_frame(study),
+        trials=trials, front=front, limits=study_limits(study), release=release_of(study),
+        backend=study.user_attrs.get("backend") or {},
+        pick=safe_pick(study, "balanced"), best=safe_pick(study, "throughput"),
+        defaults=seed_trial(study, DEFAULTS_SEED), calculator=seed_trial(study, CALCULATOR_SEED),
+    )

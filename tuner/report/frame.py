@@ -1,0 +1,85 @@
+"""A study as tables: one row per trial (trials.csv) and the feasible Pareto set (pareto.csv).
+
+Reads only the Optuna storage, so it works on a finished study, a running one, or one left by a
+killed tuner.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from ..pareto import hypervolume
+
+KEY_METRICS = ("output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
+               "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms", "completed", "failed")
+
+
+def objective_names(study: optuna.Study) -> list[str]:
+    return study.metric_names or [f"objective_{i}" for i in range(len(study.directions))]
+
+
+def directions(study: optuna.Study) -> list[str]:
+    return [d.name.lower() for d in study.directions]
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """One row per trial: state, classification, objectives, parameters, server-side findings."""
+    names = objective_names(study)
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        a = t.user_attrs
+        row: dict[str, Any] = {
+            "number": t.number,
+            "state": t.state.name,
+            "status": a.get("status", "running" if t.state == TrialState.RUNNING else t.state.name.lower()),
+            "feasible": a.get("feasible", False),
+            "reason": a.get("reason", ""),
+            "seed": a.get("seed", ""),
+        }
+        for name, value in zip(names, t.values or [None] * len(names)):
+            row[name] = value if t.state == TrialState.COMPLETE else None
+        for k, v in t.params.items():
+            row[f"param:{k}"] = v
+        for group in ("predicted", "observed"):
+            for k, v in (a.get(group) or {}).items():
+                if not isinstance(v, (dict, list)):
+                    row[f"{group}:{k}"] = v
+        metrics = a.get("metrics") or {}
+        for k in KEY_METRICS:
+            if k in metrics:
+                row[k] = metrics[k]
+        row["duration_s"] = (t.datetime_complete - t.datetime_start).total_seconds() \
+            if t.datetime_complete and t.datetime_start else None
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def pareto_frame(study: optuna.Study, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The feasible Pareto set (Optuna's best_trials honours set_constraint), best throughput first."""
+    frame = trials_frame(study) if frame is None else frame
+    numbers = {t.number for t in study.best_trials}
+    if frame.empty:
+        return frame
+    out = frame[frame["number"].isin(numbers)]
+    if not out.empty and study.metric_names:
+        out = out.sort_values(study.metric_names[0], ascending=False)
+    return out.reset_index(drop=True)
+
+
+def study_hypervolume(study: optuna.Study, reference: list[float]) -> float:
+    best = [t.values for t in study.best_trials]
+    return hypervolume(best, reference, directions(study))
+
+
+def write_csvs(study: optuna.Study, out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frame = trials_frame(study)
+    trials_csv, pareto_csv = out_dir / "trials.csv", out_dir / "pareto.csv"
+    frame.to_csv(trials_csv, index=False)
+    pareto_frame(study, frame).to_csv(pareto_csv, index=False)
+    return trials_csv, pareto_csv

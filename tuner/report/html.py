@@ -1,0 +1,46 @@
+"""report.html: one self-contained file (plotly.js inlined once, no network), answer first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from . import sections, summary
+from .data import gather
+from .tables import CSS, SORT_JS, esc
+
+SECTION_IDS = ("summary", "pareto", "warmup", "workload", "failures", "convergence", "trials")
+TITLES = {"summary": "What to deploy", "pareto": "Pareto front", "warmup": "Warmup", "workload": "Workload",
+          "failures": "Failures", "convergence": "Convergence", "trials": "All trials"}
+
+
+def chart(fig, div_id: str) -> str:
+    import plotly.io as pio
+
+    return "<div class='chart'>" + pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
+                                               config={"displaylogo": False, "responsive": True}) + "</div>"
+
+
+def page(title: str, intro: str, body: list[str], ids=SECTION_IDS, titles=TITLES) -> str:
+    from plotly.offline import get_plotlyjs
+
+    nav = "".join(f"<a href='#{i}'>{esc(titles.get(i, i))}</a>" for i in ids)
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<style>{CSS}</style><script>{get_plotlyjs()}</script></head><body>"
+            f"<h1>{esc(title)}</h1>{intro}<nav>{nav}</nav>{''.join(body)}"
+            f"<script>{SORT_JS}</script></body></html>")
+
+
+def write_html(study: optuna.Study, path: Path) -> Path:
+    d = gather(study)
+    objectives = ", ".join(f"{n} ({x})" for n, x in zip(d.names, d.dirs))
+    intro = (f"<p>Study <b>{esc(study.study_name)}</b>"
+             + (f" on release profile <b>{esc(d.release)}</b>" if d.release else "")
+             + f" ({esc(d.backend.get('kind', 'unknown'))} backend, {esc(d.backend.get('model', ''))}): "
+             f"{len(d.trials)} trials, {len(d.front)} on the feasible Pareto front. Objectives: {esc(objectives)}.</p>")
+    body = [summary.section(d), sections.pareto(d, chart), sections.warmup(d, chart), sections.workload(d, chart),
+            sections.failures(d), sections.convergence_section(d, chart), sections.trials(d)]
+    path.write_text(page(f"bucket-tuner study {study.study_name}", intro, body))
+    return path

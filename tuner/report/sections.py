@@ -1,0 +1,277 @@
+"""The evidence sections of report.html: pareto, warmup, workload, failures, convergence, trials."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections import defaultdict
+from typing import Callable
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from . import charts, units
+from .convergence import convergence
+from .data import ReportData
+from .facts import accelerator_hours, settings_text, trial_class
+from .startup import PHASES
+from .summary import stats
+from .tables import esc, table
+
+Chart = Callable[[object, str], str]  # (figure, div id) -> html
+
+
+def hover(d: ReportData, t: FrozenTrial, cls: str) -> str:
+    lines = [f"trial {t.number} ({cls}, {t.user_attrs.get('status', t.state.name.lower())})"]
+    if t.values and t.user_attrs.get("status") == "ok":
+        lines += [f"{units.short(n)}: {units.metric(n, v)}" for n, v in zip(d.names, t.values)]
+    lines += [f"{k}={v}" for k, v in t.params.items()]
+    return "<br>".join(esc(x) for x in lines)
+
+
+def budget_steps(d: ReportData) -> list[tuple[float, FrozenTrial]]:
+    """Best throughput within a warmup budget: every front trial that raises it, by warmup."""
+    steps, best = [], None
+    for t in sorted(d.front, key=lambda t: (t.values[2], -t.values[0])):
+        if best is None or t.values[0] > best:
+            best = t.values[0]
+            steps.append((t.values[2], t))
+    return steps
+
+
+def pareto(d: ReportData, chart: Chart) -> str:
+    out = ["<section id='pareto'><h2>The Pareto front</h2>"]
+    if len(d.names) < 3:
+        return out[0] + "<p>This study does not have the three objectives of bucket-tuner.</p></section>"
+    thr, lat, warm = d.names[:3]
+    by_xy: dict[str, dict[str, list]] = {"lat": defaultdict(list), "warm": defaultdict(list)}
+    cloud: dict[str, list] = defaultdict(list)
+    for t in d.trials:
+        cls = trial_class(t, d.pareto)
+        if cls == "running" or not t.values:
+            continue
+        text = hover(d, t, cls)
+        ok = t.user_attrs.get("status") == "ok"
+        by_xy["warm"][cls].append({"x": t.values[2], "y": t.values[0] if ok else 0.0, "text": text})
+        if ok:
+            by_xy["lat"][cls].append({"x": t.values[1], "y": t.values[0], "text": text})
+            cloud[cls].append({"v": t.values, "text": text})
+    failed = sum(1 for t in d.trials if trial_class(t, d.pareto) == "failed")
+    out.append(f"<p>{len(d.front)} trials on the feasible front of {len(d.trials)}. Red stars: the front; blue: "
+               "feasible; orange: measured but outside a limit; grey crosses: failed (no measurement; drawn at "
+               f"zero throughput in the warmup view). {failed} failed trials have no latency.</p><div class='grid'>")
+    out.append(chart(charts.scatter_2d(_ordered(by_xy["lat"]), units.short(lat), "output tok/s",
+                                       f"Throughput vs {units.short(lat)}"), "chart-pareto-latency"))
+    out.append(chart(charts.scatter_2d(_ordered(by_xy["warm"]), "warmup (s)", "output tok/s",
+                                       "Throughput vs warmup"), "chart-pareto-warmup"))
+    out.append("</div>")
+    out.append(chart(charts.scatter_3d(_ordered(cloud), d.names), "chart-pareto-3d"))
+    out.append("<h3>Best throughput within a warmup budget</h3>")
+    rows = [(units.seconds(w), units.metric(thr, t.values[0]), units.metric(lat, t.values[1]), t.number,
+             settings_text(t)) for w, t in budget_steps(d)]
+    out.append(table(["warmup budget", "best tok/s", units.short(lat), "trial", "settings"], rows,
+                     table_id="budget-table"))
+    out.append("<h3>Front trials</h3>")
+    rows = [(t.number, *[units.metric(n, v) for n, v in zip(d.names, t.values)], settings_text(t)) for t in d.front]
+    out.append(table(["trial", *[units.short(n) for n in d.names], "settings"], rows, cls="sortable"))
+    imp = _importances(d.study, d.names)
+    if imp:
+        out.append(chart(charts.importances(imp), "chart-importances"))
+    return "".join(out) + "</section>"
+
+
+def _ordered(points: dict[str, list]) -> dict[str, list]:
+    order = ("failed", "infeasible", "feasible", "Pareto front")  # the front drawn last, on top
+    return {k: points[k] for k in order if points.get(k)}
+
+
+def _importances(study: optuna.Study, names: list[str]) -> list[dict]:
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if len(complete) < 4 or not any(t.params for t in complete):
+        return []
+    rows = []
+    signs = [-1.0 if d.name == "MAXIMIZE" else 1.0 for d in study.directions]
+    for i, name in enumerate(names):
+        try:
+            # PED-ANOVA (Optuna's default) looks for what makes the target low: flip maximised ones.
+            # It warns about that and about thinly sampled parameters on every call: a best effort.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                imp = optuna.importance.get_param_importances(study, target=lambda t, i=i: signs[i] * t.values[i])
+        except (RuntimeError, ValueError, ZeroDivisionError):
+            continue
+        rows += [{"objective": name, "parameter": p, "importance": v} for p, v in imp.items()]
+    return rows
+
+
+def warmup(d: ReportData, chart: Chart) -> str:
+    out = ["<section id='warmup'><h2>Warmup: what the server built and how long it took</h2>"]
+    who = [(label, t) for label, t in (("pick", d.pick), ("release defaults", d.defaults)) if t is not None]
+    if d.defaults is not None and d.pick is not None and d.defaults.number == d.pick.number:
+        who = who[:1]
+    if not who:
+        return out[0] + "<p class='none'>No pick and no release-defaults trial to show.</p></section>"
+    facts = {label: d.log(t) for label, t in who}
+    rows = []
+    for key in ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks"):
+        rows.append([key.replace("_", " "), *[(units.num(stats(d, t).get(key)), stats(d, t).get(key))
+                                              for _, t in who]])
+    for phase in PHASES:
+        vals = [(facts[label].phase_s.get(phase) if facts[label] else None) for label, _ in who]
+        rows.append([f"{phase} (s)", *[(units.seconds(v), v) for v in vals]])
+    vals = [(t.user_attrs.get("observed") or {}).get("warmup_s") for _, t in who]
+    rows.append(["warmup total (server's own count)", *[(units.seconds(v), v) for v in vals]])
+    out.append(table(["", *[f"{label}: trial {t.number}" for label, t in who]], rows))
+    bars = {f"{label} (trial {t.number})": facts[label].phase_s for label, t in who
+            if facts[label] and facts[label].phase_s}
+    if bars:
+        out.append(chart(charts.warmup_phases(bars, PHASES), "chart-warmup-phases"))
+    else:
+        out.append("<p class='none'>The server logs carry no timestamps to time the phases with.</p>")
+    out.append("<h3>Predicted before boot vs observed</h3>")
+    for label, t in who:
+        out.append(f"<h4>{esc(label)}: trial {t.number}</h4>" + _predicted_vs_observed(t))
+    return "".join(out) + "</section>"
+
+
+def _predicted_vs_observed(t: FrozenTrial) -> str:
+    pred, obs = t.user_attrs.get("predicted") or {}, t.user_attrs.get("observed") or {}
+    keys = [k for k in pred if isinstance(pred[k], (int, float)) and not isinstance(pred[k], bool)]
+    rows = []
+    for k in keys:
+        o = obs.get(k)
+        _, pct = units.change(pred[k], o) if isinstance(o, (int, float)) else (None, None)
+        rows.append([k, pred[k], o if isinstance(o, (int, float)) else "-", (units.percent(pct, 1), pct)])
+    extra = {k: v for k, v in t.user_attrs.items() if k.startswith(("perfmodel", "calibrat", "prediction"))}
+    html = table(["quantity", "predicted", "observed", "prediction error"], rows) if rows else \
+        "<p class='none'>No prediction was recorded for this trial (--no-prediction, or no release profile).</p>"
+    if extra:
+        html += f"<details><summary>performance-model records</summary><pre>{esc(json.dumps(extra, indent=1, default=str))}</pre></details>"
+    return html
+
+
+def workload(d: ReportData, chart: Chart) -> str:
+    out = ["<section id='workload'><h2>The workload against the pick's buckets</h2>"]
+    t = d.pick
+    pad = d.padding(t) if t is not None else None
+    if pad is None or not pad.input_lens:
+        out.append("<p class='none'>No measured pick with a server log and bench.json to compare with.</p>")
+    else:
+        out.append("<p>Request lengths of the measured load test (bench.json) against the bucket boundaries the "
+                   "server logged. Padding is estimated per sequence: prompts along the sequence dimension, "
+                   f"decode contexts half-way through generation at the decode batch bucket {pad.decode_bs}; "
+                   "batch-size padding is not included.</p><div class='grid'>")
+        out.append(chart(charts.histogram(pad.input_lens, pad.prompt_edges, "Prompt lengths vs prompt buckets",
+                                          "prompt tokens", "prompt bucket edge"), "chart-workload-prompt"))
+        out.append(chart(charts.histogram(pad.context_lens, pad.decode_edges,
+                                          "Context lengths vs decode buckets", "prompt + output tokens",
+                                          f"decode bucket edge (per sequence at bs {pad.decode_bs})"),
+                         "chart-workload-context"))
+        out.append("</div>")
+        rows = []
+        for label, x in (("pick", t), ("release defaults", d.defaults)):
+            p = d.padding(x) if x is not None else None
+            if p is None:
+                continue
+            rows.append([f"{label}: trial {x.number}", _pct(p.prompt_waste), _pct(p.decode_waste),
+                         p.beyond_prompt, p.beyond_decode])
+        out.append(table(["", "prompt padding", "decode padding", "prompts beyond every bucket",
+                          "contexts beyond every bucket"], rows))
+    out.append("<h3>Runtime recompiles and preemptions under load</h3>")
+    rows, classes = [], []
+    for x in d.measured():
+        obs = x.user_attrs.get("observed") or {}
+        nw, bnp, pre = obs.get("not_warmed_up") or 0, obs.get("buckets_not_prepared") or 0, obs.get("preemptions") or 0
+        if nw or bnp or pre:
+            facts = d.log(x)
+            shapes = ", ".join((facts.not_warmed_up if facts else [])[:6])
+            rows.append([x.number, nw, bnp, pre, shapes])
+            classes.append("pick" if t is not None and x.number == t.number else "")
+    if rows:
+        out.append(table(["trial", "not warmed-up shapes", "buckets not prepared", "preemptions", "shapes (log)"],
+                         rows, cls="sortable", row_classes=classes))
+    else:
+        out.append(f"<p>None: no measured trial ({len(d.measured())}) met a shape that was not warmed up, "
+                   "and none preempted a request.</p>")
+    return "".join(out) + "</section>"
+
+
+def _pct(v) -> tuple[str, float | None]:
+    return ("-", None) if v is None else (f"{100 * v:.1f}%", 100 * v)
+
+
+def violations(t: FrozenTrial) -> str:
+    cons = {k.split(":", 1)[1]: v for k, v in t.system_attrs.items() if k.startswith("constraints:") and v > 0}
+    return "; ".join(f"{k.replace('slo_', '')} over its limit by {units.num(v)}" for k, v in cons.items())
+
+
+def failures(d: ReportData) -> str:
+    out = ["<section id='failures'><h2>Failures and rejections</h2>"]
+    groups: dict[str, list[FrozenTrial]] = defaultdict(list)
+    for t in d.trials:
+        status = t.user_attrs.get("status") or t.state.name.lower()
+        if t.state in (TrialState.RUNNING, TrialState.WAITING):
+            continue
+        if status == "ok" and t.user_attrs.get("feasible", True):
+            continue
+        groups["outside a limit (measured)" if status == "ok" else status].append(t)
+    if not groups:
+        return out[0] + "<p>No trial failed or was rejected.</p></section>"
+    out.append(table(["class", "trials", "numbers"],
+                     [(k, len(v), ", ".join(str(t.number) for t in v)) for k, v in sorted(groups.items())]))
+    for cls, members in sorted(groups.items()):
+        out.append(f"<details open><summary><b>{esc(cls)}</b> ({len(members)})</summary>")
+        for t in members:
+            reason = t.user_attrs.get("reason") or violations(t) or "(no reason recorded)"
+            note = " (re-run: the environment failed it)" if t.user_attrs.get("requeued") else ""
+            out.append(f"<p>trial {t.number}{esc(note)}: {esc(settings_text(t))}<br><i>{esc(reason[:600])}</i></p>")
+            facts = d.log(t) if t.user_attrs.get("status") != "ok" else None
+            if facts and facts.excerpt:
+                out.append(f"<details><summary>log excerpt (trial {t.number})</summary>"
+                           f"<pre>{esc(chr(10).join(facts.excerpt))}</pre></details>")
+        out.append("</details>")
+    return "".join(out) + "</section>"
+
+
+def convergence_section(d: ReportData, chart: Chart) -> str:
+    c = convergence(d.study)
+    out = ["<section id='convergence'><h2>Convergence: would more trials pay off?</h2>",
+           f"<p class='answer' id='verdict'>{esc(c.verdict)}</p>"]
+    if c.numbers:
+        total = c.hours[-1]
+        out.append(f"<p>{len(c.numbers)} finished trials took {total:.2f} accelerator-hours "
+                   "(boot + warmup + load test, times the cards each held; the simulator's compressed time "
+                   "scaled back to a real node's).</p><div class='grid'>")
+        hov = [f"trial {n}" for n in c.numbers]
+        out.append(chart(charts.convergence(c.numbers, c.share, "Front hypervolume over trials", "trial", hov),
+                         "chart-convergence-trials"))
+        out.append(chart(charts.convergence(c.hours, c.share, "Front hypervolume over accelerator-hours",
+                                            "accelerator-hours", hov), "chart-convergence-hours"))
+        out.append("</div>")
+    return "".join(out) + "</section>"
+
+
+def trials(d: ReportData) -> str:
+    out = ["<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"]
+    params = list(dict.fromkeys(k for t in d.trials for k in t.params))
+    headers = ["trial", "status", "feasible", "seed", *[units.short(n) for n in d.names], *params,
+               "prompt buckets", "decode buckets", "recompiles", "acc-hours", "reason"]
+    rows, classes = [], []
+    for t in d.trials:
+        ok = t.user_attrs.get("status") == "ok" and t.values
+        obs = t.user_attrs.get("observed") or {}
+        s = stats(d, t) if t.state == TrialState.COMPLETE else {}
+        row = [t.number, t.user_attrs.get("status", t.state.name.lower()), "yes" if t.user_attrs.get("feasible") else "no",
+               t.user_attrs.get("seed", "")]
+        row += [(units.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
+        row += [t.params.get(p, "-") for p in params]
+        row += [s.get("prompt_buckets"), s.get("decode_buckets"),
+                (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",
+                (f"{accelerator_hours(t, d.backend):.3f}", accelerator_hours(t, d.backend)),
+                str(t.user_attrs.get("reason", ""))[:160]]
+        rows.append(row)
+        cls = trial_class(t, d.pareto)
+        classes.append("pick" if d.pick is not None and t.number == d.pick.number else
+                       {"failed": "failed", "infeasible": "infeasible"}.get(cls, ""))
+    out.append(table(headers, rows, cls="sortable", row_classes=classes, table_id="trials-table"))
+    return "".join(out) + "</section>"

@@ -1,0 +1,175 @@
+"""The answer first: what to deploy, how it compares with where the study started (the release
+defaults and the static calculator), the env file, and why it wins, in plain words."""
+
+from __future__ import annotations
+
+from optuna.trial import FrozenTrial, TrialState
+
+from ..export import ExportError, env_file_text
+from . import units
+from .data import ReportData
+from .tables import esc, table
+
+
+def stats(d: ReportData, t: FrozenTrial) -> dict:
+    """Objectives and server-side facts of a trial, the same keys for every trial."""
+    out: dict = {}
+    if t.state == TrialState.COMPLETE and t.values and t.user_attrs.get("status") == "ok":
+        out.update(zip(d.names, t.values))
+    obs, pred = t.user_attrs.get("observed") or {}, t.user_attrs.get("predicted") or {}
+    for key in ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks"):
+        out[key] = obs.get(key, pred.get(key))
+    if t.user_attrs.get("status") == "ok":
+        out["recompiles"] = (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0)
+        out["preemptions"] = obs.get("preemptions")
+    pad = d.padding(t)
+    if pad is not None:
+        out["prompt padding"] = None if pad.prompt_waste is None else 100 * pad.prompt_waste
+        out["decode padding"] = None if pad.decode_waste is None else 100 * pad.decode_waste
+    return out
+
+
+ROWS = ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks", "recompiles",
+        "prompt padding", "decode padding")
+BETTER_LOW = {"prompt_buckets", "decode_buckets", "recompiles", "prompt padding", "decode padding"}
+
+
+def _show(name: str, v) -> str:
+    if name.endswith("padding"):
+        return "-" if units.missing(v) else f"{v:.0f}%"
+    return units.metric(name, v)
+
+
+def _delta(name: str, new, old) -> tuple[str, float | None]:
+    diff, pct = units.change(new, old)
+    if diff is None:
+        return "-", None
+    if name.endswith("padding"):
+        return f"{diff:+.0f} pts", diff
+    text = _show(name, abs(diff))
+    text = ("+" if diff > 0 else "-" if diff < 0 else "") + text
+    return (f"{text} ({units.percent(pct)})" if pct is not None else text), pct
+
+
+def comparison_table(d: ReportData, columns: list[tuple[str, FrozenTrial]]) -> str:
+    base = columns[0][1]
+    all_stats = [stats(d, t) for _, t in columns]
+    headers = ["", *[f"{label}: trial {t.number}" for label, t in columns[:1]]]
+    for label, t in columns[1:]:
+        headers += [f"{label}: trial {t.number}", f"pick vs {label}"]
+    rows = []
+    for name in [*d.names, *ROWS]:
+        if all(units.missing(s.get(name)) for s in all_stats):
+            continue
+        row = [units.short(name) if name in d.names else name.replace("_", " "), (_show(name, all_stats[0].get(name)),
+                                                                                     all_stats[0].get(name))]
+        for (label, t), s in zip(columns[1:], all_stats[1:]):
+            status = t.user_attrs.get("status", t.state.name.lower())
+            other = s.get(name) if status == "ok" or name not in d.names else None
+            row.append((_show(name, other) if status == "ok" or name not in d.names else status, other))
+            row.append(_delta(name, all_stats[0].get(name), other) if status == "ok" or name not in d.names
+                       else ("-", None))
+        rows.append(row)
+    del base
+    return table(headers, rows, cls="compare")
+
+
+def why(d: ReportData, t: FrozenTrial) -> str:
+    """One paragraph in plain words: the gain, the settings that differ, buckets, padding, graphs."""
+    me = stats(d, t)
+    thr, lat, warm = d.names[0], d.names[1], d.names[2]
+    say = [f"Trial {t.number} serves {units.metric(thr, me.get(thr))} at {units.short(lat)} "
+           f"{units.metric(lat, me.get(lat))} after a warmup of {units.seconds(me.get(warm))}."]
+    base = d.defaults
+    if base is not None and base.number != t.number:
+        b = stats(d, base)
+        if base.user_attrs.get("status") == "ok":
+            _, p_thr = units.change(me.get(thr), b.get(thr))
+            _, p_lat = units.change(me.get(lat), b.get(lat))
+            _, p_warm = units.change(me.get(warm), b.get(warm))
+            say.append(f"Against the release defaults (trial {base.number}) that is {units.percent(p_thr)} "
+                       f"throughput, {units.percent(p_lat)} {units.short(lat)} and {units.percent(p_warm)} warmup.")
+        else:
+            say.append(f"The release defaults (trial {base.number}) did not even serve: "
+                       f"{base.user_attrs.get('status')} ({str(base.user_attrs.get('reason', ''))[:120]}).")
+        changed = [f"{k} {base.params.get(k, 'unset')} -> {v}" for k, v in t.params.items()
+                   if base.params.get(k) != v]
+        if changed:
+            say.append("It changes " + ", ".join(changed) + ".")
+        say += _buckets_sentence(me, b)
+    elif base is not None:
+        say.append("It is the release defaults: the search found nothing that beats them on balance.")
+    pad = d.padding(t)
+    if pad is not None and pad.prompt_waste is not None:
+        text = f"On this workload about {pad.prompt_waste:.0%} of the prompt tokens it computes are padding"
+        if pad.decode_waste is not None:
+            text += f" and about {pad.decode_waste:.0%} of the decode context (at batch bucket {pad.decode_bs})"
+        say.append(text + ".")
+    rec = me.get("recompiles")
+    if rec == 0:
+        say.append("No request hit a shape that was not warmed up.")
+    elif rec:
+        say.append(f"{rec} request shapes were not warmed up and compiled at runtime.")
+    if d.front:
+        say.append(f"Among the {len(d.front)} trials on the feasible front it is the closest to the ideal point "
+                   "(the best of every objective at once), so it gives up the least on any one of them.")
+    return " ".join(say)
+
+
+def _buckets_sentence(me: dict, b: dict) -> list[str]:
+    out = []
+    pb, db, bpb, bdb = (me.get("prompt_buckets"), me.get("decode_buckets"), b.get("prompt_buckets"),
+                        b.get("decode_buckets"))
+    if None not in (pb, db, bpb, bdb):
+        fewer = (pb + db) < (bpb + bdb)
+        out.append(f"Its release builds {pb} prompt and {db} decode buckets (defaults: {bpb} and {bdb}), "
+                   + ("fewer shapes to warm up" if fewer else "more shapes, so less padding per request")
+                   + (" and " if fewer else ", at the price of ") + "a "
+                   + ("shorter" if fewer else "longer") + " warmup.")
+    g, bg = ((me.get("prompt_graphs") or 0) + (me.get("decode_graphs") or 0),
+             (b.get("prompt_graphs") or 0) + (b.get("decode_graphs") or 0))
+    if g or bg:
+        out.append(f"It captures {g} HPU graphs (defaults: {bg}).")
+    return out
+
+
+def section(d: ReportData) -> str:
+    parts = ["<section id='summary'><h2>What to deploy</h2>"]
+    limits = d.limits.describe()
+    if d.pick is None:
+        parts.append("<p class='warn'>No trial is feasible yet: there is nothing to deploy. The Failures "
+                     "section says what went wrong.</p>")
+        return "".join(parts) + "</section>"
+    t = d.pick
+    base = d.defaults
+    headline = f"Deploy trial {t.number}, the balanced pick of the feasible front (what best.env holds)"
+    if base is not None and base.user_attrs.get("status") == "ok" and base.number != t.number:
+        _, p = units.change(t.values[0], base.values[0])
+        headline += f": {units.percent(p)} throughput over the release defaults"
+    parts.append(f"<p class='answer' id='answer'>{esc(headline)}.</p>")
+    parts.append(f"<p>{'Limits of this study: ' + esc(limits) + '.' if limits else 'No warmup budget or SLO was given at tune time: every measured trial without failed requests or runtime recompiles counts as feasible.'}</p>")
+    if d.best is not None and d.best.number != t.number:
+        parts.append(f"<p>Highest throughput within the limits: trial {d.best.number} "
+                     f"({esc(units.metric(d.names[0], d.best.values[0]))}, {esc(units.short(d.names[1]))} "
+                     f"{esc(units.metric(d.names[1], d.best.values[1]))}, warmup "
+                     f"{esc(units.seconds(d.best.values[2]))}); <code>bucket-tuner export "
+                     f"{esc(d.study.study_name)} --pick throughput</code> writes it.</p>")
+    columns = [("pick", t)]
+    if d.best is not None and d.best.number != t.number:
+        columns.append(("best throughput", d.best))
+    if base is not None:
+        columns.append(("release defaults", base))
+    if d.calculator is not None:
+        columns.append(("calculator", d.calculator))
+    parts.append(comparison_table(d, columns))
+    if base is None:
+        parts.append("<p class='none'>This study has no release-defaults trial (started with --no-seed-defaults "
+                     "or --seed-from only).</p>")
+    parts.append(f"<h3>Why it wins</h3><p id='why'>{esc(why(d, t))}</p>")
+    try:
+        env = env_file_text(d.study, t, "balanced", d.release)
+    except ExportError as exc:
+        env = f"# cannot write the env file: {exc}"
+    parts.append("<h3>The env file <button class='copy' data-target='env-file'>copy</button></h3>"
+                 f"<pre id='env-file'>{esc(env)}</pre>")
+    return "".join(parts) + "</section>"

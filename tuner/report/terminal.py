@@ -1,0 +1,62 @@
+"""Terminal tables that stay readable at 80 columns and in a CI log: short headers that are never cut,
+values in human units, and the settings folded into one wrapping column."""
+
+from __future__ import annotations
+
+import optuna
+
+from . import units
+from .facts import settings_text
+
+MIN_SETTINGS = 24  # below this the settings go on their own lines under the table
+
+
+def console_for_output(console=None):
+    """Rich picks the terminal's width, else $COLUMNS, else 80 (a pipe, a CI log)."""
+    from rich.console import Console
+
+    return console or Console()
+
+
+def numeric_table(title: str, headers: list[str], console, settings: bool = True):
+    """A rich Table whose numeric headers keep their full width; the last column (settings) folds."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for h in headers:
+        table.add_column(h, justify="right", min_width=len(h), no_wrap=True)
+    if settings:
+        table.add_column("settings", overflow="fold", ratio=1, min_width=len("settings"))
+    return table
+
+
+def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
+    from .data import gather
+
+    console = console_for_output(console)
+    d = gather(study)
+    counts: dict[str, int] = {}
+    for t in d.trials:
+        status = t.user_attrs.get("status") or t.state.name.lower()
+        counts[status] = counts.get(status, 0) + 1
+    console.print(f"[bold]{study.study_name}[/]: {len(d.trials)} trials ("
+                  + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
+    if not d.front:
+        console.print("No feasible trial yet: no Pareto front. See trials.csv or report.html for the reasons.")
+        return
+    headers = ["#", *[units.short(n) for n in d.names]]
+    table = numeric_table(f"Pareto front: {len(d.front)} feasible trial{'s' if len(d.front) != 1 else ''}", headers, console)
+    for t in d.front[:limit]:
+        mark = "*" if d.pick is not None and t.number == d.pick.number else ""
+        table.add_row(f"{mark}{t.number}", *[units.metric(n, v) for n, v in zip(d.names, t.values)],
+                      settings_text(t, " "))
+    console.print(table)
+    if len(d.front) > limit:
+        console.print(f"... and {len(d.front) - limit} more in pareto.csv")
+    if d.pick is not None:
+        line = f"* balanced pick: trial {d.pick.number}"
+        base = d.defaults
+        if base is not None and base.user_attrs.get("status") == "ok" and base.number != d.pick.number:
+            _, p = units.change(d.pick.values[0], base.values[0])
+            line += f", {units.percent(p)} throughput vs the release defaults (trial {base.number})"
+        console.print(line)

@@ -1,0 +1,82 @@
+"""Numbers in human units, the same in the terminal and in the HTML page."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def num(v: Any) -> str:
+    """A plain number: thousands separators, few digits."""
+    if missing(v):
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int) or float(v).is_integer() and abs(v) >= 1:
+        return f"{int(v):,}"
+    return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
+
+
+def seconds(v: Any) -> str:
+    """Durations: 41 s, 5 min 12 s, 2.5 h."""
+    if missing(v):
+        return "-"
+    v = float(v)
+    if abs(v) < 100:
+        return f"{v:.0f} s" if abs(v) >= 10 else f"{v:.1f} s"
+    if abs(v) < 3600:
+        m, s = divmod(round(v), 60)
+        return f"{m} min {s:02d} s"
+    return f"{v / 3600:.1f} h"
+
+
+def millis(v: Any) -> str:
+    if missing(v):
+        return "-"
+    return f"{v:,.0f} ms" if abs(v) >= 10 else f"{v:.2g} ms"
+
+
+def metric(name: str, v: Any) -> str:
+    """A value in the unit its name says: *_ms, *_s, *throughput (tokens or requests per second)."""
+    if missing(v):
+        return "-"
+    if name.endswith("_ms"):
+        return millis(v)
+    if name.endswith("_s") or name == "warmup":
+        return seconds(v)
+    if name == "output_throughput" or name.endswith("token_throughput"):
+        return f"{v:,.0f} tok/s"
+    if name == "request_throughput":
+        return f"{v:.2f} req/s"
+    return num(v)
+
+
+def percent(v: Any, digits: int = 0) -> str:
+    if missing(v):
+        return "-"
+    return f"{v:+.{digits}f}%" if v else "0%"
+
+
+def change(new: Any, old: Any) -> tuple[Any, Any]:
+    """(absolute difference, percent difference) of new against old; None where unknown."""
+    if missing(new) or missing(old):
+        return None, None
+    diff = new - old
+    return diff, (100.0 * diff / abs(old) if old else None)
+
+
+SHORT = {"output_throughput": "tok/s", "warmup_s": "warmup"}
+
+
+def short(name: str) -> str:
+    """A short column header: 'p99_ttft_ms' -> 'p99 TTFT', 'output_throughput' -> 'tok/s'."""
+    if name in SHORT:
+        return SHORT[name]
+    parts = name.split("_")
+    if len(parts) == 3 and parts[2] == "ms":
+        return f"{parts[0]} {parts[1].upper()}"
+    return name.replace("_", " ")
