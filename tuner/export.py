@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -165,3 +166,13 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
             raise ExportError(f"{name}={value!r} cannot be written unquoted to an env file")
         lines.append(f"{name}={value}")
     return "\n".join(lines) + "\n"
+
+
+def export_best(study: optuna.Study, path: Path, pick: str, release: str | None) -> int | None:
+    """Write the env file of the pick; None when there is no feasible trial (nothing written)."""
+    try:
+        trial = pick_trial(study, pick, Filters())
+    except ExportError:
+        return None
+    path.write_text(env_file_text(study, trial, pick, release))
+    return trial.number

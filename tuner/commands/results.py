@@ -26,12 +26,11 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", type=Path, help="write here (default: print)")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("compare", help="two studies (or two releases) side by side")
-    p.add_argument("study_a")
-    p.add_argument("study_b")
+    p = sub.add_parser("compare", help="two or more studies (or releases) side by side; the first is the baseline")
+    p.add_argument("studies", nargs="+", metavar="STUDY", help="study names or folders, baseline first")
     p.add_argument("--results", type=Path, default=Path("results"))
-    p.add_argument("--storage", help="one Optuna storage URL holding both studies")
-    p.add_argument("--html", type=Path, help="also write an overlaid Pareto plot here")
+    p.add_argument("--storage", help="one Optuna storage URL holding all the studies")
+    p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here")
     p.set_defaults(func=cmd_compare)
 
 
@@ -71,18 +70,6 @@ def cmd_report(args) -> int:
     return 0
 
 
-def export_best(study: optuna.Study, path: Path, pick: str, release: str | None) -> int | None:
-    """Write best.env for the pick; None when there is no feasible trial (nothing written)."""
-    from ..export import ExportError, Filters, env_file_text, pick_trial
-
-    try:
-        trial = pick_trial(study, pick, Filters())
-    except ExportError:
-        return None
-    path.write_text(env_file_text(study, trial, pick, release))
-    return trial.number
-
-
 def cmd_export(args) -> int:
     from ..export import Filters, env_file_text, pick_trial
 
@@ -105,13 +92,18 @@ def cmd_export(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from ..compare import compare_studies, print_comparison, write_overlay
+    from ..compare import compare_studies, print_comparison
+    from ..report.compare_page import write_compare_html
 
-    a, _ = load_study(args.study_a, args.results, args.storage)
-    b, _ = load_study(args.study_b, args.results, args.storage)
-    cmp = compare_studies(a, b)
+    if len(args.studies) < 2:
+        raise UsageError(f"compare needs at least two studies, got {len(args.studies)}: {args.studies[0]}")
+    studies = [load_study(name, args.results, args.storage)[0] for name in args.studies]
+    try:
+        cmp = compare_studies(*studies)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     print_comparison(cmp)
     if args.html:
-        write_overlay(a, b, args.html)
-        print(f"overlay: {args.html}")
+        write_compare_html(cmp, studies, args.html)
+        print(f"comparison page: {args.html}")
     return 0

@@ -160,12 +160,13 @@ def cmd_tune(args) -> int:
     report.print_pareto(run.study)
     if not args.no_report:
         paths = report.write_report(run.study, opts.study_dir)
-        console.print(f"report: {paths['report_html']}  trials: {paths['trials_csv']}  pareto: {paths['pareto_csv']}")
-        from .results import export_best
+        for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv")):
+            console.print(f"{label}: {paths[key]}", soft_wrap=True)
+        from ..export import export_best
 
         best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)
         if best:
-            console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}")
+            console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
     return 130 if run.interrupted else 0
 
 

@@ -112,8 +112,6 @@ def fronts(studies: dict[str, list[dict]], x: str, y: str, title: str) -> go.Fig
     """Several studies' fronts on one plot: study -> [{"x", "y", "text"}]."""
     fig = go.Figure()
     for i, (name, rows) in enumerate(studies.items()):
-        rows = sorted(rows, key=lambda r: r["x"])
-        fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="lines+markers",
-                                 line_shape="hv", name=name, marker={"color": SERIES[i % len(SERIES)], "size": 9},
+        fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="markers", name=name, marker={"color": SERIES[i % len(SERIES)], "size": 9},
                                  text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
     return _layout(fig, title, x, y)

@@ -57,7 +57,7 @@ def pareto(d: ReportData, chart: Chart) -> str:
             by_xy["lat"][cls].append({"x": t.values[1], "y": t.values[0], "text": text})
             cloud[cls].append({"v": t.values, "text": text})
     failed = sum(1 for t in d.trials if trial_class(t, d.pareto) == "failed")
-    out.append(f"<p>{len(d.front)} trials on the feasible front of {len(d.trials)}. Red stars: the front; blue: "
+    out.append(f"<p>{len(d.front)} of {len(d.trials)} trials on the feasible front. Red stars: the front; blue: "
                "feasible; orange: measured but outside a limit; grey crosses: failed (no measurement; drawn at "
                f"zero throughput in the warmup view). {failed} failed trials have no latency.</p><div class='grid'>")
     out.append(chart(charts.scatter_2d(_ordered(by_xy["lat"]), units.short(lat), "output tok/s",
@@ -202,7 +202,18 @@ def _pct(v) -> tuple[str, float | None]:
 
 def violations(t: FrozenTrial) -> str:
     cons = {k.split(":", 1)[1]: v for k, v in t.system_attrs.items() if k.startswith("constraints:") and v > 0}
-    return "; ".join(f"{k.replace('slo_', '')} over its limit by {units.num(v)}" for k, v in cons.items())
+    def amount(key: str, v: float) -> str:
+        if key.startswith("slo_"):
+            return f"{key[4:]} over its limit by {units.metric(key[4:], v)}"
+        if key == "warmup_budget":
+            return f"warmup over the budget by {units.seconds(v)}"
+        if key == "recompiles":
+            return f"{units.num(v)} runtime recompiles (--allow-recompiles lifts this limit)"
+        if key == "failed_requests":
+            return f"{units.num(v)} failed requests"
+        return f"{key} over its limit by {units.num(v)}"
+
+    return "; ".join(amount(k, v) for k, v in cons.items())
 
 
 def failures(d: ReportData) -> str:

@@ -52,7 +52,6 @@ def _delta(name: str, new, old) -> tuple[str, float | None]:
 
 
 def comparison_table(d: ReportData, columns: list[tuple[str, FrozenTrial]]) -> str:
-    base = columns[0][1]
     all_stats = [stats(d, t) for _, t in columns]
     headers = ["", *[f"{label}: trial {t.number}" for label, t in columns[:1]]]
     for label, t in columns[1:]:
@@ -70,7 +69,6 @@ def comparison_table(d: ReportData, columns: list[tuple[str, FrozenTrial]]) -> s
             row.append(_delta(name, all_stats[0].get(name), other) if status == "ok" or name not in d.names
                        else ("-", None))
         rows.append(row)
-    del base
     return table(headers, rows, cls="compare")
 
 
@@ -110,7 +108,9 @@ def why(d: ReportData, t: FrozenTrial) -> str:
         say.append("No request hit a shape that was not warmed up.")
     elif rec:
         say.append(f"{rec} request shapes were not warmed up and compiled at runtime.")
-    if d.front:
+    if len(d.front) == 1:
+        say.append("It is the only trial on the feasible front.")
+    elif d.front:
         say.append(f"Among the {len(d.front)} trials on the feasible front it is the closest to the ideal point "
                    "(the best of every objective at once), so it gives up the least on any one of them.")
     return " ".join(say)
@@ -163,8 +163,8 @@ def section(d: ReportData) -> str:
         columns.append(("calculator", d.calculator))
     parts.append(comparison_table(d, columns))
     if base is None:
-        parts.append("<p class='none'>This study has no release-defaults trial (started with --no-seed-defaults "
-                     "or --seed-from only).</p>")
+        parts.append("<p class='none'>This study has no release-defaults trial: it was started with "
+                     "--no-seed-defaults, or its search space cannot express the release's defaults.</p>")
     parts.append(f"<h3>Why it wins</h3><p id='why'>{esc(why(d, t))}</p>")
     try:
         env = env_file_text(d.study, t, "balanced", d.release)

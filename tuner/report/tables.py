@@ -34,7 +34,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, cls: str = 
         rc = row_classes[i] if row_classes else ""
         body.append(f"<tr{f' class={chr(34)}{esc(rc)}{chr(34)}' if rc else ''}>{''.join(_cell(c) for c in r)}</tr>")
     ident = f' id="{esc(table_id)}"' if table_id else ""
-    return f"<table{ident} class='{esc(cls)}'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (f"<div class='scroll'><table{ident} class='{esc(cls)}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 # Click a header of a `sortable` table: sort by that column (numbers by data-v, else text), click
@@ -83,7 +84,8 @@ nav a{margin-right:1em} .answer{font-size:1.15em;background:#eef6ee;border-left:
 table{border-collapse:collapse;font-size:13px;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f4f4f4} table.sortable th{cursor:pointer}
-td[data-v]{text-align:right;font-variant-numeric:tabular-nums}
+td[data-v]{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.scroll{overflow-x:auto}
 tr.failed td{background:#fde8e8} tr.infeasible td{background:#fff4e5} tr.pick td{background:#e8f4e8}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow-x:auto;font-size:12px}
 .chart{margin:1em 0;min-width:0} .grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1em}
