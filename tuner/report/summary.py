@@ -143,9 +143,13 @@ def section(d: ReportData) -> str:
     t = d.pick
     base = d.defaults
     headline = f"Deploy trial {t.number}, the balanced pick of the feasible front (what best.env holds)"
-    if base is not None and base.user_attrs.get("status") == "ok" and base.number != t.number:
+    if base is not None and base.number == t.number:
+        headline += ": the release defaults themselves (0% throughput over the release defaults)"
+    elif base is not None and base.user_attrs.get("status") == "ok":
         _, p = units.change(t.values[0], base.values[0])
-        headline += f": {units.percent(p)} throughput over the release defaults"
+        headline += f": {units.percent(p)} throughput over the release defaults (trial {base.number})"
+    elif base is not None:
+        headline += f"; the release defaults (trial {base.number}) failed: {base.user_attrs.get('status')}"
     parts.append(f"<p class='answer' id='answer'>{esc(headline)}.</p>")
     parts.append(f"<p>{'Limits of this study: ' + esc(limits) + '.' if limits else 'No warmup budget or SLO was given at tune time: every measured trial without failed requests or runtime recompiles counts as feasible.'}</p>")
     if d.best is not None and d.best.number != t.number:

@@ -42,26 +42,28 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, cls: str = 
 # again to reverse.
 SORT_JS = """
 document.querySelectorAll('table.sortable').forEach(function (table) {
-  table.querySelectorAll('thead th').forEach(function (th, col) {
+  var headers = table.querySelectorAll('thead th');
+  headers.forEach(function (th, col) {
     th.title = 'sort';
     th.addEventListener('click', function () {
-      var body = table.tBodies[0];
-      var desc = th.getAttribute('data-sort') !== 'asc';
-      table.querySelectorAll('thead th').forEach(function (h) { h.removeAttribute('data-sort'); });
-      th.setAttribute('data-sort', desc ? 'asc' : 'desc');
+      // first click: largest first; the next one reverses
+      var desc = th.getAttribute('data-sort') !== 'desc';
+      headers.forEach(function (h) { h.removeAttribute('data-sort'); });
+      th.setAttribute('data-sort', desc ? 'desc' : 'asc');
       var key = function (row) {
         var cell = row.cells[col];
-        if (!cell) { return ''; }
-        var v = cell.getAttribute('data-v');
-        return (v !== null && v !== '' && !isNaN(Number(v))) ? Number(v) : cell.textContent;
+        var v = cell ? cell.getAttribute('data-v') : null;
+        return (v !== null && v !== '' && !isNaN(Number(v))) ? Number(v) : (cell ? cell.textContent : '');
       };
-      var rows = Array.prototype.slice.call(body.rows);
+      var rows = Array.prototype.slice.call(table.tBodies[0].rows);
       rows.sort(function (a, b) {
         var x = key(a), y = key(b);
-        var r = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
-        return desc ? r : -r;
+        var nx = typeof x === 'number', ny = typeof y === 'number';
+        if (nx !== ny) { return nx ? -1 : 1; }  // numbers first, '-' and text after them
+        var r = nx ? x - y : String(x).localeCompare(String(y));
+        return desc ? -r : r;
       });
-      rows.forEach(function (r) { body.appendChild(r); });
+      rows.forEach(function (r) { table.tBodies[0].appendChild(r); });
     });
   });
 });
