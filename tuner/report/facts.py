@@ -112,5 +112,11 @@ def trial_class(t: FrozenTrial, pareto: set[int]) -> str:
     return "failed"
 
 
-def settings_text(t: FrozenTrial, sep: str = ", ") -> str:
-    return sep.join(f"{k}={v}" for k, v in t.params.items())
+def value_text(v: Any) -> str:
+    """A setting's value as a person writes it: 0.12, not 0.12000000000000001."""
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def settings_text(t: FrozenTrial, sep: str = ", ", drop_prefix: str = "") -> str:
+    return sep.join(f"{k[len(drop_prefix):] if drop_prefix and k.startswith(drop_prefix) else k}={value_text(v)}"
+                    for k, v in t.params.items())

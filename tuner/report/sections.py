@@ -13,7 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 from . import charts, units
 from .convergence import convergence
 from .data import ReportData
-from .facts import accelerator_hours, settings_text, trial_class
+from .facts import accelerator_hours, settings_text, trial_class, value_text
 from .startup import PHASES
 from .summary import stats
 from .tables import esc, table
@@ -25,7 +25,7 @@ def hover(d: ReportData, t: FrozenTrial, cls: str) -> str:
     lines = [f"trial {t.number} ({cls}, {t.user_attrs.get('status', t.state.name.lower())})"]
     if t.values and t.user_attrs.get("status") == "ok":
         lines += [f"{units.short(n)}: {units.metric(n, v)}" for n, v in zip(d.names, t.values)]
-    lines += [f"{k}={v}" for k, v in t.params.items()]
+    lines += [f"{k}={value_text(v)}" for k, v in t.params.items()]
     return "<br>".join(esc(x) for x in lines)
 
 
@@ -270,12 +270,12 @@ def trials(d: ReportData) -> str:
     rows, classes = [], []
     for t in d.trials:
         ok = t.user_attrs.get("status") == "ok" and t.values
-        obs = t.user_attrs.get("observed") or {}
-        s = stats(d, t) if t.state == TrialState.COMPLETE else {}
+        obs, pred = t.user_attrs.get("observed") or {}, t.user_attrs.get("predicted") or {}
+        s = {k: obs.get(k, pred.get(k)) for k in ("prompt_buckets", "decode_buckets")}  # no log reading here
         row = [t.number, t.user_attrs.get("status", t.state.name.lower()), "yes" if t.user_attrs.get("feasible") else "no",
                t.user_attrs.get("seed", "")]
         row += [(units.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
-        row += [t.params.get(p, "-") for p in params]
+        row += [value_text(t.params[p]) if p in t.params else "-" for p in params]
         row += [s.get("prompt_buckets"), s.get("decode_buckets"),
                 (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",
                 (f"{accelerator_hours(t, d.backend):.3f}", accelerator_hours(t, d.backend)),

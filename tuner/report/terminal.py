@@ -49,8 +49,10 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
     for t in d.front[:limit]:
         mark = "*" if d.pick is not None and t.number == d.pick.number else ""
         table.add_row(f"{mark}{t.number}", *[units.metric(n, v) for n, v in zip(d.names, t.values)],
-                      settings_text(t, " "))
+                      settings_text(t, " ", drop_prefix="VLLM_"))
     console.print(table)
+    if any(k.startswith("VLLM_") for t in d.front for k in t.params):
+        console.print("(settings: the VLLM_ prefix left out)")
     if len(d.front) > limit:
         console.print(f"... and {len(d.front) - limit} more in pareto.csv")
     if d.pick is not None:
