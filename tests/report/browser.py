@@ -22,9 +22,9 @@ def _binary(*names: str) -> str | None:
 
 def available() -> str | None:
     """None when a browser can be driven, else the reason it cannot."""
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("selenium") is None:
         return "selenium is not installed (pip install -e '.[test]')"
     if _binary("chromium", "chromium-browser") is None:
         return "no Chromium (apt-get install -y chromium chromium-driver; .ci/run does it)"

@@ -70,7 +70,11 @@ def warmup_phases(rows: dict[str, dict[str, float]], phases: Sequence[str]) -> g
 
 
 def histogram(values: Sequence[float], edges: Sequence[float], title: str, x: str, edge_label: str) -> go.Figure:
-    fig = go.Figure(go.Histogram(x=list(values), name="requests", marker_color="#1f77b4", nbinsx=40,
+    lo_all = min(list(values) + list(edges[:1]) or [0])
+    hi_all = max(list(values) or list(edges[-1:]) or [1])
+    size = max(8.0, (hi_all - lo_all) / 40)  # one bin is visible even when every request has one length
+    fig = go.Figure(go.Histogram(x=list(values), name="requests", marker_color="#1f77b4",
+                                 xbins={"start": lo_all - size / 2, "end": hi_all + size, "size": size},
                                  hovertemplate="%{x}: %{y} requests<extra></extra>"))
     # bucket boundaries as a line trace (it shows in the legend, unlike layout shapes)
     top = 1

@@ -67,12 +67,13 @@ def pareto(d: ReportData, chart: Chart) -> str:
     out.append("</div>")
     out.append(chart(charts.scatter_3d(_ordered(cloud), d.names), "chart-pareto-3d"))
     out.append("<h3>Best throughput within a warmup budget</h3>")
-    rows = [(units.seconds(w), units.metric(thr, t.values[0]), units.metric(lat, t.values[1]), t.number,
-             settings_text(t)) for w, t in budget_steps(d)]
+    rows = [((units.seconds(w), w), (units.metric(thr, t.values[0]), t.values[0]),
+             (units.metric(lat, t.values[1]), t.values[1]), t.number, settings_text(t)) for w, t in budget_steps(d)]
     out.append(table(["warmup budget", "best tok/s", units.short(lat), "trial", "settings"], rows,
                      table_id="budget-table"))
     out.append("<h3>Front trials</h3>")
-    rows = [(t.number, *[units.metric(n, v) for n, v in zip(d.names, t.values)], settings_text(t)) for t in d.front]
+    rows = [(t.number, *[(units.metric(n, v), v) for n, v in zip(d.names, t.values)], settings_text(t))
+            for t in d.front]
     out.append(table(["trial", *[units.short(n) for n in d.names], "settings"], rows, cls="sortable"))
     imp = _importances(d.study, d.names)
     if imp:

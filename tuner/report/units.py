@@ -58,7 +58,11 @@ def metric(name: str, v: Any) -> str:
 def percent(v: Any, digits: int = 0) -> str:
     if missing(v):
         return "-"
-    return f"{v:+.{digits}f}%" if v else "0%"
+    if not v:
+        return "0%"
+    if abs(v) < 1 and digits == 0:  # not "-0%" for a small loss
+        digits = 1
+    return f"{v:+.{digits}f}%" if round(v, digits) else "0%"
 
 
 def change(new: Any, old: Any) -> tuple[Any, Any]:
