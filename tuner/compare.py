@@ -178,7 +178,8 @@ def print_comparison(cmp: Comparison, console=None) -> None:
 
     console = console or Console()
     names = cmp.objective_names
-    console.print("Comparing " + ", ".join(f"[bold]{n}[/] ({r or 'no release'})" for n, r in zip(cmp.names, cmp.releases)))
+    console.print("Comparing " + ", ".join(f"[bold]{n}[/] ({r or 'no release'})"
+                                           for n, r in zip(cmp.names, cmp.releases)))
     console.print("[bold]Front coverage[/]: hypervolume as a share of the union of all fronts")
     t = Table()
     t.add_column("study", overflow="fold", ratio=1)

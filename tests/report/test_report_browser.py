@@ -16,8 +16,8 @@ from tuner.report.compare_page import COMPARE_IDS
 from . import browser
 from .conftest import cli
 
-CHARTS_DRAWN = """return Array.from(document.querySelectorAll('.plotly-graph-div')).map(
-    function (d) { return [d.id, d.classList.contains('js-plotly-plot') && d.querySelector('svg.main-svg') !== null]; });"""
+CHARTS_DRAWN = """return Array.from(document.querySelectorAll('.plotly-graph-div')).map(function (d) {
+    return [d.id, d.classList.contains('js-plotly-plot') && d.querySelector('svg.main-svg') !== null]; });"""
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,8 @@ def test_trials_table_sorts_on_a_click(chromium, studies, tmp_path):
     chromium.open(studies.results / "rpt" / "report.html")
     d = chromium.driver
     column = d.execute_script(
-        "return Array.from(document.querySelectorAll('#trials-table thead th')).findIndex(h => h.textContent === 'tok/s')")
+        "return Array.from(document.querySelectorAll('#trials-table thead th'))"
+        ".findIndex(h => h.textContent === 'tok/s')")
     assert column > 0
     header = d.find_elements("css selector", "#trials-table thead th")[column]
 

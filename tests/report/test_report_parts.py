@@ -18,14 +18,16 @@ from tuner.report.padding import padding
 from tuner.report.startup import read_log
 
 P = "[hpu_model_runner.py:2679]"
+MEM = "of device memory (14.97 GiB/94.62 GiB used) and 2.95 GiB of host memory (475.2 GiB/1007 GiB used)"
+GRAPHS = "Using 7.131 GiB/15.05 GiB of free device memory for HPUGraphs, 2.139 GiB for prompt and 4.992 GiB for decode"
 LOG = f"""INFO 01-01 10:00:00 [api_server.py:242] vLLM API server version 0.7.2+gaudi1212
-INFO 01-01 10:00:09 [hpu_model_runner.py:661] Loading model weights took in total 14.97 GiB of device memory (14.97 GiB/94.62 GiB used) and 2.95 GiB of host memory (475.2 GiB/1007 GiB used)
-INFO 01-01 10:00:11 [hpu_worker.py:182] Model profiling run took 504.3 MiB of device memory (15.46 GiB/94.62 GiB used) and 180.9 MiB of host memory (475.4 GiB/1007 GiB used)
+INFO 01-01 10:00:09 [hpu_model_runner.py:661] Loading model weights took in total 14.97 GiB {MEM}
+INFO 01-01 10:00:11 [hpu_worker.py:182] Model profiling run took 504.3 MiB {MEM}
 INFO 01-01 10:00:12 [common.py:85] Generated 2 prompt buckets [bs, seq]: [(1, 128), (1, 256)]
 INFO 01-01 10:00:12 {P} [Warmup][Prompt][1/2] batch_size:1 seq_len:256 free_mem:15.05 GiB
 INFO 01-01 10:00:20 {P} [Warmup][Prompt][2/2] batch_size:1 seq_len:128 free_mem:15.05 GiB
 INFO 01-01 10:00:30 {P} [Warmup][Decode][1/1] batch_size:1 num_blocks:128 free_mem:15.05 GiB
-INFO 01-01 10:01:00 [hpu_model_runner.py:2813] Using 7.131 GiB/15.05 GiB of free device memory for HPUGraphs, 2.139 GiB for prompt and 4.992 GiB for decode (VLLM_GRAPH_PROMPT_RATIO=0.3)
+INFO 01-01 10:01:00 [hpu_model_runner.py:2813] {GRAPHS} (VLLM_GRAPH_PROMPT_RATIO=0.3)
 INFO 01-01 10:01:05 {P} [Warmup][Graph/Prompt][1/2] batch_size:1 seq_len:128 free_mem:15.05 GiB
 INFO 01-01 10:02:00 [hpu_model_runner.py:2893] Warmup finished in 108 secs, allocated 734.8 MiB of device memory
 WARNING 01-01 10:03:00 [hpu_model_runner.py:1958] Configuration: (prompt, 8, 384) was not warmed-up!

@@ -52,7 +52,8 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
         return optuna.load_study(study_name=study_name, storage=storage), folder
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise UsageError(f"no study named {study_name!r} in that storage; it has: {', '.join(names) or 'none'}") from None
+        raise UsageError(f"no study named {study_name!r} in that storage; it has: "
+                         f"{', '.join(names) or 'none'}") from None
 
 
 def _release(study: optuna.Study) -> str | None:

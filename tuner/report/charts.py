@@ -3,7 +3,7 @@ colour bar and nothing overlaps; every point's hover names its trial and setting
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
@@ -116,6 +116,7 @@ def fronts(studies: dict[str, list[dict]], x: str, y: str, title: str) -> go.Fig
     """Several studies' fronts on one plot: study -> [{"x", "y", "text"}]."""
     fig = go.Figure()
     for i, (name, rows) in enumerate(studies.items()):
-        fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="markers", name=name, marker={"color": SERIES[i % len(SERIES)], "size": 9},
+        fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="markers", name=name,
+                                 marker={"color": SERIES[i % len(SERIES)], "size": 9},
                                  text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
     return _layout(fig, title, x, y)

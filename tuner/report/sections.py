@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -147,7 +147,8 @@ def _predicted_vs_observed(t: FrozenTrial) -> str:
     html = table(["quantity", "predicted", "observed", "prediction error"], rows) if rows else \
         "<p class='none'>No prediction was recorded for this trial (--no-prediction, or no release profile).</p>"
     if extra:
-        html += f"<details><summary>performance-model records</summary><pre>{esc(json.dumps(extra, indent=1, default=str))}</pre></details>"
+        records = esc(json.dumps(extra, indent=1, default=str))
+        html += f"<details><summary>performance-model records</summary><pre>{records}</pre></details>"
     return html
 
 
@@ -273,8 +274,8 @@ def trials(d: ReportData) -> str:
         ok = t.user_attrs.get("status") == "ok" and t.values
         obs, pred = t.user_attrs.get("observed") or {}, t.user_attrs.get("predicted") or {}
         s = {k: obs.get(k, pred.get(k)) for k in ("prompt_buckets", "decode_buckets")}  # no log reading here
-        row = [t.number, t.user_attrs.get("status", t.state.name.lower()), "yes" if t.user_attrs.get("feasible") else "no",
-               t.user_attrs.get("seed", "")]
+        row = [t.number, t.user_attrs.get("status", t.state.name.lower()),
+               "yes" if t.user_attrs.get("feasible") else "no", t.user_attrs.get("seed", "")]
         row += [(units.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
         row += [value_text(t.params[p]) if p in t.params else "-" for p in params]
         row += [s.get("prompt_buckets"), s.get("decode_buckets"),

@@ -62,7 +62,7 @@ def comparison_table(d: ReportData, columns: list[tuple[str, FrozenTrial]]) -> s
             continue
         row = [units.short(name) if name in d.names else name.replace("_", " "), (_show(name, all_stats[0].get(name)),
                                                                                      all_stats[0].get(name))]
-        for (label, t), s in zip(columns[1:], all_stats[1:]):
+        for (_, t), s in zip(columns[1:], all_stats[1:]):
             status = t.user_attrs.get("status", t.state.name.lower())
             other = s.get(name) if status == "ok" or name not in d.names else None
             row.append((_show(name, other) if status == "ok" or name not in d.names else status, other))
@@ -151,7 +151,9 @@ def section(d: ReportData) -> str:
     elif base is not None:
         headline += f"; the release defaults (trial {base.number}) failed: {base.user_attrs.get('status')}"
     parts.append(f"<p class='answer' id='answer'>{esc(headline)}.</p>")
-    parts.append(f"<p>{'Limits of this study: ' + esc(limits) + '.' if limits else 'No warmup budget or SLO was given at tune time: every measured trial without failed requests or runtime recompiles counts as feasible.'}</p>")
+    parts.append(f"<p>Limits of this study: {esc(limits)}.</p>" if limits else
+                 "<p>No warmup budget or SLO was given at tune time: every measured trial without failed requests "
+                 "or runtime recompiles counts as feasible.</p>")
     if d.best is not None and d.best.number != t.number:
         parts.append(f"<p>Highest throughput within the limits: trial {d.best.number} "
                      f"({esc(units.metric(d.names[0], d.best.values[0]))}, {esc(units.short(d.names[1]))} "

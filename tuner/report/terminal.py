@@ -45,7 +45,8 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
         console.print("No feasible trial yet: no Pareto front. See trials.csv or report.html for the reasons.")
         return
     headers = ["#", *[units.short(n) for n in d.names]]
-    table = numeric_table(f"Pareto front: {len(d.front)} feasible trial{'s' if len(d.front) != 1 else ''}", headers, console)
+    plural = "s" if len(d.front) != 1 else ""
+    table = numeric_table(f"Pareto front: {len(d.front)} feasible trial{plural}", headers, console)
     for t in d.front[:limit]:
         mark = "*" if d.pick is not None and t.number == d.pick.number else ""
         table.add_row(f"{mark}{t.number}", *[units.metric(n, v) for n, v in zip(d.names, t.values)],
