@@ -20,6 +20,7 @@ from .pareto import hypervolume, pareto_indices
 CRITERIA = ("throughput", "latency", "warmup", "balanced")
 REGRESSION = 0.05  # worse by more than 5% (or 5 points of front share) is flagged
 MAX_BUDGETS = 8
+NO_PICK = "(no feasible trial)"
 
 
 @dataclass
@@ -101,12 +102,13 @@ def compare_studies(*studies: optuna.Study) -> Comparison:
             row.append(max(fits) if fits else None)
         cmp.at_budget.append((budget, row))
     picks = cmp.best["balanced"]
-    if all(picks):
-        keys = sorted(set().union(*(set(p["params"]) | set(p["env"]) for p in picks)))
+    present = [p for p in picks if p]
+    if len(present) >= 2:
+        keys = sorted(set().union(*(set(p["params"]) | set(p["env"]) for p in present)))
         for k in keys:
-            values = [p["params"].get(k, p["env"].get(k)) for p in picks]
+            values = [p["params"].get(k, p["env"].get(k)) for p in present]
             if any(str(v) != str(values[0]) for v in values[1:]):
-                cmp.setting_diffs.append((k, values))
+                cmp.setting_diffs.append((k, [p["params"].get(k, p["env"].get(k)) if p else NO_PICK for p in picks]))
     cmp.regressions = regressions(cmp)
     return cmp
 

@@ -93,6 +93,6 @@ def test_compare_page_renders_in_chromium(chromium, studies, tmp_path):
     assert not errors, errors
     for sid in COMPARE_IDS:
         assert chromium.driver.execute_script(f"return document.getElementById('{sid}') !== null"), sid
-    assert len(_drawn(chromium)) >= 4
+    assert len(_drawn(chromium)) >= 5
     text = chromium.driver.execute_script("return document.body.innerText")
     assert "share of union" in text and "rpt (2)" in text

@@ -1,7 +1,9 @@
-"""compare.html: the report page for several studies (releases side by side)."""
+"""compare.html: the report page for several studies (releases side by side), with the same section
+ids as report.html: summary, pareto, warmup, workload, failures, convergence, trials."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import optuna
@@ -11,38 +13,52 @@ from optuna.trial import TrialState
 from ..compare import Comparison
 from . import charts, units
 from .convergence import front_volume
+from .data import ReportData, gather
 from .facts import accelerator_hours, settings_text
-from .html import chart, page
+from .html import SECTION_IDS, TITLES, chart, page
+from .startup import PHASES
+from .summary import stats
 from .tables import esc, table
 
-COMPARE_IDS = ("summary", "regressions", "pareto", "budgets", "settings", "convergence", "studies")
-COMPARE_TITLES = {"summary": "Coverage", "regressions": "Regressions", "pareto": "Fronts",
-                  "budgets": "Warmup budgets", "settings": "Settings that differ", "convergence": "Convergence",
-                  "studies": "Best per criterion"}
+COMPARE_IDS = SECTION_IDS
+
+
+def _hover(name: str, t, names) -> str:
+    lines = [f"{name} trial {t.number}", *[f"{units.short(n)}: {units.metric(n, v)}" for n, v in zip(names, t.values)],
+             settings_text(t, " ")]
+    return "<br>".join(esc(x) for x in lines)
 
 
 def _points(cmp: Comparison, x: int, y: int) -> dict[str, list[dict]]:
-    out = {}
-    for name, front in zip(cmp.names, cmp.fronts):
-        out[name] = [{"x": t.values[x], "y": t.values[y],
-                      "text": esc(f"{name} trial {t.number}") + "<br>" + "<br>".join(
-                          esc(f"{units.short(n)}: {units.metric(n, v)}") for n, v in zip(cmp.objective_names, t.values))
-                      + "<br>" + esc(settings_text(t, " "))} for t in front]
-    return out
+    return {name: [{"x": t.values[x], "y": t.values[y], "v": t.values, "text": _hover(name, t, cmp.objective_names)}
+                   for t in front] for name, front in zip(cmp.names, cmp.fronts)}
+
+
+def _fronts_3d(cmp: Comparison) -> go.Figure:
+    fig = go.Figure()
+    for i, (name, rows) in enumerate(_points(cmp, 1, 0).items()):
+        fig.add_trace(go.Scatter3d(x=[r["v"][1] for r in rows], y=[r["v"][2] for r in rows],
+                                   z=[r["v"][0] for r in rows], mode="markers", name=name,
+                                   marker={"color": charts.SERIES[i % len(charts.SERIES)], "size": 5},
+                                   text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
+    names = cmp.objective_names
+    fig.update_layout(scene={"xaxis_title": units.short(names[1]), "yaxis_title": units.short(names[2]),
+                             "zaxis_title": units.short(names[0])})
+    return charts._layout(fig, "The fronts in 3-D (drag to turn)", height=520)
 
 
 def _share_chart(cmp: Comparison) -> go.Figure:
     fig = go.Figure(go.Bar(x=cmp.names, y=[100 * s for s in cmp.share], marker_color=charts.SERIES[:len(cmp.names)],
                            text=[f"{s:.0%}" for s in cmp.share], textposition="outside",
                            hovertemplate="%{x}: %{y:.0f}% of the union front<extra></extra>"))
-    fig.update_yaxes(range=[0, 110])
+    fig.update_yaxes(range=[0, 115])
     return charts._layout(fig, "Front hypervolume as a share of the union of all fronts", None, "% of union",
                           height=320)
 
 
 def _convergence_chart(cmp: Comparison, studies: list[optuna.Study]) -> go.Figure:
     fig = go.Figure()
-    for i, s in enumerate(studies):
+    for i, (label, s) in enumerate(zip(cmp.names, studies)):
         backend = s.user_attrs.get("backend") or {}
         spent, seen, xs, ys = 0.0, [], [], []
         for t in sorted(s.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)),
@@ -53,57 +69,146 @@ def _convergence_chart(cmp: Comparison, studies: list[optuna.Study]) -> go.Figur
             xs.append(spent)
             ys.append(100 * front_volume(seen, cmp.reference, cmp.directions) / cmp.union_hypervolume
                       if cmp.union_hypervolume else 0.0)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv", name=s.study_name,
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv", name=label,
                                  marker={"color": charts.SERIES[i % len(charts.SERIES)]}))
     fig.update_yaxes(range=[0, 105])
     return charts._layout(fig, "Share of the union front reached per accelerator-hour", "accelerator-hours",
                           "% of union front", height=340)
 
 
-def write_compare_html(cmp: Comparison, studies: list[optuna.Study], path: Path) -> Path:
+def _summary(cmp: Comparison) -> str:
     names = cmp.objective_names
-    body = []
     rows = [(n, r or "-", cmp.trials[i], len(cmp.fronts[i]), (f"{cmp.share[i]:.0%}", 100 * cmp.share[i]))
             for i, (n, r) in enumerate(zip(cmp.names, cmp.releases))]
     best = max(range(len(cmp.names)), key=lambda i: cmp.share[i])
-    body.append("<section id='summary'><h2>Which study found more</h2>"
-                f"<p class='answer'>{esc(cmp.names[best])} covers the most of the union of all feasible fronts "
-                f"({cmp.share[best]:.0%}); the first study, {esc(cmp.names[0])}, is the baseline.</p>"
-                + table(["study", "release", "trials", "front", "share of union"], rows)
-                + chart(_share_chart(cmp), "chart-compare-share") + "</section>")
+    out = ["<section id='summary'><h2>Which study found more</h2>",
+           f"<p class='answer'>{esc(cmp.names[best])} covers the most of the union of all feasible fronts "
+           f"({cmp.share[best]:.0%}); the first study, {esc(cmp.names[0])}, is the baseline.</p>",
+           table(["study", "release", "trials", "front", "share of union"], rows),
+           chart(_share_chart(cmp), "chart-compare-share")]
     if cmp.regressions:
         items = "".join(f"<li>{esc(r)}</li>" for r in cmp.regressions)
-        body.append(f"<section id='regressions'><h2>Regressions against {esc(cmp.names[0])}</h2>"
-                    f"<ul class='warn'>{items}</ul></section>")
+        out.append(f"<div id='regressions'><h3>Regressions against {esc(cmp.names[0])}</h3>"
+                   f"<ul class='warn'>{items}</ul></div>")
     else:
-        body.append(f"<section id='regressions'><h2>Regressions</h2><p>None: no study does worse than "
-                    f"{esc(cmp.names[0])} by more than 5% on any pick or warmup budget.</p></section>")
-    body.append("<section id='pareto'><h2>The fronts</h2><div class='grid'>"
-                + chart(charts.fronts(_points(cmp, 1, 0), units.short(names[1]), "output tok/s",
-                                      f"Throughput vs {units.short(names[1])}"), "chart-compare-latency")
-                + chart(charts.fronts(_points(cmp, 2, 0), "warmup (s)", "output tok/s", "Throughput vs warmup"),
-                        "chart-compare-warmup")
-                + "</div></section>")
-    rows = [(units.seconds(b), *[("-", None) if x is None else (units.metric(names[0], x), x) for x in row])
-            for b, row in cmp.at_budget]
-    body.append("<section id='budgets'><h2>Best throughput within a warmup budget</h2>"
-                + table(["warmup budget", *cmp.names], rows) + "</section>")
+        out.append(f"<div id='regressions'><h3>Regressions</h3><p>None: no study does worse than "
+                   f"{esc(cmp.names[0])} by more than 5% on any pick or warmup budget.</p></div>")
     rows = [(k, *["unset" if v is None else str(v) for v in values]) for k, values in cmp.setting_diffs]
-    body.append("<section id='settings'><h2>Balanced picks: settings that differ</h2>"
-                + (table(["setting", *cmp.names], rows) if rows else "<p>The balanced picks use the same settings "
-                   "(or a study has no feasible trial).</p>") + "</section>")
-    body.append("<section id='convergence'><h2>What each study cost</h2>"
-                + chart(_convergence_chart(cmp, studies), "chart-compare-convergence") + "</section>")
+    out.append("<div id='settings'><h3>Balanced picks: settings that differ</h3>"
+               + (table(["setting", *cmp.names], rows) if rows else "<p>The balanced picks use the same settings "
+                  "(or a study has no feasible trial).</p>") + "</div>")
     rows = []
     for c, picks in cmp.best.items():
         for n, s in zip(cmp.names, picks):
-            vals = [units.metric(o, v) for o, v in zip(names, s["values"])] if s else ["-"] * len(names)
+            vals = [(units.metric(o, v), v) for o, v in zip(names, s["values"])] if s else ["-"] * len(names)
             rows.append((c, n, s["trial"] if s else "-", *vals, s["prompt_buckets"] if s else "-",
                          s["decode_buckets"] if s else "-"))
-    body.append("<section id='studies'><h2>Best trial per criterion</h2>"
-                + table(["pick", "study", "trial", *[units.short(n) for n in names], "prompt buckets",
-                         "decode buckets"], rows, cls="sortable") + "</section>")
+    out.append("<h3>Best trial per criterion</h3>"
+               + table(["pick", "study", "trial", *[units.short(n) for n in names], "prompt buckets",
+                        "decode buckets"], rows, cls="sortable"))
+    return "".join(out) + "</section>"
+
+
+def _pareto(cmp: Comparison) -> str:
+    names = cmp.objective_names
+    rows = [((units.seconds(b), b), *[("-", None) if x is None else (units.metric(names[0], x), x) for x in row])
+            for b, row in cmp.at_budget]
+    return ("<section id='pareto'><h2>The fronts</h2><div class='grid'>"
+            + chart(charts.fronts(_points(cmp, 1, 0), units.short(names[1]), "output tok/s",
+                                  f"Throughput vs {units.short(names[1])}"), "chart-compare-latency")
+            + chart(charts.fronts(_points(cmp, 2, 0), "warmup (s)", "output tok/s", "Throughput vs warmup"),
+                    "chart-compare-warmup")
+            + "</div>" + chart(_fronts_3d(cmp), "chart-compare-3d")
+            + "<h3 id='budgets'>Best throughput within a warmup budget</h3>"
+            + table(["warmup budget", *cmp.names], rows) + "</section>")
+
+
+def _picks(cmp: Comparison, data: list[ReportData]):
+    return [(label, d, d.pick) for label, d in zip(cmp.names, data) if d.pick is not None]
+
+
+def _warmup(cmp: Comparison, data: list[ReportData]) -> str:
+    picks = _picks(cmp, data)
+    out = ["<section id='warmup'><h2>Warmup of each balanced pick</h2>"]
+    if not picks:
+        return out[0] + "<p class='none'>No study has a feasible trial.</p></section>"
+    rows = []
+    for key in ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks"):
+        rows.append([key.replace("_", " "), *[(units.num(stats(d, t).get(key)), stats(d, t).get(key))
+                                              for _, d, t in picks]])
+    bars = {}
+    for phase in PHASES:
+        vals = [(d.log(t).phase_s.get(phase) if d.log(t) else None) for _, d, t in picks]
+        rows.append([f"{phase} (s)", *[(units.seconds(v), v) for v in vals]])
+    for label, d, t in picks:
+        if d.log(t) and d.log(t).phase_s:
+            bars[f"{label} (trial {t.number})"] = d.log(t).phase_s
+    out.append(table(["", *[f"{label}: trial {t.number}" for label, _, t in picks]], rows))
+    if bars:
+        out.append(chart(charts.warmup_phases(bars, PHASES), "chart-compare-warmup-phases"))
+    return "".join(out) + "</section>"
+
+
+def _workload(cmp: Comparison, data: list[ReportData]) -> str:
+    rows = []
+    for label, d, t in _picks(cmp, data):
+        pad = d.padding(t)
+        recompiling = sum(1 for x in d.measured() if (x.user_attrs.get("observed") or {}).get("not_warmed_up"))
+        preempting = sum(1 for x in d.measured() if (x.user_attrs.get("observed") or {}).get("preemptions"))
+        rows.append([f"{label}: trial {t.number}",
+                     "-" if pad is None or pad.prompt_waste is None else f"{100 * pad.prompt_waste:.1f}%",
+                     "-" if pad is None or pad.decode_waste is None else f"{100 * pad.decode_waste:.1f}%",
+                     recompiling, preempting])
+    return ("<section id='workload'><h2>Padding and runtime recompiles</h2><p>Padding of each balanced pick on "
+            "its own study's workload (estimated per sequence, as in report.html); trials of each study that met "
+            "a shape not warmed up, or preempted a request, under load.</p>"
+            + table(["balanced pick", "prompt padding", "decode padding", "trials with recompiles",
+                     "trials with preemptions"], rows) + "</section>")
+
+
+def _failures(cmp: Comparison, studies: list[optuna.Study]) -> str:
+    counts = []
+    for s in studies:
+        c: Counter = Counter()
+        for t in s.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+            status = t.user_attrs.get("status") or t.state.name.lower()
+            if status != "ok":
+                c[status] += 1
+            elif not t.user_attrs.get("feasible"):
+                c["outside a limit (measured)"] += 1
+        counts.append(c)
+    classes = sorted(set().union(*counts))
+    rows = [(cls, *[c.get(cls, 0) for c in counts]) for cls in classes]
+    return ("<section id='failures'><h2>Failures and rejections per study</h2>"
+            + (table(["class", *cmp.names], rows) if rows else "<p>No trial of any study failed.</p>")
+            + "<p>Each study's report.html lists every failure with its reason and log excerpt.</p></section>")
+
+
+def _trials(cmp: Comparison, studies: list[optuna.Study]) -> str:
+    names = cmp.objective_names
+    rows = []
+    for label, s in zip(cmp.names, studies):
+        backend = s.user_attrs.get("backend") or {}
+        for t in sorted(s.get_trials(deepcopy=False), key=lambda t: t.number):
+            ok = t.user_attrs.get("status") == "ok" and t.values
+            values = [(units.metric(n, v), v) if ok else ("-", None) for n, v in zip(names, t.values or [None] * 3)]
+            hours = accelerator_hours(t, backend)
+            rows.append((label, t.number, t.user_attrs.get("status", t.state.name.lower()),
+                         "yes" if t.user_attrs.get("feasible") else "no", *values, (f"{hours:.3f}", hours),
+                         settings_text(t)))
+    return ("<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"
+            + table(["study", "trial", "status", "feasible", *[units.short(n) for n in names], "acc-hours",
+                     "settings"], rows, cls="sortable", table_id="trials-table") + "</section>")
+
+
+def write_compare_html(cmp: Comparison, studies: list[optuna.Study], path: Path) -> Path:
+    data = [gather(s) for s in studies]
+    body = [_summary(cmp), _pareto(cmp), _warmup(cmp, data), _workload(cmp, data), _failures(cmp, studies),
+            "<section id='convergence'><h2>What each study cost</h2>"
+            + chart(_convergence_chart(cmp, studies), "chart-compare-convergence") + "</section>",
+            _trials(cmp, studies)]
     intro = ("<p>" + ", ".join(f"<b>{esc(n)}</b> ({esc(r or 'no release')})" for n, r in zip(cmp.names, cmp.releases))
              + ". Hypervolumes are taken on one common reference point, worse than every front point.</p>")
-    path.write_text(page("bucket-tuner: " + " vs ".join(cmp.names), intro, body, COMPARE_IDS, COMPARE_TITLES))
+    titles = dict(TITLES, summary="Coverage and regressions", pareto="Fronts")
+    path.write_text(page("bucket-tuner: " + " vs ".join(cmp.names), intro, body, COMPARE_IDS, titles))
     return path
