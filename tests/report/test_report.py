@@ -134,6 +134,8 @@ def test_terminal_tables_fit_80_columns(studies):
     for header in ("study", "trials", "front", "share", "pick", "p99 TTFT", "warmup"):
         assert header in compare.stdout
     assert "hypervolume" in compare.stdout
+    alone = cli("compare", "rpt", "--results", str(studies.results))
+    assert alone.returncode == 2 and "at least two studies" in alone.stderr
 
 
 def test_compare_shares_and_budgets_are_consistent(studies):
