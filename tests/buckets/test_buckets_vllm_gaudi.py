@@ -448,11 +448,41 @@ def test_v0101_zero_minimum_would_hang_upstream():
     assert sorted({b[0] for b in plan.prompt}) == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("variable,value", [("VLLM_MERGED_PREFILL", "true"), ("VLLM_ENABLE_BUCKETING", "false")])
-def test_unmodelled_switches_refused(variable, value):
-    with pytest.raises(BucketConfigError) as info:
-        get_profile("gaudi-main").build(cfg({variable: value}))
-    assert info.value.variable == variable
+@pytest.mark.parametrize("profile", ["gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main"])
+def test_bucketing_off_means_no_buckets(profile):
+    plan = get_profile(profile).build(cfg({"VLLM_ENABLE_BUCKETING": "false"}))
+    assert plan.prompt == [] and plan.decode == []
+    assert setting(plan, "VLLM_ENABLE_BUCKETING").value is False
+    assert get_profile(profile).build(cfg({"VLLM_ENABLE_BUCKETING": "true"})).prompt
+
+
+@pytest.mark.parametrize("strategy", [LINEAR, EXPONENTIAL, PADDING_AWARE])
+def test_merged_prefill_packs_prompts_into_one_row(strategy):
+    c = cfg({"VLLM_MERGED_PREFILL": "true"}, max_num_seqs=8)
+    plan = get_profile("gaudi-main").build(c, strategy)
+    assert plan.prompt and {b[0] for b in plan.prompt} == {1}
+    # The runner passes max_num_seqs as the prefill count; the ctx bound is that many packed prompts.
+    assert setting(plan, "max_num_prefill_seqs").value == 8
+    for _, q, ctx in plan.prompt:
+        assert ctx <= 8 * ((4096 - q // 8) // 128)
+    # No token-budget filter under merged prefill: the query range reaches max_num_batched_tokens.
+    assert max(b[1] for b in plan.prompt) == 8192
+    plain = get_profile("gaudi-main").build(cfg(max_num_seqs=8), strategy)
+    assert plain.prompt != plan.prompt
+
+
+def test_sliding_window_drops_unsliceable_context_free_prompts():
+    env = {"VLLM_BUCKETING_STRATEGY": "lin", "VLLM_PROMPT_QUERY_BUCKET_STEP": "384"}
+    plain = get_profile("gaudi-main").build(cfg(env))
+    plan = get_profile("gaudi-main").build(cfg({**env, "PT_HPU_SDPA_QKV_SLICE_MODE_FWD": "true",
+                                                "VLLM_FUSEDSDPA_SLIDE_THLD": "1024", "PT_HPU_SDPA_BC_FACTOR": "512"}))
+    expected = [b for b in plain.prompt if b[2] != 0 or b[1] < 1024 or b[1] % 512 == 0]
+    assert plan.prompt == expected and len(expected) < len(plain.prompt)
+    assert plan.decode == plain.decode
+    # gaudi-0.10.1 has no sliding-window filter.
+    off = cfg({"VLLM_EXPONENTIAL_BUCKETING": "false", "PT_HPU_SDPA_QKV_SLICE_MODE_FWD": "true"})
+    assert get_profile("gaudi-0.10.1").build(off).prompt == get_profile("gaudi-0.10.1").build(replace_cfg(
+        off, env={"VLLM_EXPONENTIAL_BUCKETING": "false"})).prompt
 
 
 # ------------------------------------------------------------------------------------------ padding

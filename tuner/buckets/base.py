@@ -53,6 +53,8 @@ class ServerConfig:
     prefix_caching: bool | None = None
     # fork only: --max-num-prefill-seqs (None: = max_num_seqs). vllm-gaudi derives its own.
     max_num_prefill_seqs: int | None = None
+    # A LoRA adapter config is present (--enable-lora); fork 1.18's runner then caps and filters buckets.
+    lora: bool = False
 
     def __post_init__(self):
         for name in ("block_size", "max_num_seqs", "max_model_len", "max_num_batched_tokens", "num_hpu_blocks"):
@@ -91,6 +93,9 @@ class BucketPlan:
     # after the memory profiling lines; empty where everything is logged at setup.
     warmup_log_lines: list[str] = field(default_factory=list)
     omitted_prompt: list[Bucket] = field(default_factory=list)  # dropped by the token budget / filters
+    # vllm-gaudi v0.15.1 with unified attention: (query, shared_blocks, unique_blocks) buckets, which
+    # replace the prompt and decode lists (both empty then).
+    unified: list[Bucket] = field(default_factory=list)
     dims: int = 2  # 2: (bs, seq|blocks); 3: (bs, query, ctx_blocks) / (bs, 1, blocks)
     prefix_caching: bool = False
     contiguous_pa: bool = True

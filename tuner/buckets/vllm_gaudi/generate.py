@@ -21,6 +21,8 @@ _COND_TOKENS = "condition: bs * query <= max_num_batched_tokens"
 _COND_LEN_TOKENS = "condition: (query + ctx * block_size) <= max_model_len"  # v0.15.1
 _COND_LEN_BLOCKS = "condition: ctx <= ceil((max_model_len - 1) / block_size) and query <= max_model_len"  # v0.26+
 _COND_DECODE = "condition: bs <= ctx, "
+_COND_MERGED = ("ctx <= max_num_prefill_seqs * math.ceil((max_model_len - math.floor(query / max_num_prefill_seqs)) "
+                "// block_size)")
 
 
 def _zero_buckets(run: _Run, phase: str, omitted: dict[str, list[_OmittedRun]]) -> BucketConfigError:
@@ -37,7 +39,8 @@ def _zero_buckets(run: _Run, phase: str, omitted: dict[str, list[_OmittedRun]]) 
         f"out: {reasons or 'no candidates'})", culprit)
 
 
-def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_vals: list[int]):
+def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_vals: list[int], merged: bool = False,
+                    prefill: int = 1):
     """common.generate_buckets for prompts: bs x query x ctx minus what exceeds max_model_len or the
     token budget; from max_model_len 8192 on, the largest ctx is replaced per query by the most blocks
     that still fit next to it (unless that reaches VLLM_PROMPT_CTX_BUCKET_MAX).
@@ -48,8 +51,14 @@ def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_va
     cond_len = _COND_LEN_BLOCKS if rel.ctx_filter_in_blocks else _COND_LEN_TOKENS
     max_ctx_blocks = math.ceil((L - 1) / B)
 
+    if merged:
+        # Merged prefill replaces both filters: the context of `prefill` packed prompts next to q tokens.
+        cond_len = _COND_MERGED
+
     def ctx_limit(q: int) -> int:
         """The largest ctx the max_model_len filter lets through next to query q (-1: none)."""
+        if merged:
+            return prefill * ((L - q // prefill) // B)
         if rel.ctx_filter_in_blocks:
             return max_ctx_blocks if q <= L else -1
         return (L - q) // B  # query + ctx * block_size <= max_model_len
@@ -90,7 +99,7 @@ def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_va
             if split < len(ctxs):
                 too_long.append((bs, q, ctxs[split:], texts[split:]))
             if split:
-                if bs * q <= T:
+                if merged or bs * q <= T:
                     kept.extend(zip(repeat(bs), repeat(q), ctxs[:split]))
                 else:
                     too_many_tokens.append((bs, q, ctxs[:split], texts[:split]))
@@ -123,7 +132,8 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
             run.info(line)
         if phase == "prompt":
             bs_vals, query_vals, ctx_vals = _prompt_ranges(run, eng)
-            buckets, omitted = _combine_prompt(run, bs_vals, query_vals, ctx_vals)
+            buckets, omitted = _combine_prompt(run, bs_vals, query_vals, ctx_vals, eng.merged_prefill,
+                                               eng.max_num_prefill_seqs)
         else:
             bs_vals, block_vals = _decode_ranges(run, eng)
             buckets, omitted = _combine_decode(run, bs_vals, block_vals, eng.contiguous_pa)
@@ -132,8 +142,21 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
         if run.rel.log_omitted and omitted and _debug_logging(run.env):
             run.info(_omitted_line(phase, omitted))
         run.info(_bucket_list_line(len(buckets), phase, buckets))
-        results.append((buckets, omitted))
-    (prompt, prompt_omitted), (decode, _) = results
+        dropped = []
+        if phase == "prompt" and eng.sliding:
+            buckets, dropped = _sliding_window_filter(buckets, *eng.sliding)
+            run.info(_bucket_list_line(len(buckets), phase, buckets))  # logged again after the filter
+        results.append((buckets, omitted, dropped))
+    (prompt, prompt_omitted, dropped), (decode, _, _) = results
     # In the order of upstream's omitted log: by condition, then bucket.
     omitted = [b for cond in sorted(prompt_omitted) for b in _expand(prompt_omitted[cond])]
-    return prompt, decode, omitted
+    return prompt, decode, omitted + dropped
+
+
+def _sliding_window_filter(buckets: list, threshold: int, slice_size: int):
+    """Sliding-window SDPA slices long context-free prompts: their query must be a slice multiple.
+    Applied after generation (an empty result is not an error upstream)."""
+    kept, dropped = [], []
+    for b in buckets:
+        (kept if b[2] != 0 or b[1] < threshold or b[1] % slice_size == 0 else dropped).append(b)
+    return kept, dropped

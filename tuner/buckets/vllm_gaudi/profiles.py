@@ -28,6 +28,7 @@ from .padding import (
     _contains,
     _index,
 )
+from .unified import unified_buckets
 from .releases import (
     _MAIN,
     _PARAMS3,
@@ -114,7 +115,22 @@ class VllmGaudiProfile(ReleaseProfile):
         run = _Run(rel, cfg, strategy)
         _strategy_settings(run)
         eng = _engine(run)
-        if rel.range_pipeline:
+        unified: list = []
+        if not eng.bucketing:
+            # The runner neither initialises the bucketing manager nor warms anything up.
+            run.info("Bucketing is OFF.")
+            prompt, decode, omitted = [], [], []
+        elif eng.unified_attn:
+            # v0.15.1's runner generates unified buckets only (and requires contiguous PA and merged prefill).
+            if not eng.contiguous_pa:
+                raise BucketConfigError("AssertionError: Unified attn requires contiguous_pa!", "VLLM_CONTIGUOUS_PA")
+            if not eng.merged_prefill:
+                raise BucketConfigError("AssertionError: Unified attn requires merged_prefill!", "VLLM_MERGED_PREFILL")
+            unified = unified_buckets(cfg.max_num_seqs, cfg.max_model_len, cfg.block_size, cfg.num_hpu_blocks,
+                                      cfg.max_num_batched_tokens)
+            run.info(f"Generated {len(unified)} unified buckets [query, shared_blocks, unique_blocks]: {unified}")
+            prompt, decode, omitted = [], [], []
+        elif rel.range_pipeline:
             prompt, decode, omitted = _generate_pipeline(run, eng, selection_lines)
         else:
             prompt, decode, omitted = _generate_v0101(run, eng)
@@ -123,7 +139,7 @@ class VllmGaudiProfile(ReleaseProfile):
         return BucketPlan(
             profile=self.name, strategy=strategy, prompt=prompt, decode=decode,
             settings=list(run.settings.values()), warnings=run.warnings, log_lines=run.log_lines,
-            omitted_prompt=omitted, dims=3, prefix_caching=eng.prefix_caching, contiguous_pa=eng.contiguous_pa,
+            omitted_prompt=omitted, unified=unified, dims=3, prefix_caching=eng.prefix_caching, contiguous_pa=eng.contiguous_pa,
             state={
                 "max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens,
                 "max_model_len": cfg.max_model_len, "block_size": cfg.block_size, "num_hpu_blocks": cfg.num_hpu_blocks,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..base import EXPONENTIAL, LINEAR, PADDING_AWARE, USER, BucketConfigError
+from ..base import EXPONENTIAL, FORCED, LINEAR, PADDING_AWARE, USER, BucketConfigError
 from .padding_aware import pad_defaults_decode, pad_defaults_prompt, padding_aware_range
 from .ranges import _exponential_range, _linear_range, _log2_limit
 from .releases import LONG_CTX_THRESHOLD
@@ -44,6 +44,9 @@ def _prompt_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int], list[
         else:
             max_ctx = max(1, (L - query_min) // B)
         ctx_cfg = [0, 1, max_ctx, 2 if max_ctx == 1 else math.ceil(math.log2(max_ctx)) + 1]
+        if eng.merged_prefill:
+            new = ([1, 1, 1, 1], [query_cfg[0], query_cfg[1] * 4, T, query_cfg[3]], [0, 4, max_ctx * P, ctx_cfg[3]])
+            bs_cfg, query_cfg, ctx_cfg = _merged_log(run, (bs_cfg, query_cfg, ctx_cfg), new)
         _cfg_setting(run, "prompt bs", bs_cfg, flagged, "VLLM_PROMPT_BS")
         _cfg_setting(run, "prompt query", query_cfg, flagged, "VLLM_PROMPT_SEQ")
         _cfg_setting(run, "prompt blocks", ctx_cfg, flagged, None)
@@ -54,7 +57,14 @@ def _prompt_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int], list[
     elif run.strategy == LINEAR:
         bs_cfg = run.read_dims("PROMPT", "BS", dict(min=1, step=1, max=P))
         query_cfg = run.read_dims("PROMPT", "QUERY", dict(min=B, step=B, max=T))
-        ctx_cfg = run.read_dims("PROMPT", "CTX", dict(min=0, step=1, max=(L - query_cfg[0]) // B))
+        max_ctx = (L - query_cfg[0]) // B
+        ctx_cfg = run.read_dims("PROMPT", "CTX", dict(min=0, step=1, max=max_ctx))
+        if eng.merged_prefill:
+            old = (tuple(bs_cfg), tuple(query_cfg), tuple(ctx_cfg))
+            bs_cfg, query_cfg = [1, 1, 1], [query_cfg[0], query_cfg[1] * 4, T]
+            # The ctx variables are read a second time, against merged defaults.
+            ctx_cfg = run.read_dims("PROMPT", "CTX", dict(min=0, step=4, max=max_ctx * P))
+            _merged_log(run, old, (bs_cfg, query_cfg, ctx_cfg))
         run.info(f"Prompt bucket config (min, step, max_warmup) bs:{bs_cfg}, query:{query_cfg}, blocks:{ctx_cfg}")
 
         def make(c, label):
@@ -63,7 +73,14 @@ def _prompt_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int], list[
         defaults = pad_defaults_prompt(P, B, T, L)
         bs_cfg = run.read_dims("PROMPT", "BS", defaults["BS"])
         query_cfg = run.read_dims("PROMPT", "QUERY", defaults["QUERY"])
-        ctx_cfg = run.read_dims("PROMPT", "CTX", pad_defaults_prompt(P, B, T, L, query_cfg[0])["CTX"])
+        ctx_defaults = pad_defaults_prompt(P, B, T, L, query_cfg[0])["CTX"]
+        ctx_cfg = run.read_dims("PROMPT", "CTX", ctx_defaults)
+        if eng.merged_prefill:
+            old = (tuple(bs_cfg), tuple(query_cfg), tuple(ctx_cfg))
+            bs_cfg = [1, 1, 1, bs_cfg[3], bs_cfg[4]]
+            query_cfg = [query_cfg[0], query_cfg[1] * 4, T, query_cfg[3], query_cfg[4]]
+            ctx_cfg = run.read_dims("PROMPT", "CTX", {**ctx_defaults, "step": 4, "max": ctx_defaults["max"] * P})
+            _merged_log(run, old, (bs_cfg, query_cfg, ctx_cfg))
         run.info("Prompt bucket config (min, step, max_warmup, pad_max, pad_percent) "
                  f"bs:{bs_cfg}, query:{query_cfg}, blocks:{ctx_cfg}")
 
@@ -79,6 +96,17 @@ def _prompt_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int], list[
                                              "an empty sequence)")
         ranges.append(values)
     return ranges[0], ranges[1], ranges[2]
+
+
+def _merged_log(run: _Run, old, new):
+    """Merged prefill packs every prompt of a step into one bs=1 row; the strategy logs its rewrite."""
+    run.info("Merged prefill is enabled!\nOverriding prompt bucketing settings!\n"
+             f"prompt bs cfg: {tuple(old[0])} -> {tuple(new[0])}\n"
+             f"prompt query cfg: {tuple(old[1])} -> {tuple(new[1])}\n"
+             f"prompt ctx cfg: {tuple(old[2])} -> {tuple(new[2])}\n")
+    for label, cfg in zip(("prompt bs", "prompt query", "prompt blocks"), new):
+        run.setting(f"{label} (merged prefill)", str(list(cfg)), FORCED, "rewritten by merged prefill")
+    return [list(c) for c in new]
 
 
 def _decode_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int]]:

@@ -1,0 +1,55 @@
+"""Replays one stored sweep row (tests/data/sweep/) against the bucket engine.
+
+Shared by tests/buckets/test_sweep.py and the maintainer tool tools/bucket_sweep (its `check`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from tuner.buckets import BucketConfigError, ServerConfig, get_profile
+
+
+def compact_sha(buckets) -> str:
+    return hashlib.sha256(json.dumps([list(b) for b in buckets], separators=(",", ":")).encode()).hexdigest()
+
+
+def row_config(inputs: dict) -> ServerConfig:
+    return ServerConfig(
+        block_size=inputs["block_size"], max_num_seqs=inputs["max_num_seqs"], max_model_len=inputs["max_model_len"],
+        max_num_batched_tokens=inputs["max_num_batched_tokens"], num_hpu_blocks=inputs["num_hpu_blocks"],
+        env=inputs["env"], prefix_caching=inputs["prefix_caching"],
+        max_num_prefill_seqs=inputs.get("max_num_prefill_seqs"), lora=inputs.get("lora", False),
+    )
+
+
+def _differs(ours: list, expected: dict, what: str) -> str | None:
+    ours = [list(b) for b in ours]
+    if len(ours) != expected["count"]:
+        return f"{what}: {len(ours)} buckets, upstream {expected['count']}"
+    if "buckets" in expected and ours != expected["buckets"]:
+        return f"{what}: lists differ"
+    if compact_sha(ours) != expected["sha256"]:
+        return f"{what}: sha256 differs"
+    return None
+
+
+def replay_row(profile_name: str, row: dict) -> str | None:
+    """None when the engine agrees with upstream on this row, else what differs."""
+    profile = get_profile(profile_name)
+    try:
+        plan = profile.build(row_config(row["inputs"]))
+    except BucketConfigError as exc:
+        if "error" in row:
+            return None
+        return f"engine refused ({exc}); upstream gave {row['prompt']['count']}/{row['decode']['count']} buckets"
+    if "error" in row:
+        return f"engine built {len(plan.prompt)}/{len(plan.decode)} buckets; upstream raised {row['error'][:200]}"
+    if plan.strategy != row["strategy"]:
+        return f"strategy {plan.strategy}, upstream {row['strategy']}"
+    if "unified" in row:
+        problem = _differs(plan.unified, row["unified"], "unified")
+        if problem:
+            return problem
+    return _differs(plan.prompt, row["prompt"], "prompt") or _differs(plan.decode, row["decode"], "decode")
