@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 
 from tuner.buckets import BucketConfigError, ServerConfig, get_profile
 
@@ -15,11 +17,17 @@ def compact_sha(buckets) -> str:
     return hashlib.sha256(json.dumps([list(b) for b in buckets], separators=(",", ":")).encode()).hexdigest()
 
 
-def row_config(inputs: dict) -> ServerConfig:
+def row_config(inputs: dict, bucket_file_dir: str | None = None) -> ServerConfig:
+    env = dict(inputs["env"])
+    if "bucket_file" in inputs:  # VLLM_BUCKETING_FROM_FILE: the file's text is stored with the row
+        path = os.path.join(bucket_file_dir or tempfile.gettempdir(), "sweep-bucket-file.txt")
+        with open(path, "w") as f:
+            f.write(inputs["bucket_file"])
+        env["VLLM_BUCKETING_FROM_FILE"] = path
     return ServerConfig(
         block_size=inputs["block_size"], max_num_seqs=inputs["max_num_seqs"], max_model_len=inputs["max_model_len"],
         max_num_batched_tokens=inputs["max_num_batched_tokens"], num_hpu_blocks=inputs["num_hpu_blocks"],
-        env=inputs["env"], prefix_caching=inputs["prefix_caching"],
+        env=env, prefix_caching=inputs["prefix_caching"],
         max_num_prefill_seqs=inputs.get("max_num_prefill_seqs"), lora=inputs.get("lora", False),
     )
 
@@ -35,18 +43,18 @@ def _differs(ours: list, expected: dict, what: str) -> str | None:
     return None
 
 
-def replay_row(profile_name: str, row: dict) -> str | None:
+def replay_row(profile_name: str, row: dict, bucket_file_dir: str | None = None) -> str | None:
     """None when the engine agrees with upstream on this row, else what differs."""
     profile = get_profile(profile_name)
     try:
-        plan = profile.build(row_config(row["inputs"]))
+        plan = profile.build(row_config(row["inputs"], bucket_file_dir))
     except BucketConfigError as exc:
         if "error" in row:
             return None
         return f"engine refused ({exc}); upstream gave {row['prompt']['count']}/{row['decode']['count']} buckets"
     if "error" in row:
         return f"engine built {len(plan.prompt)}/{len(plan.decode)} buckets; upstream raised {row['error'][:200]}"
-    if plan.strategy != row["strategy"]:
+    if "strategy" in row and plan.strategy != row["strategy"]:
         return f"strategy {plan.strategy}, upstream {row['strategy']}"
     if "unified" in row:
         problem = _differs(plan.unified, row["unified"], "unified")

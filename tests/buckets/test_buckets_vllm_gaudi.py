@@ -689,3 +689,36 @@ def test_every_variable_read_has_a_setting(name):
         for engine_value in ("max_num_prefill_seqs", "prefix_caching", "VLLM_CONTIGUOUS_PA", "num_hpu_blocks"):
             assert plan.setting(engine_value) is not None
         assert not plan.ignored_settings()  # nothing set, nothing ignored
+
+
+# ----------------------------------------------------------------- unified attention and bucket files
+
+def test_unified_attention_replaces_prompt_and_decode_buckets():
+    plan = get_profile("gaudi-0.15.1").build(cfg({"VLLM_UNIFIED_ATTN": "true"}, max_num_seqs=8))
+    assert plan.prompt == [] and plan.decode == [] and plan.unified
+    assert all(len(b) == 4 and b[3] in (0, 1) for b in plan.unified)
+    # Non-causal buckets only up to max_num_seqs query tokens.
+    assert max(b[0] for b in plan.unified if b[3] == 0) <= 8
+    # Unified attention needs contiguous PA; turning it off is upstream's assertion.
+    with pytest.raises(BucketConfigError, match="requires contiguous_pa"):
+        get_profile("gaudi-0.15.1").build(cfg({"VLLM_UNIFIED_ATTN": "true", "VLLM_CONTIGUOUS_PA": "false"}))
+    # One sequence: upstream divides by query // 2 == 0.
+    with pytest.raises(BucketConfigError, match="ZeroDivisionError"):
+        get_profile("gaudi-0.15.1").build(cfg({"VLLM_UNIFIED_ATTN": "true"}, max_num_seqs=1))
+
+
+def test_bucket_file_lines_and_filters(tmp_path):
+    path = tmp_path / "buckets.txt"
+    path.write_text("# comment\n\n(1, 2048, 0)\n(1, [256, 512], [0, 4])\n(2, range(128, 513, 128), 0)\n"
+                    "(4, 1, 100)\n(8, 1, 4)\n(1, 2)\nnot python\n(1, 8192, 0)\n")
+    env = {"VLLM_BUCKETING_FROM_FILE": str(path), "VLLM_CONTIGUOUS_PA": "false"}
+    plan = get_profile("gaudi-main").build(cfg(env, max_num_batched_tokens=4096))
+    # (1, 8192, 0) exceeds max_model_len 4096; the bad lines are skipped.
+    assert plan.prompt == sorted([(1, 2048, 0), (1, 256, 0), (1, 256, 4), (1, 512, 0), (1, 512, 4),
+                                  (2, 128, 0), (2, 256, 0), (2, 384, 0), (2, 512, 0)])
+    # Decode: without contiguous PA bs <= blocks, and blocks capped at bs * ceil(L / B).
+    assert plan.decode == [(4, 1, 100)]
+    assert get_profile("gaudi-0.10.1").build(cfg(env)).prompt != plan.prompt  # 0.10.1 has no bucket files
+    with pytest.raises(BucketConfigError) as info:
+        get_profile("gaudi-main").build(cfg({"VLLM_BUCKETING_FROM_FILE": str(tmp_path / "missing.txt")}))
+    assert info.value.variable == "VLLM_BUCKETING_FROM_FILE"

@@ -84,12 +84,16 @@ def _bucket_env(rng: random.Random, groups: tuple[str, ...], row: dict, strategy
 # Lengths stay within this many blocks: the 3-D releases enumerate query x context-block products, and
 # upstream needs minutes and gigabytes beyond that (the engine refuses such products outright).
 MAX_BLOCKS_PER_SEQ = 256
+# The v0 3-D linear strategy lists every context length per query under prefix caching, and its
+# omitted-bucket bookkeeping is quadratic in that count: keep those configurations smaller still.
+SLOW_LINEAR = ("fork-1.22", "fork-main", "gaudi-0.10.1")
 
 
-def _base(rng: random.Random, profile: str) -> dict:
+def _base(rng: random.Random, profile: str, strategy: str) -> dict:
     L = rng.choice([512, 1024, 2048, 4096, 4096, 8192, 16384, 32768])
     T = rng.choice([L, L // 2, L // 4 + 3, 2 * L, 8192, 2048, 4096 + 7, 16384])
-    B = rng.choice([b for b in (16, 32, 64, 128, 128, 128, 256) if max(L, T) // b <= MAX_BLOCKS_PER_SEQ] or [256])
+    ratio = 64 if profile in SLOW_LINEAR and strategy == "linear" else MAX_BLOCKS_PER_SEQ
+    B = rng.choice([b for b in (16, 32, 64, 128, 128, 128, 256) if max(L, T) // b <= ratio] or [256])
     if rng.random() < 0.35:  # max_model_len off the block grid
         L += rng.choice([1, 7, B // 2, 100, 1000]) if L < 32768 else -rng.choice([1, 100, 1000])
     S = rng.choice([1, 2, 3, 5, 8, 16, 24, 32, 50, 64, 100, 128, 256])
@@ -103,9 +107,28 @@ def _bool_text(rng: random.Random) -> str:
     return rng.choice(["true", "false", "True", "False", "1", "0"])
 
 
+def _bucket_file(rng: random.Random, row: dict) -> str:
+    """A VLLM_BUCKETING_FROM_FILE file: single buckets, lists, ranges, comments and bad lines."""
+    B, L, S, N = row["block_size"], row["max_model_len"], row["max_num_seqs"], row["num_hpu_blocks"]
+    lines = ["# sweep bucket file", ""]
+    for _ in range(rng.randint(1, 6)):
+        kind = rng.random()
+        if kind < 0.3:
+            lines.append(f"({rng.choice([1, 2, 4, S])}, {rng.choice([B, 2 * B, 1024, L, L + B])}, {rng.choice([0, 1, 4, L // B])})")
+        elif kind < 0.55:
+            lines.append(f"([1, {rng.choice([2, 4, S])}], [{B}, {4 * B}], [0, {rng.choice([2, 8, L // B])}])")
+        elif kind < 0.7:
+            lines.append(f"(1, range({B}, {L + 1}, {rng.choice([B, 4 * B, 1024])}), 0)")
+        elif kind < 0.9:
+            lines.append(f"({rng.choice([1, 2, S, 2 * S])}, 1, {rng.choice([1, 8, 128, N, 2 * N, S * L // B])})")
+        else:
+            lines.append(rng.choice(["(1, 2)", "not a bucket", "(1, 128, 0"]))
+    return "\n".join(lines) + "\n"
+
+
 def random_row(rng: random.Random, profile: str, strategy: str) -> dict:
     groups = PROFILES[profile][4]
-    row = _base(rng, profile)
+    row = _base(rng, profile, strategy)
     env = dict(rng.choice(STRATEGY_ENVS[profile][strategy]))
     env.update(_bucket_env(rng, groups, row, strategy))
     if "prefill_seqs" in groups and rng.random() < 0.3:
@@ -128,6 +151,9 @@ def random_row(rng: random.Random, profile: str, strategy: str) -> dict:
         env["VLLM_ENABLE_BUCKETING"] = rng.choice(["false", "0", "true"])
     if "unified" in groups and rng.random() < 0.05:
         env["VLLM_UNIFIED_ATTN"] = rng.choice(["true", "1"])
+    if "file" in groups and rng.random() < 0.08:
+        row["bucket_file"] = _bucket_file(rng, row)
+        env["VLLM_BUCKETING_FROM_FILE"] = "bucket_file.txt"  # the replay writes the file and uses its path
     # Error cases: a malformed integer, or a minimum above its maximum.
     r = rng.random()
     if r < 0.03 and env:

@@ -107,11 +107,12 @@ def run_profile(profile: str, trees: Path, worker: Worker, per_strategy: int, se
                     skipped += 1
                     continue
                 up = answer.get("upstream_strategy", "")
-                if up == "off":
+                if up == "off":  # no strategy was consulted
                     row["bucketing"] = "off"
-                elif up.startswith("unified:"):
+                elif up.startswith("unified:"):  # unified attention: no strategy was consulted
                     row["unified"] = summarise(json.loads(up[len("unified:"):]))
-                row["strategy"] = _CLASS_STRATEGY.get(up, "linear" if not up or up == "off" else up)
+                else:
+                    row["strategy"] = _CLASS_STRATEGY.get(up, "linear")  # fork <= 1.20: linear only
                 row["prompt"] = summarise(answer["prompt"])
                 row["decode"] = summarise(answer["decode"])
             rows.append(row)

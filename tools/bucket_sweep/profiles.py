@@ -44,9 +44,9 @@ PROFILES = {
     "gaudi-0.10.1": ("gaudi", "gaudi-v0.10.1", "v0.10.1", "v1",
                      ("ext2d", "merged", "contiguous", "prefix_env", "enable")),
     "gaudi-0.15.1": ("gaudi", "gaudi-v0.15.1", "v0.15.1", "v1",
-                     ("gaudi3d", "merged", "contiguous", "sliding", "prefix_env", "enable", "unified")),
+                     ("gaudi3d", "merged", "contiguous", "sliding", "prefix_env", "enable", "unified", "file")),
     "gaudi-0.26.0": ("gaudi", "gaudi-v0.26.0", "v0.26.0", "v1",
-                     ("gaudi3d", "pad", "merged", "contiguous", "sliding", "prefix_env", "enable", "exp_flag")),
+                     ("gaudi3d", "pad", "merged", "contiguous", "sliding", "prefix_env", "enable", "exp_flag", "file")),
     "gaudi-main": ("gaudi", "gaudi-main", "main", "v1",
-                   ("gaudi3d", "pad", "merged", "contiguous", "sliding", "prefix_env", "enable", "exp_flag")),
+                   ("gaudi3d", "pad", "merged", "contiguous", "sliding", "prefix_env", "enable", "exp_flag", "file")),
 }

@@ -36,6 +36,17 @@ _PKGS = ("vllm_hpu_extension", "vllm_gaudi", "vllm", "habana_frameworks")
 _BASE_ENV = dict(os.environ)
 
 
+def _env(inp: dict) -> dict[str, str]:
+    """The row's env; a bucket file stored with the row is written out and its path substituted."""
+    env = dict(inp["env"])
+    if "bucket_file" in inp:
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"sweep-buckets-{os.getpid()}.txt")
+        with open(path, "w") as f:
+            f.write(inp["bucket_file"])
+        env["VLLM_BUCKETING_FROM_FILE"] = path
+    return env
+
+
 def _fresh(tree: str, env: dict[str, str], engine: str):
     """Forget every previously imported upstream module, point sys.path at `tree`, set the env."""
     for name in list(sys.modules):
@@ -156,7 +167,7 @@ def run_manager(req):
     dense models. The KV block count is set after profiling, before any generation."""
     inp = req["inputs"]
     gaudi = req["family"] == "gaudi"
-    _fresh(req["tree"], inp["env"], "v1" if gaudi else "v0")
+    _fresh(req["tree"], _env(inp), "v1" if gaudi else "v0")
     pkg = "vllm_gaudi.extension" if gaudi else "vllm_hpu_extension"
     environment = __import__(f"{pkg}.environment", fromlist=["x"])
     runtime = __import__(f"{pkg}.runtime", fromlist=["x"])
@@ -205,7 +216,7 @@ FAMILIES = {"fork_runner": run_fork_runner, "ext_context": run_ext_context, "man
             "gaudi": run_manager}
 
 
-HANG_SECONDS = 60
+HANG_SECONDS = 30
 
 
 class _Hung(BaseException):

@@ -8,6 +8,7 @@ import math
 from itertools import repeat
 
 from ..base import USER, Bucket, BucketConfigError
+from .bucket_file import read_bucket_file
 from .logs import _bucket_list_line, _debug_logging, _expand, _omitted_line, _OmittedRun
 from .releases import LONG_CTX_THRESHOLD
 from .settings import _Engine, _Run
@@ -124,10 +125,52 @@ def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contig
     return sorted(kept), ({_COND_DECODE: runs} if runs else {})
 
 
+def _filter_file_buckets(run: _Run, eng: _Engine, phase: str, candidates: list):
+    """generate_buckets on a bucket file's list: the same filters as for generated ones, no edges."""
+    cfg = run.cfg
+    B, L, T, P = cfg.block_size, cfg.max_model_len, cfg.max_num_batched_tokens, eng.max_num_prefill_seqs
+    kept, omitted = set(), {}
+    for bs, q, ctx in candidates:
+        if phase == "prompt":
+            if eng.merged_prefill:
+                failed = None if ctx <= P * ((L - q // P) // B) else _COND_MERGED
+            elif run.rel.ctx_filter_in_blocks:
+                failed = None if ctx <= math.ceil((L - 1) / B) and q <= L else _COND_LEN_BLOCKS
+            else:
+                failed = None if q + ctx * B <= L else _COND_LEN_TOKENS
+            if failed is None and not eng.merged_prefill and bs * q > T:
+                failed = _COND_TOKENS
+            bucket = (bs, q, ctx)
+        else:
+            failed = None if eng.contiguous_pa or bs <= ctx else _COND_DECODE
+            bucket = (bs, q, ctx if eng.contiguous_pa else min(ctx, bs * math.ceil(L / B)))
+        if failed is None:
+            kept.add(bucket)
+        else:
+            omitted.setdefault(failed, []).append((bs, q, [ctx], [f"{ctx})"]))
+    return sorted(kept), omitted
+
+
 def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
     """v0.15.1+: ranges from the strategy, combined by common.generate_buckets, phase by phase."""
     results = []
+    file_name = run.env.get("VLLM_BUCKETING_FROM_FILE")
+    from_file = read_bucket_file(file_name, capped=run.rel.strategy_variable) if file_name else None
+    if from_file is not None:
+        run.setting("VLLM_BUCKETING_FROM_FILE", file_name, USER,
+                    "buckets read from this file, then filtered; the strategy's ranges are not used")
     for phase in ("prompt", "decode"):
+        if from_file is not None:
+            buckets, omitted = _filter_file_buckets(run, eng, phase, from_file[0 if phase == "prompt" else 1])
+            if not buckets:
+                raise _zero_buckets(run, phase, omitted)
+            run.info(_bucket_list_line(len(buckets), phase, buckets))
+            dropped = []
+            if phase == "prompt" and eng.sliding:
+                buckets, dropped = _sliding_window_filter(buckets, *eng.sliding)
+                run.info(_bucket_list_line(len(buckets), phase, buckets))
+            results.append((buckets, omitted, dropped))
+            continue
         for line in selection_lines:  # get_bucketing_strategy runs (and logs) once per phase
             run.info(line)
         if phase == "prompt":

@@ -89,11 +89,6 @@ def _check_env(rel: _Release, env: Mapping[str, str]):
             detail = (f"{name}: failed to process environment variable" if rel.strategy_variable
                       else f"{name}: exception during construction: invalid literal for int() with base 10: {raw!r}")
             raise BucketConfigError(f"{name}={raw!r} is not an integer (RuntimeError: {detail})", name) from None
-    if rel.range_pipeline and env.get("VLLM_BUCKETING_FROM_FILE"):
-        # The file's buckets replace the strategy's ranges; the file itself is not an input here.
-        raise BucketConfigError(f"VLLM_BUCKETING_FROM_FILE={env['VLLM_BUCKETING_FROM_FILE']}: {rel.name} reads its "
-                                "buckets from that file; give the engine the file's contents instead of a strategy",
-                                "VLLM_BUCKETING_FROM_FILE")
 
 
 @dataclass(frozen=True)
