@@ -29,6 +29,11 @@ def row_config(inputs: dict, bucket_file_dir: str | None = None) -> ServerConfig
         max_num_batched_tokens=inputs["max_num_batched_tokens"], num_hpu_blocks=inputs["num_hpu_blocks"],
         env=env, prefix_caching=inputs["prefix_caching"],
         max_num_prefill_seqs=inputs.get("max_num_prefill_seqs"), lora=inputs.get("lora", False),
+        num_speculative_tokens=inputs.get("num_speculative_tokens", 0),
+        mamba_chunk_size=inputs.get("mamba_chunk_size", 0),
+        mamba_chunk_size_explicit=inputs.get("mamba_chunk_size_explicit", True),
+        pooling=inputs.get("pooling", False), decode_block_size=inputs.get("decode_block_size"),
+        skip_decode_block_clamp=inputs.get("skip_decode_block_clamp", False),
     )
 
 

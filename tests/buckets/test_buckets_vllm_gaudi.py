@@ -709,8 +709,9 @@ def test_unified_attention_replaces_prompt_and_decode_buckets():
 
 def test_bucket_file_lines_and_filters(tmp_path):
     path = tmp_path / "buckets.txt"
-    path.write_text("# comment\n\n(1, 2048, 0)\n(1, [256, 512], [0, 4])\n(2, range(128, 513, 128), 0)\n"
-                    "(4, 1, 100)\n(8, 1, 4)\n(1, 2)\nnot python\n(1, 8192, 0)\n")
+    good = ("# comment\n\n(1, 2048, 0)\n(1, [256, 512], [0, 4])\n(2, range(128, 513, 128), 0)\n"
+            "(4, 1, 100)\n(8, 1, 4)\n(1, 8192, 0)\n")
+    path.write_text(good)
     env = {"VLLM_BUCKETING_FROM_FILE": str(path), "VLLM_CONTIGUOUS_PA": "false"}
     plan = get_profile("gaudi-main").build(cfg(env, max_num_batched_tokens=4096))
     # (1, 8192, 0) exceeds max_model_len 4096; the bad lines are skipped.
@@ -719,6 +720,11 @@ def test_bucket_file_lines_and_filters(tmp_path):
     # Decode: without contiguous PA bs <= blocks, and blocks capped at bs * ceil(L / B).
     assert plan.decode == [(4, 1, 100)]
     assert get_profile("gaudi-0.10.1").build(cfg(env)).prompt != plan.prompt  # 0.10.1 has no bucket files
+    # A line the parser skips: v0.15.1 skips it, v0.26+ crash on their own warning call.
+    path.write_text(good + "(1, 2)\nnot python\n")
+    assert get_profile("gaudi-0.15.1").build(cfg(env)).decode == plan.decode
+    with pytest.raises(BucketConfigError, match="AttributeError"):
+        get_profile("gaudi-main").build(cfg(env))
     with pytest.raises(BucketConfigError) as info:
         get_profile("gaudi-main").build(cfg({"VLLM_BUCKETING_FROM_FILE": str(tmp_path / "missing.txt")}))
     assert info.value.variable == "VLLM_BUCKETING_FROM_FILE"

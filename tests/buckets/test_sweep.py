@@ -14,7 +14,7 @@ import pytest
 
 from tuner.buckets import get_profile, profiles
 
-from .sweep_replay import replay_row
+from .sweep_replay import compact_sha, replay_row
 
 SWEEP_DIR = Path(__file__).resolve().parents[1] / "data" / "sweep"
 MIN_ROWS_PER_STRATEGY = 150
@@ -53,3 +53,46 @@ def test_sweep_covers_each_strategy_and_the_inputs_that_matter(profile):
     assert any("error" in r for r in rows) and sum("error" not in r for r in rows) > len(rows) / 2
     assert any(len([k for k in i["env"] if "_BUCKET_" in k]) == 1 for i in inputs)
     assert any(len([k for k in i["env"] if "_BUCKET_" in k]) >= 3 for i in inputs)
+
+
+def _cli_args(profile: str, inputs: dict, bucket_file_dir: str) -> list[str]:
+    args = ["buckets", "--profile", profile, "--json"]
+    for key in ("block_size", "max_num_seqs", "max_model_len", "max_num_batched_tokens", "num_hpu_blocks",
+                "max_num_prefill_seqs", "num_speculative_tokens", "mamba_chunk_size", "decode_block_size"):
+        if inputs.get(key) is not None:
+            args += [f"--{key.replace('_', '-')}", str(inputs[key])]
+    args.append("--prefix-caching" if inputs["prefix_caching"] else "--no-prefix-caching")
+    for flag in ("lora", "pooling", "skip_decode_block_clamp"):
+        if inputs.get(flag):
+            args.append(f"--{flag.replace('_', '-')}")
+    if not inputs.get("mamba_chunk_size_explicit", True):
+        args.append("--mamba-chunk-size-implicit")
+    env = dict(inputs["env"])
+    if "bucket_file" in inputs:
+        path = Path(bucket_file_dir) / "cli-bucket-file.txt"
+        path.write_text(inputs["bucket_file"])
+        env["VLLM_BUCKETING_FROM_FILE"] = str(path)
+    for name, value in env.items():
+        args += ["--env", f"{name}={value}"]
+    return args
+
+
+@pytest.mark.parametrize("profile", list(profiles()))
+def test_cli_json_agrees_with_upstream_on_sample_rows(profile, tmp_path, capsys):
+    """`bucket-tuner buckets ... --json` takes every sweep input; the first rows of each kind agree."""
+    from tuner.cli import main
+
+    rows = _load(profile)["rows"]
+    sample = [r for r in rows if "error" in r][:3] + [r for r in rows if "error" not in r][:12]
+    for row in sample:
+        code = main(_cli_args(profile, row["inputs"], str(tmp_path)))
+        out, err = capsys.readouterr()
+        if "error" in row:
+            assert code == 2 and "error" in err, row["inputs"]
+            continue
+        assert code == 0, err
+        got = json.loads(out)
+        assert "strategy" not in row or got["strategy"] == row["strategy"]
+        for phase in ("prompt", "decode"):
+            assert len(got[phase]) == row[phase]["count"]
+            assert compact_sha(got[phase]) == row[phase]["sha256"], (phase, row["inputs"])

@@ -151,6 +151,18 @@ def random_row(rng: random.Random, profile: str, strategy: str) -> dict:
         env["VLLM_ENABLE_BUCKETING"] = rng.choice(["false", "0", "true"])
     if "unified" in groups and rng.random() < 0.05:
         env["VLLM_UNIFIED_ATTN"] = rng.choice(["true", "1"])
+    if ("spec" in groups or "model" in groups) and rng.random() < 0.12:
+        row["num_speculative_tokens"] = rng.choice([1, 2, 3, 4])
+    if "model" in groups:  # settings that come from the model (hybrid, pooling)
+        if rng.random() < 0.1:
+            row["mamba_chunk_size"] = rng.choice([64, 128, 256, 100])
+            row["mamba_chunk_size_explicit"] = rng.random() < 0.6
+        if rng.random() < 0.05:
+            row["pooling"] = True
+        if rng.random() < 0.08:
+            row["decode_block_size"] = rng.choice([64, 128, 256])
+        if rng.random() < 0.1:
+            row["skip_decode_block_clamp"] = True
     if "file" in groups and rng.random() < 0.08:
         row["bucket_file"] = _bucket_file(rng, row)
         env["VLLM_BUCKETING_FROM_FILE"] = "bucket_file.txt"  # the replay writes the file and uses its path

@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import random
 import subprocess
 import sys
@@ -55,14 +56,16 @@ def summarise(buckets: list) -> dict:
 class Worker:
     """One upstream interpreter answering requests line by line (restarted after a hang)."""
 
-    def __init__(self, python: str):
+    def __init__(self, python: str, hang_seconds: int = 30):
         self.python = python
+        self.hang_seconds = hang_seconds
         self.proc = None
 
     def _start(self):
         self.proc = subprocess.Popen([self.python, str(Path(__file__).with_name("worker.py"))],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, start_new_session=True)
+                                     text=True, start_new_session=True,
+                                     env={**os.environ, "SWEEP_HANG_SECONDS": str(self.hang_seconds)})
 
     def ask(self, request: dict) -> dict:
         if self.proc is None:
@@ -181,7 +184,7 @@ _ROW_PROFILE = {"fork-1.17": "fork-1.17", "fork-1.18": "fork-1.18", "ext-4ff86cf
 
 def cmd_vectors(args):
     """Check the harness itself: it must reproduce every row of tests/data/vectors/."""
-    worker, bad, n = Worker(args.python), 0, 0
+    worker, bad, n = Worker(args.python, hang_seconds=900), 0, 0
     try:
         for path in sorted((REPO_ROOT / "tests" / "data" / "vectors").glob("*.json")):
             data = json.loads(path.read_text())
@@ -197,7 +200,9 @@ def cmd_vectors(args):
                 answer = worker.ask({"family": family, "tree": str(Path(args.trees) / tree), "release": release,
                                      "inputs": inputs})
                 n += 1
-                if "error" in row or "error" in answer:
+                if "prompt" not in answer and "error" not in answer:
+                    ok = False  # no answer (hang or crash of the worker)
+                elif "error" in row or "error" in answer:
                     ok = ("error" in row) == ("error" in answer)
                 else:
                     ok = all(len(answer[ph]) == row[ph]["count"] and (

@@ -34,6 +34,7 @@ PROBE_ENV = {
 }
 _PKGS = ("vllm_hpu_extension", "vllm_gaudi", "vllm", "habana_frameworks")
 _BASE_ENV = dict(os.environ)
+_TREES_ADDED: set[str] = set()
 
 
 def _env(inp: dict) -> dict[str, str]:
@@ -52,7 +53,12 @@ def _fresh(tree: str, env: dict[str, str], engine: str):
     for name in list(sys.modules):
         if name.split(".")[0] in _PKGS:
             del sys.modules[name]
-    sys.path[:] = [p for p in sys.path if not p.startswith("/") or not os.path.isdir(os.path.join(p, ".sweep_tree"))]
+    if not os.path.isdir(tree):
+        raise FileNotFoundError(f"upstream tree {tree} does not exist (run the extract command)")
+    # Only this request's tree may be importable: a tree left from an earlier request would otherwise
+    # answer for a package the current one lacks.
+    sys.path[:] = [p for p in sys.path if p not in _TREES_ADDED]
+    _TREES_ADDED.add(tree)
     sys.path.insert(0, tree)
     os.environ.clear()
     os.environ.update(_BASE_ENV)
@@ -125,6 +131,12 @@ def run_fork_runner(req):
     return _lists(prompt, decode)
 
 
+def _refuse_spec_with_contiguous_pa(spec: int, contiguous: bool):
+    """RUNNER STEP (fork 1.20+): speculative decoding with contiguous PA fails at start-up."""
+    if spec and contiguous:
+        raise ValueError("Speculative decoding is not supported with contiguous PA, please set VLLM_CONTIGUOUS_PA=false")
+
+
 # ----------------------------------------------------------------------- vllm-hpu-extension, 2-D API
 
 def run_ext_context(req):
@@ -137,6 +149,7 @@ def run_ext_context(req):
     S, B, T, L, N = (inp[k] for k in ("max_num_seqs", "block_size", "max_num_batched_tokens",
                                       "max_model_len", "num_hpu_blocks"))
     P = inp.get("max_num_prefill_seqs") or S
+    spec = inp.get("num_speculative_tokens", 0)
     if os.path.isdir(os.path.join(req["tree"], "vllm_hpu_extension", "bucketing")):
         from vllm_hpu_extension.bucketing.common import get_bucketing_context
 
@@ -145,11 +158,14 @@ def run_ext_context(req):
         if inp["prefix_caching"]:
             os.environ.setdefault("VLLM_CONTIGUOUS_PA", "False")
             assert os.environ.get("VLLM_CONTIGUOUS_PA", "").lower() != "true", "Contiguous PA doesn't support APC"
+        _refuse_spec_with_contiguous_pa(spec, os.environ.get("VLLM_CONTIGUOUS_PA", "true").lower() == "true")
         ctx.generate_decode_buckets(N)
     else:
         from vllm_hpu_extension.bucketing import HPUBucketingContext
 
         ctx = HPUBucketingContext(S, P, B, T)
+        if req["release"] == "1.20":  # 1.19 has no such check
+            _refuse_spec_with_contiguous_pa(spec, os.environ.get("VLLM_CONTIGUOUS_PA", "true").lower() == "true")
         ctx.generate_prompt_buckets()
         ctx.generate_decode_buckets(N)
     strategy = type(ctx).__name__
@@ -195,16 +211,35 @@ def run_manager(req):
     else:
         P = inp.get("max_num_prefill_seqs") or S
         unified = False
+        _refuse_spec_with_contiguous_pa(inp.get("num_speculative_tokens", 0), cfg.use_contiguous_pa)
     m = common.HPUBucketingManager()
-    m.initialize(max_num_seqs=S, max_num_prefill_seqs=P, block_size=B, max_num_batched_tokens=T, max_model_len=L)
+    extra = {}
+    if gaudi and req["release"] != "v0.10.1":
+        # Model-dependent runner arguments (speculative decoding, mamba chunking).
+        extra = {"num_speculative_tokens": inp.get("num_speculative_tokens", 0),
+                 "mamba_chunk_size": inp.get("mamba_chunk_size", 0)}
+        if req["release"] != "v0.15.1":
+            extra["mamba_chunk_size_is_explicit"] = inp.get("mamba_chunk_size_explicit", True)
+    m.initialize(max_num_seqs=S, max_num_prefill_seqs=P, block_size=B, max_num_batched_tokens=T, max_model_len=L,
+                 **extra)
     m.num_hpu_blocks = N
     if unified:
         m.generate_unified_buckets()
         return [], [], "unified:" + json.dumps([list(map(int, b)) for b in m.unified_buckets])
     m.generate_prompt_buckets()
+    pooling = gaudi and req["release"] != "v0.10.1" and inp.get("pooling")
     if hasattr(m, "skip_decode_block_clamp"):
-        m.skip_decode_block_clamp = False
-    m.generate_decode_buckets()
+        m.skip_decode_block_clamp = bool(inp.get("skip_decode_block_clamp"))
+    if pooling:
+        m.decode_buckets = []
+    else:
+        saved = m.block_size
+        if gaudi and req["release"] not in ("v0.10.1", "v0.15.1") and inp.get("decode_block_size"):
+            m.block_size = inp["decode_block_size"]  # hybrid models: the attention kernel's block size
+        try:
+            m.generate_decode_buckets()
+        finally:
+            m.block_size = saved
     strategy = ""
     if hasattr(m, "get_bucketing_strategy"):
         with contextlib.redirect_stderr(io.StringIO()):
@@ -216,7 +251,7 @@ FAMILIES = {"fork_runner": run_fork_runner, "ext_context": run_ext_context, "man
             "gaudi": run_manager}
 
 
-HANG_SECONDS = 30
+HANG_SECONDS = int(os.environ.get("SWEEP_HANG_SECONDS", "30"))
 
 
 class _Hung(BaseException):

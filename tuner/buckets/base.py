@@ -55,12 +55,32 @@ class ServerConfig:
     max_num_prefill_seqs: int | None = None
     # A LoRA adapter config is present (--enable-lora); fork 1.18's runner then caps and filters buckets.
     lora: bool = False
+    # Model-dependent settings the runner hands to the bucketing code (vllm-gaudi v0.15.1+ unless noted;
+    # docs/bucketing-inputs.md). Speculative decoding: tokens proposed per step (fork 1.20+: refused
+    # with contiguous PA). Mamba-like layers: the chunk size the runner passes (v0.26+: 128 when the
+    # model sets none) and whether the model set it. Pooling models have no decode phase. The kernel
+    # block size of hybrid models' attention, used for decode buckets (v0.26+; None: block_size).
+    # main: hybrid / GDN / mamba / interleaved-sliding-window models skip the 3x decode block clamp.
+    num_speculative_tokens: int = 0
+    mamba_chunk_size: int = 0
+    mamba_chunk_size_explicit: bool = True
+    pooling: bool = False
+    decode_block_size: int | None = None
+    skip_decode_block_clamp: bool = False
 
     def __post_init__(self):
         for name in ("block_size", "max_num_seqs", "max_model_len", "max_num_batched_tokens", "num_hpu_blocks"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise BucketConfigError(f"{name} must be a positive integer, got {value!r}", name)
+        for name in ("num_speculative_tokens", "mamba_chunk_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise BucketConfigError(f"{name} must be a non-negative integer, got {value!r}", name)
+        if self.decode_block_size is not None and (not isinstance(self.decode_block_size, int)
+                                                   or self.decode_block_size < 1):
+            raise BucketConfigError(f"decode_block_size must be a positive integer, got {self.decode_block_size!r}",
+                                    "decode_block_size")
         if self.max_num_prefill_seqs is not None and self.max_num_prefill_seqs < 1:
             raise BucketConfigError(
                 f"max_num_prefill_seqs must be a positive integer, got {self.max_num_prefill_seqs!r}",

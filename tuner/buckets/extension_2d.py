@@ -146,6 +146,10 @@ class Extension2DProfile(ReleaseProfile):
         T, N = cfg.max_num_batched_tokens, cfg.num_hpu_blocks
         P = cfg.max_num_prefill_seqs or S
         contiguous, contiguous_at_init = self._contiguous_pa(cfg)
+        if cfg.num_speculative_tokens and contiguous and self.name != "fork-1.19":
+            # The 1.20+ runners refuse speculative decoding with contiguous PA at start-up.
+            raise BucketConfigError("ValueError: Speculative decoding is not supported with contiguous PA, please set "
+                                    "VLLM_CONTIGUOUS_PA=false", "VLLM_CONTIGUOUS_PA")
         plan = BucketPlan(profile=self.name, strategy=strategy, prompt=[], decode=[], dims=2,
                           prefix_caching=bool(cfg.prefix_caching), contiguous_pa=contiguous)
         # The extension's own defaults; 1024/2048 are hard-coded before 2b4ba56.

@@ -109,6 +109,10 @@ class Extension3DProfile(ReleaseProfile):
         self._validate_env(cfg.env)
         plan = BucketPlan(profile=self.name, strategy=strategy, prompt=[], decode=[], dims=3)
         ctx = _Context(cfg, plan)
+        if cfg.num_speculative_tokens and ctx.cpa:
+            # The runner refuses speculative decoding with contiguous PA at start-up.
+            raise BucketConfigError("ValueError: Speculative decoding is not supported with contiguous PA, please set "
+                                    "VLLM_CONTIGUOUS_PA=false", "VLLM_CONTIGUOUS_PA")
         plan.prefix_caching, plan.contiguous_pa = ctx.apc, ctx.cpa
         plan.state = {"max_num_batched_tokens": cfg.max_num_batched_tokens,
                       "num_hpu_blocks": cfg.num_hpu_blocks, "sliding": ctx.sliding}

@@ -2,7 +2,7 @@
 
 One bucket per line, `(bs, query, ctx)`; any element may be a list or `range(start, stop[, step])`,
 giving the Cartesian product. Lines that are empty, start with '#', do not parse or are not 3-tuples
-are skipped. A bucket whose query is 1 is a decode bucket, anything else a prompt bucket. The file's
+are skipped (v0.15.1; v0.26.0 and main crash instead, see `_skip_crash`). A bucket whose query is 1 is a decode bucket, anything else a prompt bucket. The file's
 buckets then pass the same filters as generated ones (but get no long-context edge buckets and no
 decode neighbours).
 
@@ -38,6 +38,14 @@ def _expand(line: str, capped: bool) -> str:
     return _RANGE.sub(repl, line)
 
 
+def _skip_crash(line: str) -> BucketConfigError:
+    # v0.26.0 / main log a skipped line with `logger.warning(...)`, but `logger` is the cached factory
+    # function there, not a logger: skipping any line crashes.
+    return BucketConfigError("AttributeError: 'functools._lru_cache_wrapper' object has no attribute 'warning' "
+                             f"(the release fails on the bucket-file line it would skip: {line!r})",
+                             "VLLM_BUCKETING_FROM_FILE")
+
+
 def read_bucket_file(path: str, capped: bool) -> tuple[list[Bucket], list[Bucket]]:
     """(prompt buckets, decode buckets), each sorted, duplicates kept, as the release reads them."""
     try:
@@ -54,9 +62,11 @@ def read_bucket_file(path: str, capped: bool) -> tuple[list[Bucket], list[Bucket
         try:
             bucket = ast.literal_eval(_expand(line, capped))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
+            bucket = None
         if not isinstance(bucket, tuple) or len(bucket) != 3:
-            continue
+            if capped:
+                raise _skip_crash(line)
+            continue  # v0.15.1 prints the line and skips it
         dims = [v if isinstance(v, list) else [v] for v in bucket]
         for combo in itertools.product(*dims):
             try:

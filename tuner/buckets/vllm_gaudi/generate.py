@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import replace
 from itertools import repeat
 
 from ..base import USER, Bucket, BucketConfigError
@@ -64,6 +65,10 @@ def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_va
             return max_ctx_blocks if q <= L else -1
         return (L - q) // B  # query + ctx * block_size <= max_model_len
 
+    chunk = cfg.mamba_chunk_size
+    if chunk > 0 and (cfg.mamba_chunk_size_explicit or not rel.strategy_variable):
+        # Mamba layers process prompts in whole chunks: queries round up to the chunk size.
+        query_vals = [math.ceil(q / chunk) * chunk for q in query_vals]
     bs_u, query_u, ctx_u = sorted(set(bs_vals)), sorted(set(query_vals)), sorted(set(ctx_vals))
     candidates = len(bs_u) * len(query_u) * len(ctx_u)
     if candidates > MAX_PROMPT_CANDIDATES:
@@ -108,21 +113,51 @@ def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_va
     return kept, omitted
 
 
+def _decode_corrector(run: _Run, contiguous_pa: bool):
+    """generate_buckets' decode correction: without contiguous PA no more blocks than bs full-length
+    sequences; v0.15.1 with mamba layers caps with floor(L / B) even with contiguous PA."""
+    L, B = run.cfg.max_model_len, run.cfg.block_size
+    if not run.rel.strategy_variable and run.cfg.mamba_chunk_size > 0:
+        per_seq = L // B
+        return lambda bs, b: min(b, bs * per_seq)
+    if contiguous_pa:
+        return lambda bs, b: b
+    per_seq = math.ceil(L / B)
+    return lambda bs, b: min(b, bs * per_seq)
+
+
 def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contiguous_pa: bool):
     """common.generate_buckets for decode: bs x blocks (the neighbour expansion covers exactly that
-    product); without contiguous PA drop bs > blocks and cap blocks at bs * ceil(L / B)."""
-    if contiguous_pa:
-        return sorted({(bs, 1, b) for bs in bs_vals for b in block_vals}), {}
-    per_seq = math.ceil(run.cfg.max_model_len / run.cfg.block_size)
+    product); without contiguous PA drop bs > blocks; then the corrector caps the blocks."""
+    correct = _decode_corrector(run, contiguous_pa)
     kept, omitted = set(), set()
     for bs in bs_vals:
         for b in block_vals:
-            if bs <= b:
-                kept.add((bs, 1, min(b, bs * per_seq)))
+            if contiguous_pa or bs <= b:
+                kept.add((bs, 1, correct(bs, b)))
             else:
                 omitted.add((bs, 1, b))
     runs = [(bs, q, [b], [f"{b})"]) for bs, q, b in sorted(omitted)]
     return sorted(kept), ({_COND_DECODE: runs} if runs else {})
+
+
+def _spec_decode(run: _Run, eng: _Engine, seed: list) -> list:
+    """Speculative decoding: each seed bucket also gets bs * (1 + k) sequences, at the same blocks (when
+    there are at least that many) and at k + 1 times the blocks."""
+    n = 1 + run.cfg.num_speculative_tokens
+    per_seq = math.ceil(run.cfg.max_model_len / run.cfg.block_size)
+
+    def correct(bs, q, ctx):
+        return (bs, q, ctx if eng.contiguous_pa else min(ctx, bs * per_seq))
+
+    out = set(seed)
+    for bs, q, ctx in seed:
+        if bs * n <= ctx:
+            out.add(correct(bs * n, q, ctx))
+        out.add(correct(bs * n, q, ctx * n))
+    added = sorted(out - set(seed))
+    run.info(f"Generated {len(added)} spec decode buckets [bs, query, num_blocks]: {added}")
+    return sorted(out)
 
 
 def _filter_file_buckets(run: _Run, eng: _Engine, phase: str, candidates: list):
@@ -143,7 +178,7 @@ def _filter_file_buckets(run: _Run, eng: _Engine, phase: str, candidates: list):
             bucket = (bs, q, ctx)
         else:
             failed = None if eng.contiguous_pa or bs <= ctx else _COND_DECODE
-            bucket = (bs, q, ctx if eng.contiguous_pa else min(ctx, bs * math.ceil(L / B)))
+            bucket = (bs, q, _decode_corrector(run, eng.contiguous_pa)(bs, ctx))
         if failed is None:
             kept.add(bucket)
         else:
@@ -154,12 +189,24 @@ def _filter_file_buckets(run: _Run, eng: _Engine, phase: str, candidates: list):
 def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
     """v0.15.1+: ranges from the strategy, combined by common.generate_buckets, phase by phase."""
     results = []
+    cfg = run.cfg
+    chunk = cfg.mamba_chunk_size
+    if run.rel.strategy_variable and chunk > 0 and cfg.max_num_batched_tokens % chunk:
+        raise BucketConfigError(f"ValueError: max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be divisible "
+                                f"by mamba_chunk_size ({chunk})", "max_num_batched_tokens")
     file_name = run.env.get("VLLM_BUCKETING_FROM_FILE")
     from_file = read_bucket_file(file_name, capped=run.rel.strategy_variable) if file_name else None
     if from_file is not None:
         run.setting("VLLM_BUCKETING_FROM_FILE", file_name, USER,
                     "buckets read from this file, then filtered; the strategy's ranges are not used")
     for phase in ("prompt", "decode"):
+        if phase == "decode":
+            if cfg.pooling:  # pooling models have no decode phase
+                results.append(([], {}, []))
+                continue
+            if run.rel.strategy_variable and cfg.decode_block_size and cfg.decode_block_size != cfg.block_size:
+                # v0.26+: hybrid models' decode buckets count blocks of the attention kernel's size.
+                run.cfg = replace(cfg, block_size=cfg.decode_block_size)
         if from_file is not None:
             buckets, omitted = _filter_file_buckets(run, eng, phase, from_file[0 if phase == "prompt" else 1])
             if not buckets:
@@ -169,6 +216,8 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
             if phase == "prompt" and eng.sliding:
                 buckets, dropped = _sliding_window_filter(buckets, *eng.sliding)
                 run.info(_bucket_list_line(len(buckets), phase, buckets))
+            if phase == "decode" and cfg.num_speculative_tokens:
+                buckets = _spec_decode(run, eng, buckets)
             results.append((buckets, omitted, dropped))
             continue
         for line in selection_lines:  # get_bucketing_strategy runs (and logs) once per phase
@@ -189,7 +238,10 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
         if phase == "prompt" and eng.sliding:
             buckets, dropped = _sliding_window_filter(buckets, *eng.sliding)
             run.info(_bucket_list_line(len(buckets), phase, buckets))  # logged again after the filter
+        if phase == "decode" and cfg.num_speculative_tokens:
+            buckets = _spec_decode(run, eng, buckets)
         results.append((buckets, omitted, dropped))
+    run.cfg = cfg
     (prompt, prompt_omitted, dropped), (decode, _, _) = results
     # In the order of upstream's omitted log: by condition, then bucket.
     omitted = [b for cond in sorted(prompt_omitted) for b in _expand(prompt_omitted[cond])]

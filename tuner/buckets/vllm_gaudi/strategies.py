@@ -125,7 +125,7 @@ def _decode_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int]]:
             max_blocks = math.ceil(L / B) * S
             if eng.contiguous_pa:
                 max_blocks = min(N, max_blocks)
-            elif rel.exp_decode == "main":
+            elif rel.exp_decode == "main" and not cfg.skip_decode_block_clamp:
                 # main: block references may exceed N with prefix caching (shared blocks count once
                 # per sequence); 3x N keeps headroom while bounding warmup memory.
                 max_blocks = min(max_blocks, N * 3)
