@@ -39,11 +39,12 @@ def test_engine_agrees_with_upstream_on_every_sweep_row(profile, tmp_path):
 @pytest.mark.parametrize("profile", list(profiles()))
 def test_sweep_covers_each_strategy_and_the_inputs_that_matter(profile):
     rows = _load(profile)["rows"]
-    per_strategy = Counter(r["strategy"] for r in rows if "strategy" in r and r.get("bucketing") != "off")
+    generated = Counter(r["generated_for"] for r in rows)
+    built = Counter(r["strategy"] for r in rows if "strategy" in r)
     for strategy in get_profile(profile).strategies:
-        # Rows where upstream raised carry no strategy, so count the generator's target via the env too.
-        assert per_strategy[strategy] >= MIN_ROWS_PER_STRATEGY * 0.6, (strategy, per_strategy)
-    assert len(rows) >= MIN_ROWS_PER_STRATEGY * len(get_profile(profile).strategies)
+        # Each strategy: its configurations (the env selects it), most of which upstream builds.
+        assert generated[strategy] >= MIN_ROWS_PER_STRATEGY, (strategy, generated)
+        assert built[strategy] >= MIN_ROWS_PER_STRATEGY / 3, (strategy, built)
     inputs = [r["inputs"] for r in rows]
     assert {i["prefix_caching"] for i in inputs} == {True, False}
     assert any(i["max_model_len"] % i["block_size"] for i in inputs)

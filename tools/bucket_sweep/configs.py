@@ -17,8 +17,10 @@ _EXP_SWITCH = {"exponential": [{"VLLM_EXPONENTIAL_BUCKETING": "true"}, {"VLLM_EX
 _EXP_DEFAULT = {"exponential": [{}, {"VLLM_EXPONENTIAL_BUCKETING": "true"}, {"VLLM_EXPONENTIAL_BUCKETING": "1"}],
                 "linear": [{"VLLM_EXPONENTIAL_BUCKETING": "false"}, {"VLLM_EXPONENTIAL_BUCKETING": "0"}]}
 _STRATEGY_VAR = {
-    "exponential": [{}, {"VLLM_BUCKETING_STRATEGY": "exp"}, {"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_EXPONENTIAL_BUCKETING": "true"}],
-    "linear": [{"VLLM_BUCKETING_STRATEGY": "lin"}, {"VLLM_BUCKETING_STRATEGY": "exp", "VLLM_EXPONENTIAL_BUCKETING": "false"}],
+    "exponential": [{}, {"VLLM_BUCKETING_STRATEGY": "exp"},
+                    {"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_EXPONENTIAL_BUCKETING": "true"}],
+    "linear": [{"VLLM_BUCKETING_STRATEGY": "lin"},
+               {"VLLM_BUCKETING_STRATEGY": "exp", "VLLM_EXPONENTIAL_BUCKETING": "false"}],
     "padding_aware": [{"VLLM_BUCKETING_STRATEGY": "pad"}],
 }
 STRATEGY_ENVS = {
@@ -114,7 +116,8 @@ def _bucket_file(rng: random.Random, row: dict) -> str:
     for _ in range(rng.randint(1, 6)):
         kind = rng.random()
         if kind < 0.3:
-            lines.append(f"({rng.choice([1, 2, 4, S])}, {rng.choice([B, 2 * B, 1024, L, L + B])}, {rng.choice([0, 1, 4, L // B])})")
+            bs, q, ctx = rng.choice([1, 2, 4, S]), rng.choice([B, 2 * B, 1024, L, L + B]), rng.choice([0, 1, 4, L // B])
+            lines.append(f"({bs}, {q}, {ctx})")
         elif kind < 0.55:
             lines.append(f"([1, {rng.choice([2, 4, S])}], [{B}, {4 * B}], [0, {rng.choice([2, 8, L // B])}])")
         elif kind < 0.7:

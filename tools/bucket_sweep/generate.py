@@ -6,7 +6,8 @@ Maintainer tool (needs the upstream sources; not part of the test run). Usage, f
     python -m tools.bucket_sweep.generate extract --out /tmp/up \
         --git HabanaAI/vllm-fork=/path/to/vllm-fork.git --git HabanaAI/vllm-hpu-extension=... \
         --git vllm-project/vllm-gaudi=...
-    # 2. an interpreter for the upstream code: python3 -m venv /tmp/sweepenv && /tmp/sweepenv/bin/pip install numpy packaging
+    # 2. an interpreter for the upstream code (numpy, packaging):
+    python3 -m venv /tmp/sweepenv && /tmp/sweepenv/bin/pip install numpy packaging
     # 3. run the sweep (writes tests/data/sweep/<profile>.json) and compare the engine with it
     python -m tools.bucket_sweep.generate run --trees /tmp/up --python /tmp/sweepenv/bin/python --per-strategy 150
     python -m tools.bucket_sweep.generate check
@@ -102,7 +103,7 @@ def run_profile(profile: str, trees: Path, worker: Worker, per_strategy: int, se
             if answer.get("error") == "worker died" or "skip" in answer:
                 skipped += 1
                 continue
-            row = {"inputs": inputs}
+            row = {"generated_for": strategy, "inputs": inputs}
             if "error" in answer:
                 row["error"] = answer["error"]
             else:
@@ -129,11 +130,12 @@ def run_profile(profile: str, trees: Path, worker: Worker, per_strategy: int, se
 
 def cmd_run(args):
     worker = Worker(args.python)
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
     try:
         for profile in args.profiles or PROFILES:
             data = run_profile(profile, Path(args.trees), worker, args.per_strategy, args.seed)
-            (OUT_DIR / f"{profile}.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
+            (out_dir / f"{profile}.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
             errors = sum("error" in r for r in data["rows"])
             print(f"{profile}: {len(data['rows'])} rows ({errors} upstream errors)", flush=True)
     finally:
@@ -207,7 +209,8 @@ def cmd_vectors(args):
                 else:
                     ok = all(len(answer[ph]) == row[ph]["count"] and (
                         answer[ph] == row[ph]["buckets"] if "buckets" in row[ph]
-                        else compact_sha(answer[ph]) == row[ph]["sha256_of_compact_json"]) for ph in ("prompt", "decode"))
+                        else compact_sha(answer[ph]) == row[ph]["sha256_of_compact_json"])
+                        for ph in ("prompt", "decode"))
                 if not ok:
                     bad += 1
                     print(f"MISMATCH {path.name}:{name}: {str(answer)[:200]}")
@@ -228,6 +231,7 @@ def main(argv=None):
     r.add_argument("--python", required=True, help="interpreter with numpy and packaging")
     r.add_argument("--per-strategy", type=int, default=150)
     r.add_argument("--seed", type=int, default=19)
+    r.add_argument("--out", default=str(OUT_DIR), help="where to write <profile>.json (default: the test data)")
     r.add_argument("profiles", nargs="*")
     c = sub.add_parser("check", help="compare the engine with the stored sweep")
     c.add_argument("--show", type=int, default=5)

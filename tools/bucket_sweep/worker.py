@@ -134,7 +134,8 @@ def run_fork_runner(req):
 def _refuse_spec_with_contiguous_pa(spec: int, contiguous: bool):
     """RUNNER STEP (fork 1.20+): speculative decoding with contiguous PA fails at start-up."""
     if spec and contiguous:
-        raise ValueError("Speculative decoding is not supported with contiguous PA, please set VLLM_CONTIGUOUS_PA=false")
+        raise ValueError("Speculative decoding is not supported with contiguous PA, "
+                         "please set VLLM_CONTIGUOUS_PA=false")
 
 
 # ----------------------------------------------------------------------- vllm-hpu-extension, 2-D API

@@ -2,9 +2,9 @@
 
 One bucket per line, `(bs, query, ctx)`; any element may be a list or `range(start, stop[, step])`,
 giving the Cartesian product. Lines that are empty, start with '#', do not parse or are not 3-tuples
-are skipped (v0.15.1; v0.26.0 and main crash instead, see `_skip_crash`). A bucket whose query is 1 is a decode bucket, anything else a prompt bucket. The file's
-buckets then pass the same filters as generated ones (but get no long-context edge buckets and no
-decode neighbours).
+are skipped (v0.15.1; v0.26.0 and main crash instead, see `_skip_crash`). A bucket whose query is 1
+is a decode bucket, anything else a prompt bucket. The file's buckets then pass the same filters as
+generated ones (but get no long-context edge buckets and no decode neighbours).
 
 v0.15.1 evaluates each line as a Python expression with only `range` available; v0.26.0 and later
 parse literals after expanding ranges of at most 10,000 elements (longer ones make the line invalid).
