@@ -102,7 +102,8 @@ def test_deprecated_exponential_flag_still_overrides(name):
                   "due to VLLM_EXPONENTIAL_BUCKETING=true")
     assert warnings == [deprecation, overriding]
     # Same strategy: only the deprecation.
-    assert p.select_strategy({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_BUCKETING_STRATEGY": "lin"}) == (LINEAR, [deprecation])
+    chosen = p.select_strategy({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_BUCKETING_STRATEGY": "lin"})
+    assert chosen == (LINEAR, [deprecation])
     # Anything but a true value means linear, even "pad" strategies.
     assert p.select_strategy({"VLLM_EXPONENTIAL_BUCKETING": "off", "VLLM_BUCKETING_STRATEGY": "pad"})[0] == LINEAR
 
@@ -188,7 +189,8 @@ def test_linear_settings_user_default_and_query_fallback():
     assert (q.value, q.source) == (1024, USER) and "VLLM_PROMPT_SEQ_BUCKET_MAX" in q.note
     seq = setting(plan, "VLLM_PROMPT_SEQ_BUCKET_MAX")
     assert seq.source == USER and "deprecated" in seq.note
-    assert (setting(plan, "VLLM_PROMPT_QUERY_BUCKET_MIN").value, setting(plan, "VLLM_PROMPT_QUERY_BUCKET_MIN").source) == (128, DEFAULT)
+    qmin = setting(plan, "VLLM_PROMPT_QUERY_BUCKET_MIN")
+    assert (qmin.value, qmin.source) == (128, DEFAULT)
     assert setting(plan, "VLLM_DECODE_BS_BUCKET_STEP").value == 16
     # Engine-derived values.
     assert setting(plan, "max_num_prefill_seqs").value == 1
@@ -283,13 +285,15 @@ def test_ignored_variables_with_reasons():
     ignored = {s.name: s.note for s in lin.ignored_settings()}
     assert "VLLM_BUCKETING_STRATEGY=pad" in ignored["VLLM_DECODE_BS_BUCKET_PAD_MAX"]
     assert "VLLM_PROMPT_BS_BUCKET_LIMIT" in ignored
-    pad = get_profile("gaudi-0.26.0").build(cfg({"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_DECODE_BS_BUCKET_PAD_MAX": "8"}))
+    pad = get_profile("gaudi-0.26.0").build(
+        cfg({"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_DECODE_BS_BUCKET_PAD_MAX": "8"}))
     assert setting(pad, "VLLM_DECODE_BS_BUCKET_PAD_MAX").source == USER
 
 
 def test_exponential_ignores_linear_only_variables():
-    plan = get_profile("gaudi-main").build(cfg({"VLLM_PROMPT_QUERY_BUCKET_STEP": "256", "VLLM_DECODE_BS_BUCKET_PAD_PERCENT": "10"}))
-    assert {s.name for s in plan.ignored_settings()} == {"VLLM_PROMPT_QUERY_BUCKET_STEP", "VLLM_DECODE_BS_BUCKET_PAD_PERCENT"}
+    env = {"VLLM_PROMPT_QUERY_BUCKET_STEP": "256", "VLLM_DECODE_BS_BUCKET_PAD_PERCENT": "10"}
+    plan = get_profile("gaudi-main").build(cfg(env))
+    assert {s.name for s in plan.ignored_settings()} == set(env)
     assert "exponential" in setting(plan, "VLLM_PROMPT_QUERY_BUCKET_STEP").note
     assert not any("will be overwritten" in w for w in plan.warnings)  # only BS/SEQ/BLOCK MIN/STEP/MAX are checked
 
@@ -349,7 +353,8 @@ def test_v0151_linear_clamps_default_block_max_to_the_cache():
                                                   "VLLM_DECODE_BLOCK_BUCKET_MAX": "9000"}))
     assert setting(user, "VLLM_DECODE_BLOCK_BUCKET_MAX").source == FORCED
     # v0.26 keeps block references above N without contiguous PA.
-    v26 = get_profile("gaudi-0.26.0").build(cfg({"VLLM_BUCKETING_STRATEGY": "lin", "VLLM_DECODE_BLOCK_BUCKET_MAX": "9000"}))
+    v26 = get_profile("gaudi-0.26.0").build(
+        cfg({"VLLM_BUCKETING_STRATEGY": "lin", "VLLM_DECODE_BLOCK_BUCKET_MAX": "9000"}))
     assert setting(v26, "VLLM_DECODE_BLOCK_BUCKET_MAX").source == USER
     assert "Decode bucket config (min, step, max_warmup) bs:[1, 32, 64], blocks:[1, 128, 9000]" in v26.log_lines
     # ... and then caps each bucket at bs * ceil(max_model_len / block_size) references.
@@ -407,9 +412,11 @@ def test_padding_aware_assertions():
     assert "bucket_min cannot be greater than bucket_max" in str(info.value)
 
 
+ADJUST_HINT = "Please adjust the bucketing configuration according to README"
+
+
 @pytest.mark.parametrize("name,hint", [("gaudi-0.15.1", "Please use default exponential bucketing"),
-                                       ("gaudi-0.26.0", "Please adjust the bucketing configuration according to README"),
-                                       ("gaudi-main", "Please adjust the bucketing configuration according to README")])
+                                       ("gaudi-0.26.0", ADJUST_HINT), ("gaudi-main", ADJUST_HINT)])
 def test_generated_zero_prompt_buckets(name, hint):
     # Every query >= 4096 tokens with bs >= 1 exceeds a 2048-token budget.
     env = {"VLLM_PROMPT_QUERY_BUCKET_MIN": "4096", "VLLM_PROMPT_QUERY_BUCKET_MAX": "4096"}
@@ -440,11 +447,12 @@ def test_v0101_math_domain_error_explained():
 
 def test_v0101_zero_minimum_would_hang_upstream():
     with pytest.raises(BucketConfigError) as info:
-        get_profile("gaudi-0.10.1").build(cfg({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_DECODE_BS_BUCKET_MIN": "0"}))
+        get_profile("gaudi-0.10.1").build(
+            cfg({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_DECODE_BS_BUCKET_MIN": "0"}))
     assert info.value.variable == "VLLM_DECODE_BS_BUCKET_MIN"
     # From v0.15.1 a zero minimum means "start at step, add a 0 bucket".
-    plan = get_profile("gaudi-0.15.1").build(cfg({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_PROMPT_BS_BUCKET_MIN": "0",
-                                                  "VLLM_PROMPT_BS_BUCKET_MAX": "4"}))
+    plan = get_profile("gaudi-0.15.1").build(cfg({"VLLM_EXPONENTIAL_BUCKETING": "false",
+                                                  "VLLM_PROMPT_BS_BUCKET_MIN": "0", "VLLM_PROMPT_BS_BUCKET_MAX": "4"}))
     assert sorted({b[0] for b in plan.prompt}) == [0, 1, 2, 3, 4]
 
 
@@ -673,7 +681,8 @@ def test_candidate_explosion_refused():
 
 def test_exponential_reports_the_variables_it_still_reads():
     plan = get_profile("gaudi-main").build(cfg())
-    got = {n: (setting(plan, n).value, setting(plan, n).source) for n in get_profile("gaudi-main").bucket_variables(EXPONENTIAL)}
+    names = get_profile("gaudi-main").bucket_variables(EXPONENTIAL)
+    got = {n: (setting(plan, n).value, setting(plan, n).source) for n in names}
     assert got == {"VLLM_BUCKETING_STRATEGY": ("exp", DEFAULT), "VLLM_CONTIGUOUS_PA": (False, DEFAULT),
                    "VLLM_PROMPT_BS_BUCKET_MAX": (1, DEFAULT),
                    "VLLM_PROMPT_QUERY_BUCKET_MIN": (128, DEFAULT), "VLLM_PROMPT_CTX_BUCKET_MAX": (None, DEFAULT)}

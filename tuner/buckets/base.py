@@ -10,8 +10,8 @@ the 3-D extension, the vllm-gaudi plugin) subclasses `ReleaseProfile`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 Bucket = tuple[int, ...]
 

@@ -20,8 +20,20 @@ import re
 from collections.abc import Callable, Mapping
 
 from .base import (
-    DEFAULT, EXPONENTIAL, FORCED, IGNORED, LINEAR, USER, BucketConfigError, BucketPlan,
-    PadResult, ReleaseProfile, ServerConfig, Setting, env_int, linear_range,
+    DEFAULT,
+    EXPONENTIAL,
+    FORCED,
+    IGNORED,
+    LINEAR,
+    USER,
+    BucketConfigError,
+    BucketPlan,
+    PadResult,
+    ReleaseProfile,
+    ServerConfig,
+    Setting,
+    env_int,
+    linear_range,
 )
 
 # (phase, dim) in the order the extension reads (and logs) them.

@@ -21,13 +21,25 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from .base import (
-    DEFAULT, EXPONENTIAL, FORCED, IGNORED, LINEAR, USER,
-    Bucket, BucketConfigError, BucketPlan, PadResult, ReleaseProfile, ServerConfig, Setting,
-    env_int, linear_range,
+    DEFAULT,
+    EXPONENTIAL,
+    FORCED,
+    IGNORED,
+    LINEAR,
+    USER,
+    Bucket,
+    BucketConfigError,
+    BucketPlan,
+    PadResult,
+    ReleaseProfile,
+    ServerConfig,
+    Setting,
+    env_int,
+    linear_range,
 )
 
 _PARAMS = ("MIN", "STEP", "MAX", "LIMIT")

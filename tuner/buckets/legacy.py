@@ -20,7 +20,7 @@ Quirks reproduced on purpose (see the 1.17/1.18 sources):
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from .base import (
     DEFAULT,

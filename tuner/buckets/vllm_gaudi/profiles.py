@@ -28,7 +28,6 @@ from .padding import (
     _contains,
     _index,
 )
-from .unified import unified_buckets
 from .releases import (
     _MAIN,
     _PARAMS3,
@@ -48,6 +47,7 @@ from .settings import (
     _Run,
     _strategy_settings,
 )
+from .unified import unified_buckets
 
 
 class VllmGaudiProfile(ReleaseProfile):
@@ -86,7 +86,8 @@ class VllmGaudiProfile(ReleaseProfile):
         self._check_strategy(strategy)
         rel = self._rel
         # The switch, and contiguous PA (which reshapes the decode blocks in every strategy).
-        switch = ("VLLM_BUCKETING_STRATEGY" if rel.strategy_variable else "VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA")
+        switch = ("VLLM_BUCKETING_STRATEGY" if rel.strategy_variable else "VLLM_EXPONENTIAL_BUCKETING",
+                  "VLLM_CONTIGUOUS_PA")
         if strategy == EXPONENTIAL:
             if not rel.range_pipeline:
                 return switch
@@ -139,7 +140,8 @@ class VllmGaudiProfile(ReleaseProfile):
         return BucketPlan(
             profile=self.name, strategy=strategy, prompt=prompt, decode=decode,
             settings=list(run.settings.values()), warnings=run.warnings, log_lines=run.log_lines,
-            omitted_prompt=omitted, unified=unified, dims=3, prefix_caching=eng.prefix_caching, contiguous_pa=eng.contiguous_pa,
+            omitted_prompt=omitted, unified=unified, dims=3, prefix_caching=eng.prefix_caching,
+            contiguous_pa=eng.contiguous_pa,
             state={
                 "max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens,
                 "max_model_len": cfg.max_model_len, "block_size": cfg.block_size, "num_hpu_blocks": cfg.num_hpu_blocks,

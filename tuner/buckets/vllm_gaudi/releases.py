@@ -60,7 +60,8 @@ class _Release:
     def int_flags(self) -> tuple[str, ...]:
         """Env variables the config framework parses with int() at startup (a non-integer is fatal)."""
         if not self.range_pipeline:
-            dims = ("VLLM_PROMPT_BS_BUCKET", "VLLM_PROMPT_SEQ_BUCKET", "VLLM_DECODE_BS_BUCKET", "VLLM_DECODE_BLOCK_BUCKET")
+            dims = ("VLLM_PROMPT_BS_BUCKET", "VLLM_PROMPT_SEQ_BUCKET", "VLLM_DECODE_BS_BUCKET",
+                    "VLLM_DECODE_BLOCK_BUCKET")
             return tuple(n for d in dims for n in _names(d, _PARAMS3 + ("LIMIT",)))
         dims = ("VLLM_PROMPT_BS_BUCKET", "VLLM_PROMPT_QUERY_BUCKET", "VLLM_PROMPT_SEQ_BUCKET",
                 "VLLM_PROMPT_CTX_BUCKET", "VLLM_DECODE_BS_BUCKET", "VLLM_DECODE_BLOCK_BUCKET")

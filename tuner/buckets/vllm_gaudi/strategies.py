@@ -50,7 +50,8 @@ def _prompt_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int], list[
         _cfg_setting(run, "prompt bs", bs_cfg, flagged, "VLLM_PROMPT_BS")
         _cfg_setting(run, "prompt query", query_cfg, flagged, "VLLM_PROMPT_SEQ")
         _cfg_setting(run, "prompt blocks", ctx_cfg, flagged, None)
-        run.info(f"Prompt bucket config (min, step, max_warmup, limit) bs:{bs_cfg}, query:{query_cfg}, blocks:{ctx_cfg}")
+        run.info(f"Prompt bucket config (min, step, max_warmup, limit) bs:{bs_cfg}, query:{query_cfg}, "
+                 f"blocks:{ctx_cfg}")
 
         def make(c, label):
             return _exponential_range(*c, eng.contiguous_pa, label)
@@ -163,7 +164,8 @@ def _decode_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int]]:
 
     bs_vals = sorted(make(bs_cfg, "VLLM_DECODE_BS_BUCKET"))
     block_vals = sorted(make(block_cfg, "VLLM_DECODE_BLOCK_BUCKET"))
-    for values, c, label in ((bs_vals, bs_cfg, "VLLM_DECODE_BS_BUCKET"), (block_vals, block_cfg, "VLLM_DECODE_BLOCK_BUCKET")):
+    for values, c, label in ((bs_vals, bs_cfg, "VLLM_DECODE_BS_BUCKET"),
+                             (block_vals, block_cfg, "VLLM_DECODE_BLOCK_BUCKET")):
         if not values:
             raise _empty_range(label, c[:3], "upstream then generates no decode bucket")
     if eng.contiguous_pa and block_vals[-1] < N:
@@ -195,7 +197,8 @@ def _clamp_decode_min(run: _Run, block_cfg: list[int], bound: int):
     if block_cfg[0] > bound:
         new_min = max(1, bound - block_cfg[1])
         line = (f"VLLM_DECODE_BLOCK_BUCKET_MIN={block_cfg[0]} is higher than max_blocks={bound}. Your configuration "
-                f"VLLM_DECODE_BLOCK_BUCKET_MIN={block_cfg[0]} will be overwritten to VLLM_DECODE_BLOCK_BUCKET_MIN={new_min}")
+                f"VLLM_DECODE_BLOCK_BUCKET_MIN={block_cfg[0]} will be overwritten to "
+                f"VLLM_DECODE_BLOCK_BUCKET_MIN={new_min}")
         run.warn(line)
         block_cfg[0] = new_min
         run.override("VLLM_DECODE_BLOCK_BUCKET_MIN", new_min, line)
