@@ -156,6 +156,8 @@ def random_row(rng: random.Random, profile: str, strategy: str) -> dict:
         env["VLLM_UNIFIED_ATTN"] = rng.choice(["true", "1"])
     if ("spec" in groups or "model" in groups) and rng.random() < 0.12:
         row["num_speculative_tokens"] = rng.choice([1, 2, 3, 4])
+    if "pooling" in groups and rng.random() < 0.05:
+        row["pooling"] = True
     if "model" in groups:  # settings that come from the model (hybrid, pooling)
         if rng.random() < 0.1:
             row["mamba_chunk_size"] = rng.choice([64, 128, 256, 100])

@@ -160,6 +160,8 @@ def run_ext_context(req):
             os.environ.setdefault("VLLM_CONTIGUOUS_PA", "False")
             assert os.environ.get("VLLM_CONTIGUOUS_PA", "").lower() != "true", "Contiguous PA doesn't support APC"
         _refuse_spec_with_contiguous_pa(spec, os.environ.get("VLLM_CONTIGUOUS_PA", "true").lower() == "true")
+        if inp.get("pooling"):  # RUNNER STEP: pooling models have no decode phase, no decode buckets
+            return _lists(ctx.prompt_buckets, []) + (type(ctx).__name__,)
         ctx.generate_decode_buckets(N)
     else:
         from vllm_hpu_extension.bucketing import HPUBucketingContext
@@ -228,7 +230,8 @@ def run_manager(req):
         m.generate_unified_buckets()
         return [], [], "unified:" + json.dumps([list(map(int, b)) for b in m.unified_buckets])
     m.generate_prompt_buckets()
-    pooling = gaudi and req["release"] != "v0.10.1" and inp.get("pooling")
+    # RUNNER STEP: no decode buckets for pooling models (fork 1.22/main worker, vllm-gaudi v0.15.1+).
+    pooling = inp.get("pooling") and (not gaudi or req["release"] != "v0.10.1")
     if hasattr(m, "skip_decode_block_clamp"):
         m.skip_decode_block_clamp = bool(inp.get("skip_decode_block_clamp"))
     if pooling:

@@ -154,6 +154,9 @@ class ReleaseProfile(ABC):
     strategies: tuple[str, ...] = (LINEAR,)
     default_strategy: str = LINEAR
     dims: int = 2
+    # The runner/model inputs of ServerConfig this release's bucketing reads (beyond the five sizes,
+    # prefix caching and max_num_prefill_seqs); the others are reported as IGNORED when set.
+    model_inputs: tuple[str, ...] = ()
 
     @abstractmethod
     def select_strategy(self, env: Mapping[str, str]) -> tuple[str, list[str]]:
@@ -206,7 +209,16 @@ class ReleaseProfile(ABC):
                                         f"environment (it picks {selected!r})", "strategy")
         plan = self.generate(cfg, strategy)
         plan.warnings[:0] = selection_warnings
+        for name, unset in _MODEL_INPUTS.items():
+            value = getattr(cfg, name)
+            if value != unset and name not in self.model_inputs:
+                plan.settings.append(Setting(name, value, IGNORED, f"{self.name} does not read it"))
         return plan
+
+
+# ServerConfig's runner/model inputs and their "not set" values.
+_MODEL_INPUTS = {"lora": False, "num_speculative_tokens": 0, "mamba_chunk_size": 0, "mamba_chunk_size_explicit": True,
+                 "pooling": False, "decode_block_size": None, "skip_decode_block_clamp": False}
 
 
 def _replace_env(cfg: ServerConfig, env: Mapping[str, str]) -> ServerConfig:

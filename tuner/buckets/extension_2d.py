@@ -132,6 +132,10 @@ class Extension2DProfile(ReleaseProfile):
         self._uses_model_len = uses_model_len  # runner passes max_model_len (2b4ba56 on)
         self._has_exp = has_exponential
         self._pa_aware = pa_aware  # the extension itself reads VLLM_CONTIGUOUS_PA (29bc7a4)
+        # 1.20+ runners refuse speculative decoding with contiguous PA.
+        self.model_inputs = () if name == "fork-1.19" else ("num_speculative_tokens",)
+        if uses_model_len:  # 1.21 runners skip decode buckets for pooling models
+            self.model_inputs += ("pooling",)
 
     # --- strategy ---
 
@@ -158,7 +162,7 @@ class Extension2DProfile(ReleaseProfile):
         T, N = cfg.max_num_batched_tokens, cfg.num_hpu_blocks
         P = cfg.max_num_prefill_seqs or S
         contiguous, contiguous_at_init = self._contiguous_pa(cfg)
-        if cfg.num_speculative_tokens and contiguous and self.name != "fork-1.19":
+        if cfg.num_speculative_tokens and contiguous and self.model_inputs:
             # The 1.20+ runners refuse speculative decoding with contiguous PA at start-up.
             raise BucketConfigError("ValueError: Speculative decoding is not supported with contiguous PA, please set "
                                     "VLLM_CONTIGUOUS_PA=false", "VLLM_CONTIGUOUS_PA")
@@ -187,15 +191,22 @@ class Extension2DProfile(ReleaseProfile):
                 return _exp_range(*c, end_at_max=self._pa_aware and contig)
             bs_range, seq_range = rng(bs_p, contiguous_at_init), rng(seq_p, contiguous_at_init)
             self._prompt(plan, bs_range, seq_range, T, L, bs_p, seq_p)
+        else:
+            bs_range, seq_range = (self._linear_range(c, "PROMPT", d) for c, d in ((bs_p, "BS"), (seq_p, "SEQ")))
+            self._prompt(plan, bs_range, seq_range, T, None, bs_p, seq_p)
+        if cfg.pooling and "pooling" in self.model_inputs:
+            # 1.21 runners generate no decode buckets for pooling models (no decode phase).
+            decode = []
+        elif strategy == EXPONENTIAL:
             # Decode blocks always span up to num_hpu_blocks; the limit stays the one derived above.
             bs_range, blk_range = rng(bs_d, contiguous), rng((*blk_d[:2], N, blk_d[3]), contiguous)
             decode = [(bs, b) for bs in bs_range for b in blk_range]
         else:
-            bs_range, seq_range = (self._linear_range(c, "PROMPT", d) for c, d in ((bs_p, "BS"), (seq_p, "SEQ")))
-            self._prompt(plan, bs_range, seq_range, T, None, bs_p, seq_p)
             decode = self._linear_decode(plan, env, bs_d, blk_d, N, contiguous)
         plan.decode = sorted(decode, key=lambda b: (b[0] * b[1], b[1], b[0]))
-        plan.log_lines.append(f"Generated {len(plan.decode)} decode buckets [bs, total_blocks]: {sorted(plan.decode)}")
+        if not (cfg.pooling and "pooling" in self.model_inputs):
+            plan.log_lines.append(f"Generated {len(plan.decode)} decode buckets [bs, total_blocks]: "
+                                  f"{sorted(plan.decode)}")
 
         self._engine_settings(plan, cfg, P, contiguous)
         self._ignored_settings(plan, env, strategy)

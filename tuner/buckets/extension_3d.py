@@ -83,6 +83,9 @@ class _Version:
 
 
 class Extension3DProfile(ReleaseProfile):
+    # Speculative decoding: refused with contiguous PA by the runner; pooling: no decode buckets.
+    model_inputs = ("num_speculative_tokens", "pooling")
+
     engine = "v0"
     strategies = (EXPONENTIAL, LINEAR)
     default_strategy = EXPONENTIAL
@@ -136,8 +139,9 @@ class Extension3DProfile(ReleaseProfile):
             prompt = [b for b in prompt if b[1] < thld or b[1] % size == 0]
         plan.prompt, plan.omitted_prompt = prompt, sorted(omitted)
         ctx.log(f"Generated {len(prompt)} prompt buckets [bs, query, num_blocks]: {prompt}")
-        plan.decode = self._exp_decode(ctx) if strategy == EXPONENTIAL else self._linear_decode(ctx)
-        ctx.log(f"Generated {len(plan.decode)} decode buckets [bs, query, num_blocks]: {plan.decode}")
+        if not cfg.pooling:  # the worker skips decode buckets for pooling models
+            plan.decode = self._exp_decode(ctx) if strategy == EXPONENTIAL else self._linear_decode(ctx)
+            ctx.log(f"Generated {len(plan.decode)} decode buckets [bs, query, num_blocks]: {plan.decode}")
         self._ignored(cfg.env, strategy, plan)
         return plan
 

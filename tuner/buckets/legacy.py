@@ -228,6 +228,7 @@ class Fork117(_ForkProfile):
 
 class Fork118(_ForkProfile):
     name = "fork-1.18"
+    model_inputs = ("lora",)
     aliases = ("fork-1.18.0",)
     upstream = "HabanaAI/vllm-fork@v0.5.3.post1+Gaudi-1.18.0 (8492294)"
     decode_dim = "BLOCK"

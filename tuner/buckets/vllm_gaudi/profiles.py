@@ -62,6 +62,12 @@ class VllmGaudiProfile(ReleaseProfile):
         self.name = release.name
         self.upstream = release.upstream
         self.strategies = release.strategies
+        if release.range_pipeline:  # v0.15.1+: the runner passes these to the bucketing manager
+            self.model_inputs = ("num_speculative_tokens", "mamba_chunk_size", "pooling")
+            if release.strategy_variable:
+                self.model_inputs += ("mamba_chunk_size_explicit", "decode_block_size")
+            if release.exp_decode == "main":
+                self.model_inputs += ("skip_decode_block_clamp",)
 
     # --- strategy selection
 
