@@ -55,7 +55,9 @@ def replay_row(profile_name: str, row: dict, bucket_file_dir: str | None = None)
         plan = profile.build(row_config(row["inputs"], bucket_file_dir))
     except BucketConfigError as exc:
         if "error" in row:
-            return None
+            # The release's own exception text is part of our message.
+            upstream_text = row["error"].split(": ", 1)[-1]
+            return None if upstream_text in str(exc) else f"error text differs: ours {exc}; upstream {row['error']}"
         return f"engine refused ({exc}); upstream gave {row['prompt']['count']}/{row['decode']['count']} buckets"
     if "error" in row:
         return f"engine built {len(plan.prompt)}/{len(plan.decode)} buckets; upstream raised {row['error'][:200]}"

@@ -1,7 +1,7 @@
 """The differential sweep (tests/data/sweep/): random configurations that each release's own bucketing
 code was run on (tools/bucket_sweep/, refs in tests/data/sweep/SOURCES.md). The engine must agree on
 every row: the same strategy, the same prompt and decode lists (count, sha256 of the list in upstream
-order, and the list itself where stored), and an error wherever upstream raised.
+order, and the list itself where stored), and an error wherever upstream raised, carrying its text.
 """
 
 from __future__ import annotations

@@ -235,7 +235,8 @@ def env_int(env: Mapping[str, str], name: str, default: int) -> tuple[int, str]:
     try:
         return int(raw), USER
     except ValueError:
-        raise BucketConfigError(f"{name}={raw!r} is not an integer", name) from None
+        raise BucketConfigError(f"{name}={raw!r} is not an integer (ValueError: invalid literal for int() with "
+                                f"base 10: {raw!r})", name) from None
 
 
 def linear_range(lo: int, step: int, hi: int, drop_below_min: bool = True, name: str | None = None) -> list[int]:

@@ -162,10 +162,8 @@ class Extension2DProfile(ReleaseProfile):
         T, N = cfg.max_num_batched_tokens, cfg.num_hpu_blocks
         P = cfg.max_num_prefill_seqs or S
         contiguous, contiguous_at_init = self._contiguous_pa(cfg)
-        if cfg.num_speculative_tokens and contiguous and self.model_inputs:
-            # The 1.20+ runners refuse speculative decoding with contiguous PA at start-up.
-            raise BucketConfigError("ValueError: Speculative decoding is not supported with contiguous PA, please set "
-                                    "VLLM_CONTIGUOUS_PA=false", "VLLM_CONTIGUOUS_PA")
+        if not self._uses_model_len:  # 1.20: checked before any bucket is built (1.21: after the prompt ones)
+            self._runner_checks(cfg, contiguous)
         plan = BucketPlan(profile=self.name, strategy=strategy, prompt=[], decode=[], dims=2,
                           prefix_caching=bool(cfg.prefix_caching), contiguous_pa=contiguous)
         # The extension's own defaults; 1024/2048 are hard-coded before 2b4ba56.
@@ -194,6 +192,9 @@ class Extension2DProfile(ReleaseProfile):
         else:
             bs_range, seq_range = (self._linear_range(c, "PROMPT", d) for c, d in ((bs_p, "BS"), (seq_p, "SEQ")))
             self._prompt(plan, bs_range, seq_range, T, None, bs_p, seq_p)
+        if self._uses_model_len:
+            # 1.21 runners construct the context (prompt buckets) first, then check.
+            self._runner_checks(cfg, contiguous)
         if cfg.pooling and "pooling" in self.model_inputs:
             # 1.21 runners generate no decode buckets for pooling models (no decode phase).
             decode = []
@@ -218,11 +219,19 @@ class Extension2DProfile(ReleaseProfile):
         raw = cfg.env.get("VLLM_CONTIGUOUS_PA")
         at_init = (raw if raw is not None else "true").lower() == "true"
         if cfg.prefix_caching and self._uses_model_len:
-            # 1.21 runners: APC defaults contiguous PA off, and refuse it when explicitly on.
-            if at_init and raw is not None:
-                raise BucketConfigError("Contiguous PA doesn't support APC", "VLLM_CONTIGUOUS_PA")
+            # 1.21 runners: APC defaults contiguous PA off (and refuse it when explicitly on: _runner_checks).
             return False, at_init
         return at_init, at_init
+
+    def _runner_checks(self, cfg: ServerConfig, contiguous: bool):
+        """What the runner refuses at start-up: contiguous PA explicitly on with APC (1.21), speculative
+        decoding with contiguous PA (1.20+)."""
+        raw = cfg.env.get("VLLM_CONTIGUOUS_PA")
+        if cfg.prefix_caching and self._uses_model_len and raw is not None and raw.lower() == "true":
+            raise BucketConfigError("AssertionError: Contiguous PA doesn't support APC", "VLLM_CONTIGUOUS_PA")
+        if cfg.num_speculative_tokens and contiguous and "num_speculative_tokens" in self.model_inputs:
+            raise BucketConfigError("ValueError: Speculative decoding is not supported with contiguous PA, please set "
+                                    "VLLM_CONTIGUOUS_PA=false", "VLLM_CONTIGUOUS_PA")
 
     def _read_linear(self, plan, env, defaults):
         cfgs = {}

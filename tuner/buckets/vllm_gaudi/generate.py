@@ -208,7 +208,12 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
                 # v0.26+: hybrid models' decode buckets count blocks of the attention kernel's size.
                 run.cfg = replace(cfg, block_size=cfg.decode_block_size)
         if from_file is not None:
-            buckets, omitted = _filter_file_buckets(run, eng, phase, from_file[0 if phase == "prompt" else 1])
+            listed = from_file[0 if phase == "prompt" else 1]
+            if not listed:
+                # An empty list counts as "no file" upstream: it then takes max() of no ranges at all.
+                raise BucketConfigError(f"VLLM_BUCKETING_FROM_FILE lists no {phase} bucket; upstream fails: "
+                                        "ValueError: max() arg is an empty sequence", "VLLM_BUCKETING_FROM_FILE")
+            buckets, omitted = _filter_file_buckets(run, eng, phase, listed)
             if not buckets:
                 raise _zero_buckets(run, phase, omitted)
             run.info(_bucket_list_line(len(buckets), phase, buckets))

@@ -11,10 +11,12 @@ from .ranges import _exponential_range, _linear_range, _log2_limit
 from .releases import LONG_CTX_THRESHOLD
 from .settings import _cfg_setting, _Engine, _exp_user_flags, _Run
 
+_MAX_OF_EMPTY = "ValueError: max() arg is an empty sequence"
 
-def _empty_range(dim_prefix: str, cfg, where: str) -> BucketConfigError:
-    return BucketConfigError(f"{dim_prefix}_* (min, step, max) = {list(cfg)} give an empty range: {where}",
-                             f"{dim_prefix}_MIN")
+
+def _empty_range(dim_prefix: str, cfg, upstream_error: str) -> BucketConfigError:
+    return BucketConfigError(f"{dim_prefix}_* (min, step, max) = {list(cfg)} give an empty range; upstream fails: "
+                             f"{upstream_error}", f"{dim_prefix}_MIN")
 
 
 def _prompt_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int], list[int]]:
@@ -88,14 +90,14 @@ def _prompt_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int], list[
         def make(c, label):
             return padding_aware_range(*c, label=label)
 
-    ranges = []
-    for c, label in ((bs_cfg, "VLLM_PROMPT_BS_BUCKET"), (query_cfg, "VLLM_PROMPT_QUERY_BUCKET"),
-                     (ctx_cfg, "VLLM_PROMPT_CTX_BUCKET")):
-        values = sorted(make(c, label))
-        if not values:
-            raise _empty_range(label, c[:3], "upstream then generates no prompt bucket (or fails on max() of "
-                                             "an empty sequence)")
-        ranges.append(values)
+    dims = ((bs_cfg, "VLLM_PROMPT_BS_BUCKET"), (query_cfg, "VLLM_PROMPT_QUERY_BUCKET"),
+            (ctx_cfg, "VLLM_PROMPT_CTX_BUCKET"))
+    ranges = [sorted(make(c, label)) for c, label in dims]
+    # Upstream pairs bs with ctx first (max() of that empty product fails), then adds the queries.
+    no_prompt = f"RuntimeError: Generated 0 prompt buckets. {run.rel.zero_buckets_hint}"
+    for i, why in ((0, _MAX_OF_EMPTY), (2, _MAX_OF_EMPTY), (1, no_prompt)):
+        if not ranges[i]:
+            raise _empty_range(dims[i][1], dims[i][0][:3], why)
     return ranges[0], ranges[1], ranges[2]
 
 
@@ -164,10 +166,12 @@ def _decode_ranges(run: _Run, eng: _Engine) -> tuple[list[int], list[int]]:
 
     bs_vals = sorted(make(bs_cfg, "VLLM_DECODE_BS_BUCKET"))
     block_vals = sorted(make(block_cfg, "VLLM_DECODE_BLOCK_BUCKET"))
-    for values, c, label in ((bs_vals, bs_cfg, "VLLM_DECODE_BS_BUCKET"),
-                             (block_vals, block_cfg, "VLLM_DECODE_BLOCK_BUCKET")):
-        if not values:
-            raise _empty_range(label, c[:3], "upstream then generates no decode bucket")
+    if not block_vals:
+        # With contiguous PA upstream first compares the last block value with the cache size.
+        why = "IndexError: list index out of range" if eng.contiguous_pa else _MAX_OF_EMPTY
+        raise _empty_range("VLLM_DECODE_BLOCK_BUCKET", block_cfg[:3], why)
+    if not bs_vals:
+        raise _empty_range("VLLM_DECODE_BS_BUCKET", bs_cfg[:3], _MAX_OF_EMPTY)
     if eng.contiguous_pa and block_vals[-1] < N:
         block_vals.append(N)  # with contiguous PA the highest block id can always reach the cache size
     return bs_vals, block_vals
