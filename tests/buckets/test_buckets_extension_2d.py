@@ -5,9 +5,17 @@ from __future__ import annotations
 import pytest
 
 from tuner.buckets import (
-    DEFAULT, EXPONENTIAL, FORCED, IGNORED, LINEAR, USER, BucketConfigError, ServerConfig, get_profile,
+    DEFAULT,
+    EXPONENTIAL,
+    FORCED,
+    IGNORED,
+    LINEAR,
+    USER,
+    BucketConfigError,
+    ServerConfig,
+    get_profile,
 )
-from tuner.buckets.extension_2d import _exp_range, _pad_2b4, _pad_29b, _pad_4ff, _pad_d4b
+from tuner.buckets.extension_2d import _exp_range, _pad_2b4, _pad_4ff, _pad_29b, _pad_d4b
 
 ALL = ("fork-1.19", "fork-1.20", "fork-1.21.0", "fork-1.21.2")
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 import pytest
 
 from tuner.buckets import (
-    DEFAULT, EXPONENTIAL, FORCED, IGNORED, LINEAR, USER, BucketConfigError, ServerConfig, get_profile,
+    DEFAULT,
+    EXPONENTIAL,
+    FORCED,
+    IGNORED,
+    LINEAR,
+    USER,
+    BucketConfigError,
+    ServerConfig,
+    get_profile,
 )
 from tuner.buckets.extension_3d import _fallback_value, exp_range, parse_bool
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.buckets import DEFAULT, IGNORED, USER, BucketConfigError, ServerConfig, get_profile
+from tuner.buckets import DEFAULT, USER, BucketConfigError, ServerConfig, get_profile
 
 F117 = get_profile("fork-1.17")
 F118 = get_profile("fork-1.18")

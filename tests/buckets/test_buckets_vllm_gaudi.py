@@ -102,7 +102,8 @@ def test_deprecated_exponential_flag_still_overrides(name):
                   "due to VLLM_EXPONENTIAL_BUCKETING=true")
     assert warnings == [deprecation, overriding]
     # Same strategy: only the deprecation.
-    assert p.select_strategy({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_BUCKETING_STRATEGY": "lin"}) == (LINEAR, [deprecation])
+    chosen = p.select_strategy({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_BUCKETING_STRATEGY": "lin"})
+    assert chosen == (LINEAR, [deprecation])
     # Anything but a true value means linear, even "pad" strategies.
     assert p.select_strategy({"VLLM_EXPONENTIAL_BUCKETING": "off", "VLLM_BUCKETING_STRATEGY": "pad"})[0] == LINEAR
 
@@ -188,7 +189,8 @@ def test_linear_settings_user_default_and_query_fallback():
     assert (q.value, q.source) == (1024, USER) and "VLLM_PROMPT_SEQ_BUCKET_MAX" in q.note
     seq = setting(plan, "VLLM_PROMPT_SEQ_BUCKET_MAX")
     assert seq.source == USER and "deprecated" in seq.note
-    assert (setting(plan, "VLLM_PROMPT_QUERY_BUCKET_MIN").value, setting(plan, "VLLM_PROMPT_QUERY_BUCKET_MIN").source) == (128, DEFAULT)
+    qmin = setting(plan, "VLLM_PROMPT_QUERY_BUCKET_MIN")
+    assert (qmin.value, qmin.source) == (128, DEFAULT)
     assert setting(plan, "VLLM_DECODE_BS_BUCKET_STEP").value == 16
     # Engine-derived values.
     assert setting(plan, "max_num_prefill_seqs").value == 1
@@ -283,13 +285,15 @@ def test_ignored_variables_with_reasons():
     ignored = {s.name: s.note for s in lin.ignored_settings()}
     assert "VLLM_BUCKETING_STRATEGY=pad" in ignored["VLLM_DECODE_BS_BUCKET_PAD_MAX"]
     assert "VLLM_PROMPT_BS_BUCKET_LIMIT" in ignored
-    pad = get_profile("gaudi-0.26.0").build(cfg({"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_DECODE_BS_BUCKET_PAD_MAX": "8"}))
+    pad = get_profile("gaudi-0.26.0").build(
+        cfg({"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_DECODE_BS_BUCKET_PAD_MAX": "8"}))
     assert setting(pad, "VLLM_DECODE_BS_BUCKET_PAD_MAX").source == USER
 
 
 def test_exponential_ignores_linear_only_variables():
-    plan = get_profile("gaudi-main").build(cfg({"VLLM_PROMPT_QUERY_BUCKET_STEP": "256", "VLLM_DECODE_BS_BUCKET_PAD_PERCENT": "10"}))
-    assert {s.name for s in plan.ignored_settings()} == {"VLLM_PROMPT_QUERY_BUCKET_STEP", "VLLM_DECODE_BS_BUCKET_PAD_PERCENT"}
+    env = {"VLLM_PROMPT_QUERY_BUCKET_STEP": "256", "VLLM_DECODE_BS_BUCKET_PAD_PERCENT": "10"}
+    plan = get_profile("gaudi-main").build(cfg(env))
+    assert {s.name for s in plan.ignored_settings()} == set(env)
     assert "exponential" in setting(plan, "VLLM_PROMPT_QUERY_BUCKET_STEP").note
     assert not any("will be overwritten" in w for w in plan.warnings)  # only BS/SEQ/BLOCK MIN/STEP/MAX are checked
 
@@ -349,7 +353,8 @@ def test_v0151_linear_clamps_default_block_max_to_the_cache():
                                                   "VLLM_DECODE_BLOCK_BUCKET_MAX": "9000"}))
     assert setting(user, "VLLM_DECODE_BLOCK_BUCKET_MAX").source == FORCED
     # v0.26 keeps block references above N without contiguous PA.
-    v26 = get_profile("gaudi-0.26.0").build(cfg({"VLLM_BUCKETING_STRATEGY": "lin", "VLLM_DECODE_BLOCK_BUCKET_MAX": "9000"}))
+    v26 = get_profile("gaudi-0.26.0").build(
+        cfg({"VLLM_BUCKETING_STRATEGY": "lin", "VLLM_DECODE_BLOCK_BUCKET_MAX": "9000"}))
     assert setting(v26, "VLLM_DECODE_BLOCK_BUCKET_MAX").source == USER
     assert "Decode bucket config (min, step, max_warmup) bs:[1, 32, 64], blocks:[1, 128, 9000]" in v26.log_lines
     # ... and then caps each bucket at bs * ceil(max_model_len / block_size) references.
@@ -407,9 +412,11 @@ def test_padding_aware_assertions():
     assert "bucket_min cannot be greater than bucket_max" in str(info.value)
 
 
+ADJUST_HINT = "Please adjust the bucketing configuration according to README"
+
+
 @pytest.mark.parametrize("name,hint", [("gaudi-0.15.1", "Please use default exponential bucketing"),
-                                       ("gaudi-0.26.0", "Please adjust the bucketing configuration according to README"),
-                                       ("gaudi-main", "Please adjust the bucketing configuration according to README")])
+                                       ("gaudi-0.26.0", ADJUST_HINT), ("gaudi-main", ADJUST_HINT)])
 def test_generated_zero_prompt_buckets(name, hint):
     # Every query >= 4096 tokens with bs >= 1 exceeds a 2048-token budget.
     env = {"VLLM_PROMPT_QUERY_BUCKET_MIN": "4096", "VLLM_PROMPT_QUERY_BUCKET_MAX": "4096"}
@@ -440,19 +447,50 @@ def test_v0101_math_domain_error_explained():
 
 def test_v0101_zero_minimum_would_hang_upstream():
     with pytest.raises(BucketConfigError) as info:
-        get_profile("gaudi-0.10.1").build(cfg({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_DECODE_BS_BUCKET_MIN": "0"}))
+        get_profile("gaudi-0.10.1").build(
+            cfg({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_DECODE_BS_BUCKET_MIN": "0"}))
     assert info.value.variable == "VLLM_DECODE_BS_BUCKET_MIN"
     # From v0.15.1 a zero minimum means "start at step, add a 0 bucket".
-    plan = get_profile("gaudi-0.15.1").build(cfg({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_PROMPT_BS_BUCKET_MIN": "0",
-                                                  "VLLM_PROMPT_BS_BUCKET_MAX": "4"}))
+    plan = get_profile("gaudi-0.15.1").build(cfg({"VLLM_EXPONENTIAL_BUCKETING": "false",
+                                                  "VLLM_PROMPT_BS_BUCKET_MIN": "0", "VLLM_PROMPT_BS_BUCKET_MAX": "4"}))
     assert sorted({b[0] for b in plan.prompt}) == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("variable,value", [("VLLM_MERGED_PREFILL", "true"), ("VLLM_ENABLE_BUCKETING", "false")])
-def test_unmodelled_switches_refused(variable, value):
-    with pytest.raises(BucketConfigError) as info:
-        get_profile("gaudi-main").build(cfg({variable: value}))
-    assert info.value.variable == variable
+@pytest.mark.parametrize("profile", ["gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main"])
+def test_bucketing_off_means_no_buckets(profile):
+    plan = get_profile(profile).build(cfg({"VLLM_ENABLE_BUCKETING": "false"}))
+    assert plan.prompt == [] and plan.decode == []
+    assert setting(plan, "VLLM_ENABLE_BUCKETING").value is False
+    assert get_profile(profile).build(cfg({"VLLM_ENABLE_BUCKETING": "true"})).prompt
+
+
+@pytest.mark.parametrize("strategy", [LINEAR, EXPONENTIAL, PADDING_AWARE])
+def test_merged_prefill_packs_prompts_into_one_row(strategy):
+    c = cfg({"VLLM_MERGED_PREFILL": "true"}, max_num_seqs=8)
+    plan = get_profile("gaudi-main").build(c, strategy)
+    assert plan.prompt and {b[0] for b in plan.prompt} == {1}
+    # The runner passes max_num_seqs as the prefill count; the ctx bound is that many packed prompts.
+    assert setting(plan, "max_num_prefill_seqs").value == 8
+    for _, q, ctx in plan.prompt:
+        assert ctx <= 8 * ((4096 - q // 8) // 128)
+    # No token-budget filter under merged prefill: the query range reaches max_num_batched_tokens.
+    assert max(b[1] for b in plan.prompt) == 8192
+    plain = get_profile("gaudi-main").build(cfg(max_num_seqs=8), strategy)
+    assert plain.prompt != plan.prompt
+
+
+def test_sliding_window_drops_unsliceable_context_free_prompts():
+    env = {"VLLM_BUCKETING_STRATEGY": "lin", "VLLM_PROMPT_QUERY_BUCKET_STEP": "384"}
+    plain = get_profile("gaudi-main").build(cfg(env))
+    plan = get_profile("gaudi-main").build(cfg({**env, "PT_HPU_SDPA_QKV_SLICE_MODE_FWD": "true",
+                                                "VLLM_FUSEDSDPA_SLIDE_THLD": "1024", "PT_HPU_SDPA_BC_FACTOR": "512"}))
+    expected = [b for b in plain.prompt if b[2] != 0 or b[1] < 1024 or b[1] % 512 == 0]
+    assert plan.prompt == expected and len(expected) < len(plain.prompt)
+    assert plan.decode == plain.decode
+    # gaudi-0.10.1 has no sliding-window filter.
+    off = cfg({"VLLM_EXPONENTIAL_BUCKETING": "false", "PT_HPU_SDPA_QKV_SLICE_MODE_FWD": "true"})
+    assert get_profile("gaudi-0.10.1").build(off).prompt == get_profile("gaudi-0.10.1").build(replace_cfg(
+        off, env={"VLLM_EXPONENTIAL_BUCKETING": "false"})).prompt
 
 
 # ------------------------------------------------------------------------------------------ padding
@@ -643,7 +681,8 @@ def test_candidate_explosion_refused():
 
 def test_exponential_reports_the_variables_it_still_reads():
     plan = get_profile("gaudi-main").build(cfg())
-    got = {n: (setting(plan, n).value, setting(plan, n).source) for n in get_profile("gaudi-main").bucket_variables(EXPONENTIAL)}
+    names = get_profile("gaudi-main").bucket_variables(EXPONENTIAL)
+    got = {n: (setting(plan, n).value, setting(plan, n).source) for n in names}
     assert got == {"VLLM_BUCKETING_STRATEGY": ("exp", DEFAULT), "VLLM_CONTIGUOUS_PA": (False, DEFAULT),
                    "VLLM_PROMPT_BS_BUCKET_MAX": (1, DEFAULT),
                    "VLLM_PROMPT_QUERY_BUCKET_MIN": (128, DEFAULT), "VLLM_PROMPT_CTX_BUCKET_MAX": (None, DEFAULT)}
@@ -659,3 +698,42 @@ def test_every_variable_read_has_a_setting(name):
         for engine_value in ("max_num_prefill_seqs", "prefix_caching", "VLLM_CONTIGUOUS_PA", "num_hpu_blocks"):
             assert plan.setting(engine_value) is not None
         assert not plan.ignored_settings()  # nothing set, nothing ignored
+
+
+# ----------------------------------------------------------------- unified attention and bucket files
+
+def test_unified_attention_replaces_prompt_and_decode_buckets():
+    plan = get_profile("gaudi-0.15.1").build(cfg({"VLLM_UNIFIED_ATTN": "true"}, max_num_seqs=8))
+    assert plan.prompt == [] and plan.decode == [] and plan.unified
+    assert all(len(b) == 4 and b[3] in (0, 1) for b in plan.unified)
+    # Non-causal buckets only up to max_num_seqs query tokens.
+    assert max(b[0] for b in plan.unified if b[3] == 0) <= 8
+    # Unified attention needs contiguous PA; turning it off is upstream's assertion.
+    with pytest.raises(BucketConfigError, match="requires contiguous_pa"):
+        get_profile("gaudi-0.15.1").build(cfg({"VLLM_UNIFIED_ATTN": "true", "VLLM_CONTIGUOUS_PA": "false"}))
+    # One sequence: upstream divides by query // 2 == 0.
+    with pytest.raises(BucketConfigError, match="ZeroDivisionError"):
+        get_profile("gaudi-0.15.1").build(cfg({"VLLM_UNIFIED_ATTN": "true"}, max_num_seqs=1))
+
+
+def test_bucket_file_lines_and_filters(tmp_path):
+    path = tmp_path / "buckets.txt"
+    good = ("# comment\n\n(1, 2048, 0)\n(1, [256, 512], [0, 4])\n(2, range(128, 513, 128), 0)\n"
+            "(4, 1, 100)\n(8, 1, 4)\n(1, 8192, 0)\n")
+    path.write_text(good)
+    env = {"VLLM_BUCKETING_FROM_FILE": str(path), "VLLM_CONTIGUOUS_PA": "false"}
+    plan = get_profile("gaudi-main").build(cfg(env, max_num_batched_tokens=4096))
+    # (1, 8192, 0) exceeds max_model_len 4096; the bad lines are skipped.
+    assert plan.prompt == sorted([(1, 2048, 0), (1, 256, 0), (1, 256, 4), (1, 512, 0), (1, 512, 4),
+                                  (2, 128, 0), (2, 256, 0), (2, 384, 0), (2, 512, 0)])
+    # Decode: without contiguous PA bs <= blocks, and blocks capped at bs * ceil(L / B).
+    assert plan.decode == [(4, 1, 100)]
+    assert get_profile("gaudi-0.10.1").build(cfg(env)).prompt != plan.prompt  # 0.10.1 has no bucket files
+    # A line the parser skips: v0.15.1 skips it, v0.26+ crash on their own warning call.
+    path.write_text(good + "(1, 2)\nnot python\n")
+    assert get_profile("gaudi-0.15.1").build(cfg(env)).decode == plan.decode
+    with pytest.raises(BucketConfigError, match="AttributeError"):
+        get_profile("gaudi-main").build(cfg(env))
+    with pytest.raises(BucketConfigError) as info:
+        get_profile("gaudi-main").build(cfg({"VLLM_BUCKETING_FROM_FILE": str(tmp_path / "missing.txt")}))
+    assert info.value.variable == "VLLM_BUCKETING_FROM_FILE"

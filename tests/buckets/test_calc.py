@@ -7,7 +7,8 @@ import pytest
 from tuner import calc
 from tuner.cli import main
 
-EXAMPLE_ARGS = ["calc", "--input-len", "8096", "--output-len", "1024", "--range-ratio", "0.8", "--bs-list", "4,8,16,32,64"]
+EXAMPLE_ARGS = ["calc", "--input-len", "8096", "--output-len", "1024", "--range-ratio", "0.8",
+                "--bs-list", "4,8,16,32,64"]
 
 # docs/bucketing.md section F, worked example.
 EXAMPLE_VARIABLES = {

@@ -16,9 +16,6 @@ from tuner.buckets import BucketConfigError, ServerConfig, get_profile
 
 from ..conftest import VECTOR_DIR
 
-
-
-
 # Row prefix in `results` -> release profile (tests/data/vectors/SOURCES.md).
 ROW_PROFILE = {
     "fork-1.17": "fork-1.17",

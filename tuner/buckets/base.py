@@ -10,8 +10,8 @@ the 3-D extension, the vllm-gaudi plugin) subclasses `ReleaseProfile`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 Bucket = tuple[int, ...]
 
@@ -53,12 +53,34 @@ class ServerConfig:
     prefix_caching: bool | None = None
     # fork only: --max-num-prefill-seqs (None: = max_num_seqs). vllm-gaudi derives its own.
     max_num_prefill_seqs: int | None = None
+    # A LoRA adapter config is present (--enable-lora); fork 1.18's runner then caps and filters buckets.
+    lora: bool = False
+    # Model-dependent settings the runner hands to the bucketing code (vllm-gaudi v0.15.1+ unless noted;
+    # docs/bucketing-inputs.md). Speculative decoding: tokens proposed per step (fork 1.20+: refused
+    # with contiguous PA). Mamba-like layers: the chunk size the runner passes (v0.26+: 128 when the
+    # model sets none) and whether the model set it. Pooling models have no decode phase. The kernel
+    # block size of hybrid models' attention, used for decode buckets (v0.26+; None: block_size).
+    # main: hybrid / GDN / mamba / interleaved-sliding-window models skip the 3x decode block clamp.
+    num_speculative_tokens: int = 0
+    mamba_chunk_size: int = 0
+    mamba_chunk_size_explicit: bool = True
+    pooling: bool = False
+    decode_block_size: int | None = None
+    skip_decode_block_clamp: bool = False
 
     def __post_init__(self):
         for name in ("block_size", "max_num_seqs", "max_model_len", "max_num_batched_tokens", "num_hpu_blocks"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise BucketConfigError(f"{name} must be a positive integer, got {value!r}", name)
+        for name in ("num_speculative_tokens", "mamba_chunk_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise BucketConfigError(f"{name} must be a non-negative integer, got {value!r}", name)
+        if self.decode_block_size is not None and (not isinstance(self.decode_block_size, int)
+                                                   or self.decode_block_size < 1):
+            raise BucketConfigError(f"decode_block_size must be a positive integer, got {self.decode_block_size!r}",
+                                    "decode_block_size")
         if self.max_num_prefill_seqs is not None and self.max_num_prefill_seqs < 1:
             raise BucketConfigError(
                 f"max_num_prefill_seqs must be a positive integer, got {self.max_num_prefill_seqs!r}",
@@ -91,6 +113,9 @@ class BucketPlan:
     # after the memory profiling lines; empty where everything is logged at setup.
     warmup_log_lines: list[str] = field(default_factory=list)
     omitted_prompt: list[Bucket] = field(default_factory=list)  # dropped by the token budget / filters
+    # vllm-gaudi v0.15.1 with unified attention: (query, shared_blocks, unique_blocks) buckets, which
+    # replace the prompt and decode lists (both empty then).
+    unified: list[Bucket] = field(default_factory=list)
     dims: int = 2  # 2: (bs, seq|blocks); 3: (bs, query, ctx_blocks) / (bs, 1, blocks)
     prefix_caching: bool = False
     contiguous_pa: bool = True
@@ -129,6 +154,9 @@ class ReleaseProfile(ABC):
     strategies: tuple[str, ...] = (LINEAR,)
     default_strategy: str = LINEAR
     dims: int = 2
+    # The runner/model inputs of ServerConfig this release's bucketing reads (beyond the five sizes,
+    # prefix caching and max_num_prefill_seqs); the others are reported as IGNORED when set.
+    model_inputs: tuple[str, ...] = ()
 
     @abstractmethod
     def select_strategy(self, env: Mapping[str, str]) -> tuple[str, list[str]]:
@@ -181,7 +209,16 @@ class ReleaseProfile(ABC):
                                         f"environment (it picks {selected!r})", "strategy")
         plan = self.generate(cfg, strategy)
         plan.warnings[:0] = selection_warnings
+        for name, unset in _MODEL_INPUTS.items():
+            value = getattr(cfg, name)
+            if value != unset and name not in self.model_inputs:
+                plan.settings.append(Setting(name, value, IGNORED, f"{self.name} does not read it"))
         return plan
+
+
+# ServerConfig's runner/model inputs and their "not set" values.
+_MODEL_INPUTS = {"lora": False, "num_speculative_tokens": 0, "mamba_chunk_size": 0, "mamba_chunk_size_explicit": True,
+                 "pooling": False, "decode_block_size": None, "skip_decode_block_clamp": False}
 
 
 def _replace_env(cfg: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
@@ -198,7 +235,8 @@ def env_int(env: Mapping[str, str], name: str, default: int) -> tuple[int, str]:
     try:
         return int(raw), USER
     except ValueError:
-        raise BucketConfigError(f"{name}={raw!r} is not an integer", name) from None
+        raise BucketConfigError(f"{name}={raw!r} is not an integer (ValueError: invalid literal for int() with "
+                                f"base 10: {raw!r})", name) from None
 
 
 def linear_range(lo: int, step: int, hi: int, drop_below_min: bool = True, name: str | None = None) -> list[int]:

@@ -20,8 +20,20 @@ import re
 from collections.abc import Callable, Mapping
 
 from .base import (
-    DEFAULT, EXPONENTIAL, FORCED, IGNORED, LINEAR, USER, BucketConfigError, BucketPlan,
-    PadResult, ReleaseProfile, ServerConfig, Setting, env_int, linear_range,
+    DEFAULT,
+    EXPONENTIAL,
+    FORCED,
+    IGNORED,
+    LINEAR,
+    USER,
+    BucketConfigError,
+    BucketPlan,
+    PadResult,
+    ReleaseProfile,
+    ServerConfig,
+    Setting,
+    env_int,
+    linear_range,
 )
 
 # (phase, dim) in the order the extension reads (and logs) them.
@@ -120,6 +132,10 @@ class Extension2DProfile(ReleaseProfile):
         self._uses_model_len = uses_model_len  # runner passes max_model_len (2b4ba56 on)
         self._has_exp = has_exponential
         self._pa_aware = pa_aware  # the extension itself reads VLLM_CONTIGUOUS_PA (29bc7a4)
+        # 1.20+ runners refuse speculative decoding with contiguous PA.
+        self.model_inputs = () if name == "fork-1.19" else ("num_speculative_tokens",)
+        if uses_model_len:  # 1.21 runners skip decode buckets for pooling models
+            self.model_inputs += ("pooling",)
 
     # --- strategy ---
 
@@ -146,6 +162,8 @@ class Extension2DProfile(ReleaseProfile):
         T, N = cfg.max_num_batched_tokens, cfg.num_hpu_blocks
         P = cfg.max_num_prefill_seqs or S
         contiguous, contiguous_at_init = self._contiguous_pa(cfg)
+        if not self._uses_model_len:  # 1.20: checked before any bucket is built (1.21: after the prompt ones)
+            self._runner_checks(cfg, contiguous)
         plan = BucketPlan(profile=self.name, strategy=strategy, prompt=[], decode=[], dims=2,
                           prefix_caching=bool(cfg.prefix_caching), contiguous_pa=contiguous)
         # The extension's own defaults; 1024/2048 are hard-coded before 2b4ba56.
@@ -171,15 +189,25 @@ class Extension2DProfile(ReleaseProfile):
                 return _exp_range(*c, end_at_max=self._pa_aware and contig)
             bs_range, seq_range = rng(bs_p, contiguous_at_init), rng(seq_p, contiguous_at_init)
             self._prompt(plan, bs_range, seq_range, T, L, bs_p, seq_p)
+        else:
+            bs_range, seq_range = (self._linear_range(c, "PROMPT", d) for c, d in ((bs_p, "BS"), (seq_p, "SEQ")))
+            self._prompt(plan, bs_range, seq_range, T, None, bs_p, seq_p)
+        if self._uses_model_len:
+            # 1.21 runners construct the context (prompt buckets) first, then check.
+            self._runner_checks(cfg, contiguous)
+        if cfg.pooling and "pooling" in self.model_inputs:
+            # 1.21 runners generate no decode buckets for pooling models (no decode phase).
+            decode = []
+        elif strategy == EXPONENTIAL:
             # Decode blocks always span up to num_hpu_blocks; the limit stays the one derived above.
             bs_range, blk_range = rng(bs_d, contiguous), rng((*blk_d[:2], N, blk_d[3]), contiguous)
             decode = [(bs, b) for bs in bs_range for b in blk_range]
         else:
-            bs_range, seq_range = (self._linear_range(c, "PROMPT", d) for c, d in ((bs_p, "BS"), (seq_p, "SEQ")))
-            self._prompt(plan, bs_range, seq_range, T, None, bs_p, seq_p)
             decode = self._linear_decode(plan, env, bs_d, blk_d, N, contiguous)
         plan.decode = sorted(decode, key=lambda b: (b[0] * b[1], b[1], b[0]))
-        plan.log_lines.append(f"Generated {len(plan.decode)} decode buckets [bs, total_blocks]: {sorted(plan.decode)}")
+        if not (cfg.pooling and "pooling" in self.model_inputs):
+            plan.log_lines.append(f"Generated {len(plan.decode)} decode buckets [bs, total_blocks]: "
+                                  f"{sorted(plan.decode)}")
 
         self._engine_settings(plan, cfg, P, contiguous)
         self._ignored_settings(plan, env, strategy)
@@ -191,11 +219,19 @@ class Extension2DProfile(ReleaseProfile):
         raw = cfg.env.get("VLLM_CONTIGUOUS_PA")
         at_init = (raw if raw is not None else "true").lower() == "true"
         if cfg.prefix_caching and self._uses_model_len:
-            # 1.21 runners: APC defaults contiguous PA off, and refuse it when explicitly on.
-            if at_init and raw is not None:
-                raise BucketConfigError("Contiguous PA doesn't support APC", "VLLM_CONTIGUOUS_PA")
+            # 1.21 runners: APC defaults contiguous PA off (and refuse it when explicitly on: _runner_checks).
             return False, at_init
         return at_init, at_init
+
+    def _runner_checks(self, cfg: ServerConfig, contiguous: bool):
+        """What the runner refuses at start-up: contiguous PA explicitly on with APC (1.21), speculative
+        decoding with contiguous PA (1.20+)."""
+        raw = cfg.env.get("VLLM_CONTIGUOUS_PA")
+        if cfg.prefix_caching and self._uses_model_len and raw is not None and raw.lower() == "true":
+            raise BucketConfigError("AssertionError: Contiguous PA doesn't support APC", "VLLM_CONTIGUOUS_PA")
+        if cfg.num_speculative_tokens and contiguous and "num_speculative_tokens" in self.model_inputs:
+            raise BucketConfigError("ValueError: Speculative decoding is not supported with contiguous PA, please set "
+                                    "VLLM_CONTIGUOUS_PA=false", "VLLM_CONTIGUOUS_PA")
 
     def _read_linear(self, plan, env, defaults):
         cfgs = {}

@@ -21,13 +21,25 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from .base import (
-    DEFAULT, EXPONENTIAL, FORCED, IGNORED, LINEAR, USER,
-    Bucket, BucketConfigError, BucketPlan, PadResult, ReleaseProfile, ServerConfig, Setting,
-    env_int, linear_range,
+    DEFAULT,
+    EXPONENTIAL,
+    FORCED,
+    IGNORED,
+    LINEAR,
+    USER,
+    Bucket,
+    BucketConfigError,
+    BucketPlan,
+    PadResult,
+    ReleaseProfile,
+    ServerConfig,
+    Setting,
+    env_int,
+    linear_range,
 )
 
 _PARAMS = ("MIN", "STEP", "MAX", "LIMIT")
@@ -71,6 +83,9 @@ class _Version:
 
 
 class Extension3DProfile(ReleaseProfile):
+    # Speculative decoding: refused with contiguous PA by the runner; pooling: no decode buckets.
+    model_inputs = ("num_speculative_tokens", "pooling")
+
     engine = "v0"
     strategies = (EXPONENTIAL, LINEAR)
     default_strategy = EXPONENTIAL
@@ -109,6 +124,10 @@ class Extension3DProfile(ReleaseProfile):
         self._validate_env(cfg.env)
         plan = BucketPlan(profile=self.name, strategy=strategy, prompt=[], decode=[], dims=3)
         ctx = _Context(cfg, plan)
+        if cfg.num_speculative_tokens and ctx.cpa:
+            # The runner refuses speculative decoding with contiguous PA at start-up.
+            raise BucketConfigError("ValueError: Speculative decoding is not supported with contiguous PA, please set "
+                                    "VLLM_CONTIGUOUS_PA=false", "VLLM_CONTIGUOUS_PA")
         plan.prefix_caching, plan.contiguous_pa = ctx.apc, ctx.cpa
         plan.state = {"max_num_batched_tokens": cfg.max_num_batched_tokens,
                       "num_hpu_blocks": cfg.num_hpu_blocks, "sliding": ctx.sliding}
@@ -120,8 +139,9 @@ class Extension3DProfile(ReleaseProfile):
             prompt = [b for b in prompt if b[1] < thld or b[1] % size == 0]
         plan.prompt, plan.omitted_prompt = prompt, sorted(omitted)
         ctx.log(f"Generated {len(prompt)} prompt buckets [bs, query, num_blocks]: {prompt}")
-        plan.decode = self._exp_decode(ctx) if strategy == EXPONENTIAL else self._linear_decode(ctx)
-        ctx.log(f"Generated {len(plan.decode)} decode buckets [bs, query, num_blocks]: {plan.decode}")
+        if not cfg.pooling:  # the worker skips decode buckets for pooling models
+            plan.decode = self._exp_decode(ctx) if strategy == EXPONENTIAL else self._linear_decode(ctx)
+            ctx.log(f"Generated {len(plan.decode)} decode buckets [bs, query, num_blocks]: {plan.decode}")
         self._ignored(cfg.env, strategy, plan)
         return plan
 

@@ -20,12 +20,13 @@ Quirks reproduced on purpose (see the 1.17/1.18 sources):
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from .base import (
     DEFAULT,
     IGNORED,
     LINEAR,
+    USER,
     BucketConfigError,
     BucketPlan,
     PadResult,
@@ -227,17 +228,21 @@ class Fork117(_ForkProfile):
 
 class Fork118(_ForkProfile):
     name = "fork-1.18"
+    model_inputs = ("lora",)
     aliases = ("fork-1.18.0",)
     upstream = "HabanaAI/vllm-fork@v0.5.3.post1+Gaudi-1.18.0 (8492294)"
     decode_dim = "BLOCK"
 
     def _defaults(self, cfg):
         s, b = cfg.max_num_seqs, cfg.block_size
-        # LoRA would lower the prompt bs max to max_num_batched_tokens // block_size; not modelled.
+        # With LoRA the runner lowers the 64 cap to max_num_batched_tokens // block_size when smaller.
+        cap, cap_text = 64, "64"
+        if cfg.lora and cap > cfg.max_num_batched_tokens // b:
+            cap, cap_text = cfg.max_num_batched_tokens // b, "max_num_batched_tokens // block_size (LoRA)"
         return {
             "VLLM_PROMPT_BS_BUCKET_MIN": (1, "1"),
             "VLLM_PROMPT_BS_BUCKET_STEP": (min(s, 32), "min(max_num_seqs, 32)"),
-            "VLLM_PROMPT_BS_BUCKET_MAX": (min(s, 64), "min(max_num_seqs, 64)"),
+            "VLLM_PROMPT_BS_BUCKET_MAX": (min(s, cap), f"min(max_num_seqs, {cap_text})"),
             "VLLM_DECODE_BS_BUCKET_MIN": (min(s, 32), "min(max_num_seqs, 32)"),
             "VLLM_DECODE_BS_BUCKET_STEP": (min(s, 32), "min(max_num_seqs, 32)"),
             "VLLM_DECODE_BS_BUCKET_MAX": (s, "max_num_seqs"),
@@ -291,6 +296,14 @@ class Fork118(_ForkProfile):
         dbs_values = self._range(dbs, "VLLM_DECODE_BS_BUCKET")
         block_values = self._range(dblk, "VLLM_DECODE_BLOCK_BUCKET")
         decode = sorted(((b, k) for b in dbs_values for k in block_values if b <= k <= last), key=_tokens_key)
+        if cfg.lora:
+            # The runner's LoRA check keeps bs * second dimension <= max_num_batched_tokens, on both lists:
+            # for decode it multiplies bs by the total block count (not tokens).
+            prompt = [c for c in prompt if c[0] * c[1] <= tokens]
+            decode = [c for c in decode if c[0] * c[1] <= tokens]
+            settings.append(Setting("lora", True, USER, "LoRA: prompt bs max capped at max_num_batched_tokens // "
+                                    "block_size; buckets with bs * seq (decode: bs * blocks) above "
+                                    "max_num_batched_tokens dropped"))
         warmup_log = [
             f"Generated {len(prompt)} prompt buckets [bs, seq]: {sorted(prompt)}",
             f"Omitted {len(omitted)} prompt buckets due to exceeded token budget "

@@ -32,6 +32,16 @@ def _add_buckets(sub):
     pc = p.add_mutually_exclusive_group()
     pc.add_argument("--prefix-caching", dest="prefix_caching", action="store_true", default=None)
     pc.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false")
+    m = p.add_argument_group("runner and model settings (docs/bucketing-inputs.md)")
+    m.add_argument("--lora", action="store_true", help="LoRA enabled (fork 1.18 caps and filters buckets)")
+    m.add_argument("--num-speculative-tokens", type=int, default=0, help="speculative decoding: tokens per step")
+    m.add_argument("--mamba-chunk-size", type=int, default=0, help="chunk size the runner passes for mamba layers")
+    m.add_argument("--mamba-chunk-size-implicit", dest="mamba_chunk_size_explicit", action="store_false",
+                   help="the model sets no chunk size (the runner's 128 default is used)")
+    m.add_argument("--pooling", action="store_true", help="a pooling model (no decode buckets)")
+    m.add_argument("--decode-block-size", type=int, help="hybrid models: the attention kernel's block size")
+    m.add_argument("--skip-decode-block-clamp", action="store_true",
+                   help="vllm-gaudi main: hybrid/GDN/mamba/interleaved-SWA models keep the full decode block range")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="a VLLM_* variable as the server sees it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--log-lines", action="store_true", help="print the bucket lines the release logs")
@@ -56,6 +66,13 @@ def cmd_buckets(args) -> int:
         env=parse_env_pairs(args.env),
         prefix_caching=args.prefix_caching,
         max_num_prefill_seqs=args.max_num_prefill_seqs,
+        lora=args.lora,
+        num_speculative_tokens=args.num_speculative_tokens,
+        mamba_chunk_size=args.mamba_chunk_size,
+        mamba_chunk_size_explicit=args.mamba_chunk_size_explicit,
+        pooling=args.pooling,
+        decode_block_size=args.decode_block_size,
+        skip_decode_block_clamp=args.skip_decode_block_clamp,
     )
     plan = profile.build(cfg, args.strategy)
     if args.json:
@@ -66,6 +83,7 @@ def cmd_buckets(args) -> int:
             "prompt": [list(b) for b in plan.prompt],
             "decode": [list(b) for b in plan.decode],
             "counts": {"prompt": len(plan.prompt), "decode": len(plan.decode), "omitted_prompt": len(plan.omitted_prompt)},
+            "unified": [list(b) for b in plan.unified],
             "settings": [{"name": s.name, "value": s.value, "source": s.source, "note": s.note} for s in plan.settings],
             "warnings": plan.warnings,
         }

@@ -30,13 +30,16 @@ Upstream behaviour worth knowing (all modelled):
 * v0.10.1 exponential crashes ("math domain error") when max_model_len is not a block multiple; its
   prompt lists keep duplicate buckets.
 * The v0.26+ "Omitted N ... buckets" line is DEBUG output (the vectors were recorded at DEBUG).
-Not modelled (refused with BucketConfigError): merged prefill, bucket files, unified attention,
-bucketing off, and more than MAX_PROMPT_CANDIDATES prompt candidates. Spec decode, mamba chunking
-and the sliding-window prompt filter depend on the model and are not inputs here.
+Also modelled (docs/bucketing-inputs.md lists every input with its source): merged prefill, bucket
+files (bucket_file.py), v0.15.1 unified attention (unified.py), bucketing off, the sliding-window SDPA
+prompt filter, and the model-dependent runner inputs of ServerConfig (speculative decoding, mamba
+chunking, pooling, the attention kernel's block size, main's decode clamp skip). Refused only: more
+than MAX_PROMPT_CANDIDATES prompt candidates (upstream would spend minutes and gigabytes on them).
 
 Modules: releases (the per-release flags and strategy selection), settings (one run's env reading,
 defaults and settings bookkeeping), ranges and padding_aware (1-D range generators), strategies
-(each strategy's v0.15.1+ ranges), generate (combining them into buckets, filters, omitted lists),
+(each strategy's v0.15.1+ ranges), generate (combining them into buckets, filters, omitted lists,
+spec decode), bucket_file and unified (the two other bucket sources),
 generate_v0101 (v0.10.1's own path), logs (log line text), padding (bucket lookup and fallbacks),
 profiles (the ReleaseProfile classes and PROFILES).
 """

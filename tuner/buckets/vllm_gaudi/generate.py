@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import replace
 from itertools import repeat
 
 from ..base import USER, Bucket, BucketConfigError
+from .bucket_file import read_bucket_file
 from .logs import _bucket_list_line, _debug_logging, _expand, _omitted_line, _OmittedRun
 from .releases import LONG_CTX_THRESHOLD
 from .settings import _Engine, _Run
@@ -21,6 +23,8 @@ _COND_TOKENS = "condition: bs * query <= max_num_batched_tokens"
 _COND_LEN_TOKENS = "condition: (query + ctx * block_size) <= max_model_len"  # v0.15.1
 _COND_LEN_BLOCKS = "condition: ctx <= ceil((max_model_len - 1) / block_size) and query <= max_model_len"  # v0.26+
 _COND_DECODE = "condition: bs <= ctx, "
+_COND_MERGED = ("ctx <= max_num_prefill_seqs * math.ceil((max_model_len - math.floor(query / max_num_prefill_seqs)) "
+                "// block_size)")
 
 
 def _zero_buckets(run: _Run, phase: str, omitted: dict[str, list[_OmittedRun]]) -> BucketConfigError:
@@ -37,7 +41,8 @@ def _zero_buckets(run: _Run, phase: str, omitted: dict[str, list[_OmittedRun]]) 
         f"out: {reasons or 'no candidates'})", culprit)
 
 
-def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_vals: list[int]):
+def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_vals: list[int], merged: bool = False,
+                    prefill: int = 1):
     """common.generate_buckets for prompts: bs x query x ctx minus what exceeds max_model_len or the
     token budget; from max_model_len 8192 on, the largest ctx is replaced per query by the most blocks
     that still fit next to it (unless that reaches VLLM_PROMPT_CTX_BUCKET_MAX).
@@ -48,12 +53,22 @@ def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_va
     cond_len = _COND_LEN_BLOCKS if rel.ctx_filter_in_blocks else _COND_LEN_TOKENS
     max_ctx_blocks = math.ceil((L - 1) / B)
 
+    if merged:
+        # Merged prefill replaces both filters: the context of `prefill` packed prompts next to q tokens.
+        cond_len = _COND_MERGED
+
     def ctx_limit(q: int) -> int:
         """The largest ctx the max_model_len filter lets through next to query q (-1: none)."""
+        if merged:
+            return prefill * ((L - q // prefill) // B)
         if rel.ctx_filter_in_blocks:
             return max_ctx_blocks if q <= L else -1
         return (L - q) // B  # query + ctx * block_size <= max_model_len
 
+    chunk = cfg.mamba_chunk_size
+    if chunk > 0 and (cfg.mamba_chunk_size_explicit or not rel.strategy_variable):
+        # Mamba layers process prompts in whole chunks: queries round up to the chunk size.
+        query_vals = [math.ceil(q / chunk) * chunk for q in query_vals]
     bs_u, query_u, ctx_u = sorted(set(bs_vals)), sorted(set(query_vals)), sorted(set(ctx_vals))
     candidates = len(bs_u) * len(query_u) * len(ctx_u)
     if candidates > MAX_PROMPT_CANDIDATES:
@@ -90,7 +105,7 @@ def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_va
             if split < len(ctxs):
                 too_long.append((bs, q, ctxs[split:], texts[split:]))
             if split:
-                if bs * q <= T:
+                if merged or bs * q <= T:
                     kept.extend(zip(repeat(bs), repeat(q), ctxs[:split]))
                 else:
                     too_many_tokens.append((bs, q, ctxs[:split], texts[:split]))
@@ -98,32 +113,124 @@ def _combine_prompt(run: _Run, bs_vals: list[int], query_vals: list[int], ctx_va
     return kept, omitted
 
 
+def _decode_corrector(run: _Run, contiguous_pa: bool):
+    """generate_buckets' decode correction: without contiguous PA no more blocks than bs full-length
+    sequences; v0.15.1 with mamba layers caps with floor(L / B) even with contiguous PA."""
+    L, B = run.cfg.max_model_len, run.cfg.block_size
+    if not run.rel.strategy_variable and run.cfg.mamba_chunk_size > 0:
+        per_seq = L // B
+        return lambda bs, b: min(b, bs * per_seq)
+    if contiguous_pa:
+        return lambda bs, b: b
+    per_seq = math.ceil(L / B)
+    return lambda bs, b: min(b, bs * per_seq)
+
+
 def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contiguous_pa: bool):
     """common.generate_buckets for decode: bs x blocks (the neighbour expansion covers exactly that
-    product); without contiguous PA drop bs > blocks and cap blocks at bs * ceil(L / B)."""
-    if contiguous_pa:
-        return sorted({(bs, 1, b) for bs in bs_vals for b in block_vals}), {}
-    per_seq = math.ceil(run.cfg.max_model_len / run.cfg.block_size)
+    product); without contiguous PA drop bs > blocks; then the corrector caps the blocks."""
+    correct = _decode_corrector(run, contiguous_pa)
     kept, omitted = set(), set()
     for bs in bs_vals:
         for b in block_vals:
-            if bs <= b:
-                kept.add((bs, 1, min(b, bs * per_seq)))
+            if contiguous_pa or bs <= b:
+                kept.add((bs, 1, correct(bs, b)))
             else:
                 omitted.add((bs, 1, b))
     runs = [(bs, q, [b], [f"{b})"]) for bs, q, b in sorted(omitted)]
     return sorted(kept), ({_COND_DECODE: runs} if runs else {})
 
 
+def _spec_decode(run: _Run, eng: _Engine, seed: list) -> list:
+    """Speculative decoding: each seed bucket also gets bs * (1 + k) sequences, at the same blocks (when
+    there are at least that many) and at k + 1 times the blocks."""
+    n = 1 + run.cfg.num_speculative_tokens
+    per_seq = math.ceil(run.cfg.max_model_len / run.cfg.block_size)
+
+    def correct(bs, q, ctx):
+        return (bs, q, ctx if eng.contiguous_pa else min(ctx, bs * per_seq))
+
+    out = set(seed)
+    for bs, q, ctx in seed:
+        if bs * n <= ctx:
+            out.add(correct(bs * n, q, ctx))
+        out.add(correct(bs * n, q, ctx * n))
+    added = sorted(out - set(seed))
+    run.info(f"Generated {len(added)} spec decode buckets [bs, query, num_blocks]: {added}")
+    return sorted(out)
+
+
+def _filter_file_buckets(run: _Run, eng: _Engine, phase: str, candidates: list):
+    """generate_buckets on a bucket file's list: the same filters as for generated ones, no edges."""
+    cfg = run.cfg
+    B, L, T, P = cfg.block_size, cfg.max_model_len, cfg.max_num_batched_tokens, eng.max_num_prefill_seqs
+    kept, omitted = set(), {}
+    for bs, q, ctx in candidates:
+        if phase == "prompt":
+            if eng.merged_prefill:
+                failed = None if ctx <= P * ((L - q // P) // B) else _COND_MERGED
+            elif run.rel.ctx_filter_in_blocks:
+                failed = None if ctx <= math.ceil((L - 1) / B) and q <= L else _COND_LEN_BLOCKS
+            else:
+                failed = None if q + ctx * B <= L else _COND_LEN_TOKENS
+            if failed is None and not eng.merged_prefill and bs * q > T:
+                failed = _COND_TOKENS
+            bucket = (bs, q, ctx)
+        else:
+            failed = None if eng.contiguous_pa or bs <= ctx else _COND_DECODE
+            bucket = (bs, q, _decode_corrector(run, eng.contiguous_pa)(bs, ctx))
+        if failed is None:
+            kept.add(bucket)
+        else:
+            omitted.setdefault(failed, []).append((bs, q, [ctx], [f"{ctx})"]))
+    return sorted(kept), omitted
+
+
 def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
     """v0.15.1+: ranges from the strategy, combined by common.generate_buckets, phase by phase."""
     results = []
+    cfg = run.cfg
+    chunk = cfg.mamba_chunk_size
+    if run.rel.strategy_variable and chunk > 0 and cfg.max_num_batched_tokens % chunk:
+        raise BucketConfigError(f"ValueError: max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be divisible "
+                                f"by mamba_chunk_size ({chunk})", "max_num_batched_tokens")
+    file_name = run.env.get("VLLM_BUCKETING_FROM_FILE")
+    from_file = read_bucket_file(file_name, capped=run.rel.strategy_variable) if file_name else None
+    if from_file is not None:
+        run.setting("VLLM_BUCKETING_FROM_FILE", file_name, USER,
+                    "buckets read from this file, then filtered; the strategy's ranges are not used")
     for phase in ("prompt", "decode"):
+        if phase == "decode":
+            if cfg.pooling:  # pooling models have no decode phase
+                results.append(([], {}, []))
+                continue
+            if run.rel.strategy_variable and cfg.decode_block_size and cfg.decode_block_size != cfg.block_size:
+                # v0.26+: hybrid models' decode buckets count blocks of the attention kernel's size.
+                run.cfg = replace(cfg, block_size=cfg.decode_block_size)
+        if from_file is not None:
+            listed = from_file[0 if phase == "prompt" else 1]
+            if not listed:
+                # An empty list counts as "no file" upstream: it then takes max() of no ranges at all.
+                raise BucketConfigError(f"VLLM_BUCKETING_FROM_FILE lists no {phase} bucket; upstream fails: "
+                                        "ValueError: max() arg is an empty sequence", "VLLM_BUCKETING_FROM_FILE")
+            buckets, omitted = _filter_file_buckets(run, eng, phase, listed)
+            if not buckets:
+                raise _zero_buckets(run, phase, omitted)
+            run.info(_bucket_list_line(len(buckets), phase, buckets))
+            dropped = []
+            if phase == "prompt" and eng.sliding:
+                buckets, dropped = _sliding_window_filter(buckets, *eng.sliding)
+                run.info(_bucket_list_line(len(buckets), phase, buckets))
+            if phase == "decode" and cfg.num_speculative_tokens:
+                buckets = _spec_decode(run, eng, buckets)
+            results.append((buckets, omitted, dropped))
+            continue
         for line in selection_lines:  # get_bucketing_strategy runs (and logs) once per phase
             run.info(line)
         if phase == "prompt":
             bs_vals, query_vals, ctx_vals = _prompt_ranges(run, eng)
-            buckets, omitted = _combine_prompt(run, bs_vals, query_vals, ctx_vals)
+            buckets, omitted = _combine_prompt(run, bs_vals, query_vals, ctx_vals, eng.merged_prefill,
+                                               eng.max_num_prefill_seqs)
         else:
             bs_vals, block_vals = _decode_ranges(run, eng)
             buckets, omitted = _combine_decode(run, bs_vals, block_vals, eng.contiguous_pa)
@@ -132,8 +239,24 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
         if run.rel.log_omitted and omitted and _debug_logging(run.env):
             run.info(_omitted_line(phase, omitted))
         run.info(_bucket_list_line(len(buckets), phase, buckets))
-        results.append((buckets, omitted))
-    (prompt, prompt_omitted), (decode, _) = results
+        dropped = []
+        if phase == "prompt" and eng.sliding:
+            buckets, dropped = _sliding_window_filter(buckets, *eng.sliding)
+            run.info(_bucket_list_line(len(buckets), phase, buckets))  # logged again after the filter
+        if phase == "decode" and cfg.num_speculative_tokens:
+            buckets = _spec_decode(run, eng, buckets)
+        results.append((buckets, omitted, dropped))
+    run.cfg = cfg
+    (prompt, prompt_omitted, dropped), (decode, _, _) = results
     # In the order of upstream's omitted log: by condition, then bucket.
     omitted = [b for cond in sorted(prompt_omitted) for b in _expand(prompt_omitted[cond])]
-    return prompt, decode, omitted
+    return prompt, decode, omitted + dropped
+
+
+def _sliding_window_filter(buckets: list, threshold: int, slice_size: int):
+    """Sliding-window SDPA slices long context-free prompts: their query must be a slice multiple.
+    Applied after generation (an empty result is not an error upstream)."""
+    kept, dropped = [], []
+    for b in buckets:
+        (kept if b[2] != 0 or b[1] < threshold or b[1] % slice_size == 0 else dropped).append(b)
+    return kept, dropped

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..base import LINEAR, Bucket, BucketConfigError
+from ..base import FORCED, LINEAR, Bucket, BucketConfigError
 from .logs import _bucket_list_line
 from .ranges import _exponential_range_fill, _fpow, _linear_range, _log2_limit
 from .settings import _cfg_setting, _Engine, _exp_user_flags, _Run
@@ -12,12 +12,21 @@ from .settings import _cfg_setting, _Engine, _exp_user_flags, _Run
 
 def _generate_v0101(run: _Run, eng: _Engine) -> tuple[list[Bucket], list[Bucket], list[Bucket]]:
     """v0.10.1: each strategy generates and filters its own lists (linear.py / exponential.py)."""
-    cfg, B, L, T, N = run.cfg, run.cfg.block_size, run.cfg.max_model_len, run.cfg.max_num_batched_tokens, run.cfg.num_hpu_blocks
+    cfg = run.cfg
+    B, L, T, N = cfg.block_size, cfg.max_model_len, cfg.max_num_batched_tokens, cfg.num_hpu_blocks
     P, S = eng.max_num_prefill_seqs, cfg.max_num_seqs
 
     if run.strategy == LINEAR:
         bs_cfg = run.read_dims("PROMPT", "BS", dict(min=1, step=32, max=P))
         seq_cfg = run.read_dims("PROMPT", "SEQ", dict(min=B, step=B, max=L))
+        if eng.merged_prefill:
+            # Prompts packed into one row: bs pinned to 1, the length range widened to the packed size.
+            old = (tuple(bs_cfg), tuple(seq_cfg))
+            bs_cfg, seq_cfg = [1, 1, 1], [seq_cfg[0], seq_cfg[1], min(bs_cfg[2] * seq_cfg[2], T)]
+            run.info("Merged prefill is enabled!\nOverriding prompt bucketing settings!\n"
+                     f"prompt bs cfg: {old[0]} -> {tuple(bs_cfg)}\nprompt seq cfg: {old[1]} -> {tuple(seq_cfg)}\n")
+            run.setting("prompt bs, seq (merged prefill)", str([bs_cfg, seq_cfg]), FORCED,
+                        "rewritten by merged prefill")
         run.info(f"Prompt bucket config (min, step, max_warmup) bs:{bs_cfg}, seq:{seq_cfg}")
         bs_vals = _linear_range(*bs_cfg, "VLLM_PROMPT_BS_BUCKET", zero_rule=False)
         seq_vals = _linear_range(*seq_cfg, "VLLM_PROMPT_SEQ_BUCKET", zero_rule=False)
@@ -28,6 +37,8 @@ def _generate_v0101(run: _Run, eng: _Engine) -> tuple[list[Bucket], list[Bucket]
         len_limit = None
     else:
         flagged = _exp_user_flags(run, "PROMPT")
+        if eng.merged_prefill:
+            run.info("Merged prefill warmup is not implemented for exponential bucketing yet")
         bs_cfg = [1, 2, P, _log2_limit(P, "VLLM_PROMPT_BS_BUCKET_MAX") + 1]
         seq_cfg = [B, B, L, _log2_limit(L, "max_model_len") + 1]
         _cfg_setting(run, "prompt bs", bs_cfg, flagged, "VLLM_PROMPT_BS")

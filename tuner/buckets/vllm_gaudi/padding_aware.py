@@ -29,7 +29,8 @@ def pad_defaults_prompt(max_num_prefill_seqs: int, block_size: int, max_num_batc
     once known; with None only the bs and query defaults are meaningful.
     """
     out = {
-        "BS": dict(min=1, step=1, max=max_num_prefill_seqs, pad_max=math.ceil(max_num_prefill_seqs / 4), pad_percent=25),
+        "BS": dict(min=1, step=1, max=max_num_prefill_seqs, pad_max=math.ceil(max_num_prefill_seqs / 4),
+                   pad_percent=25),
         "QUERY": dict(min=block_size, step=block_size, max=max_num_batched_tokens,
                       pad_max=math.ceil(max_num_batched_tokens / 4), pad_percent=25),
     }
@@ -46,10 +47,12 @@ def pad_defaults_decode(max_num_seqs: int, block_size: int, max_model_len: int, 
     """Default (min, step, max, pad_max, pad_percent) per decode dimension."""
     # Without contiguous PA the block dimension counts block references over the whole batch, so the
     # worst case is every sequence at max_model_len; with it, the highest block id (< num_hpu_blocks).
-    max_blocks = num_hpu_blocks if contiguous_pa else max(math.ceil(max_model_len * max_num_seqs / block_size), block_size)
+    worst_case = max(math.ceil(max_model_len * max_num_seqs / block_size), block_size)
+    max_blocks = num_hpu_blocks if contiguous_pa else worst_case
     return {
         "BS": dict(min=1, step=2, max=max_num_seqs, pad_max=math.ceil(max_num_seqs / 4), pad_percent=25),
-        "BLOCK": dict(min=block_size, step=block_size, max=max_blocks, pad_max=math.ceil(max_blocks / 4), pad_percent=25),
+        "BLOCK": dict(min=block_size, step=block_size, max=max_blocks, pad_max=math.ceil(max_blocks / 4),
+                      pad_percent=25),
     }
 
 

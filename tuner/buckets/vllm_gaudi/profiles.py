@@ -47,6 +47,7 @@ from .settings import (
     _Run,
     _strategy_settings,
 )
+from .unified import unified_buckets
 
 
 class VllmGaudiProfile(ReleaseProfile):
@@ -61,6 +62,12 @@ class VllmGaudiProfile(ReleaseProfile):
         self.name = release.name
         self.upstream = release.upstream
         self.strategies = release.strategies
+        if release.range_pipeline:  # v0.15.1+: the runner passes these to the bucketing manager
+            self.model_inputs = ("num_speculative_tokens", "mamba_chunk_size", "pooling")
+            if release.strategy_variable:
+                self.model_inputs += ("mamba_chunk_size_explicit", "decode_block_size")
+            if release.exp_decode == "main":
+                self.model_inputs += ("skip_decode_block_clamp",)
 
     # --- strategy selection
 
@@ -85,7 +92,8 @@ class VllmGaudiProfile(ReleaseProfile):
         self._check_strategy(strategy)
         rel = self._rel
         # The switch, and contiguous PA (which reshapes the decode blocks in every strategy).
-        switch = ("VLLM_BUCKETING_STRATEGY" if rel.strategy_variable else "VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA")
+        switch = ("VLLM_BUCKETING_STRATEGY" if rel.strategy_variable else "VLLM_EXPONENTIAL_BUCKETING",
+                  "VLLM_CONTIGUOUS_PA")
         if strategy == EXPONENTIAL:
             if not rel.range_pipeline:
                 return switch
@@ -114,7 +122,22 @@ class VllmGaudiProfile(ReleaseProfile):
         run = _Run(rel, cfg, strategy)
         _strategy_settings(run)
         eng = _engine(run)
-        if rel.range_pipeline:
+        unified: list = []
+        if not eng.bucketing:
+            # The runner neither initialises the bucketing manager nor warms anything up.
+            run.info("Bucketing is OFF.")
+            prompt, decode, omitted = [], [], []
+        elif eng.unified_attn:
+            # v0.15.1's runner generates unified buckets only (and requires contiguous PA and merged prefill).
+            if not eng.contiguous_pa:
+                raise BucketConfigError("AssertionError: Unified attn requires contiguous_pa!", "VLLM_CONTIGUOUS_PA")
+            if not eng.merged_prefill:
+                raise BucketConfigError("AssertionError: Unified attn requires merged_prefill!", "VLLM_MERGED_PREFILL")
+            unified = unified_buckets(cfg.max_num_seqs, cfg.max_model_len, cfg.block_size, cfg.num_hpu_blocks,
+                                      cfg.max_num_batched_tokens)
+            run.info(f"Generated {len(unified)} unified buckets [query, shared_blocks, unique_blocks]: {unified}")
+            prompt, decode, omitted = [], [], []
+        elif rel.range_pipeline:
             prompt, decode, omitted = _generate_pipeline(run, eng, selection_lines)
         else:
             prompt, decode, omitted = _generate_v0101(run, eng)
@@ -123,7 +146,8 @@ class VllmGaudiProfile(ReleaseProfile):
         return BucketPlan(
             profile=self.name, strategy=strategy, prompt=prompt, decode=decode,
             settings=list(run.settings.values()), warnings=run.warnings, log_lines=run.log_lines,
-            omitted_prompt=omitted, dims=3, prefix_caching=eng.prefix_caching, contiguous_pa=eng.contiguous_pa,
+            omitted_prompt=omitted, unified=unified, dims=3, prefix_caching=eng.prefix_caching,
+            contiguous_pa=eng.contiguous_pa,
             state={
                 "max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens,
                 "max_model_len": cfg.max_model_len, "block_size": cfg.block_size, "num_hpu_blocks": cfg.num_hpu_blocks,

@@ -121,5 +121,6 @@ def _exponential_range_fill(bmin: int, bstep: int, bmax: int, limit: int, contig
 def _log2_limit(value: int, label: str) -> int:
     """math.ceil(math.log2(value)), failing the way upstream does on values <= 0."""
     if value <= 0:
-        raise BucketConfigError(f"ValueError: math domain error: log2({value}) for the number of {label} buckets", label)
+        raise BucketConfigError(f"ValueError: math domain error: log2({value}) for the number of {label} buckets",
+                                label)
     return math.ceil(math.log2(value))

@@ -36,7 +36,7 @@ class _Release:
     prefill_bs_from_env: bool = False
     # v0.15.1+: the config's prefix_caching comes from VLLM_CONTIGUOUS_PA, not from the engine flag.
     prefix_from_contiguous_env: bool = False
-    # v0.15.1 only: unified attention switch (its own bucket shapes; not modelled).
+    # v0.15.1 only: unified attention switch (its own bucket kind: query, shared blocks, unique blocks).
     has_unified_attn: bool = False
     # exponential decode block config: "v0.15" | "v0.26" | "main" (v0.10.1 has its own path).
     exp_decode: str = ""
@@ -60,13 +60,15 @@ class _Release:
     def int_flags(self) -> tuple[str, ...]:
         """Env variables the config framework parses with int() at startup (a non-integer is fatal)."""
         if not self.range_pipeline:
-            dims = ("VLLM_PROMPT_BS_BUCKET", "VLLM_PROMPT_SEQ_BUCKET", "VLLM_DECODE_BS_BUCKET", "VLLM_DECODE_BLOCK_BUCKET")
+            dims = ("VLLM_PROMPT_BS_BUCKET", "VLLM_PROMPT_SEQ_BUCKET", "VLLM_DECODE_BS_BUCKET",
+                    "VLLM_DECODE_BLOCK_BUCKET")
             return tuple(n for d in dims for n in _names(d, _PARAMS3 + ("LIMIT",)))
         dims = ("VLLM_PROMPT_BS_BUCKET", "VLLM_PROMPT_QUERY_BUCKET", "VLLM_PROMPT_SEQ_BUCKET",
                 "VLLM_PROMPT_CTX_BUCKET", "VLLM_DECODE_BS_BUCKET", "VLLM_DECODE_BLOCK_BUCKET")
+        sliding = ("PT_HPU_SDPA_BC_FACTOR", "VLLM_FUSEDSDPA_SLIDE_THLD")
         if self.strategy_variable:
-            return tuple(n for d in dims for n in _names(d, _PARAMS5))
-        return tuple(n for d in dims for n in _names(d)) + ("VLLM_DECODE_BLOCK_BUCKET_LIMIT",)
+            return tuple(n for d in dims for n in _names(d, _PARAMS5)) + sliding
+        return tuple(n for d in dims for n in _names(d)) + ("VLLM_DECODE_BLOCK_BUCKET_LIMIT",) + sliding
 
 
 _V0101 = _Release("gaudi-0.10.1", "v0.10.1", "ab65f9ba2abbaf4c30f8cdb24a62c731f8bbdf4c", (EXPONENTIAL, LINEAR))

@@ -89,19 +89,6 @@ def _check_env(rel: _Release, env: Mapping[str, str]):
             detail = (f"{name}: failed to process environment variable" if rel.strategy_variable
                       else f"{name}: exception during construction: invalid literal for int() with base 10: {raw!r}")
             raise BucketConfigError(f"{name}={raw!r} is not an integer (RuntimeError: {detail})", name) from None
-    unmodelled = [("VLLM_MERGED_PREFILL", "merged prefill rewrites the prompt configs and filters")]
-    if rel.range_pipeline:
-        unmodelled.append(("VLLM_BUCKETING_FROM_FILE", "buckets are read from the given file"))
-    if rel.has_unified_attn:
-        unmodelled.append(("VLLM_UNIFIED_ATTN", "unified attention uses its own bucket shapes"))
-    for name, why in unmodelled:
-        raw = env.get(name)
-        if raw and (name == "VLLM_BUCKETING_FROM_FILE" or _boolean(raw)):
-            raise BucketConfigError(f"{name}={raw} is not modelled for {rel.name}: {why}", name)
-    raw = env.get("VLLM_ENABLE_BUCKETING")
-    if raw is not None and not _boolean(raw):
-        raise BucketConfigError(f"VLLM_ENABLE_BUCKETING={raw}: bucketing is off (no buckets, no warmup); "
-                                "not modelled", "VLLM_ENABLE_BUCKETING")
 
 
 @dataclass(frozen=True)
@@ -111,11 +98,27 @@ class _Engine:
     max_num_prefill_seqs: int
     prefix_caching: bool
     contiguous_pa: bool
+    merged_prefill: bool = False
+    bucketing: bool = True  # VLLM_ENABLE_BUCKETING: off means no buckets at all
+    unified_attn: bool = False  # v0.15.1: unified attention (its own bucket kind)
+    # v0.15.1+: sliding-window SDPA (VLLM_FUSEDSDPA_SLIDE_THLD, PT_HPU_SDPA_BC_FACTOR), None when off.
+    sliding: tuple[int, int] | None = None
 
 
 def _engine(run: _Run) -> _Engine:
     rel, cfg, env = run.rel, run.cfg, run.env
-    if rel.prefill_bs_from_env:
+    unified = rel.has_unified_attn and _boolean(env.get("VLLM_UNIFIED_ATTN", "false"))
+    raw_merged = env.get("VLLM_MERGED_PREFILL")
+    merged = _boolean(raw_merged) if raw_merged is not None else unified  # v0.15.1: on with unified attention
+    if raw_merged is not None or merged:
+        run.setting("VLLM_MERGED_PREFILL", merged, USER if raw_merged is not None else DEFAULT,
+                    "merged prefill: prompts packed into one bs=1 row, prompt configs rewritten")
+    if unified:
+        run.setting("VLLM_UNIFIED_ATTN", True, USER, "unified attention: only unified buckets are generated")
+    if rel.prefill_bs_from_env and merged:
+        prefill = cfg.max_num_seqs
+        prefill_note = "merged prefill: the runner passes max_num_seqs"
+    elif rel.prefill_bs_from_env:
         bs_max = run.user_int("VLLM_PROMPT_BS_BUCKET_MAX")
         prefill = bs_max if bs_max is not None else 1
         prefill_note = "the runner's prompt batch size limit: VLLM_PROMPT_BS_BUCKET_MAX when set, else 1"
@@ -134,7 +137,7 @@ def _engine(run: _Run) -> _Engine:
     elif rel.prefix_from_contiguous_env:
         # environment._get_prefix: on unless VLLM_CONTIGUOUS_PA is true; the engine flag is not consulted
         # (the platform turns the engine's prefix caching off itself when VLLM_CONTIGUOUS_PA is set).
-        if rel.has_unified_attn and env.get("VLLM_UNIFIED_ATTN"):
+        if rel.has_unified_attn and env.get("VLLM_UNIFIED_ATTN"):  # any non-empty value, even "false"
             prefix = True
         else:
             prefix = raw_contig is None or not _boolean(raw_contig)
@@ -150,10 +153,22 @@ def _engine(run: _Run) -> _Engine:
     if raw_contig is not None:
         contiguous, source, note = _boolean(raw_contig), USER, ""
     else:
-        contiguous, source, note = not prefix, DEFAULT, "contiguous PA = not prefix caching"
+        contiguous, source, note = not prefix or unified, DEFAULT, "contiguous PA = not prefix caching"
     run.setting("VLLM_CONTIGUOUS_PA", contiguous, source, note)
     run.setting("num_hpu_blocks", cfg.num_hpu_blocks, DEFAULT, "KV-cache blocks allocated (measured on the server)")
-    return _Engine(prefill, prefix, contiguous)
+    raw_on = env.get("VLLM_ENABLE_BUCKETING")
+    bucketing = raw_on is None or _boolean(raw_on)
+    if raw_on is not None:
+        run.setting("VLLM_ENABLE_BUCKETING", bucketing, USER, "off: no buckets are generated and nothing is warmed up")
+    sliding = None
+    if rel.range_pipeline and _boolean(env.get("PT_HPU_SDPA_QKV_SLICE_MODE_FWD", "false")):
+        thld = run.user_int("VLLM_FUSEDSDPA_SLIDE_THLD")
+        size = run.user_int("PT_HPU_SDPA_BC_FACTOR")
+        sliding = (8192 if thld is None else thld, 1024 if size is None else size)
+        run.setting("PT_HPU_SDPA_QKV_SLICE_MODE_FWD", True, USER,
+                    f"sliding-window SDPA: context-free prompt buckets with query >= {sliding[0]} must be multiples "
+                    f"of {sliding[1]}")
+    return _Engine(prefill, prefix, contiguous, merged, bucketing, unified, sliding)
 
 
 def _exp_user_flags(run: _Run, phase: str) -> list[str]:

@@ -1,0 +1,78 @@
+"""VLLM_BUCKETING_FROM_FILE (vllm-gaudi v0.15.1+): buckets listed in a text file instead of a strategy.
+
+One bucket per line, `(bs, query, ctx)`; any element may be a list or `range(start, stop[, step])`,
+giving the Cartesian product. Lines that are empty, start with '#', do not parse or are not 3-tuples
+are skipped (v0.15.1; v0.26.0 and main crash instead, see `_skip_crash`). A bucket whose query is 1
+is a decode bucket, anything else a prompt bucket. The file's buckets then pass the same filters as
+generated ones (but get no long-context edge buckets and no decode neighbours).
+
+v0.15.1 evaluates each line as a Python expression with only `range` available; v0.26.0 and later
+parse literals after expanding ranges of at most 10,000 elements (longer ones make the line invalid).
+We accept literals and ranges in both, which covers every line the v0.26 parser accepts.
+
+Modelled from vllm-project/vllm-gaudi `vllm_gaudi/extension/bucketing/file_strategy.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+
+from ..base import Bucket, BucketConfigError
+
+_RANGE = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
+_RANGE_CAP = 10_000  # v0.26+: longer ranges are left unexpanded (the line then fails to parse)
+
+
+def _expand(line: str, capped: bool) -> str:
+    def repl(m: re.Match) -> str:
+        start, stop, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
+        if step == 0:
+            return m.group(0)
+        values = range(start, stop, step)
+        if capped and len(values) > _RANGE_CAP:
+            return m.group(0)
+        return repr(list(values))
+
+    return _RANGE.sub(repl, line)
+
+
+def _skip_crash(line: str) -> BucketConfigError:
+    # v0.26.0 / main log a skipped line with `logger.warning(...)`, but `logger` is the cached factory
+    # function there, not a logger: skipping any line crashes.
+    return BucketConfigError("AttributeError: 'functools._lru_cache_wrapper' object has no attribute 'warning' "
+                             f"(the release fails on the bucket-file line it would skip: {line!r})",
+                             "VLLM_BUCKETING_FROM_FILE")
+
+
+def read_bucket_file(path: str, capped: bool) -> tuple[list[Bucket], list[Bucket]]:
+    """(prompt buckets, decode buckets), each sorted, duplicates kept, as the release reads them."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise BucketConfigError(f"VLLM_BUCKETING_FROM_FILE={path!r}: {type(exc).__name__}: {exc}",
+                                "VLLM_BUCKETING_FROM_FILE") from None
+    prompt, decode = [], []
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            bucket = ast.literal_eval(_expand(line, capped))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            bucket = None
+        if not isinstance(bucket, tuple) or len(bucket) != 3:
+            if capped:
+                raise _skip_crash(line)
+            continue  # v0.15.1 prints the line and skips it
+        dims = [v if isinstance(v, list) else [v] for v in bucket]
+        for combo in itertools.product(*dims):
+            try:
+                bs, query, ctx = (int(v) for v in combo)
+            except (TypeError, ValueError) as exc:
+                raise BucketConfigError(f"VLLM_BUCKETING_FROM_FILE: line {line!r}: {type(exc).__name__}: {exc}",
+                                        "VLLM_BUCKETING_FROM_FILE") from None
+            (decode if query == 1 else prompt).append((bs, query, ctx))
+    return sorted(prompt), sorted(decode)
