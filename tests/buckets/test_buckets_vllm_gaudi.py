@@ -164,13 +164,16 @@ def test_bucket_variables():
     assert "VLLM_PROMPT_QUERY_BUCKET_STEP" in v151 and "VLLM_PROMPT_CTX_BUCKET_MAX" in v151
     assert not any("_SEQ_" in v for v in v151)  # the deprecated fallback names are not offered
     # Exponential overwrites MIN/STEP/MAX, but these three still act.
+    # v0.15.1+ also read a bucket file, in every strategy.
     assert get_profile("gaudi-0.15.1").bucket_variables(EXPONENTIAL) == (
-        "VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA", "VLLM_PROMPT_BS_BUCKET_MAX", "VLLM_PROMPT_QUERY_BUCKET_MIN",
-        "VLLM_PROMPT_CTX_BUCKET_MAX")
+        "VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA", "VLLM_BUCKETING_FROM_FILE", "VLLM_PROMPT_BS_BUCKET_MAX",
+        "VLLM_PROMPT_QUERY_BUCKET_MIN", "VLLM_PROMPT_CTX_BUCKET_MAX")
+    assert "VLLM_BUCKETING_FROM_FILE" not in v101.bucket_variables(LINEAR)
 
     main = get_profile("gaudi-main")
     pad = main.bucket_variables(PADDING_AWARE)
-    assert pad[:2] == ("VLLM_BUCKETING_STRATEGY", "VLLM_CONTIGUOUS_PA") and len(pad) == 2 + 5 * 5
+    assert pad[:3] == ("VLLM_BUCKETING_STRATEGY", "VLLM_CONTIGUOUS_PA", "VLLM_BUCKETING_FROM_FILE")
+    assert len(pad) == 3 + 5 * 5
     assert "VLLM_DECODE_BLOCK_BUCKET_PAD_PERCENT" in pad
     assert not any("PAD" in v for v in main.bucket_variables(LINEAR))
     assert "VLLM_EXPONENTIAL_BUCKETING" not in main.bucket_variables(LINEAR)  # deprecated
@@ -684,7 +687,7 @@ def test_exponential_reports_the_variables_it_still_reads():
     names = get_profile("gaudi-main").bucket_variables(EXPONENTIAL)
     got = {n: (setting(plan, n).value, setting(plan, n).source) for n in names}
     assert got == {"VLLM_BUCKETING_STRATEGY": ("exp", DEFAULT), "VLLM_CONTIGUOUS_PA": (False, DEFAULT),
-                   "VLLM_PROMPT_BS_BUCKET_MAX": (1, DEFAULT),
+                   "VLLM_BUCKETING_FROM_FILE": (None, DEFAULT), "VLLM_PROMPT_BS_BUCKET_MAX": (1, DEFAULT),
                    "VLLM_PROMPT_QUERY_BUCKET_MIN": (128, DEFAULT), "VLLM_PROMPT_CTX_BUCKET_MAX": (None, DEFAULT)}
 
 

@@ -83,15 +83,21 @@ def test_fit_bad_input_is_one_line(argv, needle, capsys):
     assert needle in err and "Traceback" not in err
 
 
-def test_range_lines_and_the_servers_lenient_reading():
+def test_range_lines_expand_as_the_server_expands_them():
     prompt, decode = parse_bucket_file("(1, range(128, 513, 128), 0)\n([1, 2], 1, range(64, 0, -32))\n")
     assert prompt == [(1, 128, 0), (1, 256, 0), (1, 384, 0), (1, 512, 0)]
     assert decode == [(1, 1, 32), (1, 1, 64), (2, 1, 32), (2, 1, 64)]
-    warnings: list[str] = []
-    text = "(1, 256, 0)\n(1, 2)\nnot python\n(1, range(0, 5, 0), 0)\n(4, 1, 2.0)\n"
-    prompt, decode = parse_bucket_file(text, "b.txt", strict=False, warnings=warnings)
-    assert prompt == [(1, 256, 0)] and decode == [(4, 1, 2)]
-    assert warnings == ["Skipping line 2 due to incorrect format in b.txt",
-                        "Skipping invalid bucketing line 3 in b.txt", "Skipping invalid bucketing line 4 in b.txt"]
-    with pytest.raises(BucketFileError, match="cannot convert 'x'"):
-        parse_bucket_file("(1, 'x', 0)\n", strict=False)
+    with pytest.raises(BucketFileError, match="b.txt:1"):
+        parse_bucket_file("(1, range(0, 5, 0), 0)\n", "b.txt")      # step 0: the server cannot read it either
+
+
+def test_a_fitted_file_is_read_by_the_engine_as_written(tmp_path):
+    from tuner.buckets import ServerConfig, get_profile
+
+    path = tmp_path / "b.txt"
+    path.write_text(format_bucket_file([1], [256, 1024], [(8, [16, 40]), (16, [80])]))
+    cfg = ServerConfig(block_size=128, max_num_seqs=16, max_model_len=2048, max_num_batched_tokens=4096,
+                       num_hpu_blocks=2000, env={"VLLM_BUCKETING_FROM_FILE": str(path)})
+    plan = get_profile("gaudi-main").build(cfg)
+    assert [tuple(b) for b in plan.prompt] == parse_bucket_file(path.read_text())[0]
+    assert len(plan.decode) == 3

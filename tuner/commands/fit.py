@@ -8,7 +8,6 @@ from pathlib import Path
 
 from . import UsageError
 
-FILE_RELEASES = ("gaudi-main",)  # vllm-gaudi main reads VLLM_BUCKETING_FROM_FILE (file_strategy.py)
 
 
 def register(sub) -> None:
@@ -99,8 +98,16 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def _reads_bucket_files(profile: str) -> bool:
+    from ..releases import reads_variable
+
+    return reads_variable(profile, "VLLM_BUCKETING_FROM_FILE")
+
+
 def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
     from ..fit import closest_linear
+
+    reads_files = _reads_bucket_files(args.profile)
 
     largest = max(fit.decode_curves)
     curve = []
@@ -123,9 +130,9 @@ def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
                            "waste_blocks": lin.waste}})
     return {
         "profile": args.profile,
-        "reads_bucket_file": args.profile in FILE_RELEASES,
+        "reads_bucket_file": reads_files,
         "bucket_file": str(out) if out else None,
-        "env": {"VLLM_BUCKETING_FROM_FILE": str(out) if out else "<path>"} if args.profile in FILE_RELEASES else {},
+        "env": {"VLLM_BUCKETING_FROM_FILE": str(out) if out else "<path>"} if reads_files else {},
         "counts": {"prompt": n_prompt, "decode": n_decode},
         "prompt": {"boundaries": list(prompt.boundaries), "waste_tokens": prompt.waste,
                    "mean_prompt_tokens": fit.prompt_mean, "curve": curve},

@@ -25,7 +25,9 @@ _RANGE = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
 _RANGE_CAP = 10_000  # v0.26+: longer ranges are left unexpanded (the line then fails to parse)
 
 
-def _expand(line: str, capped: bool) -> str:
+def expand_ranges(line: str, capped: bool = True) -> str:
+    """`range(a, b[, c])` -> the list it stands for; left as written when its step is 0 or (capped) when it
+    is longer than 10,000 elements, so that the literal parser then rejects the line as upstream's does."""
     def repl(m: re.Match) -> str:
         start, stop, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
         if step == 0:
@@ -60,7 +62,7 @@ def read_bucket_file(path: str, capped: bool) -> tuple[list[Bucket], list[Bucket
         if not line or line.startswith("#"):
             continue
         try:
-            bucket = ast.literal_eval(_expand(line, capped))
+            bucket = ast.literal_eval(expand_ranges(line, capped))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             bucket = None
         if not isinstance(bucket, tuple) or len(bucket) != 3:

@@ -8,7 +8,7 @@ import math
 from dataclasses import replace
 from itertools import repeat
 
-from ..base import USER, Bucket, BucketConfigError
+from ..base import DEFAULT, USER, Bucket, BucketConfigError
 from .bucket_file import read_bucket_file
 from .logs import _bucket_list_line, _debug_logging, _expand, _omitted_line, _OmittedRun
 from .releases import LONG_CTX_THRESHOLD
@@ -199,6 +199,8 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
     if from_file is not None:
         run.setting("VLLM_BUCKETING_FROM_FILE", file_name, USER,
                     "buckets read from this file, then filtered; the strategy's ranges are not used")
+    else:
+        run.setting("VLLM_BUCKETING_FROM_FILE", None, DEFAULT, "unset: the strategy's ranges build the buckets")
     for phase in ("prompt", "decode"):
         if phase == "decode":
             if cfg.pooling:  # pooling models have no decode phase

@@ -94,6 +94,8 @@ class VllmGaudiProfile(ReleaseProfile):
         # The switch, and contiguous PA (which reshapes the decode blocks in every strategy).
         switch = ("VLLM_BUCKETING_STRATEGY" if rel.strategy_variable else "VLLM_EXPONENTIAL_BUCKETING",
                   "VLLM_CONTIGUOUS_PA")
+        if rel.range_pipeline:  # v0.15.1+: a bucket file replaces every strategy's ranges
+            switch += ("VLLM_BUCKETING_FROM_FILE",)
         if strategy == EXPONENTIAL:
             if not rel.range_pipeline:
                 return switch
