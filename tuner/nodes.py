@@ -152,6 +152,7 @@ _OPERATIONS = sorted({n for base in (BaseStorage, BaseHeartbeat) for n, v in var
                       if callable(v) and not n.startswith("__")})
 ResilientStorage = type("ResilientStorage", (_ResilientBase,), {n: _delegate(n) for n in _OPERATIONS})
 ResilientStorage.__doc__ = "An RDBStorage whose calls outlast a database restart (see retry_outage)."
+ResilientStorage.__module__ = __name__
 
 
 # ------------------------------------------------------------------------------------ one ask at a time
