@@ -103,6 +103,13 @@ def is_outage(exc: BaseException) -> bool:
     return False
 
 
+_LAST_OUTAGE = {"end": -float("inf")}  # monotonic time the storage last came back after an outage
+
+
+def seconds_since_outage() -> float:
+    return time.monotonic() - _LAST_OUTAGE["end"]
+
+
 def retry_outage(fn: Callable[[], Any], what: str, window_s: float, url: str,
                  sleep: Callable[[float], Any] = time.sleep) -> Any:
     """Call fn; while the database is unreachable, retry with backoff (0.5 s doubling to 15 s)."""
@@ -127,6 +134,7 @@ def retry_outage(fn: Callable[[], Any], what: str, window_s: float, url: str,
             delay = min(delay * 2, 15.0)
             continue
         if warned:
+            _LAST_OUTAGE["end"] = time.monotonic()
             log.warning("storage %s reachable again", redact_url(url))
         return result
 
@@ -251,6 +259,8 @@ def fail_stale_trials(study: optuna.Study, me: dict | None = None) -> list[int]:
     for trial_id in storage._get_stale_trial_ids(study._study_id):
         trial = storage.get_trial(trial_id)
         owner = trial.user_attrs.get("owner") or {}
+        if me is not None and owner == me:
+            continue  # ours, running in one of our slots: alive whatever its heartbeat says
         reason = (f"no heartbeat for more than its grace period: its tuner (host {owner.get('host', '?')}, "
                   f"pid {owner.get('pid', '?')}) died; failed by pid {(me or {}).get('pid', '?')} on "
                   f"{(me or {}).get('host', '?')} and its parameters enqueued again")
@@ -282,6 +292,7 @@ class StaleReaper:
         self.study, self.me, self.on_failed = study, me, on_failed
         storage = _heartbeat_storage(study)
         self.interval = storage.get_heartbeat_interval() if storage else None
+        self.grace = getattr(getattr(storage, "inner", storage), "grace_period", None) or 0
         self._stop = threading.Event()
         self._thread = None
 
@@ -293,6 +304,8 @@ class StaleReaper:
 
     def _run(self):
         while not self._stop.wait(self.interval):
+            if seconds_since_outage() < self.grace:
+                continue  # after an outage every heartbeat is old: let the live tuners beat first
             try:
                 for number in fail_stale_trials(self.study, self.me):
                     if self.on_failed:

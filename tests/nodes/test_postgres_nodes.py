@@ -223,7 +223,9 @@ def test_a_node_killed_mid_trial_is_failed_and_rerun_by_another(tmp_path, pg_url
 def test_postgres_restarted_under_a_running_study(tmp_path, own_pg_server, pg_env, pw):
     url = own_pg_server.url(own_pg_server.create_database())
     space = write_space(tmp_path, GRID_SPACE)
-    node = start_node(tune_cmd(space, tmp_path / "n", url, 3, "0,1", ["--startup-time-scale", "0.02"]),
+    # Heartbeats every second (grace 6 s): storage calls are bound to meet the dead database.
+    node = start_node(tune_cmd(space, tmp_path / "n", url, 3, "0,1",
+                               ["--startup-time-scale", "0.02", "--heartbeat-grace", "6"]),
                       pg_env, tmp_path / "n.log")
     try:
         log = tmp_path / "n" / "shared" / "trials" / "0000" / "server.log"
