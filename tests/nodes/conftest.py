@@ -10,6 +10,7 @@ no server binaries exist.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
@@ -143,24 +144,32 @@ def _has_user(name: str) -> bool:
         return False
 
 
-def _new_server() -> PgServer:
+def _skip(request, msg: str) -> None:
+    """Skip, and say why on the terminal now (past pytest's capture), not only with -rs."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+        if reporter is not None:
+            reporter.write_line(f"[nodes] SKIPPING the PostgreSQL tests: {msg}")
+    pytest.skip(msg)
+
+
+def _new_server(request) -> PgServer:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        pytest.skip("psycopg 3 is not installed: pip install -e '.[postgres]'")
+        _skip(request, "psycopg 3 is not installed: pip install -e '.[postgres]'")
     bindir = server_bindir()
     if bindir is None:
-        msg = "no PostgreSQL server binaries (initdb, postgres): apt-get install postgresql"
-        print(f"SKIPPED: {msg}")
-        pytest.skip(msg)
+        _skip(request, "no PostgreSQL server binaries (initdb, postgres): apt-get install postgresql")
     server = PgServer(bindir)
     server.start()
     return server
 
 
 @pytest.fixture(scope="session")
-def pg_server():
-    server = _new_server()
+def pg_server(request):
+    server = _new_server(request)
     yield server
     server.close()
 
@@ -172,9 +181,9 @@ def pg_url(pg_server):
 
 
 @pytest.fixture
-def own_pg_server():
+def own_pg_server(request):
     """A server of the test's own, for tests that restart it."""
-    server = _new_server()
+    server = _new_server(request)
     yield server
     server.close()
 
