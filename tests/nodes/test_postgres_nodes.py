@@ -182,6 +182,8 @@ def test_a_node_killed_mid_trial_is_failed_and_rerun_by_another(tmp_path, pg_url
                     victim = t
         assert victim is not None, "node a never reached warmup: " + _read(tmp_path / "a.log")[-1500:]
         assert group_alive(record["pgid"]), "the victim's server should be running before the kill"
+        environ = Path(f"/proc/{record['pid']}/environ").read_bytes().split(b"\0")
+        assert not [v for v in environ if v.startswith(b"PGPASSWORD=")], "the database password reached a server"
         os.kill(a.pid, signal.SIGKILL)  # the tuner only; never restarted
         killed_at = time.monotonic()
         a.wait(10)
