@@ -280,8 +280,10 @@ def fail_stale_trials(study: optuna.Study, me: dict | None = None) -> list[int]:
 
 
 def others_running(study: optuna.Study, me: dict) -> bool:
-    """Does another tuner still run a trial of this study (which may yet fail and need re-running)?"""
-    return any((t.user_attrs.get("owner") or {}) != me
+    """Does another tuner still run a trial of this study (which may yet fail and need re-running)?
+    Only our tuners' trials count (they carry an owner and beat from their first moment, so the
+    reaper ends them if their tuner dies); a trial someone asked for by hand is not waited for."""
+    return any((owner := t.user_attrs.get("owner")) and owner != me
                for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
 
 

@@ -406,6 +406,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                 if more:
                     trial = study.ask()
                     trial.set_user_attr("owner", owner)
+                    heartbeat = nodes.Heartbeat(study, trial)  # beats at once: a death is noticed
             if not more:
                 # Done here, but another node's running trial may still fail and come back.
                 if stop.is_set() or time.monotonic() >= deadline or not nodes.others_running(study, owner):
@@ -415,11 +416,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             try:
                 settings = space.suggest(trial)
                 trial.set_user_attr("slot", slot.index)
-                heartbeat = nodes.Heartbeat(study, trial)
-                try:
-                    result = runner(ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}", slot, stop)
-                finally:
-                    heartbeat.stop()
+                result = runner(ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}", slot, stop)
+                heartbeat.stop()
                 _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
                 with lock:
                     tell_result(study, trial, result, objectives, constraints)
@@ -441,6 +439,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                     trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
                     study.tell(trial, state=TrialState.FAIL)
                 return
+            finally:
+                heartbeat.stop()
 
     previous = None
     if install_sigint and threading.current_thread() is threading.main_thread():
