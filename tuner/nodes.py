@@ -24,8 +24,9 @@ import importlib.util
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage

@@ -4,7 +4,6 @@ well-formed and asks for what one Gaudi node needs, and no password is ever on a
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import subprocess
@@ -125,8 +124,9 @@ def test_the_slurm_script_runs_one_tuner_per_node_with_a_command_line_our_cli_ac
     bindir = tmp_path / "bin"
     bindir.mkdir()
     srun = bindir / "srun"
+    out = str(tmp_path / "srun.json")
     srun.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                    f"json.dump({{'argv': sys.argv[1:], 'env': sorted(os.environ)}}, open({str(tmp_path / 'srun.json')!r}, 'w'))\n")
+                    f"json.dump({{'argv': sys.argv[1:], 'env': sorted(os.environ)}}, open({out!r}, 'w'))\n")
     srun.chmod(srun.stat().st_mode | stat.S_IXUSR)
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "SLURM_JOB_ID": "42"}
     run = subprocess.run(["bash", str(SBATCH)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

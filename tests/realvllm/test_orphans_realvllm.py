@@ -18,7 +18,14 @@ from tuner.server import find_free_port
 
 from ..conftest import ROOT
 from .test_realvllm import (  # noqa: F401  (fixtures: the env, one server at a time)
-    BOOT_LIMIT_S, KV_BYTES, SERVED, TreeRecorder, _one_server_at_a_time, listening, proc_table, server_env,
+    BOOT_LIMIT_S,
+    KV_BYTES,
+    SERVED,
+    TreeRecorder,
+    _one_server_at_a_time,
+    listening,
+    proc_table,
+    server_env,
     vllm_env,
 )
 
@@ -38,7 +45,7 @@ time.sleep(900)
 """
 
 
-def test_killed_tuner_leaves_no_vllm_process(vllm_env, tmp_path):
+def test_killed_tuner_leaves_no_vllm_process(vllm_env, tmp_path):  # noqa: F811 (a fixture)
     port = find_free_port()
     backend = Backend("vllm", model=str(vllm_env.model), served_model_name=SERVED, vllm_command=[str(vllm_env.vllm)],
                       extra_args=["--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES)])
