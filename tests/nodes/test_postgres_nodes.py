@@ -274,3 +274,35 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
+
+
+def test_the_reaper_fails_only_silent_trials_of_other_tuners(pg_url, pw):
+    """fail_stale_trials on PostgreSQL, in process: a silent trial of another host is failed and its
+    parameters enqueued once; a beating one and our own silent one are left running."""
+    from tuner.study import make_storage
+
+    study = optuna.create_study(storage=make_storage(pg_url, grace_s=2), study_name="reap")
+    me, other = {"host": "here", "pid": 1}, {"host": "elsewhere", "pid": 2}
+    trials = {}
+    for name, owner in (("dead", other), ("live", other), ("mine", me)):
+        t = trials[name] = study.ask()
+        t.suggest_int("x", 0, 100)
+        t.set_user_attr("owner", owner)
+        beat = nodes.Heartbeat(study, t)  # the first beat is immediate
+        if name != "live":
+            beat.stop()
+        else:
+            live_beat = beat
+    time.sleep(4)  # > grace: the silent ones are stale, the live one has beaten meanwhile
+    assert nodes.fail_stale_trials(study, me) == [trials["dead"].number]
+    assert nodes.fail_stale_trials(study, me) == []  # once only
+    by_number = {t.number: t for t in study.get_trials()}
+    dead = by_number[trials["dead"].number]
+    assert dead.state == TrialState.FAIL and dead.user_attrs["status"] == "tuner_died"
+    assert "host elsewhere, pid 2" in dead.user_attrs["reason"]
+    assert by_number[trials["live"].number].state == TrialState.RUNNING
+    assert by_number[trials["mine"].number].state == TrialState.RUNNING
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.user_attrs["requeued_from"] == dead.number
+    assert nodes.others_running(study, me)  # the live one: this node waits for it before leaving
+    beat.stop()
