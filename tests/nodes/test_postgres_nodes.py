@@ -305,4 +305,4 @@ def test_the_reaper_fails_only_silent_trials_of_other_tuners(pg_url, pw):
     (waiting,) = study.get_trials(states=(TrialState.WAITING,))
     assert waiting.user_attrs["requeued_from"] == dead.number
     assert nodes.others_running(study, me)  # the live one: this node waits for it before leaving
-    beat.stop()
+    live_beat.stop()
