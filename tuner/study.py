@@ -263,7 +263,7 @@ def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict, 
 
 def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
     try:
-        other = optuna.load_study(study_name=study_name, storage=storage_url)
+        other = optuna.load_study(study_name=study_name, storage=nodes.storage_url(storage_url))
     except KeyError:
         raise StudyError(f"--seed-from: no study named {study_name!r} in {redact_url(storage_url)}") from None
     return [t.params for t in other.best_trials]
