@@ -276,6 +276,8 @@ def _read(path: Path) -> str:
         return ""
 
 
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning",
+                            "ignore:Heartbeat of storage is supposed to be used")
 def test_the_reaper_fails_only_silent_trials_of_other_tuners(pg_url, pw):
     """fail_stale_trials on PostgreSQL, in process: a silent trial of another host is failed and its
     parameters enqueued once; a beating one and our own silent one are left running."""
@@ -306,3 +308,38 @@ def test_the_reaper_fails_only_silent_trials_of_other_tuners(pg_url, pw):
     assert waiting.user_attrs["requeued_from"] == dead.number
     assert nodes.others_running(study, me)  # the live one: this node waits for it before leaving
     live_beat.stop()
+
+
+def test_a_long_outage_stops_cleanly_and_the_same_command_resumes(tmp_path, own_pg_server, pg_env, pw):
+    url = own_pg_server.url(own_pg_server.create_database())
+    space = write_space(tmp_path, GRID_SPACE)
+    cmd = tune_cmd(space, tmp_path / "n", url, 2, "0,1",
+                   ["--startup-time-scale", "0.02", "--heartbeat-grace", "6", "--storage-outage", "3"])
+    node = start_node(cmd, pg_env, tmp_path / "n.log")
+    try:
+        log = tmp_path / "n" / "shared" / "trials" / "0000" / "server.log"
+        deadline = time.monotonic() + 60
+        while "[Warmup]" not in _read(log) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "[Warmup]" in _read(log), _read(tmp_path / "n.log")[-1500:]
+        own_pg_server.stop()  # down for longer than --storage-outage
+        node.wait(timeout=120)
+    finally:
+        stop_all([node])
+    err = _read(tmp_path / "n.log")
+    assert node.returncode == 2, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("bucket-tuner tune: error: the study storage") and "stayed unreachable" in last, last
+    assert PASSWORD not in err and "Traceback" not in err
+    # The trial it was running is on disk; its server was stopped on the way out.
+    assert (tmp_path / "n" / "shared" / "trials" / "0000" / "result.json").exists()
+    assert not list((tmp_path / "n" / "shared" / "run").glob("server-*.json"))
+
+    own_pg_server.start()
+    again = subprocess.run(cmd, cwd=ROOT, env=pg_env, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr[-2000:]
+    study = load(url)
+    states = sorted((t.number, t.state.name, t.user_attrs.get("status")) for t in study.trials)
+    assert states[0] == (0, "FAIL", "tuner_died")  # failed and enqueued again on resume
+    assert [s[1:] for s in states[1:]] == [("COMPLETE", "ok")] * 2
+    assert any(t.user_attrs.get("requeued_from") == 0 for t in study.trials)
