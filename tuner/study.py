@@ -24,6 +24,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import TrialState
 
+from . import nodes
 from . import trial as trial_mod
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
@@ -33,7 +34,7 @@ SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
 THROUGHPUT = "output_throughput"
 WARMUP = "warmup_s"
 LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
-HEARTBEAT_S, GRACE_S = 30, 120  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
+GRACE_S = nodes.DEFAULT_GRACE_S  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
 
 
 class StudyError(ValueError):
@@ -93,6 +94,8 @@ class StudyOptions:
     seed_from: str | None = None  # another study whose Pareto set is enqueued first
     enqueue_defaults: bool = True
     grid_levels: int = 3
+    heartbeat_grace_s: float = GRACE_S  # another node fails a trial whose tuner is silent this long
+    storage_outage_s: float = nodes.DEFAULT_OUTAGE_S  # storage calls retried this long in an outage
 
     @property
     def study_dir(self) -> Path:
@@ -105,37 +108,35 @@ class StudyOptions:
 
 # ----------------------------------------------------------------------------------------- storage
 
-def make_storage(url: str) -> optuna.storages.BaseStorage:
-    engine_kwargs = {}
+def make_storage(url: str, grace_s: float = GRACE_S,
+                 outage_s: float = nodes.DEFAULT_OUTAGE_S) -> optuna.storages.BaseStorage:
+    url = nodes.storage_url(url)
+    engine_kwargs = nodes.engine_kwargs(url)
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         # Several tuners on one machine may share the file: wait for its lock instead of failing.
         engine_kwargs = {"connect_args": {"timeout": 60}}
     for attempt in range(5):
         try:
-            return optuna.storages.RDBStorage(
+            storage = optuna.storages.RDBStorage(
                 url,
                 engine_kwargs=engine_kwargs,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
-                heartbeat_stale_trial_callback=_requeue_stale,
+                heartbeat_interval=nodes.heartbeat_interval(grace_s),
+                grace_period=max(1, int(grace_s)),
             )
+            # A shared database can restart under a running study: retry through the outage.
+            return storage if url.startswith("sqlite") else nodes.ResilientStorage(storage, url, outage_s)
         except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
             # Two workers creating a new storage at once: one loses the CREATE TABLE race; retry.
             racing = ("already exists", "UNIQUE constraint", "IntegrityError", "database is locked")
             if any(r in str(exc) for r in racing) and attempt < 4:
                 time.sleep(0.5 * (attempt + 1))
                 continue
-            raise StudyError(f"cannot open the study storage {redact_url(url)}: {exc}") from None
+            raise StudyError(f"cannot open the study storage {redact_url(url)}: {nodes.describe_error(exc)}") from None
 
 
 def redact_url(url: str) -> str:
     return redact_env({"url": url})["url"]
-
-
-def _requeue_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    """A trial left RUNNING by a dead tuner: failed by Optuna, its parameters enqueued again."""
-    study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number}, skip_if_exists=False)
 
 
 def make_sampler(name: str, seed: int | None, space: SearchSpace, n_trials: int, grid_levels: int):
@@ -163,7 +164,7 @@ def _quiet_optuna() -> None:
     """Optuna's info lines and experimental-feature warnings would bury the trial lines."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    # We run our own heartbeat for ask/tell (see _Heartbeat); Optuna warns it expects optimize().
+    # We run our own heartbeat for ask/tell (nodes.Heartbeat); Optuna warns it expects optimize().
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
 
 
@@ -178,7 +179,7 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
 def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -> optuna.Study:
     _quiet_optuna()
     opts.study_dir.mkdir(parents=True, exist_ok=True)
-    storage = make_storage(opts.storage_url)
+    storage = make_storage(opts.storage_url, opts.heartbeat_grace_s, opts.storage_outage_s)
     sampler = make_sampler(opts.sampler, opts.seed, space, opts.n_trials, opts.grid_levels)
     for attempt in range(5):
         try:
@@ -262,7 +263,7 @@ def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict, 
 
 def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
     try:
-        other = optuna.load_study(study_name=study_name, storage=storage_url)
+        other = optuna.load_study(study_name=study_name, storage=nodes.storage_url(storage_url))
     except KeyError:
         raise StudyError(f"--seed-from: no study named {study_name!r} in {redact_url(storage_url)}") from None
     return [t.params for t in other.best_trials]
@@ -293,8 +294,8 @@ def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, r
 def recover_orphans(study: optuna.Study) -> list[int]:
     """RUNNING trials whose tuner died on this host: failed and their parameters enqueued again now.
 
-    Trials of tuners on other hosts (a shared PostgreSQL study) are left to the heartbeat: they are
-    failed and re-enqueued by Optuna once their heartbeat is GRACE_S old.
+    Trials of tuners on other hosts (a shared PostgreSQL study) are left to the heartbeat: every
+    node fails and re-enqueues them once their heartbeat is older than the grace (nodes.py).
     """
     from .server import identity_alive
 
@@ -379,7 +380,9 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     notes = [f"stopped a server group left by an earlier run: pgid {g}" for g in cleanup_stale_groups(records)]
     notes += [f"trial {n} was left running by a tuner that died: failed and enqueued again"
               for n in recover_orphans(study)]
-    optuna.storages.fail_stale_trials(study)  # other hosts' dead tuners: by heartbeat age
+    owner = process_identity()
+    notes += [f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"
+              for n in nodes.fail_stale_trials(study, owner)]
     study.set_user_attr("space", {"name": space.name, "source": space.source, "release": ctx.release})
     study.set_user_attr("backend", ctx.backend.describe())
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
@@ -389,7 +392,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
 
     stop = threading.Event()
     lock = threading.Lock()
-    owner = process_identity()
+    ask_lock = nodes.AskLock(study._storage, nodes.storage_url(opts.storage_url), opts.name)
     errors: list[BaseException] = []
     deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
 
@@ -398,25 +401,34 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
 
     def worker(slot: Slot):
         while True:
-            with lock:
-                if not want_more():
+            with lock, ask_lock:  # count and ask atomically, across nodes too
+                more = want_more()
+                if more:
+                    trial = study.ask()
+                    trial.set_user_attr("owner", owner)
+                    heartbeat = nodes.Heartbeat(study, trial)  # beats at once: a death is noticed
+            if not more:
+                # Done here, but another node's running trial may still fail and come back.
+                if stop.is_set() or time.monotonic() >= deadline or not nodes.others_running(study, owner):
                     return
-                trial = study.ask()
-                trial.set_user_attr("owner", owner)
+                stop.wait(reaper.interval or 1.0)
+                continue
             try:
                 settings = space.suggest(trial)
                 trial.set_user_attr("slot", slot.index)
-                heartbeat = _Heartbeat(study, trial)
-                try:
-                    result = runner(ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}", slot, stop)
-                finally:
-                    heartbeat.stop()
+                result = runner(ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}", slot, stop)
+                heartbeat.stop()
                 _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
                 with lock:
                     tell_result(study, trial, result, objectives, constraints)
                     run.ran += 1
                 if on_trial:
                     on_trial(trial.number, result)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                # Our heartbeat went silent too long (a storage outage) and another node failed the
+                # trial and enqueued its parameters again: its result files stay, go on.
+                trial_mod._status(ctx, f"trial {trial.number} was failed meanwhile by another node "
+                                       "(heartbeat missed); its parameters run again")
             except BaseException as exc:
                 # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
                 # record, stop every slot, and let the caller see the error.
@@ -427,6 +439,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                     trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
                     study.tell(trial, state=TrialState.FAIL)
                 return
+            finally:
+                heartbeat.stop()
 
     previous = None
     if install_sigint and threading.current_thread() is threading.main_thread():
@@ -438,12 +452,15 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         previous = signal.signal(signal.SIGINT, on_sigint)
     threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
                for slot in opts.slots]
+    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod._status(
+        ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.2)
+        with reaper:
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
     finally:
         stop.set()
         if previous is not None:
@@ -451,27 +468,6 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     if errors:
         raise errors[0]
     return run
-
-
-class _Heartbeat:
-    """Ask/tell has no heartbeat thread of its own; without one a crashed tuner's trial stays RUNNING."""
-
-    def __init__(self, study: optuna.Study, trial: optuna.Trial):
-        self._storage = study._storage  # the public API offers no heartbeat for ask/tell
-        self._trial_id = trial._trial_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True)
-        self._thread.start()
-
-    def _beat(self):
-        while not self._stop.wait(HEARTBEAT_S):
-            try:
-                self._storage.record_heartbeat(self._trial_id)
-            except Exception:  # a storage hiccup must not kill the trial
-                pass
-
-    def stop(self):
-        self._stop.set()
 
 
 def _write_trial_files(trial_dir: Path, result: TrialResult, settings: TrialSettings) -> None:

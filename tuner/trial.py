@@ -207,9 +207,14 @@ def pre_boot_check(ctx: TrialContext, settings: TrialSettings) -> tuple[dict[str
 
 # ------------------------------------------------------------------------------------------- a trial
 
+# The study database's credentials are the tuner's alone: no server process gets them.
+_TUNER_ONLY_ENV = ("PGPASSWORD", "PGPASSFILE", "BUCKET_TUNER_STORAGE")
+
+
 def server_environment(settings: TrialSettings, slot: Slot, backend: Backend) -> dict[str, str]:
     """The complete environment of the server: ours minus stray bucket settings, plus the trial's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PT_HPU_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("VLLM_", "PT_HPU_")) and k not in _TUNER_ONLY_ENV}
     if backend.kind == "vllm":
         env.update(device_env(slot.devices))
     env.update(settings.env)

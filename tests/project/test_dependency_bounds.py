@@ -142,7 +142,7 @@ def test_the_code_scan_finds_the_optuna_calls_we_know_of():
     assert {"set_constraint", "set_user_attr"} <= USES["trial"]
     assert {"tell", "ask", "enqueue_trial"} <= USES["study"]
     assert "optuna.storages.RDBStorage" in USES["paths"]
-    assert ("optuna.storages.RDBStorage", "heartbeat_stale_trial_callback") in USES["kwargs"]
+    assert ("optuna.storages.RDBStorage", "heartbeat_interval") in USES["kwargs"]
 
 
 @pytest.mark.parametrize("dotted", sorted(USES["paths"]))

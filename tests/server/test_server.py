@@ -348,7 +348,9 @@ import json, os, sys, time
 from tuner.server import ServerProcess, install_signal_handlers
 argv, records, log, url = json.loads(sys.argv[1])
 install_signal_handlers()
-srv = ServerProcess(records_dir=records).start(argv, dict(os.environ), log)
+# no watchdog: these tests are about the fallbacks (atexit, cleanup_stale_groups); tests/nodes
+# covers the watchdog
+srv = ServerProcess(records_dir=records, watchdog=False).start(argv, dict(os.environ), log)
 assert srv.wait_ready(url, boot_timeout_s=15, warmup_timeout_s=15).ok
 deadline = time.monotonic() + 10
 while not srv.group.escaped and time.monotonic() < deadline:  # wait for the watcher's sweep

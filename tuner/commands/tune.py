@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from pathlib import Path
@@ -21,8 +22,14 @@ def register(sub) -> None:
     p.add_argument("--space", type=Path, required=True, help="search-space YAML (see search_spaces/)")
     p.add_argument("--study", help="study name (default: the space's name)")
     p.add_argument("--results", type=Path, default=Path("results"), help="output root (default results/)")
-    p.add_argument("--storage", help="Optuna storage URL (default sqlite:///results/<study>/study.db; "
-                                     "PostgreSQL to share a study between nodes)")
+    p.add_argument("--storage", help="Optuna storage URL (default $BUCKET_TUNER_STORAGE, else "
+                                     "sqlite:///results/<study>/study.db); postgresql://user@host/db to share "
+                                     "a study between nodes, its password from PGPASSWORD or ~/.pgpass, never here")
+    p.add_argument("--heartbeat-grace", type=float, default=120.0, metavar="S",
+                   help="another node fails a trial whose tuner has been silent this long as tuner_died "
+                        "and runs its parameters again (default 120; heartbeats every grace/4, at most 30 s)")
+    p.add_argument("--storage-outage", type=float, default=600.0, metavar="S",
+                   help="while the storage is unreachable, retry this long before stopping (default 600)")
     g = p.add_argument_group("server")
     g.add_argument("--backend", choices=("sim", "vllm"), default="sim",
                    help="sim: the built-in simulated vLLM-on-Gaudi server; vllm: a real `vllm serve`")
@@ -81,6 +88,20 @@ def _slots(args):
     return [Slot(index=i) for i in range(args.slots)]
 
 
+def _storage_url(args, console) -> str | None:
+    from ..nodes import redact_url
+
+    url = args.storage or os.environ.get("BUCKET_TUNER_STORAGE") or None
+    if args.heartbeat_grace < 2:
+        raise UsageError(f"--heartbeat-grace must be at least 2 seconds, got {args.heartbeat_grace:g}")
+    if args.storage_outage < 0:
+        raise UsageError(f"--storage-outage must be 0 or more seconds, got {args.storage_outage:g}")
+    if args.storage and redact_url(args.storage) != args.storage:
+        console.print("[yellow]warning:[/] --storage holds a password, which `ps` shows to every user: "
+                      "put it in PGPASSWORD or ~/.pgpass (PGPASSFILE), or the whole URL in BUCKET_TUNER_STORAGE")
+    return url
+
+
 def build_context(args, space):
     from ..backends import Backend
     from ..trial import DeviceModel, Limits, LoadOptions, TrialContext
@@ -118,6 +139,7 @@ def cmd_tune(args) -> int:
 
     from .. import report
     from ..space import SearchSpace
+    from ..nodes import redact_url
     from ..study import Constraints, Objectives, StudyOptions, run_study
 
     console = Console(stderr=True)
@@ -132,10 +154,12 @@ def cmd_tune(args) -> int:
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
                               allow_failed_requests=args.allow_failed_requests)
-    opts = StudyOptions(name=args.study or space.name, results_root=args.results, storage=args.storage,
+    storage = _storage_url(args, console)
+    opts = StudyOptions(name=args.study or space.name, results_root=args.results, storage=storage,
                         sampler=args.sampler, seed=args.sampler_seed, n_trials=args.n_trials,
                         timeout_s=args.timeout, slots=_slots(args), seed_from=args.seed_from,
-                        enqueue_defaults=not args.no_seed_defaults)
+                        enqueue_defaults=not args.no_seed_defaults,
+                        heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage)
     started = time.monotonic()
     bars = _SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")
@@ -152,7 +176,7 @@ def cmd_tune(args) -> int:
                       + ("" if result.ok else f" - {result.reason[:160]}"))
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
-                  f"storage {opts.storage_url if not args.storage else '(given)'}; {opts.n_trials} trials")
+                  f"storage {redact_url(opts.storage_url)}; {opts.n_trials} trials")
     with bars:
         run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
     if run.interrupted:
