@@ -43,6 +43,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tuner.metrics import (
     ERROR_EXCERPT,
     PERCENTILE_METRICS,
+    QUEUE_METRICS,
     BenchmarkResult,
     RequestOutcome,
     compute_metrics,
@@ -254,8 +255,9 @@ class LoadGenerator:
         """The request body (a dict; :meth:`body` is what is sent)."""
         body: dict[str, Any] = {"model": self.model}
         if self.chat:
-            body["messages"] = [{"role": "user", "content": [{"type": "text",
-                                                              "text": self.prompt_text(spec.prompt)}]}]
+            prompt = spec.prompt
+            text = prompt if isinstance(prompt, str) else self.prompt_text(prompt)
+            body["messages"] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
             body["max_completion_tokens"] = spec.output_len
         else:
             body["prompt"] = spec.prompt_array
@@ -409,7 +411,7 @@ class LoadGenerator:
     async def run(self, workload: Workload, *, request_rate: float = math.inf, burstiness: float = 1.0,
                   warmup_requests: int = 0, goodput_slos: Mapping[str, float] | None = None,
                   percentiles: Sequence[float] = (50, 90, 99), seed: int | None = None,
-                  time_scale: float = 1.0, percentile_metrics: Sequence[str] = PERCENTILE_METRICS,
+                  time_scale: float = 1.0, percentile_metrics: Sequence[str] = PERCENTILE_METRICS + QUEUE_METRICS,
                   ramp_up: tuple[str, float, float] | None = None, ready_check_timeout_s: float = 0.0,
                   run_info: Mapping[str, Any] | None = None) -> BenchmarkResult:
         """``request_rate``, ramp-up rates, trace timestamps and SLOs are in the server's time: against
@@ -458,7 +460,7 @@ class LoadGenerator:
             metrics=compute_metrics(outs, duration, percentiles, slos, time_scale=time_scale,
                                     percentile_metrics=percentile_metrics),
             workload=workload.describe(), arrivals=plan.to_dict(), warmup=warmup,
-            cancelled=self._cancelled, run_info=info)
+            cancelled=self._cancelled, run_info=info, percentile_metrics=tuple(percentile_metrics))
 
 
 class ReadyCheckFailed(Exception):

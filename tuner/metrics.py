@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # loadgen imports this module; the annotation only
 
 GOODPUT_KEYS = ("ttft", "tpot", "e2el")
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+QUEUE_METRICS = ("client_queue_time", "e2el_including_client_queue")  # vLLM: only under --max-concurrency
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vllm bench serve, generative models
 ERROR_EXCERPT = 300  # characters of an error body kept per failed request
 
@@ -162,9 +163,10 @@ def compute_metrics(outcomes: Sequence[RequestOutcome], duration: float,
     slos = validate_goodput_slos(goodput_slos)
     if not 0 < time_scale <= 1:
         raise ValueError(f"time_scale must be in (0, 1], got {time_scale}")
-    unknown = [m for m in percentile_metrics if m not in PERCENTILE_METRICS]
+    unknown = [m for m in percentile_metrics if m not in PERCENTILE_METRICS + QUEUE_METRICS]
     if unknown:
-        raise ValueError(f"percentile metric {unknown[0]!r} is not one of {','.join(PERCENTILE_METRICS)}")
+        raise ValueError(f"percentile metric {unknown[0]!r} is not one of "
+                         f"{','.join(PERCENTILE_METRICS + QUEUE_METRICS)}")
     ok = [o for o in outcomes if o.success]
     ttfts = [o.ttft for o in ok]
     e2els = [o.latency for o in ok]
@@ -225,6 +227,7 @@ class BenchmarkResult:
     warmup: dict[str, Any]
     cancelled: bool = False
     run_info: dict[str, Any] = field(default_factory=dict)  # backend, label, tokenizer_id, metadata, ...
+    percentile_metrics: tuple[str, ...] = PERCENTILE_METRICS + QUEUE_METRICS
     date: str = field(default_factory=lambda: datetime.now().strftime("%Y%m%d-%H%M%S"))
 
     def __getattr__(self, name: str) -> Any:  # result.output_throughput etc.
@@ -290,10 +293,11 @@ class BenchmarkResult:
         queue = [x.client_queue_time for x in ok]
         incl = [x.latency + x.client_queue_time for x in ok]
         # vLLM reports these two only under --max-concurrency (the second only with a finite rate).
-        if self.max_concurrency is not None:
+        if self.max_concurrency is not None and "client_queue_time" in self.percentile_metrics:
             r.update(summary_stats("client_queue_time", queue, self.percentiles))
-            if not math.isinf(self.request_rate):
-                r.update(summary_stats("e2el_including_client_queue", incl, self.percentiles))
+        if (self.max_concurrency is not None and not math.isinf(self.request_rate)
+                and "e2el_including_client_queue" in self.percentile_metrics):
+            r.update(summary_stats("e2el_including_client_queue", incl, self.percentiles))
         if not detailed:
             for k in ("input_lens", "output_lens", "start_times", "ttfts", "itls",
                       "generated_texts", "errors"):

@@ -35,6 +35,7 @@ class Vocab:
     size: int                         # ids below this exist
     special_ids: frozenset[int] = field(default_factory=frozenset)  # kept out of prompts
     source: str = ""                  # where the figures came from, for the result file
+    folder: str | None = None         # the tokenizer's folder, when read from one
 
     def describe(self) -> dict:
         return {"vocab_size": self.size, "special_ids": len(self.special_ids), "vocab_source": self.source}
@@ -95,7 +96,17 @@ def load_vocab(folder: Path) -> Vocab:
                 tid = tok.token_to_id(text) if isinstance(text, str) else None
                 if tid is not None:
                     special.add(tid)
-    return Vocab(size=size, special_ids=frozenset(special), source=f"tokenizer {folder}")
+    return Vocab(size=size, special_ids=frozenset(special), source=f"tokenizer {folder}", folder=str(folder))
+
+
+def text_tools(vocab: Vocab | None):
+    """(decode ids -> text, count tokens of a text) from the vocabulary's tokenizer, or (None, None)."""
+    if vocab is None or vocab.folder is None:
+        return None, None
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(vocab.folder) / TOKENIZER_FILE))
+    return (lambda ids: tok.decode([int(i) for i in ids])), (lambda text: len(tok.encode(text).ids))
 
 
 def discover_vocab(*names: str | None) -> Vocab | None:

@@ -738,6 +738,19 @@ def build_workload(args, vocab=None) -> Workload:
         return TraceWorkload.from_file(args.dataset_path, seed=args.seed, num_prompts=num,
                                        block_len=getattr(args, "timed_trace_chunk_hash_size", 16),
                                        time_multiplier=getattr(args, "timed_trace_sec_multiplier", 1.0), **ids)
+    if name in ("sharegpt", "custom"):
+        from . import datasets
+        from .tokenizer import text_tools
+
+        if args.dataset_path is None:
+            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
+        _, count = text_tools(vocab)
+        n = DEFAULT_NUM_PROMPTS if num is None else num
+        if name == "sharegpt":
+            return datasets.sharegpt(args.dataset_path, n, args.seed, count,
+                                     getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None))
+        out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
+        return datasets.custom(args.dataset_path, n, args.seed, count, out)
     if args.dataset_path is not None and name in ("random", "fixed"):
         raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
                          "or custom for a file)")

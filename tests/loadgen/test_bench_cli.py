@@ -32,7 +32,8 @@ def test_bench_prints_vllm_labels_and_writes_vllm_json(sim_server, tmp_path, cap
     code = main(["bench", "--base-url", sim_server, "--model", "llama", "--num-prompts", "20",
                  "--random-input-len", "300", "--random-output-len", "20", "--random-range-ratio", "0.5",
                  "--max-concurrency", "4", "--goodput", "ttft:100000", "tpot:100000", "--num-warmups", "2",
-                 "--time-scale", "0.2", "--quiet", "--result-file", str(out_file)])
+                 "--time-scale", "0.2", "--quiet", "--result-file", str(out_file),
+                 "--percentile-metrics", "ttft,tpot,itl,e2el"])
     out = capsys.readouterr().out
     assert code == 0
     for label in ("Successful requests:", "Request throughput (req/s):", "Output token throughput (tok/s):",
