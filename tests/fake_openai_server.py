@@ -60,6 +60,7 @@ class FakeServerConfig:
     by_prompt_len: dict[int, Behaviour] = field(default_factory=dict)
     vocab_size: int = 32000
     model: str = MODEL
+    oov_as_stream_error: bool = False  # vLLM 0.32: a streamed request with a bad id gets 200 + SSE error event
 
     def behaviour_for(self, prompt_len: int) -> Behaviour:
         return self.by_prompt_len.get(prompt_len, self.default)
@@ -123,6 +124,14 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
             rec.status = 400
             return error(400, "this fake server only accepts token-id prompts")
         bad = [t for t in prompt if not 0 <= t < config.vocab_size]
+        if bad and config.oov_as_stream_error and body.get("stream"):
+            resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            err = {"error": {"message": f"Token id {max(bad)} is out of vocabulary", "type": "BadRequestError",
+                             "param": None, "code": 400}}
+            await resp.write(f"data: {json.dumps(err)}\n\ndata: [DONE]\n\n".encode())
+            await resp.write_eof()
+            return resp
         if bad:
             rec.status = 400
             return error(400, f"Token id {bad[0]} is out of vocabulary")
@@ -284,7 +293,7 @@ def _cli(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     cfg = FakeServerConfig(default=replace(Behaviour(), token_delay_s=args.token_delay_ms / 1000,
                                            tokens_per_chunk=args.tokens_per_chunk),
-                           vocab_size=args.vocab_size)
+                           vocab_size=args.vocab_size, oov_as_stream_error=True)
     serve_forever(cfg)
 
 

@@ -61,7 +61,8 @@ _NUMPY = orjson.OPT_SERIALIZE_NUMPY  # numpy id arrays directly (a 128k-token pr
 def _dumps(body: dict) -> bytes:
     return orjson.dumps(body, option=_NUMPY)
 READ_BUFSIZE = 16 * 1024 * 1024  # vllm #39963: long contexts overflow aiohttp's default buffer
-DEFAULT_REQUEST_TIMEOUT_S = 1800.0  # a hung server must fail the trial, not stall the night
+DEFAULT_REQUEST_TIMEOUT_S = 1800.0
+PREBUILD_MAX_TOKENS = 4_000_000  # ~25 MB of encoded bodies; larger runs encode per request, in a thread  # a hung server must fail the trial, not stall the night
 
 
 # ---- SSE parsing
@@ -285,9 +286,11 @@ class LoadGenerator:
         await asyncio.gather(*pending, return_exceptions=True)
 
     async def _request(self, session: aiohttp.ClientSession, spec: RequestSpec, out: RequestOutcome,
-                       sem: asyncio.Semaphore | contextlib.nullcontext, request_id: str) -> None:
+                       sem: asyncio.Semaphore | contextlib.nullcontext, request_id: str,
+                       body: bytes | None) -> None:
         try:
-            body = self.body(spec)  # encoded before the slot wait and before the clock starts
+            if body is None:  # a big run: encode in a thread, so other streams' stamps are not held up
+                body = await asyncio.to_thread(self.body, spec)
             async with sem:
                 await self._stream(session, body, out, request_id)
         except asyncio.CancelledError:
@@ -350,16 +353,20 @@ class LoadGenerator:
         sem = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else contextlib.nullcontext()
         outs = [RequestOutcome(index=s.index, prompt_len=s.prompt_len, expected_output_len=s.output_len,
                                scheduled_offset=s.send_offset_s) for s in specs]
+        # Bodies are encoded before any clock starts: all of them up front when they fit in memory,
+        # else each one off the event loop before its request is timed.
+        prebuilt = sum(s.prompt_len for s in specs) <= PREBUILD_MAX_TOKENS
+        bodies = [self.body(s) for s in specs] if prebuilt else [None] * len(specs)
         t0 = time.perf_counter()
 
         async def dispatch() -> None:
-            for spec, out in zip(specs, outs):
+            for spec, out, body in zip(specs, outs, bodies):
                 # loop: the event loop may wake a timer a hair early; a request is never sent early
                 while (wait := t0 + spec.send_offset_s - time.perf_counter()) > 0:
                     await asyncio.sleep(wait)
                 out.arrival_time = time.perf_counter()
                 out.sent, out.dispatch_offset = True, out.arrival_time - t0
-                task = asyncio.create_task(self._request(session, spec, out, sem, f"{prefix}{spec.index}"))
+                task = asyncio.create_task(self._request(session, spec, out, sem, f"{prefix}{spec.index}", body))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
                 if progress_cb is not None:
