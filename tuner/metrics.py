@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +25,7 @@ PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 QUEUE_METRICS = ("client_queue_time", "e2el_including_client_queue")  # vLLM: only under --max-concurrency
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vllm bench serve, generative models
 ERROR_EXCERPT = 300  # characters of an error body kept per failed request
+_DIGITS = re.compile(r"\d+")
 
 
 # ---- Per-request record
@@ -244,9 +246,14 @@ class BenchmarkResult:
         for o in failed:
             if len(examples[o.failure_reason]) < 3:
                 examples[o.failure_reason].append(o.error[:ERROR_EXCERPT])
-        by_message = Counter(o.error[:ERROR_EXCERPT] for o in failed)
+        # Grouped with numbers masked: "Token id 7000 ..." and "Token id 7012 ..." are one error.
+        by_message = Counter(_DIGITS.sub("N", o.error[:ERROR_EXCERPT]) for o in failed)
+        first: dict[str, str] = {}
+        for o in failed:
+            first.setdefault(_DIGITS.sub("N", o.error[:ERROR_EXCERPT]), o.error[:ERROR_EXCERPT])
         return {"count": len(failed), "by_reason": dict(Counter(o.failure_reason for o in failed)),
-                "by_message": [{"message": m, "count": n} for m, n in by_message.most_common()],
+                "by_message": [{"message": first[m], "pattern": m, "count": n}
+                               for m, n in by_message.most_common()],
                 "examples": dict(examples)}
 
     def to_json(self, detailed: bool = True) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Awaitable, Callable
 
 TOKENIZER_FILE = "tokenizer.json"
 PROBE_MAX_ID = 1 << 22  # larger than any vocabulary in use (~4 M ids)
-_OOV = re.compile(r"token id\D{0,20}(-?\d+)\D{0,40}out of (?:the )?vocab", re.IGNORECASE)
+_OOV = re.compile(r"token id[^\d-]{0,20}(-?\d+)\D{0,40}out of (?:the )?vocab", re.IGNORECASE)
 
 
 class VocabNotFound(Exception):
