@@ -52,6 +52,7 @@ class Behaviour:
     hang_s: float = 0.0               # sleep this long before answering (timeouts)
     split_writes: bool = False        # write each event in two pieces (tests SSE reassembly)
     crlf: bool = False                # use \r\n line endings
+    events_per_write: int = 1         # coalesce this many events per socket write (capacity benchmark)
 
 
 @dataclass
@@ -60,7 +61,8 @@ class FakeServerConfig:
     by_prompt_len: dict[int, Behaviour] = field(default_factory=dict)
     vocab_size: int = 32000
     model: str = MODEL
-    oov_as_stream_error: bool = False  # vLLM 0.32: a streamed request with a bad id gets 200 + SSE error event
+    oov_as_stream_error: bool = False
+    accept_text: bool = False  # text prompts count one token per word (to serve vLLM's own client)  # vLLM 0.32: a streamed request with a bad id gets 200 + SSE error event
 
     def behaviour_for(self, prompt_len: int) -> Behaviour:
         return self.by_prompt_len.get(prompt_len, self.default)
@@ -114,6 +116,8 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
         except json.JSONDecodeError:
             return error(400, "body is not JSON")
         prompt, max_tokens = body.get("prompt"), body.get("max_tokens")
+        if isinstance(prompt, str) and prompt and config.accept_text:  # e.g. vLLM's own client (benchmarks)
+            prompt = list(range(len(prompt.split()) or 1))
         rec = RequestRecord(seq=counter["n"], request_id=request.headers.get("x-request-id"),
                             received_at=received,
                             prompt_len=len(prompt) if isinstance(prompt, list) else -1,
@@ -164,9 +168,20 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
         nl = "\r\n" if b.crlf else "\n"
         base = {"id": f"cmpl-{rec.seq}", "object": "text_completion", "created": 0, "model": config.model}
 
-        async def send(obj, token_chunk: bool = False) -> None:
-            payload = obj if isinstance(obj, str) else json.dumps({**base, **obj})
+        pending: list[bytes] = []
+        encoded: dict[tuple[str, bool], str] = {}
+
+        async def send(obj, token_chunk: bool = False, flush: bool = False) -> None:
+            payload = obj if isinstance(obj, str) else json.dumps({**base, **obj}, separators=(",", ":"))
             data = f"data: {payload}{nl}{nl}".encode()
+            if b.events_per_write > 1:
+                pending.append(data)
+                if token_chunk:
+                    rec.chunk_times.append(time.perf_counter())
+                if len(pending) < b.events_per_write and not flush:
+                    return
+                data, token_chunk = b"".join(pending), False
+                pending.clear()
             if b.split_writes and len(data) > 2:
                 half = len(data) // 2
                 await resp.write(data[:half])
@@ -184,7 +199,8 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
                 idx = range(start, min(n_tok, start + b.tokens_per_chunk))
                 delay = b.token_delay_s * len(idx) + (b.first_token_delay_s if first else 0.0)
                 first = False
-                await asyncio.sleep(delay)  # sleep(0) still yields to other streams
+                if delay or not pending:
+                    await asyncio.sleep(delay)  # sleep(0) still yields to other streams
                 text = "".join(_token_text(i, b) for i in idx)
                 last = idx[-1] == n_tok - 1
                 rec.completion_tokens += len(idx)
@@ -195,9 +211,12 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
                     # Drop the TCP connection mid-body: the client sees an incomplete chunked body.
                     request.transport.abort()
                     return resp
-                await send({"choices": [{"index": 0, "text": text, "logprobs": None,
-                                         "finish_reason": "length" if last else None,
-                                         "stop_reason": None}]}, token_chunk=True)
+                key = (text, last)  # token events repeat: encode each distinct one once (a fast server)
+                if key not in encoded:
+                    encoded[key] = json.dumps({**base, "choices": [
+                        {"index": 0, "text": text, "logprobs": None, "finish_reason": "length" if last else None,
+                         "stop_reason": None}]}, separators=(",", ":"))
+                await send(encoded[key], token_chunk=True)
                 rec.chunk_tokens.append(len(idx))
                 sent_chunks += 1
             opts = body.get("stream_options") or {}
@@ -206,7 +225,9 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
                                                      "total_tokens": len(prompt) + n_tok,
                                                      "completion_tokens": n_tok}})
             if b.send_done:
-                await send("[DONE]")
+                await send("[DONE]", flush=True)
+            elif pending:
+                await resp.write(b"".join(pending))
             await resp.write_eof()
             rec.finished = True
         except (ConnectionResetError, asyncio.CancelledError):
@@ -290,10 +311,12 @@ def _cli(argv: list[str] | None = None) -> None:
     ap.add_argument("--token-delay-ms", type=float, default=2.0)
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
     ap.add_argument("--vocab-size", type=int, default=32000)
+    ap.add_argument("--events-per-write", type=int, default=1)
     args = ap.parse_args(argv)
     cfg = FakeServerConfig(default=replace(Behaviour(), token_delay_s=args.token_delay_ms / 1000,
-                                           tokens_per_chunk=args.tokens_per_chunk),
-                           vocab_size=args.vocab_size, oov_as_stream_error=True)
+                                           tokens_per_chunk=args.tokens_per_chunk,
+                                           events_per_write=args.events_per_write),
+                           vocab_size=args.vocab_size, oov_as_stream_error=True, accept_text=True)
     serve_forever(cfg)
 
 

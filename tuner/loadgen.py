@@ -129,9 +129,9 @@ class StreamRecorder:
     """Per-request timing state; fed (line, arrival time) pairs, so it is testable offline."""
 
     __slots__ = ("start", "ttft", "itl", "last_token_ts", "chunks", "text", "usage", "done",
-                 "stream_errors", "chat")
+                 "stream_errors", "chat", "keep_text")
 
-    def __init__(self, start: float, chat: bool = False) -> None:
+    def __init__(self, start: float, chat: bool = False, keep_text: bool = True) -> None:
         self.start = start
         self.ttft: float | None = None
         self.itl: list[float] = []
@@ -142,12 +142,30 @@ class StreamRecorder:
         self.done = False
         self.stream_errors: list[str] = []
         self.chat = chat  # chat chunks carry choices[0].delta.content, completions choices[0].text
+        self.keep_text = keep_text  # False: token chunks are counted, not parsed (generated_text stays "")
 
     def on_lines(self, lines: list[bytes], ts: float) -> None:
-        """Every line of one socket read, all stamped with that read's arrival time."""
+        """Every line of one socket read, all stamped with that read's arrival time.
+
+        The hot path of the client: a token chunk (``"choices":[{``, with no ``usage`` and no
+        ``error`` key) is counted without being parsed; its text is parsed only when the caller
+        keeps texts (``keep_text``). Anything else (usage, errors, an empty choices list) is parsed.
+        A JSON string cannot hide these patterns: its quotes are escaped.
+        """
         for line in lines:
-            if line.startswith(b"data:"):
-                self._on_payload(line[5:].strip(), ts)
+            if line[:5] != b"data:":
+                continue
+            payload = line[5:].strip()
+            if (not self.keep_text and (b'"choices":[{' in payload or b'"choices": [{' in payload)
+                    and b'"usage":' not in payload and b'"error"' not in payload):
+                if self.ttft is None:
+                    self.ttft = ts - self.start
+                else:
+                    self.itl.append(ts - self.last_token_ts)
+                self.last_token_ts = ts
+                self.chunks += 1
+            else:
+                self._on_payload(payload, ts)
 
     def on_line(self, line: str | bytes, ts: float) -> None:
         if isinstance(line, str):
@@ -223,7 +241,7 @@ class LoadGenerator:
                  request_id_prefix: str | None = None, backend: str = "openai",
                  endpoint: str | None = None, ignore_eos: bool = True,
                  headers: Mapping[str, str] | None = None,
-                 prompt_text: Callable[[Sequence[int]], str] | None = None) -> None:
+                 prompt_text: Callable[[Sequence[int]], str] | None = None, keep_text: bool = True) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_concurrency is not None and max_concurrency < 1:
@@ -245,6 +263,7 @@ class LoadGenerator:
         self.ignore_eos = ignore_eos
         self.headers = auth_headers(headers)
         self.prompt_text = prompt_text or synthetic_text
+        self.keep_text = keep_text  # generated texts are only written with --save-detailed
         self.progress = progress
         self.on_request_done = on_request_done  # (done, total) of the measured pass, for a caller's display
         self.request_id_prefix = request_id_prefix if request_id_prefix is not None else _default_request_id_prefix()
@@ -303,7 +322,7 @@ class LoadGenerator:
         headers = {**self.headers, "x-request-id": request_id}
         out.start_time = time.perf_counter()
         out.client_queue_time = out.start_time - out.arrival_time
-        rec = StreamRecorder(out.start_time, self.chat)
+        rec = StreamRecorder(out.start_time, self.chat, self.keep_text)
         resp: aiohttp.ClientResponse | None = None
         perf_counter = time.perf_counter
         try:

@@ -59,7 +59,7 @@ class TestDropIn:
         theirs = _run([str(vllm_env.vllm), *vllm_line(s, vllm_env, tmp_path / "theirs", "vllm")], env)
         assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
         t1 = time.monotonic()
-        ours = _run([*bucket_tuner(), *vllm_line(s, vllm_env, tmp_path / "ours", "vllm")[1:]], env)
+        ours = _run([*bucket_tuner(), "bench", *vllm_line(s, vllm_env, tmp_path / "ours", "vllm")[2:]], env)
         assert ours.returncode == 0, ours.stdout[-3000:] + ours.stderr[-3000:]
         t2 = time.monotonic()
         their_file, v = _one(tmp_path / "theirs")

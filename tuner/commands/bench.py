@@ -227,7 +227,8 @@ async def _bench(args) -> tuple[dict, object]:
                         request_timeout_s=args.request_timeout * args.time_scale,
                         extra_body={**sampling, **(args.extra_body or {})},
                         progress=not (args.quiet or args.disable_tqdm), request_id_prefix=args.request_id_prefix,
-                        backend=args.backend, endpoint=args.endpoint, ignore_eos=ignore_eos, headers=headers)
+                        backend=args.backend, endpoint=args.endpoint, ignore_eos=ignore_eos, headers=headers,
+                        keep_text=bool(args.save_detailed or args.result_file))
     needs_ids = not text_dataset and args.backend != "openai-chat"
     vocab = await _resolve_vocab(args, gen, needs_ids)
     decode, _ = text_tools(vocab)
