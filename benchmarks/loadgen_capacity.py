@@ -215,12 +215,13 @@ def vllm_client() -> tuple[Path | None, Path | None, str]:
 
 
 def head_to_head(url: str, vllm_exe: Path, tokenizer: Path, conc: int, n: int, out_len: int,
-                 runs: int) -> dict:
+                 runs: int, detailed: bool = False) -> dict:
     """The same vllm bench serve command line through both clients; medians over ``runs``."""
     line = ["--backend", "openai", "--base-url", url, "--model", "fake-model", "--tokenizer", str(tokenizer),
             "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", str(out_len),
             "--num-prompts", str(n), "--max-concurrency", str(conc), "--ignore-eos", "--disable-tqdm",
-            "--save-result", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99"]
+            "--save-result", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+            *(["--save-detailed"] if detailed else [])]
     ours = [str(Path(sys.executable).with_name("bucket-tuner")), "bench"]
     clients = {"vllm": [str(vllm_exe), "bench", "serve"], "ours": ours}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
@@ -249,6 +250,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller runs")
     ap.add_argument("--vs-vllm-only", action="store_true", help="only the head-to-head with vllm bench serve")
     ap.add_argument("--runs", type=int, default=3, help="head-to-head repetitions (median reported)")
+    ap.add_argument("--save-detailed", action="store_true",
+                    help="head-to-head with --save-detailed (both clients keep every generated text)")
     ap.add_argument("--serve-fast", type=int, metavar="BATCH", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_fast:
@@ -263,9 +266,10 @@ def main() -> None:
     else:
         conc, n, out_len = 256, 512 // scale, 512
         with fast_server(16, cpu=1) as url:
-            r = head_to_head(url, exe, tok, conc, n, out_len, 1 if args.quick else args.runs)
+            r = head_to_head(url, exe, tok, conc, n, out_len, 1 if args.quick else args.runs, args.save_detailed)
         print(f"vLLM client: {exe}; server: pre-encoded SSE on CPU 1 (16 events per write), clients on CPU 0; "
-              f"{n} requests x {out_len} tokens, concurrency {conc}; median of {len(r['runs']['ours'])} runs")
+              f"{n} requests x {out_len} tokens, concurrency {conc}; median of {len(r['runs']['ours'])} runs"
+              + ("; --save-detailed" if args.save_detailed else ""))
         for name in ("vllm", "ours"):
             m = r[name]
             print(f"  {name:5s} {m['events_per_s']:9.0f} events/s   mean TTFT {m['mean_ttft_ms']:8.1f} ms   "
