@@ -147,3 +147,14 @@ def test_server_errors_exit_non_zero_with_the_servers_message(sim_server, tmp_pa
     assert main(["bench", "--base-url", sim_server, "--model", "llama", "--num-prompts", "5",
                  "--random-input-len", "20", "--random-output-len", "2", "--vocab-size", "999999",
                  "--seed", "1", "--disable-tqdm", "--max-failed-ratio", "0.9"]) == 0
+
+
+def test_custom_text_dataset_runs_on_the_sim(sim_server, tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"prompt": f"Tell me about item {i}, please."}) + "\n" for i in range(5)))
+    assert main(["bench", "--base-url", sim_server, "--model", "llama", "--dataset-name", "custom",
+                 "--dataset-path", str(p), "--num-prompts", "5", "--custom-output-len", "6", "--ignore-eos",
+                 "--disable-tqdm", "--result-file", str(tmp_path / "r.json")]) == 0
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["completed"] == 5 and d["output_lens"] == [6] * 5
+    assert d["tuner_workload"]["prompt_format"] == "text" and all(n > 0 for n in d["input_lens"])

@@ -81,3 +81,45 @@ def test_probe_stops_with_a_clear_message_when_the_server_says_nothing_useful():
         asyncio.run(probe_vocab_size(accept_all))
     with pytest.raises(VocabNotFound, match="401"):
         asyncio.run(probe_vocab_size(other_error))
+
+
+# ------------------------------------------------------------------ text datasets (vLLM's sharegpt, custom)
+
+
+def _sharegpt(path, n=6):
+    rows = [{"conversations": [{"from": "human", "value": "the quick brown fox " * (i + 1)},
+                               {"from": "gpt", "value": "jumps over the lazy dog " * (i + 1)}]} for i in range(n)]
+    rows.append({"conversations": [{"from": "human", "value": "hi"}]})  # one turn: dropped, as in vLLM
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def test_sharegpt_needs_a_tokenizer_or_an_output_length(tmp_path):
+    p = _sharegpt(tmp_path / "sg.json")
+    with pytest.raises(ValueError, match="--sharegpt-output-len"):
+        build_workload(_args(dataset_name="sharegpt", dataset_path=p, num_prompts=3))
+    w = build_workload(_args(dataset_name="sharegpt", dataset_path=p, num_prompts=3, sharegpt_output_len=9))
+    assert w.lengths()[1] == [9, 9, 9] and all(isinstance(s.prompt, str) for s in w.requests())
+
+
+def test_sharegpt_lengths_come_from_the_tokenizer_with_vllms_filters(tmp_path):
+    tok = write_tokenizer(tmp_path / "model")
+    vocab = discover_vocab(str(tmp_path / "model"))
+    p = _sharegpt(tmp_path / "sg.json")
+    w = build_workload(_args(dataset_name="sharegpt", dataset_path=p, num_prompts=4, seed=5), vocab)
+    for spec in w.requests():
+        assert spec.prompt_len == len(tok.encode(spec.prompt).ids) >= 4
+    again = build_workload(_args(dataset_name="sharegpt", dataset_path=p, num_prompts=4, seed=5), vocab)
+    assert [s.prompt for s in again.requests()] == [s.prompt for s in w.requests()]
+    big = build_workload(_args(dataset_name="sharegpt", dataset_path=p, num_prompts=10, seed=5), vocab)
+    assert big.num_prompts == 10  # oversampled from the 6 usable conversations, as vLLM does
+
+
+def test_custom_jsonl_output_tokens_and_override(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"prompt": f"question {i} about things", "output_tokens": 3 + i}) + "\n"
+                         for i in range(4)))
+    w = build_workload(_args(dataset_name="custom", dataset_path=p, num_prompts=4, custom_output_len=-1))
+    assert sorted(w.lengths()[1]) == [3, 4, 5, 6]
+    w = build_workload(_args(dataset_name="custom", dataset_path=p, num_prompts=4))
+    assert w.lengths()[1] == [256] * 4

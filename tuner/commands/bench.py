@@ -50,6 +50,9 @@ def register(sub) -> None:
     s.add_argument("--ignore-eos", action="store_true", help="send ignore_eos (always on for token-id datasets)")
     s.add_argument("--no-ignore-eos", action="store_true", help="ours: do not send ignore_eos")
     s.add_argument("--request-timeout", type=float, default=1800.0, help="ours: seconds per request")
+    s.add_argument("--trust-remote-code", action="store_true",
+                   help="accepted for vLLM's command lines; no code is ever loaded (tokenizer.json only)")
+    s.add_argument("--tokenizer-mode", default="auto", help="accepted for vLLM's command lines; tokenizer.json is read")
     g = p.add_argument_group("sampling parameters (sent only when given)")
     for flag, kind in (("--temperature", float), ("--top-p", float), ("--top-k", int), ("--min-p", float),
                        ("--frequency-penalty", float), ("--presence-penalty", float),
