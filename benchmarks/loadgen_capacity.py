@@ -29,8 +29,8 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager

@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass, field, replace
 from aiohttp import web
 
 MODEL = "fake-model"
-LOG_KEY: "web.AppKey[list]" = web.AppKey("log", list)
-STATS_KEY: "web.AppKey[dict]" = web.AppKey("stats", dict)
+LOG_KEY: web.AppKey[list] = web.AppKey("log", list)
+STATS_KEY: web.AppKey[dict] = web.AppKey("stats", dict)
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,8 @@ class FakeServerConfig:
     by_prompt_len: dict[int, Behaviour] = field(default_factory=dict)
     vocab_size: int = 32000
     model: str = MODEL
-    oov_as_stream_error: bool = False
-    accept_text: bool = False  # text prompts count one token per word (to serve vLLM's own client)  # vLLM 0.32: a streamed request with a bad id gets 200 + SSE error event
+    oov_as_stream_error: bool = False  # vLLM 0.32: a streamed request with a bad id gets 200 + SSE error event
+    accept_text: bool = False  # text prompts count one token per word (to serve vLLM's own client)
 
     def behaviour_for(self, prompt_len: int) -> Behaviour:
         return self.by_prompt_len.get(prompt_len, self.default)
@@ -266,7 +266,7 @@ class FakeOpenAIServer:
         """Most requests the server was answering at the same time."""
         return self.app[STATS_KEY]["max_in_flight"]
 
-    async def start(self) -> "FakeOpenAIServer":
+    async def start(self) -> FakeOpenAIServer:
         self.app = build_app(self.config, self.log)
         # handler_cancellation: a client disconnect cancels the handler, so the log shows it.
         self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True,
@@ -285,7 +285,7 @@ class FakeOpenAIServer:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "FakeOpenAIServer":
+    async def __aenter__(self) -> FakeOpenAIServer:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:

@@ -31,8 +31,9 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import aiohttp
 import numpy as np
@@ -60,9 +61,11 @@ _NUMPY = orjson.OPT_SERIALIZE_NUMPY  # numpy id arrays directly (a 128k-token pr
 
 def _dumps(body: dict) -> bytes:
     return orjson.dumps(body, option=_NUMPY)
+
+
 READ_BUFSIZE = 16 * 1024 * 1024  # vllm #39963: long contexts overflow aiohttp's default buffer
-DEFAULT_REQUEST_TIMEOUT_S = 1800.0
-PREBUILD_MAX_TOKENS = 4_000_000  # ~25 MB of encoded bodies; larger runs encode per request, in a thread  # a hung server must fail the trial, not stall the night
+DEFAULT_REQUEST_TIMEOUT_S = 1800.0  # a hung server must fail the trial, not stall the night
+PREBUILD_MAX_TOKENS = 4_000_000  # ~25 MB of encoded bodies; larger runs encode per request, in a thread
 
 
 # ---- SSE parsing

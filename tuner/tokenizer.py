@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
 
 TOKENIZER_FILE = "tokenizer.json"
 PROBE_MAX_ID = 1 << 22  # larger than any vocabulary in use (~4 M ids)

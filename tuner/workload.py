@@ -24,9 +24,10 @@ import csv
 import functools
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -465,7 +466,7 @@ class TraceWorkload(Workload):
     def from_file(cls, path: str | Path, *, seed: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
                   reserved_ids: int = DEFAULT_RESERVED_IDS, excluded_ids: frozenset[int] = frozenset(),
                   num_prompts: int | None = None, block_len: int = 16,
-                  time_multiplier: float = 1.0) -> "TraceWorkload":
+                  time_multiplier: float = 1.0) -> TraceWorkload:
         """Read the file; ``num_prompts`` keeps the first N requests (an error if it has fewer)."""
         path = Path(path)
         rows = list(_read_trace_rows(path))

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ne
 @pytest.fixture
 def sim_server(tmp_path):
     port = find_free_port()
-    argv = [sys.executable, "-m", "tuner.sim", "llama", "--sim-model", "llama-3.1-8b", "--host", "127.0.0.1", "--port", str(port),
+    argv = [sys.executable, "-m", "tuner.sim", "llama", "--sim-model", "llama-3.1-8b", "--host", "127.0.0.1",
+            "--port", str(port),
             "--sim-release", "gaudi-main", "--max-num-seqs", "16", "--max-model-len", "1024",
             "--sim-time-scale", "0.2", "--sim-startup-time-scale", "0.002"]
     with ServerProcess(records_dir=tmp_path / "run") as srv:

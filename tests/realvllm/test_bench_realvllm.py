@@ -15,8 +15,8 @@ import time
 import pytest
 
 from .test_realvllm import (  # noqa: F401 - fixtures: the environment, the lock, one server
-    SERVED,
     _FIGURES,
+    SERVED,
     _one_server_at_a_time,
     bucket_tuner,
     server_env,
@@ -53,7 +53,7 @@ def _one(folder):
 
 
 class TestDropIn:
-    def test_vllm_command_line_verbatim_matches_vllms_client(self, shared_server, vllm_env, tmp_path):
+    def test_vllm_command_line_verbatim_matches_vllms_client(self, shared_server, vllm_env, tmp_path):  # noqa: F811
         s, env = shared_server, server_env(tmp_path / "client")
         # a fresh CPU server is slow on its first batches: warm it so neither client pays for that
         warm = _run([*bucket_tuner(), "bench", "--model", str(vllm_env.model), "--served-model-name", SERVED,
@@ -86,7 +86,7 @@ class TestDropIn:
                         f"({t2 - t1:.0f} s, {d['total_input_tokens']} in): ours/vllm {ratio:.2f}")
         assert 0.8 <= ratio <= 1.25, ratio
 
-    def test_chat_backend_and_server_learned_vocabulary(self, shared_server, tmp_path):
+    def test_chat_backend_and_server_learned_vocabulary(self, shared_server, tmp_path):  # noqa: F811
         s, env = shared_server, server_env(tmp_path / "client")
         chat = _run([*bucket_tuner(), "bench", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
                      "--model", SERVED, "--base-url", s.base_url, "--num-prompts", "8", "--random-input-len", "32",
@@ -104,7 +104,7 @@ class TestDropIn:
         assert d["completed"] == 8 and d["tuner_vocab"]["vocab_size"] == 2048
         assert "the server rejects ids from 2048 on" in probe.stderr
 
-    def test_server_error_gives_exit_1_and_the_servers_message(self, shared_server, tmp_path):
+    def test_server_error_gives_exit_1_and_the_servers_message(self, shared_server, tmp_path):  # noqa: F811
         s, env = shared_server, server_env(tmp_path / "client")
         bad = _run([*bucket_tuner(), "bench", "--model", SERVED, "--base-url", s.base_url, "--num-prompts", "6",
                     "--random-input-len", "64", "--random-output-len", "4", "--vocab-size", "32000",

@@ -65,7 +65,8 @@ def register(sub) -> None:
     r.add_argument("--save-detailed", action="store_true", help="include the per-request arrays")
     r.add_argument("--append-result", action="store_true", help="append to the result file")
     r.add_argument("--result-dir", help="folder of the result file (default: current)")
-    r.add_argument("--result-filename", help="file name (default {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)")
+    r.add_argument("--result-filename",
+                   help="file name (default {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)")
     r.add_argument("--label", help="result name prefix (default: --backend)")
     r.add_argument("--metadata", nargs="*", metavar="KEY=VALUE", help="top-level fields of the result JSON")
     r.add_argument("--disable-tqdm", action="store_true", help="no progress bar")
