@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass, field, replace
 from aiohttp import web
 
 MODEL = "fake-model"
-LOG_KEY: "web.AppKey[list]" = web.AppKey("log", list)
-STATS_KEY: "web.AppKey[dict]" = web.AppKey("stats", dict)
+LOG_KEY: web.AppKey[list] = web.AppKey("log", list)
+STATS_KEY: web.AppKey[dict] = web.AppKey("stats", dict)
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class Behaviour:
     hang_s: float = 0.0               # sleep this long before answering (timeouts)
     split_writes: bool = False        # write each event in two pieces (tests SSE reassembly)
     crlf: bool = False                # use \r\n line endings
+    events_per_write: int = 1         # coalesce this many events per socket write (capacity benchmark)
 
 
 @dataclass
@@ -60,6 +61,8 @@ class FakeServerConfig:
     by_prompt_len: dict[int, Behaviour] = field(default_factory=dict)
     vocab_size: int = 32000
     model: str = MODEL
+    oov_as_stream_error: bool = False  # vLLM 0.32: a streamed request with a bad id gets 200 + SSE error event
+    accept_text: bool = False  # text prompts count one token per word (to serve vLLM's own client)
 
     def behaviour_for(self, prompt_len: int) -> Behaviour:
         return self.by_prompt_len.get(prompt_len, self.default)
@@ -113,6 +116,8 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
         except json.JSONDecodeError:
             return error(400, "body is not JSON")
         prompt, max_tokens = body.get("prompt"), body.get("max_tokens")
+        if isinstance(prompt, str) and prompt and config.accept_text:  # e.g. vLLM's own client (benchmarks)
+            prompt = list(range(len(prompt.split()) or 1))
         rec = RequestRecord(seq=counter["n"], request_id=request.headers.get("x-request-id"),
                             received_at=received,
                             prompt_len=len(prompt) if isinstance(prompt, list) else -1,
@@ -123,6 +128,14 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
             rec.status = 400
             return error(400, "this fake server only accepts token-id prompts")
         bad = [t for t in prompt if not 0 <= t < config.vocab_size]
+        if bad and config.oov_as_stream_error and body.get("stream"):
+            resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            err = {"error": {"message": f"Token id {max(bad)} is out of vocabulary", "type": "BadRequestError",
+                             "param": None, "code": 400}}
+            await resp.write(f"data: {json.dumps(err)}\n\ndata: [DONE]\n\n".encode())
+            await resp.write_eof()
+            return resp
         if bad:
             rec.status = 400
             return error(400, f"Token id {bad[0]} is out of vocabulary")
@@ -155,9 +168,20 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
         nl = "\r\n" if b.crlf else "\n"
         base = {"id": f"cmpl-{rec.seq}", "object": "text_completion", "created": 0, "model": config.model}
 
-        async def send(obj, token_chunk: bool = False) -> None:
-            payload = obj if isinstance(obj, str) else json.dumps({**base, **obj})
+        pending: list[bytes] = []
+        encoded: dict[tuple[str, bool], str] = {}
+
+        async def send(obj, token_chunk: bool = False, flush: bool = False) -> None:
+            payload = obj if isinstance(obj, str) else json.dumps({**base, **obj}, separators=(",", ":"))
             data = f"data: {payload}{nl}{nl}".encode()
+            if b.events_per_write > 1:
+                pending.append(data)
+                if token_chunk:
+                    rec.chunk_times.append(time.perf_counter())
+                if len(pending) < b.events_per_write and not flush:
+                    return
+                data, token_chunk = b"".join(pending), False
+                pending.clear()
             if b.split_writes and len(data) > 2:
                 half = len(data) // 2
                 await resp.write(data[:half])
@@ -175,7 +199,8 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
                 idx = range(start, min(n_tok, start + b.tokens_per_chunk))
                 delay = b.token_delay_s * len(idx) + (b.first_token_delay_s if first else 0.0)
                 first = False
-                await asyncio.sleep(delay)  # sleep(0) still yields to other streams
+                if delay or not pending:
+                    await asyncio.sleep(delay)  # sleep(0) still yields to other streams
                 text = "".join(_token_text(i, b) for i in idx)
                 last = idx[-1] == n_tok - 1
                 rec.completion_tokens += len(idx)
@@ -186,9 +211,12 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
                     # Drop the TCP connection mid-body: the client sees an incomplete chunked body.
                     request.transport.abort()
                     return resp
-                await send({"choices": [{"index": 0, "text": text, "logprobs": None,
-                                         "finish_reason": "length" if last else None,
-                                         "stop_reason": None}]}, token_chunk=True)
+                key = (text, last)  # token events repeat: encode each distinct one once (a fast server)
+                if key not in encoded:
+                    encoded[key] = json.dumps({**base, "choices": [
+                        {"index": 0, "text": text, "logprobs": None, "finish_reason": "length" if last else None,
+                         "stop_reason": None}]}, separators=(",", ":"))
+                await send(encoded[key], token_chunk=True)
                 rec.chunk_tokens.append(len(idx))
                 sent_chunks += 1
             opts = body.get("stream_options") or {}
@@ -197,7 +225,9 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
                                                      "total_tokens": len(prompt) + n_tok,
                                                      "completion_tokens": n_tok}})
             if b.send_done:
-                await send("[DONE]")
+                await send("[DONE]", flush=True)
+            elif pending:
+                await resp.write(b"".join(pending))
             await resp.write_eof()
             rec.finished = True
         except (ConnectionResetError, asyncio.CancelledError):
@@ -236,7 +266,7 @@ class FakeOpenAIServer:
         """Most requests the server was answering at the same time."""
         return self.app[STATS_KEY]["max_in_flight"]
 
-    async def start(self) -> "FakeOpenAIServer":
+    async def start(self) -> FakeOpenAIServer:
         self.app = build_app(self.config, self.log)
         # handler_cancellation: a client disconnect cancels the handler, so the log shows it.
         self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True,
@@ -255,7 +285,7 @@ class FakeOpenAIServer:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "FakeOpenAIServer":
+    async def __aenter__(self) -> FakeOpenAIServer:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
@@ -281,10 +311,12 @@ def _cli(argv: list[str] | None = None) -> None:
     ap.add_argument("--token-delay-ms", type=float, default=2.0)
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
     ap.add_argument("--vocab-size", type=int, default=32000)
+    ap.add_argument("--events-per-write", type=int, default=1)
     args = ap.parse_args(argv)
     cfg = FakeServerConfig(default=replace(Behaviour(), token_delay_s=args.token_delay_ms / 1000,
-                                           tokens_per_chunk=args.tokens_per_chunk),
-                           vocab_size=args.vocab_size)
+                                           tokens_per_chunk=args.tokens_per_chunk,
+                                           events_per_write=args.events_per_write),
+                           vocab_size=args.vocab_size, oov_as_stream_error=True, accept_text=True)
     serve_forever(cfg)
 
 

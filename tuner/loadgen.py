@@ -28,19 +28,44 @@ import contextlib
 import gc
 import json
 import math
+import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
+import numpy as np
+import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tuner.metrics import ERROR_EXCERPT, BenchmarkResult, RequestOutcome, compute_metrics, validate_goodput_slos
+from tuner.metrics import (
+    ERROR_EXCERPT,
+    PERCENTILE_METRICS,
+    QUEUE_METRICS,
+    BenchmarkResult,
+    RequestOutcome,
+    compute_metrics,
+    validate_goodput_slos,
+)
 from tuner.workload import RequestSpec, Workload, plan_requests
 
 COMPLETIONS_PATH = "/v1/completions"
+CHAT_PATH = "/v1/chat/completions"
+BACKENDS = ("openai", "vllm", "openai-chat")  # vllm bench serve's names; the first two are the same
+_loads = orjson.loads  # orjson: ~3x faster per chunk than json (the client's hot path), and encodes
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY  # numpy id arrays directly (a 128k-token prompt in ~1 ms)
+
+
+def _dumps(body: dict) -> bytes:
+    return orjson.dumps(body, option=_NUMPY)
+
+
 READ_BUFSIZE = 16 * 1024 * 1024  # vllm #39963: long contexts overflow aiohttp's default buffer
 DEFAULT_REQUEST_TIMEOUT_S = 1800.0  # a hung server must fail the trial, not stall the night
+PREBUILD_MAX_TOKENS = 4_000_000  # ~25 MB of encoded bodies; larger runs encode per request, in a thread
 
 
 # ---- SSE parsing
@@ -54,20 +79,32 @@ class SSELineSplitter:
     a character. There is no line-length cap (long prompts echoed back stay parseable).
     """
 
+    __slots__ = ("_buf",)
+
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf = b""
+
+    def feed_bytes(self, data: bytes) -> list[bytes]:
+        """Complete lines as bytes (the hot path: no copy when a read ends on a line end)."""
+        if self._buf:
+            data = self._buf + data
+            self._buf = b""
+        if not data.endswith(b"\n"):
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                self._buf = data
+                return []
+            self._buf, data = data[cut + 1:], data[:cut]
+        else:
+            data = data[:-1]
+        return data.split(b"\n")
 
     def feed(self, data: bytes) -> list[str]:
-        self._buf += data
-        if b"\n" not in data:
-            return []
-        *lines, rest = bytes(self._buf).split(b"\n")
-        self._buf = bytearray(rest)
-        return [ln.rstrip(b"\r").decode("utf-8", errors="replace") for ln in lines]
+        return [ln.rstrip(b"\r").decode("utf-8", errors="replace") for ln in self.feed_bytes(data)]
 
     def finish(self) -> list[str]:
         """The unterminated last line, if the stream ended without a newline."""
-        rest, self._buf = bytes(self._buf), bytearray()
+        rest, self._buf = self._buf, b""
         return [rest.rstrip(b"\r").decode("utf-8", errors="replace")] if rest.strip() else []
 
 
@@ -79,10 +116,25 @@ def sse_data(line: str) -> str | None:
     return payload[1:] if payload.startswith(" ") else payload
 
 
+def error_text(err: Any) -> str:
+    """The human message of an OpenAI/vLLM error object (``{"message": ..., "type": ...}``)."""
+    if isinstance(err, dict):
+        msg = err.get("message") or err.get("detail") or err.get("msg")
+        if msg:
+            return str(msg)
+        if isinstance(err.get("error"), (dict, str)):
+            return error_text(err["error"])
+        return json.dumps(err)[:ERROR_EXCERPT]
+    return str(err)
+
+
 class StreamRecorder:
     """Per-request timing state; fed (line, arrival time) pairs, so it is testable offline."""
 
-    def __init__(self, start: float) -> None:
+    __slots__ = ("start", "ttft", "itl", "last_token_ts", "chunks", "text", "usage", "done",
+                 "stream_errors", "chat", "keep_text")
+
+    def __init__(self, start: float, chat: bool = False, keep_text: bool = True) -> None:
         self.start = start
         self.ttft: float | None = None
         self.itl: list[float] = []
@@ -92,22 +144,49 @@ class StreamRecorder:
         self.usage: dict | None = None
         self.done = False
         self.stream_errors: list[str] = []
+        self.chat = chat  # chat chunks carry choices[0].delta.content, completions choices[0].text
+        self.keep_text = keep_text  # False: token chunks are counted, not parsed (generated_text stays "")
 
-    def on_line(self, line: str, ts: float) -> None:
-        payload = sse_data(line)
-        if payload is None:
-            return
-        payload = payload.strip()
-        if payload == "[DONE]":
+    def on_lines(self, lines: list[bytes], ts: float) -> None:
+        """Every line of one socket read, all stamped with that read's arrival time.
+
+        The hot path of the client: a token chunk (``"choices":[{``, with no ``usage`` and no
+        ``error`` key) is counted without being parsed; its text is parsed only when the caller
+        keeps texts (``keep_text``). Anything else (usage, errors, an empty choices list) is parsed.
+        A JSON string cannot hide these patterns: its quotes are escaped.
+        """
+        for line in lines:
+            if line[:5] != b"data:":
+                continue
+            payload = line[5:].strip()
+            if (not self.keep_text and (b'"choices":[{' in payload or b'"choices": [{' in payload)
+                    and b'"usage":' not in payload and b'"error"' not in payload):
+                if self.ttft is None:
+                    self.ttft = ts - self.start
+                else:
+                    self.itl.append(ts - self.last_token_ts)
+                self.last_token_ts = ts
+                self.chunks += 1
+            else:
+                self._on_payload(payload, ts)
+
+    def on_line(self, line: str | bytes, ts: float) -> None:
+        if isinstance(line, str):
+            line = line.encode()
+        if line.startswith(b"data:"):
+            self._on_payload(line[5:].strip(), ts)
+
+    def _on_payload(self, payload: bytes, ts: float) -> None:
+        if payload == b"[DONE]":
             self.done = True
             return
         if not payload:
             return
         try:
-            msg = json.loads(payload)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"invalid JSON in SSE data ({e.msg}): {payload[:80]!r}") from None
-        if not isinstance(msg, dict):
+            msg = _loads(payload)
+        except ValueError as e:
+            raise ValueError(f"invalid JSON in SSE data ({e}): {payload[:80]!r}") from None
+        if type(msg) is not dict:
             return
         choices = msg.get("choices")
         if choices:
@@ -117,52 +196,104 @@ class StreamRecorder:
                 self.itl.append(ts - self.last_token_ts)
             self.last_token_ts = ts
             self.chunks += 1
-            self.text.append(choices[0].get("text") or "")
-        if isinstance(msg.get("usage"), dict):
-            self.usage = msg["usage"]  # last one wins (continuous usage stats are cumulative)
+            c = choices[0]
+            text = (c.get("delta") or {}).get("content") if self.chat else c.get("text")
+            if text:
+                self.text.append(text)
+        usage = msg.get("usage")
+        if type(usage) is dict:
+            self.usage = usage  # last one wins (continuous usage stats are cumulative)
         if "error" in msg:
-            self.stream_errors.append(str(msg["error"])[:ERROR_EXCERPT])
+            self.stream_errors.append(error_text(msg["error"])[:ERROR_EXCERPT])
 
 
 # ---- The client
 
 
+def _default_request_id_prefix() -> str:
+    return f"bench-{uuid.uuid4().hex[:8]}-"  # vLLM's default: ids differ from run to run
+
+
+def auth_headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """vLLM's request headers: JSON, ``Authorization: Bearer $OPENAI_API_KEY`` if set, then --header."""
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    headers.update(extra or {})
+    return headers
+
+
 class LoadGenerator:
     """One benchmark run against ``base_url``; :meth:`cancel_all` stops it promptly.
 
-    Only ``{base_url}/v1/completions`` is contacted, with ``trust_env=False`` so an HTTP proxy
-    variable cannot reroute loopback traffic. ``cancel_all`` cancels in-flight streams and
-    closes their connections (a real vLLM asked to stop waits for its open clients), marks the
-    unfinished requests failed ("cancelled") and lets :meth:`run` return the partial result.
-    Cancelling the task running :meth:`run` also closes every stream, then re-raises.
+    Only ``{base_url}{endpoint}`` is contacted, with ``trust_env=False`` so an HTTP proxy variable
+    cannot reroute loopback traffic. ``backend`` "openai"/"vllm" streams /v1/completions with
+    token-id prompts; "openai-chat" streams /v1/chat/completions (``max_completion_tokens``) with a
+    text prompt from ``prompt_text(ids)``. Request bodies are encoded to bytes before a request's
+    clock starts. ``cancel_all`` cancels in-flight streams and closes their connections (a real
+    vLLM asked to stop waits for its open clients), marks the unfinished requests failed
+    ("cancelled") and lets :meth:`run` return the partial result. Cancelling the task running
+    :meth:`run` also closes every stream, then re-raises.
     """
 
     def __init__(self, base_url: str, model: str, *, max_concurrency: int | None = None,
-                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, temperature: float = 0.0,
+                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, temperature: float | None = None,
                  extra_body: Mapping[str, Any] | None = None, progress: bool = True,
                  on_request_done: Callable[[int, int], None] | None = None,
-                 request_id_prefix: str = "tuner") -> None:
+                 request_id_prefix: str | None = None, backend: str = "openai",
+                 endpoint: str | None = None, ignore_eos: bool = True,
+                 headers: Mapping[str, str] | None = None,
+                 prompt_text: Callable[[Sequence[int]], str] | None = None, keep_text: bool = True) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
-        self.url = base_url.rstrip("/") + COMPLETIONS_PATH
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        self.backend = backend
+        self.chat = backend == "openai-chat"
+        endpoint = endpoint or (CHAT_PATH if self.chat else COMPLETIONS_PATH)
+        if not endpoint.endswith("chat/completions" if self.chat else "completions"):
+            raise ValueError(f"--endpoint {endpoint!r} does not fit --backend {backend}")
+        self.url = base_url.rstrip("/") + endpoint
         self.model = model
         self.max_concurrency = max_concurrency
         self.request_timeout_s = request_timeout_s
-        self.temperature = temperature
         self.extra_body = dict(extra_body or {})
+        if temperature is not None:
+            self.extra_body.setdefault("temperature", temperature)
+        self.ignore_eos = ignore_eos
+        self.headers = auth_headers(headers)
+        self.prompt_text = prompt_text or synthetic_text
+        self.keep_text = keep_text  # generated texts are only written with --save-detailed
         self.progress = progress
         self.on_request_done = on_request_done  # (done, total) of the measured pass, for a caller's display
-        self.request_id_prefix = request_id_prefix
+        self.request_id_prefix = request_id_prefix if request_id_prefix is not None else _default_request_id_prefix()
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
         self._cancelled = False
 
     def payload(self, spec: RequestSpec) -> dict[str, Any]:
-        return {"model": self.model, "prompt": spec.prompt, "max_tokens": spec.output_len,
-                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True},
-                "temperature": self.temperature, **self.extra_body}
+        """The request body (a dict; :meth:`body` is what is sent)."""
+        body: dict[str, Any] = {"model": self.model}
+        if self.chat:
+            prompt = spec.prompt
+            text = prompt if isinstance(prompt, str) else self.prompt_text(prompt)
+            body["messages"] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+            body["max_completion_tokens"] = spec.output_len
+        else:
+            body["prompt"] = spec.prompt_array
+            body["max_tokens"] = spec.output_len
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        body.update(self.extra_body)
+        return body
+
+    def body(self, spec: RequestSpec) -> bytes:
+        return _dumps(self.payload(spec))
 
     async def close(self) -> None:
         """Alias of :meth:`cancel_all` for shutdown paths."""
@@ -177,39 +308,51 @@ class LoadGenerator:
         await asyncio.gather(*pending, return_exceptions=True)
 
     async def _request(self, session: aiohttp.ClientSession, spec: RequestSpec, out: RequestOutcome,
-                       sem: asyncio.Semaphore | contextlib.nullcontext, tag: str) -> None:
+                       sem: asyncio.Semaphore | contextlib.nullcontext, request_id: str,
+                       body: bytes | None) -> None:
         try:
+            if body is None:  # a big run: encode in a thread, so other streams' stamps are not held up
+                body = await asyncio.to_thread(self.body, spec)
             async with sem:
-                await self._stream(session, spec, out, tag)
+                await self._stream(session, body, out, request_id)
         except asyncio.CancelledError:
             if not out.start_time:
                 out.fail("cancelled", "cancelled while waiting for a concurrency slot")
             raise
 
-    async def _stream(self, session: aiohttp.ClientSession, spec: RequestSpec, out: RequestOutcome,
-                      tag: str) -> None:
+    async def _stream(self, session: aiohttp.ClientSession, body: bytes, out: RequestOutcome,
+                      request_id: str) -> None:
+        headers = {**self.headers, "x-request-id": request_id}
         out.start_time = time.perf_counter()
         out.client_queue_time = out.start_time - out.arrival_time
-        rec = StreamRecorder(out.start_time)
+        rec = StreamRecorder(out.start_time, self.chat, self.keep_text)
         resp: aiohttp.ClientResponse | None = None
+        perf_counter = time.perf_counter
         try:
-            async with session.post(self.url, json=self.payload(spec),
-                                    headers={"x-request-id": f"{tag}-{spec.index}"},
+            async with session.post(self.url, data=body, headers=headers,
                                     timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)) as resp:
                 out.http_status = resp.status
                 if resp.status != 200:
-                    body = (await _read_excerpt(resp)).decode("utf-8", "replace")
-                    out.fail(f"http {resp.status}", f"HTTP {resp.status} {resp.reason or ''}: {body}".strip())
+                    text = (await _read_excerpt(resp)).decode("utf-8", "replace")
+                    try:
+                        message = error_text(json.loads(text))
+                    except ValueError:
+                        message = text.strip()
+                    out.fail(f"http {resp.status}", f"HTTP {resp.status}: {message or resp.reason or ''}".strip())
                     return
                 splitter = SSELineSplitter()
+                feed, on_lines = splitter.feed_bytes, rec.on_lines
                 async for data in resp.content.iter_any():
-                    ts = time.perf_counter()
-                    for line in splitter.feed(data):
-                        rec.on_line(line, ts)
+                    on_lines(feed(data), perf_counter())
                 for line in splitter.finish():
-                    rec.on_line(line, time.perf_counter())
+                    rec.on_line(line, perf_counter())
             out.absorb(rec)
-            if rec.ttft is None:
+            if rec.stream_errors:
+                # vLLM reports a failed request as an error event in a 200 stream; if tokens came
+                # first the answer is cut short, so the request failed either way.
+                where = "" if rec.ttft is None else f" after {rec.chunks} chunks"
+                out.fail("server error", f"server error{where}: {rec.stream_errors[0]}")
+            elif rec.ttft is None:
                 out.fail("no token chunk", "HTTP 200 but the stream carried no chunk with choices")
             else:
                 out.success = True
@@ -226,22 +369,26 @@ class LoadGenerator:
             out.absorb(rec)
             out.fail(type(e).__name__, f"{type(e).__name__}: {e}"[: 2 * ERROR_EXCERPT])
 
-    async def _run_pass(self, session: aiohttp.ClientSession, specs: list[RequestSpec], tag: str,
+    async def _run_pass(self, session: aiohttp.ClientSession, specs: list[RequestSpec], prefix: str,
                         progress_cb=None) -> tuple[list[RequestOutcome], float]:
         """Dispatch ``specs`` at their send offsets; return outcomes (in spec order) and duration."""
         sem = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else contextlib.nullcontext()
         outs = [RequestOutcome(index=s.index, prompt_len=s.prompt_len, expected_output_len=s.output_len,
                                scheduled_offset=s.send_offset_s) for s in specs]
+        # Bodies are encoded before any clock starts: all of them up front when they fit in memory,
+        # else each one off the event loop before its request is timed.
+        prebuilt = sum(s.prompt_len for s in specs) <= PREBUILD_MAX_TOKENS
+        bodies = [self.body(s) for s in specs] if prebuilt else [None] * len(specs)
         t0 = time.perf_counter()
 
         async def dispatch() -> None:
-            for spec, out in zip(specs, outs):
+            for spec, out, body in zip(specs, outs, bodies):
                 # loop: the event loop may wake a timer a hair early; a request is never sent early
                 while (wait := t0 + spec.send_offset_s - time.perf_counter()) > 0:
                     await asyncio.sleep(wait)
                 out.arrival_time = time.perf_counter()
                 out.sent, out.dispatch_offset = True, out.arrival_time - t0
-                task = asyncio.create_task(self._request(session, spec, out, sem, tag))
+                task = asyncio.create_task(self._request(session, spec, out, sem, f"{prefix}{spec.index}", body))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
                 if progress_cb is not None:
@@ -263,19 +410,53 @@ class LoadGenerator:
                 o.fail("not sent", "not sent: the run was cancelled first")
         return outs, duration
 
-    async def run(self, workload: Workload, *, request_rate: float = math.inf, burstiness: float = 1.0,
-                  warmup_requests: int = 0, goodput_slos: Mapping[str, float] | None = None,
-                  percentiles: Sequence[float] = (50, 90, 99), seed: int | None = None) -> BenchmarkResult:
-        slos = validate_goodput_slos(goodput_slos)
-        specs, plan = plan_requests(workload, request_rate, burstiness, seed)
-        self._cancelled = False
+    async def probe(self, session: aiohttp.ClientSession, prompt: list[int], max_tokens: int = 1) -> str | None:
+        """Send one small request; the error text, or None when it succeeded."""
+        spec = RequestSpec(index=0, prompt_len=len(prompt), output_len=max_tokens, recipe=_FixedPrompt(prompt))
+        out = RequestOutcome(index=0, prompt_len=len(prompt), expected_output_len=max_tokens)
+        out.arrival_time = time.perf_counter()
+        await self._stream(session, self.body(spec), out, f"{self.request_id_prefix}probe")
+        return None if out.success else out.error
+
+    async def wait_ready(self, session: aiohttp.ClientSession, spec: RequestSpec, timeout_s: float) -> None:
+        """vLLM's --ready-check-timeout-sec: retry the first request every 5 s until it succeeds."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            out = RequestOutcome(index=0, prompt_len=spec.prompt_len, expected_output_len=spec.output_len)
+            out.arrival_time = time.perf_counter()
+            await self._stream(session, self.body(spec), out, f"{self.request_id_prefix}ready")
+            if out.success:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReadyCheckFailed(f"initial test run failed: {out.error}")
+            await asyncio.sleep(min(5.0, left))
+
+    def session(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=self.max_concurrency or 0,
                                          limit_per_host=self.max_concurrency or 0)
-        async with aiohttp.ClientSession(connector=connector, trust_env=False,
-                                         read_bufsize=READ_BUFSIZE) as session:
+        return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE)
+
+    async def run(self, workload: Workload, *, request_rate: float = math.inf, burstiness: float = 1.0,
+                  warmup_requests: int = 0, goodput_slos: Mapping[str, float] | None = None,
+                  percentiles: Sequence[float] = (50, 90, 99), seed: int | None = None,
+                  time_scale: float = 1.0, percentile_metrics: Sequence[str] = PERCENTILE_METRICS + QUEUE_METRICS,
+                  ramp_up: tuple[str, float, float] | None = None, ready_check_timeout_s: float = 0.0,
+                  run_info: Mapping[str, Any] | None = None) -> BenchmarkResult:
+        """``request_rate``, ramp-up rates, trace timestamps and SLOs are in the server's time: against
+        a server compressed by ``time_scale`` they are sent ``1/time_scale`` times faster."""
+        slos = validate_goodput_slos(goodput_slos)
+        if not 0 < time_scale <= 1:
+            raise ValueError(f"time_scale must be in (0, 1], got {time_scale}")
+        specs, plan = plan_requests(workload, request_rate, burstiness, seed, ramp_up=ramp_up)
+        for s in specs:
+            s.send_offset_s *= time_scale
+        self._cancelled = False
+        async with self.session() as session:
+            if ready_check_timeout_s > 0 and specs:
+                await self.wait_ready(session, specs[0], ready_check_timeout_s)
             warm_specs = workload.warmup_requests(warmup_requests)
-            warm_tag = f"{self.request_id_prefix}-warmup"
-            warm_outs, warm_dur = await self._run_pass(session, warm_specs, warm_tag)
+            warm_outs, warm_dur = await self._run_pass(session, warm_specs, f"{self.request_id_prefix}warmup-")
             warm_failed = [o for o in warm_outs if not o.success]
             warmup = {"requests": len(warm_specs), "failed": len(warm_failed), "duration": warm_dur,
                       "errors": [o.error[:ERROR_EXCERPT] for o in warm_failed[:3]]}
@@ -297,13 +478,48 @@ class LoadGenerator:
                                    scheduled_offset=s.send_offset_s) for s in specs]
             for o in outs:
                 o.fail("not sent", "not sent: the run was cancelled first")
+        info = {"backend": self.backend, **(run_info or {})}
+        if ramp_up is not None:
+            info["ramp_up"] = {"ramp_up_strategy": ramp_up[0], "ramp_up_start_rps": ramp_up[1],
+                               "ramp_up_end_rps": ramp_up[2]}
         return BenchmarkResult(
             model=self.model, endpoint=self.url, request_rate=request_rate, burstiness=burstiness,
             max_concurrency=self.max_concurrency, percentiles=tuple(percentiles), goodput_slos=slos,
             duration=duration, outcomes=outs,
-            metrics=compute_metrics(outs, duration, percentiles, slos),
+            metrics=compute_metrics(outs, duration, percentiles, slos, time_scale=time_scale,
+                                    percentile_metrics=percentile_metrics),
             workload=workload.describe(), arrivals=plan.to_dict(), warmup=warmup,
-            cancelled=self._cancelled)
+            cancelled=self._cancelled, run_info=info, percentile_metrics=tuple(percentile_metrics))
+
+
+class ReadyCheckFailed(Exception):
+    """The endpoint never answered the first request within --ready-check-timeout-sec."""
+
+
+@dataclass(frozen=True)
+class _FixedPrompt:
+    """A recipe for a literal prompt (probes)."""
+
+    ids: tuple[int, ...]
+
+    def __init__(self, ids: Sequence[int]) -> None:
+        object.__setattr__(self, "ids", tuple(ids))
+
+    def build(self) -> list[int]:
+        return list(self.ids)
+
+    def build_array(self) -> np.ndarray:
+        return np.asarray(self.ids, dtype=np.int64)
+
+
+_WORDS = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "on", "was", "be",
+          "by", "at", "this", "from", "or", "an", "data", "model", "time", "value", "system", "result")
+
+
+def synthetic_text(ids: Sequence[int]) -> str:
+    """A text prompt of about len(ids) words, distinct per id sequence (chat without a tokenizer)."""
+    n = len(_WORDS)
+    return " ".join(_WORDS[int(i) % n] + ("" if int(i) < n else str(int(i) // n % 97)) for i in ids)
 
 
 async def _read_excerpt(resp: aiohttp.ClientResponse) -> bytes:
@@ -346,15 +562,17 @@ async def run_benchmark(base_url: str, model: str, workload: Workload, *,
                         goodput_slos: Mapping[str, float] | None = None,
                         percentiles: Sequence[float] = (50, 90, 99), progress: bool = True,
                         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-                        temperature: float = 0.0, seed: int | None = None,
-                        on_request_done: Callable[[int, int], None] | None = None) -> BenchmarkResult:
-    """Warm pass (``warmup_requests``, unmeasured), then the measured run; see :class:`LoadGenerator`.
+                        temperature: float | None = None, seed: int | None = None,
+                        on_request_done: Callable[[int, int], None] | None = None,
+                        time_scale: float = 1.0, **client: Any) -> BenchmarkResult:
+    """Warm pass (``warmup_requests``, unmeasured), then the measured run; see :class:`LoadGenerator`
+    (``client``: its other keyword arguments) and :meth:`LoadGenerator.run` for ``time_scale``.
 
     Cancel the awaiting task to stop early: every stream is closed before CancelledError propagates.
     """
     gen = LoadGenerator(base_url, model, max_concurrency=max_concurrency,
                         request_timeout_s=request_timeout_s, temperature=temperature, progress=progress,
-                        on_request_done=on_request_done)
+                        on_request_done=on_request_done, **client)
     return await gen.run(workload, request_rate=request_rate, burstiness=burstiness,
                          warmup_requests=warmup_requests, goodput_slos=goodput_slos,
-                         percentiles=percentiles, seed=seed)
+                         percentiles=percentiles, seed=seed, time_scale=time_scale)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,7 +22,11 @@ if TYPE_CHECKING:  # loadgen imports this module; the annotation only
     from tuner.loadgen import StreamRecorder
 
 GOODPUT_KEYS = ("ttft", "tpot", "e2el")
+PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+QUEUE_METRICS = ("client_queue_time", "e2el_including_client_queue")  # vLLM: only under --max-concurrency
+VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vllm bench serve, generative models
 ERROR_EXCERPT = 300  # characters of an error body kept per failed request
+_DIGITS = re.compile(r"\d+")
 
 
 # ---- Per-request record
@@ -98,12 +104,16 @@ def validate_goodput_slos(slos: Mapping[str, float] | None) -> dict[str, float]:
 
 
 def peak_output_and_concurrency(outcomes: Sequence[RequestOutcome]) -> tuple[float, int]:
-    """vLLM's ``max_output_tokens_per_s`` and ``max_concurrent_requests``.
+    """``max_output_tokens_per_s`` (vLLM 0.32.0) and ``max_concurrent_requests`` (vLLM main, after 0.32.0).
 
     The first counts *chunk* arrivals (start + ttft + cumulative ITL, exactly as vLLM rebuilds
-    them) in 1-second buckets from the earliest successful start, so with several tokens per
-    chunk it is a chunk rate, as in vLLM. The second is the exact peak of a sweep over the
-    half-open [start, start+latency) intervals, departures sorted before arrivals at ties.
+    them) in 1-second buckets from the earliest successful start, so with several tokens per chunk
+    it is a chunk rate, as in vLLM. The second is the exact peak of a sweep over the half-open
+    [start, start+latency) intervals, departures sorted before arrivals at ties, as newer vLLM
+    computes it. vLLM 0.32.0 instead took the maximum over 1-second buckets of the requests active
+    in any part of each bucket, an upper bound that grows with the bucket (under a time-compressed
+    server a wall second holds many server seconds); :func:`peak_concurrency_1s_buckets` gives
+    that figure, reported as ``tuner_max_concurrent_requests_vllm_0_32``.
     """
     ok = [o for o in outcomes if o.success]
     if not ok:
@@ -114,11 +124,11 @@ def peak_output_and_concurrency(outcomes: Sequence[RequestOutcome]) -> tuple[flo
     per_s = np.zeros(n_buckets)
     for o in ok:
         t = o.start_time + o.ttft
-        times = [t]
+        b = int(t - t0)
+        if 0 <= b < n_buckets:
+            per_s[b] += 1
         for gap in o.itl:
             t += gap
-            times.append(t)
-        for t in times:
             b = int(t - t0)
             if 0 <= b < n_buckets:
                 per_s[b] += 1
@@ -130,11 +140,36 @@ def peak_output_and_concurrency(outcomes: Sequence[RequestOutcome]) -> tuple[flo
     return float(per_s.max()), peak
 
 
+def peak_concurrency_1s_buckets(outcomes: Sequence[RequestOutcome]) -> int:
+    """vLLM 0.32.0's ``max_concurrent_requests``: per 1-second bucket, the requests active in it."""
+    ok = [o for o in outcomes if o.success]
+    if not ok:
+        return 0
+    t0 = min(o.start_time for o in ok)
+    n = int(np.ceil(max(o.start_time + o.latency for o in ok) - t0)) + 1
+    conc = np.zeros(n)
+    for o in ok:
+        conc[int(o.start_time - t0): int(o.start_time + o.latency - t0) + 1] += 1
+    return int(conc.max())
+
+
 def compute_metrics(outcomes: Sequence[RequestOutcome], duration: float,
                     percentiles: Sequence[float] = (50, 90, 99),
-                    goodput_slos: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """The aggregate fields of vLLM's result JSON, computed as ``calculate_metrics`` does."""
+                    goodput_slos: Mapping[str, float] | None = None, *, time_scale: float = 1.0,
+                    percentile_metrics: Sequence[str] = PERCENTILE_METRICS) -> dict[str, Any]:
+    """The aggregate fields of vLLM's result JSON, computed as ``calculate_metrics`` does.
+
+    ``time_scale`` < 1: the server runs time-compressed and ``outcomes`` hold wall times, while SLOs
+    are in the server's time; a request is good when its wall latency <= SLO x time_scale.
+    Only ``percentile_metrics`` get their mean/median/std/pNN fields (vLLM's --percentile-metrics).
+    """
     slos = validate_goodput_slos(goodput_slos)
+    if not 0 < time_scale <= 1:
+        raise ValueError(f"time_scale must be in (0, 1], got {time_scale}")
+    unknown = [m for m in percentile_metrics if m not in PERCENTILE_METRICS + QUEUE_METRICS]
+    if unknown:
+        raise ValueError(f"percentile metric {unknown[0]!r} is not one of "
+                         f"{','.join(PERCENTILE_METRICS + QUEUE_METRICS)}")
     ok = [o for o in outcomes if o.success]
     ttfts = [o.ttft for o in ok]
     e2els = [o.latency for o in ok]
@@ -148,7 +183,7 @@ def compute_metrics(outcomes: Sequence[RequestOutcome], duration: float,
     if slos:
         per_metric = {"ttft": ttfts, "tpot": all_tpots, "e2el": e2els}
         for i in range(len(ok)):
-            if all(per_metric[k][i] <= slo_ms / 1000 for k, slo_ms in slos.items()):
+            if all(per_metric[k][i] <= slo_ms / 1000 * time_scale for k, slo_ms in slos.items()):
                 good += 1
     peak_tok, peak_conc = peak_output_and_concurrency(outcomes)
 
@@ -167,9 +202,11 @@ def compute_metrics(outcomes: Sequence[RequestOutcome], duration: float,
         "total_token_throughput": per_s(total_in + total_out),
         "max_output_tokens_per_s": peak_tok,
         "max_concurrent_requests": peak_conc,
+        "rtfx": 0.0,
     }
     for name, vals in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
-        out.update(summary_stats(name, vals, percentiles))
+        if name in percentile_metrics:
+            out.update(summary_stats(name, vals, percentiles))
     return out
 
 
@@ -192,6 +229,8 @@ class BenchmarkResult:
     arrivals: dict[str, Any]
     warmup: dict[str, Any]
     cancelled: bool = False
+    run_info: dict[str, Any] = field(default_factory=dict)  # backend, label, tokenizer_id, metadata, ...
+    percentile_metrics: tuple[str, ...] = PERCENTILE_METRICS + QUEUE_METRICS
     date: str = field(default_factory=lambda: datetime.now().strftime("%Y%m%d-%H%M%S"))
 
     def __getattr__(self, name: str) -> Any:  # result.output_throughput etc.
@@ -201,12 +240,21 @@ class BenchmarkResult:
         raise AttributeError(name)
 
     def failure_summary(self) -> dict[str, Any]:
+        """Failed requests counted by category and by the error text itself (the server's own
+        message when it gave one), most frequent first."""
         failed = [o for o in self.outcomes if not o.success]
         examples: dict[str, list[str]] = defaultdict(list)
         for o in failed:
             if len(examples[o.failure_reason]) < 3:
                 examples[o.failure_reason].append(o.error[:ERROR_EXCERPT])
+        # Grouped with numbers masked: "Token id 7000 ..." and "Token id 7012 ..." are one error.
+        by_message = Counter(_DIGITS.sub("N", o.error[:ERROR_EXCERPT]) for o in failed)
+        first: dict[str, str] = {}
+        for o in failed:
+            first.setdefault(_DIGITS.sub("N", o.error[:ERROR_EXCERPT]), o.error[:ERROR_EXCERPT])
         return {"count": len(failed), "by_reason": dict(Counter(o.failure_reason for o in failed)),
+                "by_message": [{"message": first[m], "pattern": m, "count": n}
+                               for m, n in by_message.most_common()],
                 "examples": dict(examples)}
 
     def to_json(self, detailed: bool = True) -> dict[str, Any]:
@@ -216,16 +264,28 @@ class BenchmarkResult:
         """
         o = self.outcomes
         ok = [x for x in o if x.success]
+        info = dict(self.run_info)
+        metadata = info.pop("metadata", None) or {}
+        ramp = info.pop("ramp_up", None) or {}
+        backend = info.pop("backend", "openai")
         r: dict[str, Any] = {
-            "date": self.date, "endpoint_type": "openai", "backend": "openai", "label": None,
-            "model_id": self.model, "tokenizer_id": None, "num_prompts": len(o),
-            "request_rate": "inf" if math.isinf(self.request_rate) else self.request_rate,
-            "burstiness": "inf" if math.isinf(self.burstiness) else self.burstiness,
-            "max_concurrency": self.max_concurrency,
+            "date": self.date, "endpoint_type": backend, "backend": backend, "label": info.pop("label", None),
+            "model_id": info.pop("model_id", self.model), "tokenizer_id": info.pop("tokenizer_id", None),
+            "num_prompts": info.pop("num_prompts", len(o)),
         }
-        r.update(self.metrics)
+        r.update(metadata)  # top-level, as vLLM writes --metadata
         r.update({
-            "rtfx": 0.0,
+            "request_rate": "inf" if math.isinf(self.request_rate) else self.request_rate,
+            "burstiness": self.burstiness,
+            "max_concurrency": self.max_concurrency,
+        })
+        r.update(ramp)
+        m = dict(self.metrics)
+        peak_keys = ("max_output_tokens_per_s", "max_concurrent_requests", "rtfx")
+        peaks = {k: m.pop(k) for k in peak_keys if k in m}
+        stats = {k: m.pop(k) for k in list(m) if k.endswith("_ms")}
+        r.update(m)
+        r.update({
             "input_lens": [x.prompt_len for x in o],
             "output_lens": [x.output_tokens if x.success else 0 for x in o],
             "ttfts": [x.ttft for x in o],
@@ -236,13 +296,16 @@ class BenchmarkResult:
             "generated_texts": [x.generated_text for x in o],
             "errors": [x.error for x in o],
         })
+        r.update(peaks)
+        r.update(stats)
         queue = [x.client_queue_time for x in ok]
         incl = [x.latency + x.client_queue_time for x in ok]
         # vLLM reports these two only under --max-concurrency (the second only with a finite rate).
-        if self.max_concurrency is not None:
+        if self.max_concurrency is not None and "client_queue_time" in self.percentile_metrics:
             r.update(summary_stats("client_queue_time", queue, self.percentiles))
-            if not math.isinf(self.request_rate):
-                r.update(summary_stats("e2el_including_client_queue", incl, self.percentiles))
+        if (self.max_concurrency is not None and not math.isinf(self.request_rate)
+                and "e2el_including_client_queue" in self.percentile_metrics):
+            r.update(summary_stats("e2el_including_client_queue", incl, self.percentiles))
         if not detailed:
             for k in ("input_lens", "output_lens", "start_times", "ttfts", "itls",
                       "generated_texts", "errors"):
@@ -261,6 +324,11 @@ class BenchmarkResult:
                                                                self.percentiles),
             "tuner_send_lag": summary_stats("send_lag", lag, self.percentiles),
             "tuner_failures": self.failure_summary(),
+            "tuner_max_concurrent_requests_vllm_0_32": peak_concurrency_1s_buckets(o),
+            "tuner_peak_definitions": "max_output_tokens_per_s: vLLM 0.32.0 (1-second buckets of chunk "
+                                      "arrivals); max_concurrent_requests: vLLM main after 0.32.0 (exact "
+                                      "sweep line); tuner_max_concurrent_requests_vllm_0_32: 0.32.0's "
+                                      "1-second buckets",
             "tuner_output_tokens_source": dict(Counter(x.output_tokens_source for x in ok)),
             "tuner_token_chunks": sum(x.chunks for x in ok),
             "tuner_streams_without_done": sum(1 for x in ok if not x.done_received),

@@ -333,6 +333,7 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
             on_request_done=(None if ctx.on_progress is None else
                              lambda done, total: ctx.on_progress(slot.index, "load test", done, total, None)),
             request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
+            time_scale=ctx.backend.time_scale,  # rates and goodput SLOs are in the server's own time
         ))
         # Watchdog: a crashed server or a Ctrl-C ends the load test now, with its streams closed.
         while not bench.done():
@@ -362,9 +363,12 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
     result.metrics = {k: v for k, v in bench_json.items() if not isinstance(v, (list, dict))}
     failed = bench_json.get("failed", 0)
     if failed:
-        reasons = bench_json.get("tuner_failures", {}).get("by_reason", {})
+        # The server's own messages, most frequent first: "40 x server error: Token id 7000 is ..."
+        groups = bench_json.get("tuner_failures", {}).get("by_message") or []
+        said = "; ".join(f"{g['count']} x {g['message']}" for g in groups[:3])
+        more = f"; and {len(groups) - 3} more distinct errors" if len(groups) > 3 else ""
         result.status = LOAD_ERRORS
-        result.reason = f"{failed} of {bench_json.get('num_prompts')} requests failed: {reasons}"
+        result.reason = f"{failed} of {bench_json.get('num_prompts')} requests failed: {said}{more}"
 
 
 def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after_s: float, ready: bool):

@@ -21,11 +21,13 @@ generator's ``max_concurrency`` semaphore paces them), open loop with gamma-dist
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,40 +46,79 @@ DEFAULT_RESERVED_IDS = 100
 
 @dataclass(frozen=True)
 class TokenIdSpace:
-    """The ids a prompt may use: ``reserved_ids <= id < vocab_size``.
+    """The ids a prompt may use: ``reserved_ids <= id < vocab_size``, minus ``excluded`` (special ids).
 
-    Sequences are built like vLLM's random dataset: a run of *consecutive* allowed ids starting at
-    a per-request offset (``(offset + index + arange(n)) % len(allowed)``). Consecutive runs rather
-    than i.i.d. ids keep distinct requests distinct (no accidental prefix-cache hits) while staying
-    cheap to generate for 100k-token prompts.
+    A prompt body is a run of *consecutive* allowed ids (``allowed[(start + j*stride) % n]``), as in
+    vLLM's random dataset; requests get distinct ``(start, stride)`` pairs, so no two bodies share
+    even their first two tokens (no accidental prefix-cache hits), and 100k-token prompts stay cheap.
     """
 
     vocab_size: int = DEFAULT_VOCAB_SIZE
     reserved_ids: int = DEFAULT_RESERVED_IDS
+    excluded: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if self.reserved_ids < 0:
             raise ValueError(f"reserved_ids must be >= 0, got {self.reserved_ids}")
-        if self.vocab_size <= self.reserved_ids:
+        if self.num_allowed < 1:
             raise ValueError(
-                f"vocab_size ({self.vocab_size}) must exceed reserved_ids ({self.reserved_ids}): "
-                "no token id would be left to build prompts from"
+                f"vocab_size ({self.vocab_size}) must exceed reserved_ids ({self.reserved_ids}) and the "
+                "special ids: no token id would be left to build prompts from"
             )
 
     @property
     def num_allowed(self) -> int:
-        return self.vocab_size - self.reserved_ids
+        return len(_allowed_ids(self.vocab_size, self.reserved_ids, self.excluded))
 
-    def run(self, offset: int, index: int, length: int) -> list[int]:
-        """``length`` consecutive allowed ids (wrapping), deterministic in (offset, index)."""
-        pos = (int(offset) + int(index) + np.arange(length, dtype=np.int64)) % self.num_allowed
-        return (pos + self.reserved_ids).tolist()
+    def ids(self, positions: np.ndarray) -> np.ndarray:
+        """The allowed ids at ``positions`` (taken modulo the number of allowed ids)."""
+        allowed = _allowed_ids(self.vocab_size, self.reserved_ids, self.excluded)
+        return allowed[positions % len(allowed)]
+
+    def run(self, offset: int, index: int = 0, length: int = 0, stride: int = 1) -> list[int]:
+        """``length`` allowed ids from position ``offset + index`` in steps of ``stride`` (wrapping)."""
+        return self.run_array(int(offset) + int(index), length, stride).tolist()
+
+    def run_array(self, start: int, length: int, stride: int = 1) -> np.ndarray:
+        return self.ids(int(start) + int(stride) * np.arange(length, dtype=np.int64))
 
     def random(self, rng: np.random.Generator, length: int) -> list[int]:
         """i.i.d. allowed ids (used for the shared prefix, as vLLM does)."""
         if length <= 0:
             return []
-        return (rng.integers(0, self.num_allowed, size=length) + self.reserved_ids).tolist()
+        return self.ids(rng.integers(0, self.num_allowed, size=length)).tolist()
+
+    def distinct_starts(self, rng: np.random.Generator, n: int, avoid: Sequence[tuple[int, int]] = ()
+                        ) -> list[tuple[int, int]]:
+        """``n`` distinct (start, stride) pairs, none in ``avoid``: bodies that differ from the first
+        two tokens on. Starts are a random permutation; past ``num_allowed`` the stride grows."""
+        m = self.num_allowed
+        taken = set(avoid)
+        out: list[tuple[int, int]] = []
+        stride = 1
+        while len(out) < n:
+            for start in rng.permutation(m).tolist():
+                if (start, stride) not in taken:
+                    out.append((start, stride))
+                    if len(out) == n:
+                        break
+            stride += 1
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def _allowed_ids(vocab_size: int, reserved_ids: int, excluded: frozenset[int]) -> np.ndarray:
+    ids = np.arange(max(0, reserved_ids), max(0, vocab_size), dtype=np.int64)
+    if excluded:
+        ids = np.setdiff1d(ids, np.fromiter(excluded, dtype=np.int64), assume_unique=True)
+    return ids
+
+
+@functools.lru_cache(maxsize=65536)
+def _hash_block(space: TokenIdSpace, seed: int, hash_id: int, size: int) -> tuple[int, ...]:
+    """The token ids of one trace hash block: the same (hash id, size) always gives the same ids."""
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, hash_id & 0xFFFFFFFFFFFF, size, 0x48415348])  # "HASH"
+    return tuple(space.ids(rng.integers(0, space.num_allowed, size=size)).tolist())
 
 
 # ---- Requests
@@ -86,7 +127,7 @@ class TokenIdSpace:
 
 @dataclass(frozen=True)
 class PromptRecipe:
-    """How to rebuild one prompt: ``prefix`` + ``body_len`` consecutive ids from ``offset``.
+    """How to rebuild one prompt: ``prefix`` + trace hash blocks + ``body_len`` ids from ``start``.
 
     Prompts are built when sent, not stored: 1000 prompts of 32k tokens held as Python int lists
     would take over a gigabyte in the client.
@@ -94,12 +135,28 @@ class PromptRecipe:
 
     space: TokenIdSpace
     prefix: tuple[int, ...]
-    offset: int
-    index: int
+    start: int
     body_len: int
+    stride: int = 1
+    blocks: tuple[int, ...] = ()   # trace hash ids, each ``block_len`` ids shared by equal hashes
+    block_len: int = 16
+    block_total: int = 0           # ids taken from the blocks (the last block may be cut)
+    seed: int = 0
+
+    def build_array(self) -> np.ndarray:
+        parts = [np.asarray(self.prefix, dtype=np.int64)] if self.prefix else []
+        left = self.block_total
+        for h in self.blocks:
+            size = min(self.block_len, left)
+            if size <= 0:
+                break
+            parts.append(np.asarray(_hash_block(self.space, self.seed, int(h), size), dtype=np.int64))
+            left -= size
+        parts.append(self.space.run_array(self.start, self.body_len, self.stride))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def build(self) -> list[int]:
-        return list(self.prefix) + self.space.run(self.offset, self.index, self.body_len)
+        return self.build_array().tolist()
 
 
 @dataclass
@@ -120,6 +177,10 @@ class RequestSpec:
     @property
     def prompt(self) -> list[int]:
         return self.recipe.build()
+
+    @property
+    def prompt_array(self) -> np.ndarray:
+        return self.recipe.build_array()
 
     def to_dict(self, include_prompt: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -167,23 +228,39 @@ class Workload:
     def num_prompts(self) -> int:  # dataclass fields of the same name shadow this
         return len(self.lengths()[0])
 
-    def _spec(self, i: int, prefix: tuple[int, ...], offset: int, body_len: int, out_len: int) -> RequestSpec:
-        recipe = PromptRecipe(self.token_space, prefix, int(offset), i, int(body_len))
-        return RequestSpec(index=i, prompt_len=len(prefix) + int(body_len), output_len=int(out_len),
-                           recipe=recipe)
+    def _spec(self, i: int, prefix: tuple[int, ...], start: tuple[int, int], body_len: int, out_len: int,
+              blocks: tuple[int, ...] = (), block_total: int = 0) -> RequestSpec:
+        recipe = PromptRecipe(self.token_space, prefix, int(start[0]), int(body_len), int(start[1]),
+                              blocks=blocks, block_len=getattr(self, "block_len", 16), block_total=block_total,
+                              seed=self.seed)
+        return RequestSpec(index=i, prompt_len=len(prefix) + block_total + int(body_len),
+                           output_len=int(out_len), recipe=recipe)
 
-    def _offsets_and_prefix(self) -> tuple[list[int], list[int]]:
-        """Per-request id offsets and the shared prefix (empty unless the workload has one)."""
-        rng = np.random.default_rng(self.seed)
-        offsets = rng.integers(0, self.token_space.vocab_size, size=self.num_prompts).tolist()
-        return offsets, []
+    def _prefix(self) -> list[int]:
+        """The prefix every prompt shares (empty unless the workload has one)."""
+        return []
+
+    def _blocks(self, i: int) -> tuple[tuple[int, ...], int]:
+        """Request ``i``'s trace hash blocks and how many of its ids come from them."""
+        return (), 0
+
+    def _starts(self, n_warm: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Distinct body starts for the measured requests, then for ``n_warm`` warm-pass requests
+        (a separate seeded stream, so lengths and shared prefixes keep vLLM's draw order)."""
+        rng = np.random.default_rng([self.seed, 0x5045524D])  # "PERM"
+        measured = self.token_space.distinct_starts(rng, self.num_prompts)
+        warm = self.token_space.distinct_starts(rng, n_warm, avoid=measured) if n_warm else []
+        return measured, warm
 
     def requests(self) -> list[RequestSpec]:
         in_lens, out_lens = self.lengths()
-        offsets, prefix = self._offsets_and_prefix()
-        prefix_t = tuple(prefix)
-        return [self._spec(i, prefix_t, off, n_in, n_out)
-                for i, (n_in, n_out, off) in enumerate(zip(in_lens, out_lens, offsets))]
+        prefix = tuple(self._prefix())
+        starts, _ = self._starts()
+        out = []
+        for i, (n_in, n_out) in enumerate(zip(in_lens, out_lens)):
+            blocks, from_blocks = self._blocks(i)
+            out.append(self._spec(i, prefix, starts[i], n_in - from_blocks, n_out, blocks, from_blocks))
+        return out
 
     def warmup_requests(self, n: int) -> list[RequestSpec]:
         """``n`` requests with the workload's lengths (cycled) but *different* token ids.
@@ -197,12 +274,12 @@ class Workload:
         base = self.requests()
         if not base:
             return []
-        rng = np.random.default_rng([self.seed, 0x5741524D])  # separate stream: "WARM"
+        _, starts = self._starts(n)
         out = []
         for i in range(n):
-            src = base[i % len(base)]
-            off = int(rng.integers(0, self.token_space.vocab_size))
-            out.append(self._spec(i, src.recipe.prefix, off, src.recipe.body_len, src.output_len))
+            src = base[i % len(base)].recipe
+            out.append(self._spec(i, src.prefix, starts[i], src.body_len, base[i % len(base)].output_len,
+                                  src.blocks, src.block_total))
         return out
 
     def describe(self) -> dict[str, Any]:
@@ -248,6 +325,7 @@ class RandomWorkload(Workload):
     prefix_len: int = 0
     vocab_size: int = DEFAULT_VOCAB_SIZE
     reserved_ids: int = DEFAULT_RESERVED_IDS
+    excluded_ids: frozenset[int] = frozenset()  # the tokenizer's special ids
     token_space: TokenIdSpace = field(init=False, repr=False, compare=False)
     _cache: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -266,7 +344,7 @@ class RandomWorkload(Workload):
                 f"prefix_len={self.prefix_len} allows an empty prompt; raise input_len or prefix_len"
             )
         self.range_ratio = float(self.range_ratio)
-        self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids)
+        self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids, frozenset(self.excluded_ids))
 
     def bounds(self) -> tuple[tuple[int, int], tuple[int, int]]:
         """Inclusive ((in_low, in_high), (out_low, out_high)) of the sampled lengths."""
@@ -293,9 +371,8 @@ class RandomWorkload(Workload):
         in_lens, out_lens, _, _ = self._sample()
         return list(in_lens), list(out_lens)
 
-    def _offsets_and_prefix(self) -> tuple[list[int], list[int]]:
-        _, _, offsets, prefix = self._sample()
-        return list(offsets), list(prefix)
+    def _prefix(self) -> list[int]:
+        return list(self._sample()[3])
 
     def params(self) -> dict[str, Any]:
         (il, ih), (ol, oh) = self.bounds()
@@ -317,6 +394,7 @@ class FixedWorkload(Workload):
     seed: int = 0
     vocab_size: int = DEFAULT_VOCAB_SIZE
     reserved_ids: int = DEFAULT_RESERVED_IDS
+    excluded_ids: frozenset[int] = frozenset()  # the tokenizer's special ids
     token_space: TokenIdSpace = field(init=False, repr=False, compare=False)
 
     kind = "fixed"
@@ -325,7 +403,7 @@ class FixedWorkload(Workload):
         _check_non_negative_ints(self, "input_len", "output_len", "num_prompts", "seed")
         if self.input_len < 1 or self.output_len < 1:
             raise ValueError("input_len and output_len must be >= 1")
-        self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids)
+        self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids, frozenset(self.excluded_ids))
 
     def lengths(self) -> tuple[list[int], list[int]]:
         return [self.input_len] * self.num_prompts, [self.output_len] * self.num_prompts
@@ -350,6 +428,11 @@ class TraceFormatError(ValueError):
 class TraceWorkload(Workload):
     """Lengths (and optional send timestamps, seconds) replayed from a CSV or JSONL file.
 
+    Our format: ``input_len``, ``output_len`` and an optional ``timestamp``. vLLM's ``timed_trace``
+    JSONL is accepted too: ``input_length``, ``output_length``, ``timestamp`` and ``hash_ids``; each
+    hash id stands for ``block_len`` prompt tokens (vLLM's ``--timed-trace-chunk-hash-size``), equal
+    ids give equal tokens, so shared prefixes are replayed. Unlike vLLM, a prompt whose hash ids
+    cover less than its ``input_length`` is completed with tokens of its own (exact lengths).
     Timestamps are rebased so the earliest request is sent at t=0 (a trace cut from a log may
     carry epoch seconds); they must be non-decreasing in file order.
     """
@@ -361,6 +444,9 @@ class TraceWorkload(Workload):
     seed: int = 0
     vocab_size: int = DEFAULT_VOCAB_SIZE
     reserved_ids: int = DEFAULT_RESERVED_IDS
+    excluded_ids: frozenset[int] = frozenset()
+    hash_ids: list[list[int]] | None = None
+    block_len: int = 16
     token_space: TokenIdSpace = field(init=False, repr=False, compare=False)
 
     kind = "trace"
@@ -370,15 +456,27 @@ class TraceWorkload(Workload):
             raise ValueError("input_lens and output_lens differ in length")
         if self.timestamps_ is not None and len(self.timestamps_) != len(self.input_lens):
             raise ValueError("timestamps must have one entry per request")
-        self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids)
+        if self.hash_ids is not None and len(self.hash_ids) != len(self.input_lens):
+            raise ValueError("hash_ids must have one entry per request")
+        if self.block_len < 1:
+            raise ValueError(f"block_len must be >= 1, got {self.block_len}")
+        self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids, frozenset(self.excluded_ids))
 
     @classmethod
     def from_file(cls, path: str | Path, *, seed: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
-                  reserved_ids: int = DEFAULT_RESERVED_IDS) -> "TraceWorkload":
+                  reserved_ids: int = DEFAULT_RESERVED_IDS, excluded_ids: frozenset[int] = frozenset(),
+                  num_prompts: int | None = None, block_len: int = 16,
+                  time_multiplier: float = 1.0) -> TraceWorkload:
+        """Read the file; ``num_prompts`` keeps the first N requests (an error if it has fewer)."""
         path = Path(path)
         rows = list(_read_trace_rows(path))
         if not rows:
             raise TraceFormatError(f"{path}: no requests in trace file")
+        if num_prompts is not None:
+            if num_prompts > len(rows):
+                raise TraceFormatError(f"{path}: --num-prompts {num_prompts} but the trace holds only "
+                                       f"{len(rows)} requests")
+            rows = rows[:num_prompts]
         has_ts = [r[3] is not None for r in rows]
         if any(has_ts) and not all(has_ts):
             line = rows[has_ts.index(False)][0]
@@ -388,7 +486,7 @@ class TraceWorkload(Workload):
             )
         timestamps = None
         if all(has_ts):
-            ts = [r[3] for r in rows]
+            ts = [r[3] * time_multiplier for r in rows]
             for (line, *_), prev, cur in zip(rows[1:], ts, ts[1:]):
                 if cur < prev:
                     raise TraceFormatError(
@@ -396,9 +494,11 @@ class TraceWorkload(Workload):
                         "rows must be in send order"
                     )
             timestamps = [t - ts[0] for t in ts]
+        hashes = [r[4] for r in rows]
         return cls(input_lens=[r[1] for r in rows], output_lens=[r[2] for r in rows],
                    timestamps_=timestamps, source=str(path), seed=seed,
-                   vocab_size=vocab_size, reserved_ids=reserved_ids)
+                   vocab_size=vocab_size, reserved_ids=reserved_ids, excluded_ids=excluded_ids,
+                   hash_ids=hashes if any(hashes) else None, block_len=block_len)
 
     def lengths(self) -> tuple[list[int], list[int]]:
         return list(self.input_lens), list(self.output_lens)
@@ -406,9 +506,16 @@ class TraceWorkload(Workload):
     def timestamps(self) -> list[float] | None:
         return None if self.timestamps_ is None else list(self.timestamps_)
 
+    def _blocks(self, i: int) -> tuple[tuple[int, ...], int]:
+        if not self.hash_ids or not self.hash_ids[i]:
+            return (), 0
+        blocks = tuple(int(h) for h in self.hash_ids[i])
+        return blocks, min(self.input_lens[i], self.block_len * len(blocks))
+
     def params(self) -> dict[str, Any]:
         return {"source": self.source, "has_timestamps": self.timestamps_ is not None,
-                "timestamps_rebased_to_first": True, "seed": self.seed}
+                "timestamps_rebased_to_first": True, "seed": self.seed,
+                "hash_block_len": self.block_len if self.hash_ids else None}
 
 
 def _number(raw: Any) -> float:
@@ -444,15 +551,21 @@ def _timestamp_field(where: str, raw: Any) -> float | None:
     return val
 
 
-def _row(path: Path, line: int, row: Mapping[str, Any]) -> tuple[int, int, int, float | None]:
+def _row(path: Path, line: int, row: Mapping[str, Any]) -> tuple[int, int, int, float | None, list[int]]:
+    """One request; our field names, or vLLM timed_trace's (input_length, output_length, hash_ids)."""
     where = f"{path}:{line}"
-    return (line, _int_field(where, "input_len", row.get("input_len")),
-            _int_field(where, "output_len", row.get("output_len")),
-            _timestamp_field(where, row.get("timestamp")))
+    in_key = "input_len" if "input_len" in row else "input_length" if "input_length" in row else "input_len"
+    out_key = "output_len" if "output_len" in row else "output_length" if "output_length" in row else "output_len"
+    hashes = row.get("hash_ids") or []
+    if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
+        raise TraceFormatError(f"{where}: field 'hash_ids' must be a list of integers, got {hashes!r}")
+    return (line, _int_field(where, in_key, row.get(in_key)),
+            _int_field(where, out_key, row.get(out_key)),
+            _timestamp_field(where, row.get("timestamp")), hashes)
 
 
 def _read_trace_rows(path: Path):
-    """Yield (line_number, input_len, output_len, timestamp|None) from a .csv or .jsonl file."""
+    """Yield (line_number, input_len, output_len, timestamp|None, hash_ids) from a .csv or .jsonl file."""
     if not path.is_file():
         raise TraceFormatError(f"{path}: trace file not found")
     suffix = path.suffix.lower()
@@ -464,7 +577,7 @@ def _read_trace_rows(path: Path):
                 if need not in fields:
                     raise TraceFormatError(f"{path}:1: header lacks field '{need}' (has {fields})")
             for row in reader:
-                row = {(k or "").strip(): v for k, v in row.items()}
+                row = {(k or "").strip(): v for k, v in row.items() if k != "hash_ids"}
                 if all(_is_blank(v) for v in row.values()):
                     continue
                 yield _row(path, reader.line_num, row)
@@ -535,8 +648,29 @@ class ArrivalPlan:
         return d
 
 
+def ramp_up_send_offsets(num_prompts: int, strategy: str, start_rps: float, end_rps: float,
+                         burstiness: float, rng: np.random.Generator) -> list[float]:
+    """vLLM's ramp-up: request i's gap is drawn at the rate interpolated at i/(n-1) (linear, or
+    geometric for "exponential"), and the cumulative times are *not* rescaled."""
+    if strategy not in ("linear", "exponential"):
+        raise ValueError(f"ramp-up strategy must be linear or exponential, got {strategy!r}")
+    if start_rps < 0 or end_rps < start_rps or (strategy == "exponential" and start_rps == 0):
+        raise ValueError(f"ramp-up needs 0 <= start <= end RPS (exponential: start > 0), got {start_rps}, {end_rps}")
+    t, out = 0.0, []
+    for i in range(num_prompts):
+        progress = i / max(num_prompts - 1, 1)
+        rate = (start_rps + (end_rps - start_rps) * progress if strategy == "linear"
+                else start_rps * (end_rps / start_rps) ** progress)
+        if not rate > 0:
+            raise ValueError(f"ramp-up gives request {i} a non-positive rate {rate}")
+        t += 1.0 / rate if math.isinf(burstiness) else float(rng.gamma(burstiness, 1.0 / (rate * burstiness)))
+        out.append(t)
+    return out
+
+
 def plan_requests(workload: Workload, request_rate: float = math.inf, burstiness: float = 1.0,
-                  seed: int | None = None) -> tuple[list[RequestSpec], ArrivalPlan]:
+                  seed: int | None = None, ramp_up: tuple[str, float, float] | None = None
+                  ) -> tuple[list[RequestSpec], ArrivalPlan]:
     """The workload's requests with ``send_offset_s`` filled in, plus the arrival description.
 
     * the workload has timestamps (a trace): they are the send offsets; ``request_rate`` must be
@@ -552,6 +686,12 @@ def plan_requests(workload: Workload, request_rate: float = math.inf, burstiness
             raise ValueError("the workload carries its own timestamps; leave request_rate at inf "
                              "(or load the trace without timestamps)")
         offsets, plan = ts, ArrivalPlan("trace", math.inf, burstiness, seed)
+    elif ramp_up is not None:
+        if not math.isinf(request_rate):
+            raise ValueError("a ramp-up sets the request rate; leave --request-rate at inf")
+        rng = np.random.default_rng([seed, 0x41525256])
+        offsets = ramp_up_send_offsets(len(reqs), *ramp_up, burstiness, rng)
+        plan = ArrivalPlan(f"ramp-up-{ramp_up[0]}", math.inf, burstiness, seed)
     elif math.isinf(request_rate):
         if not request_rate > 0:
             raise ValueError(f"request_rate must be > 0, got {request_rate}")
@@ -564,3 +704,64 @@ def plan_requests(workload: Workload, request_rate: float = math.inf, burstiness
     for r, off in zip(reqs, offsets):
         r.send_offset_s = float(off)
     return reqs, plan
+
+
+# ---- From command-line arguments (bench and tune share the flags)
+
+DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
+
+
+def build_workload(args, vocab=None) -> Workload:
+    """The workload the flags describe; ``vocab`` (a tuner.tokenizer.Vocab) when one was discovered.
+
+    ``--vocab-size`` wins over a discovered vocabulary; with neither, our default size is used
+    (the caller decides whether to discover or probe first). Raises ValueError naming the bad flag.
+    """
+    num = getattr(args, "num_prompts", None)
+    if num is not None and num < 1:
+        raise ValueError(f"--num-prompts must be at least 1, got {num}")
+    if getattr(args, "input_len", None) is not None:  # vLLM's general aliases
+        args.random_input_len = args.input_len
+    if getattr(args, "output_len", None) is not None:
+        args.random_output_len = args.output_len
+    if args.vocab_size is not None:
+        ids = {"vocab_size": args.vocab_size, "excluded_ids": frozenset(vocab.special_ids) if vocab else frozenset()}
+    elif vocab is not None:
+        # a tokenizer names its special ids; a server probe does not, so low ids stay reserved then
+        ids = {"vocab_size": vocab.size, "excluded_ids": frozenset(vocab.special_ids),
+               "reserved_ids": 0 if vocab.special_ids else min(DEFAULT_RESERVED_IDS, vocab.size // 2)}
+    else:
+        ids = {"vocab_size": DEFAULT_VOCAB_SIZE}
+    name = args.dataset_name
+    if name in ("trace", "timed_trace"):
+        if args.dataset_path is None:
+            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
+        return TraceWorkload.from_file(args.dataset_path, seed=args.seed, num_prompts=num,
+                                       block_len=getattr(args, "timed_trace_chunk_hash_size", 16),
+                                       time_multiplier=getattr(args, "timed_trace_sec_multiplier", 1.0), **ids)
+    if name in ("sharegpt", "custom"):
+        from . import datasets
+        from .tokenizer import text_tools
+
+        if args.dataset_path is None:
+            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
+        _, count = text_tools(vocab)
+        n = DEFAULT_NUM_PROMPTS if num is None else num
+        if name == "sharegpt":
+            return datasets.sharegpt(args.dataset_path, n, args.seed, count,
+                                     getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None))
+        out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
+        return datasets.custom(args.dataset_path, n, args.seed, count, out)
+    if args.dataset_path is not None and name in ("random", "fixed"):
+        raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
+                         "or custom for a file)")
+    num = DEFAULT_NUM_PROMPTS if num is None else num
+    if name == "fixed":
+        return FixedWorkload(args.random_input_len, args.random_output_len, num_prompts=num, seed=args.seed, **ids)
+    ratio = args.random_range_ratio
+    try:
+        ratio = float(ratio)
+    except (TypeError, ValueError):
+        raise ValueError(f"--random-range-ratio must be a number in [0, 1), got {ratio!r}") from None
+    return RandomWorkload(args.random_input_len, args.random_output_len, range_ratio=ratio, num_prompts=num,
+                          seed=args.seed, prefix_len=args.random_prefix_len, **ids)

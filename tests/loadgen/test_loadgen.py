@@ -46,6 +46,7 @@ def run(coro, timeout=60):
 
 async def bench(config, workload, **kw):
     kw.setdefault("progress", False)
+    kw.setdefault("request_id_prefix", "t-")
     async with FakeOpenAIServer(config) as srv:
         res = await run_benchmark(srv.base_url, srv.model, workload, **kw)
         return res, srv
@@ -72,7 +73,7 @@ def lines_of(stream: bytes, cuts):
 
 def test_sse_splitter_is_robust_to_every_split_point():
     whole = lines_of(VLLM_STREAM, [])
-    assert [l for l in whole if l][-1] == "data: [DONE]"
+    assert [ln for ln in whole if ln][-1] == "data: [DONE]"
     assert " given é" in whole[2]  # UTF-8 decoded
     for cut in range(1, len(VLLM_STREAM)):
         assert lines_of(VLLM_STREAM, [cut]) == whole
@@ -95,7 +96,7 @@ def feed(rec, lines_with_times):
 
 
 def test_recorder_timing_definitions_with_synthetic_clock():
-    tok = lambda text: 'data: {"choices":[{"index":0,"text":"%s"}]}' % text  # noqa: E731
+    tok = lambda text: 'data: {"choices":[{"index":0,"text":"' + text + '"}]}'  # noqa: E731
     rec = StreamRecorder(start=10.0)
     feed(rec, [(": ping comment", 10.05), ("", 10.05), ("event: x", 10.06),
                (tok(""), 10.1),          # empty text still counts as the first token chunk
@@ -212,7 +213,8 @@ def test_usage_tokens_bundled_and_omitted_chunks_and_request_body():
     assert j["tuner_output_tokens_source"] == {"usage": 4}
     body = srv.log[0].body
     assert body["max_tokens"] == 10 and body["ignore_eos"] is True and body["stream"] is True
-    assert body["stream_options"] == {"include_usage": True} and body["temperature"] == 0
+    assert body["stream_options"] == {"include_usage": True}
+    assert "temperature" not in body  # like vLLM (since 0.11): the server's default unless --temperature
     assert body["model"] == "fake-model"
     assert all(isinstance(t, int) and 100 <= t < 1000 for t in body["prompt"])
 
@@ -223,7 +225,7 @@ def test_prompt_lengths_reach_the_server_exactly():
                          max_concurrency=8))
     sent = {r.request_id: (r.prompt_len, r.max_tokens) for r in srv.log}
     for spec in w.requests():
-        assert sent[f"tuner-{spec.index}"] == (spec.prompt_len, spec.output_len)
+        assert sent[f"t-{spec.index}"] == (spec.prompt_len, spec.output_len)
     assert res.to_json()["input_lens"] == [s.prompt_len for s in w.requests()]
 
 
@@ -239,7 +241,7 @@ def test_aggregates_equal_numpy_recomputation_from_per_request_lists():
     lats = [j["latencies"][i] for i in good]
     outs = [j["output_lens"][i] for i in good]
     itls = [g for i in good for g in j["itls"][i]]
-    tpots = [(l - t) / (n - 1) for l, t, n in zip(lats, ttfts, outs) if n > 1]
+    tpots = [(lat - t) / (n - 1) for lat, t, n in zip(lats, ttfts, outs) if n > 1]
     expected = {**recompute(ttfts, "ttft"), **recompute(lats, "e2el"), **recompute(itls, "itl"),
                 **recompute(tpots, "tpot")}
     for k, v in expected.items():
@@ -317,8 +319,8 @@ def test_goodput_against_slos_on_a_live_run():
     slo = {"ttft": 250.0, "tpot": 1000.0}
     res, _ = run(bench(cfg, w, goodput_slos=slo))
     j = res.to_json()
-    good = sum(1 for t, l, n in zip(j["ttfts"], j["latencies"], j["output_lens"])
-               if t <= 0.25 and ((l - t) / (n - 1) if n > 1 else 0.0) <= 1.0)
+    good = sum(1 for t, lat, n in zip(j["ttfts"], j["latencies"], j["output_lens"])
+               if t <= 0.25 and ((lat - t) / (n - 1) if n > 1 else 0.0) <= 1.0)
     assert j["request_goodput"] == pytest.approx(good / j["duration"])
     assert good <= 3  # the two slow-prefill requests cannot meet 250 ms (they slept 300 ms)
     assert j["tuner_goodput_slos_ms"] == slo
@@ -336,7 +338,7 @@ def test_concurrency_cap_queue_times_and_vllm_fields():
     assert all(q >= 0 for q in j["queue_times"])
     assert j["max_concurrency"] == 3 and j["request_rate"] == "inf"
     assert "mean_client_queue_time_ms" in j and "mean_e2el_including_client_queue_ms" not in j
-    incl = [l + q for l, q in zip(j["latencies"], j["queue_times"])]
+    incl = [lat + q for lat, q in zip(j["latencies"], j["queue_times"])]
     assert j["tuner_e2el_including_client_queue"]["mean_e2el_including_client_queue_ms"] == \
         pytest.approx(np.mean(incl) * 1000)
     for key in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
@@ -379,9 +381,8 @@ def test_warmup_is_sent_but_not_counted():
     w = FixedWorkload(9, 3, 4)
     res, srv = run(bench(FakeServerConfig(default=Behaviour(token_delay_s=0)), w, warmup_requests=3))
     ids = [r.request_id for r in srv.log]
-    assert ids[:3] == ["tuner-warmup-0", "tuner-warmup-1", "tuner-warmup-2"] or \
-        sorted(ids[:3]) == ["tuner-warmup-0", "tuner-warmup-1", "tuner-warmup-2"]
-    assert sorted(ids[3:]) == [f"tuner-{i}" for i in range(4)]
+    assert sorted(ids[:3]) == ["t-warmup-0", "t-warmup-1", "t-warmup-2"]
+    assert sorted(ids[3:], key=lambda x: int(x[2:])) == [f"t-{i}" for i in range(4)]
     j = res.to_json()
     assert j["num_prompts"] == 4 and j["completed"] == 4
     assert j["tuner_warmup"]["requests"] == 3 and j["tuner_warmup"]["failed"] == 0

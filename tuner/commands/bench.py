@@ -1,6 +1,10 @@
-"""`bucket-tuner bench`: load any OpenAI-compatible server like `vllm bench serve` does.
+"""`bucket-tuner bench`: a drop-in for `vllm bench serve` (0.32.0) against any OpenAI-compatible server.
 
-Flags carry `vllm bench serve`'s names so habits carry over; the JSON has its field names.
+vLLM's flags keep vLLM's meanings, the result file gets vLLM's name and fields, stdout vLLM's
+layout. Deliberate differences (also in --help and README): prompts are token-id lists of exact
+lengths (vLLM sends text that re-tokenizes a few tokens off), ignore_eos is on for every
+token-id dataset (vLLM: random only; --no-ignore-eos turns it off), and a run whose requests fail
+exits non-zero with the server's own messages.
 """
 
 from __future__ import annotations
@@ -9,43 +13,98 @@ import argparse
 import asyncio
 import json
 import math
+import os
+import sys
 from pathlib import Path
 
 from . import UsageError, parse_key_values
+
+DIFFERENCES = ("Differences from vllm bench serve, on purpose: prompts are token-id lists of exact lengths "
+               "(the vocabulary comes from --tokenizer/--model read offline, else from the server); "
+               "ignore_eos is on for token-id datasets (--no-ignore-eos); the exit status is 1 when every "
+               "request fails or more than --max-failed-ratio of them.")
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "bench",
-        help="load-test an OpenAI-compatible server (vllm bench serve flags and JSON)",
-        description="Stream /v1/completions with token-id prompts of exact lengths (ignore_eos, max_tokens) "
-        "and report vLLM's serving metrics. Works against any OpenAI-compatible server.",
+        help="load-test an OpenAI-compatible server (a drop-in for vllm bench serve)",
+        description="Stream completions (or chat completions) and report vLLM's serving metrics, with "
+        "vllm bench serve's flags, stdout and result file. " + DIFFERENCES,
     )
     add_workload_flags(p)
     add_load_flags(p)
-    p.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
-    p.add_argument("--model", required=True, help="the served model name")
-    p.add_argument("--percentile-metrics", default="ttft,tpot,itl,e2el",
-                   help="comma-separated, of ttft,tpot,itl,e2el (all are computed; kept for compatibility)")
-    p.add_argument("--result-file", type=Path, help="write the result JSON here")
-    p.add_argument("--time-scale", type=float, default=1.0,
+    s = p.add_argument_group("server (vllm bench serve names)")
+    s.add_argument("--backend", choices=("openai", "vllm", "openai-chat"), default="openai",
+                   help="openai/vllm: /v1/completions; openai-chat: /v1/chat/completions (max_completion_tokens)")
+    s.add_argument("--base-url", help="server URL (default http://HOST:PORT)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--endpoint", help="API path (default: /v1/completions, /v1/chat/completions for openai-chat)")
+    s.add_argument("--header", nargs="*", metavar="KEY=VALUE", help="extra request headers")
+    s.add_argument("--model", help="model id (default: the server's first model from /v1/models)")
+    s.add_argument("--served-model-name", help="the name sent in requests (default: --model)")
+    s.add_argument("--ready-check-timeout-sec", type=int, default=0,
+                   help="retry the first request until it succeeds, up to this long (0: no check)")
+    s.add_argument("--request-id-prefix", help="x-request-id prefix (default: bench-<8 random hex>-)")
+    s.add_argument("--ignore-eos", action="store_true", help="send ignore_eos (always on for token-id datasets)")
+    s.add_argument("--no-ignore-eos", action="store_true", help="ours: do not send ignore_eos")
+    s.add_argument("--request-timeout", type=float, default=1800.0, help="ours: seconds per request")
+    s.add_argument("--trust-remote-code", action="store_true",
+                   help="accepted for vLLM's command lines; no code is ever loaded (tokenizer.json only)")
+    s.add_argument("--tokenizer-mode", default="auto", help="accepted for vLLM's command lines; tokenizer.json is read")
+    g = p.add_argument_group("sampling parameters (sent only when given)")
+    for flag, kind in (("--temperature", float), ("--top-p", float), ("--top-k", int), ("--min-p", float),
+                       ("--frequency-penalty", float), ("--presence-penalty", float),
+                       ("--repetition-penalty", float)):
+        g.add_argument(flag, type=kind)
+    g.add_argument("--extra-body", type=_json_object, help="JSON object merged into every request body")
+    r = p.add_argument_group("results (vllm bench serve names)")
+    r.add_argument("--percentile-metrics", help="of ttft,tpot,itl,e2el (default ttft,tpot,itl)")
+    r.add_argument("--save-result", action="store_true", help="write the result JSON (vLLM's file name)")
+    r.add_argument("--save-detailed", action="store_true", help="include the per-request arrays")
+    r.add_argument("--append-result", action="store_true", help="append to the result file")
+    r.add_argument("--result-dir", help="folder of the result file (default: current)")
+    r.add_argument("--result-filename",
+                   help="file name (default {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json)")
+    r.add_argument("--label", help="result name prefix (default: --backend)")
+    r.add_argument("--metadata", nargs="*", metavar="KEY=VALUE", help="top-level fields of the result JSON")
+    r.add_argument("--disable-tqdm", action="store_true", help="no progress bar")
+    r.add_argument("--ramp-up-strategy", choices=("linear", "exponential"))
+    r.add_argument("--ramp-up-start-rps", type=int)
+    r.add_argument("--ramp-up-end-rps", type=int)
+    o = p.add_argument_group("ours")
+    o.add_argument("--result-file", type=Path, help="also write the detailed result JSON to this exact path")
+    o.add_argument("--time-scale", type=float, default=1.0,
                    help="the server runs time-compressed by this factor (a simulator started with "
-                        "--sim-time-scale): report its own time")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+                        "--sim-time-scale): rates, trace times and SLOs are its own time, and so is the report")
+    o.add_argument("--max-failed-ratio", type=float, default=0.0,
+                   help="exit 1 when more than this fraction of requests failed (default 0: any failure)")
+    o.add_argument("--quiet", action="store_true", help="no progress bar (same as --disable-tqdm)")
     p.set_defaults(func=cmd_bench)
 
 
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (vllm bench serve names)")
-    g.add_argument("--dataset-name", choices=("random", "fixed", "trace"), default="random")
-    g.add_argument("--dataset-path", type=Path, help="trace file (CSV or JSONL: input_len, output_len[, timestamp])")
-    g.add_argument("--num-prompts", type=int, default=200)
+    g.add_argument("--dataset-name", choices=("random", "fixed", "trace", "timed_trace", "sharegpt", "custom"),
+                   default="random", help="fixed and trace are ours (trace: CSV/JSONL of input_len, output_len"
+                                          "[, timestamp]); timed_trace is vLLM's JSONL (hash_ids too)")
+    g.add_argument("--dataset-path", type=Path, help="the dataset file (local)")
+    g.add_argument("--num-prompts", type=int, help="requests (default 1000; a trace: all of it)")
+    g.add_argument("--input-len", type=int, help="alias of --random-input-len")
+    g.add_argument("--output-len", type=int, help="output length for every dataset")
     g.add_argument("--random-input-len", type=int, default=1024)
     g.add_argument("--random-output-len", type=int, default=128)
-    g.add_argument("--random-range-ratio", type=float, default=0.0,
+    g.add_argument("--random-range-ratio", default="0.0",
                    help="vLLM convention: lengths uniform in [len*(1-r), len*(1+r)], r in [0, 1)")
     g.add_argument("--random-prefix-len", type=int, default=0)
-    g.add_argument("--vocab-size", type=int, default=32000, help="token ids stay below this (tiny models: lower it)")
+    g.add_argument("--sharegpt-output-len", type=int)
+    g.add_argument("--custom-output-len", type=int, default=256)
+    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16)
+    g.add_argument("--timed-trace-sec-multiplier", type=float, default=1.0)
+    g.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id, read offline (default: --model)")
+    g.add_argument("--vocab-size", type=int,
+                   help="ours: token ids stay below this (default: from the tokenizer, else asked of the server)")
     g.add_argument("--seed", type=int, default=0)
 
 
@@ -56,24 +115,17 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape; 1 = Poisson")
     g.add_argument("--num-warmups", type=int, default=0, help="unmeasured warm-pass requests")
     g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLOs, e.g. ttft:500 tpot:50")
-    g.add_argument("--metric-percentiles", default="50,90,99")
+    g.add_argument("--metric-percentiles", default="99", help="comma-separated (default 99, as vLLM)")
 
 
-def build_workload(args):
-    from ..workload import FixedWorkload, RandomWorkload, TraceWorkload
-
-    if args.num_prompts < 1:
-        raise UsageError(f"--num-prompts must be at least 1, got {args.num_prompts}")
-    if args.dataset_name == "trace":
-        if args.dataset_path is None:
-            raise UsageError("--dataset-name trace needs --dataset-path FILE")
-        return TraceWorkload.from_file(args.dataset_path, vocab_size=args.vocab_size)
-    if args.dataset_name == "fixed":
-        return FixedWorkload(args.random_input_len, args.random_output_len, num_prompts=args.num_prompts,
-                             seed=args.seed, vocab_size=args.vocab_size)
-    return RandomWorkload(args.random_input_len, args.random_output_len, range_ratio=args.random_range_ratio,
-                          num_prompts=args.num_prompts, seed=args.seed, prefix_len=args.random_prefix_len,
-                          vocab_size=args.vocab_size)
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 def parse_percentiles(text: str) -> tuple[float, ...]:
@@ -87,53 +139,246 @@ def parse_percentiles(text: str) -> tuple[float, ...]:
     return values
 
 
-def cmd_bench(args) -> int:
-    from ..loadgen import run_benchmark
-    from ..metrics import rescale_time
+def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{flag} expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
 
-    workload = build_workload(args)
-    goodput = parse_key_values(args.goodput, "--goodput", sep=":")
+
+def _check(args) -> None:
+    from ..metrics import PERCENTILE_METRICS, QUEUE_METRICS
+
     if not 0 < args.time_scale <= 1:
         raise UsageError(f"--time-scale must be in (0, 1], got {args.time_scale}")
-    result = asyncio.run(run_benchmark(
-        args.base_url, args.model, workload, max_concurrency=args.max_concurrency,
-        request_rate=args.request_rate, burstiness=args.burstiness, warmup_requests=args.num_warmups,
-        goodput_slos=goodput or None, percentiles=parse_percentiles(args.metric_percentiles),
-        progress=not args.quiet, seed=args.seed,
-    ))
+    if not 0 <= args.max_failed_ratio <= 1:
+        raise UsageError(f"--max-failed-ratio must be in [0, 1], got {args.max_failed_ratio}")
+    if args.max_concurrency is not None and args.max_concurrency <= 0:
+        raise UsageError("--max-concurrency must be greater than 0")
+    if args.ramp_up_strategy is not None:
+        if not math.isinf(args.request_rate):
+            raise UsageError("with --ramp-up-strategy, do not give --request-rate")
+        if args.ramp_up_start_rps is None or args.ramp_up_end_rps is None:
+            raise UsageError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
+    metrics = (args.percentile_metrics or "ttft,tpot,itl").split(",")
+    bad = [m for m in metrics if m not in PERCENTILE_METRICS + QUEUE_METRICS]
+    if bad:
+        raise UsageError(f"--percentile-metrics: {bad[0]!r} is not one of "
+                         f"{','.join(PERCENTILE_METRICS + QUEUE_METRICS)}")
+    args.percentile_metrics_list = tuple(metrics)
+
+
+async def _first_model(base_url: str, headers: dict) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession(trust_env=False) as s:
+        try:
+            async with s.get(base_url + "/v1/models", headers=headers) as resp:
+                data = await resp.json(content_type=None)
+            return data["data"][0]["id"]
+        except (aiohttp.ClientError, ValueError, KeyError, IndexError, TypeError) as e:
+            raise UsageError(f"no --model given and {base_url}/v1/models did not name one ({e})") from None
+
+
+async def _resolve_vocab(args, gen, needs_ids: bool):
+    """The vocabulary: --vocab-size, else the tokenizer read offline, else the server's answers."""
+    from ..tokenizer import NO_VOCAB_HINT, VocabNotFound, discover_vocab, probe_vocab_size
+
+    vocab = discover_vocab(args.tokenizer, args.model)
+    if vocab is not None or args.vocab_size is not None or not needs_ids:
+        return vocab
+    if args.tokenizer:
+        raise UsageError(f"--tokenizer {args.tokenizer}: no tokenizer.json there or in the local Hugging Face "
+                         "cache (nothing is downloaded); give a folder or --vocab-size N")
+    async with gen.session() as session:
+        try:
+            vocab = await probe_vocab_size(lambda ids: gen.probe(session, ids))
+        except VocabNotFound as e:
+            raise UsageError(f"{e}; {NO_VOCAB_HINT}") from None
+    print(f"vocabulary: no tokenizer for {args.model!r} found offline; the server rejects ids from "
+          f"{vocab.size} on, so prompts use ids below it ({NO_VOCAB_HINT} to choose)", file=sys.stderr)
+    return vocab
+
+
+async def _bench(args) -> tuple[dict, object]:
+    from ..loadgen import LoadGenerator, ReadyCheckFailed
+    from ..metrics import rescale_time
+    from ..tokenizer import text_tools
+    from ..workload import build_workload
+
+    base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
+    headers = parse_pairs(args.header, "--header")
+    parse_pairs(args.metadata, "--metadata")
+    goodput = parse_key_values(args.goodput, "--goodput", sep=":") or None
+    try:
+        build_workload(args, None)  # every workload flag checked before the server is contacted
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.model is None:
+        args.model = await _first_model(base_url, {**headers, **_auth()})
+        print(f"First model name: {args.model}")
+    sampling = {k: v for k, v in (("top_p", args.top_p), ("top_k", args.top_k), ("min_p", args.min_p),
+                                  ("temperature", args.temperature),
+                                  ("frequency_penalty", args.frequency_penalty),
+                                  ("presence_penalty", args.presence_penalty),
+                                  ("repetition_penalty", args.repetition_penalty)) if v is not None}
+    text_dataset = args.dataset_name in ("sharegpt", "custom")
+    ignore_eos = (args.ignore_eos or not text_dataset) and not args.no_ignore_eos
+    gen = LoadGenerator(base_url, args.served_model_name or args.model, max_concurrency=args.max_concurrency,
+                        request_timeout_s=args.request_timeout * args.time_scale,
+                        extra_body={**sampling, **(args.extra_body or {})},
+                        progress=not (args.quiet or args.disable_tqdm), request_id_prefix=args.request_id_prefix,
+                        backend=args.backend, endpoint=args.endpoint, ignore_eos=ignore_eos, headers=headers,
+                        keep_text=bool(args.save_detailed or args.result_file))
+    needs_ids = not text_dataset and args.backend != "openai-chat"
+    vocab = await _resolve_vocab(args, gen, needs_ids)
+    decode, _ = text_tools(vocab)
+    if decode is not None:
+        gen.prompt_text = decode
+    try:
+        workload = build_workload(args, vocab)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    ramp = ((args.ramp_up_strategy, args.ramp_up_start_rps, args.ramp_up_end_rps)
+            if args.ramp_up_strategy else None)
+    info = {"label": args.label, "model_id": args.model, "tokenizer_id": args.tokenizer or args.model,
+            "num_prompts": args.num_prompts if args.num_prompts is not None else workload.num_prompts,
+            "metadata": parse_pairs(args.metadata, "--metadata")}
+    try:
+        result = await gen.run(workload, request_rate=args.request_rate, burstiness=args.burstiness,
+                               warmup_requests=args.num_warmups,
+                               goodput_slos=goodput,
+                               percentiles=parse_percentiles(args.metric_percentiles), seed=args.seed,
+                               time_scale=args.time_scale, percentile_metrics=args.percentile_metrics_list,
+                               ramp_up=ramp, ready_check_timeout_s=args.ready_check_timeout_sec, run_info=info)
+    except ReadyCheckFailed as e:
+        raise UsageError(f"{e} (is the server up, and are the model and endpoint right?)") from None
     data = rescale_time(result.to_json(detailed=True), args.time_scale)
-    print_summary(data)
+    if vocab is not None:
+        data["tuner_vocab"] = vocab.describe()
+    return data, result
+
+
+def _auth() -> dict:
+    from ..loadgen import auth_headers
+
+    return {k: v for k, v in auth_headers().items() if k == "Authorization"}
+
+
+def cmd_bench(args) -> int:
+    _check(args)
+    parse_percentiles(args.metric_percentiles)
+    data, result = asyncio.run(_bench(args))
+    print_failures(data)
+    print_summary(data, args.percentile_metrics_list, parse_percentiles(args.metric_percentiles))
+    save_results(args, data)
+    return exit_status(data, args.max_failed_ratio)
+
+
+def exit_status(data: dict, max_failed_ratio: float) -> int:
+    """1 when no request completed or more than ``max_failed_ratio`` of them failed, else 0."""
+    total = data.get("completed", 0) + data.get("failed", 0)
+    failed = data.get("failed", 0)
+    if total and (data.get("completed", 0) == 0 or failed / total > max_failed_ratio):
+        top = (data.get("tuner_failures", {}).get("by_message") or [{"message": "?"}])[0]["message"]
+        print(f"bucket-tuner bench: error: {failed} of {total} requests failed "
+              f"(allowed: {max_failed_ratio:.0%}); most common error: {top}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def result_filename(args, data: dict) -> str | None:
+    """vLLM 0.32.0's ``compute_result_filename``: where --save-result / --append-result write."""
+    if not (args.save_result or args.append_result):
+        return None
+    base_model_id = args.model.split("/")[-1]
+    conc = f"-concurrency{args.max_concurrency}" if args.max_concurrency is not None else ""
+    label = args.label or args.backend
+    if args.ramp_up_strategy is not None:
+        name = (f"{label}-ramp-up-{args.ramp_up_strategy}-{args.ramp_up_start_rps}qps-"
+                f"{args.ramp_up_end_rps}qps{conc}-{base_model_id}-{data['date']}.json")
+    else:
+        name = f"{label}-{args.request_rate}qps{conc}-{base_model_id}-{data['date']}.json"
+    if args.result_filename:
+        name = args.result_filename
+    if args.result_dir:
+        os.makedirs(args.result_dir, exist_ok=True)
+        name = os.path.join(args.result_dir, name)
+    return name
+
+
+_DETAILED = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors")
+
+
+def save_results(args, data: dict) -> None:
+    name = result_filename(args, data)
+    if name is not None:
+        slim = data if args.save_detailed else {k: v for k, v in data.items() if k not in _DETAILED}
+        with open(name, "a+" if args.append_result else "w", encoding="utf-8") as f:
+            if args.append_result and f.tell() != 0:
+                f.write("\n")
+            json.dump(slim, f)
+        print(f"result written to {name}")
     if args.result_file:
         args.result_file.parent.mkdir(parents=True, exist_ok=True)
         args.result_file.write_text(json.dumps(data))
         print(f"result written to {args.result_file}")
-    return 0 if data.get("completed") else 1
 
 
-def print_summary(d: dict) -> None:
-    """The stdout labels `vllm bench serve` prints (scripts such as auto_tune grep for them)."""
+def print_failures(d: dict) -> None:
+    """Failed requests grouped by their error text (the server's own message when it sent one)."""
+    groups = d.get("tuner_failures", {}).get("by_message") or []
+    if not groups:
+        return
+    print(f"Failed requests: {d.get('failed')}, by error ({len(groups)} distinct):")
+    for g in groups[:10]:
+        print(f"  {g['count']:>6} x {g['message']}")
+    if len(groups) > 10:
+        print(f"  ... and {len(groups) - 10} more distinct errors (tuner_failures in the result JSON)")
+
+
+def print_summary(d: dict, metrics=("ttft", "tpot", "itl", "e2el"), percentiles=(99,)) -> None:
+    """vllm bench serve 0.32.0's result table, line for line (scripts grep these labels)."""
+    from ..metrics import percentile_key
+
+    def row(label, value, fmt="{:<10}"):
+        print(("{:<40} " + fmt).format(label, value))
+
     print("{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
-    rows = [
-        ("Successful requests:", d.get("completed")),
-        ("Failed requests:", d.get("failed")),
-        ("Benchmark duration (s):", d.get("duration")),
-        ("Total input tokens:", d.get("total_input_tokens")),
-        ("Total generated tokens:", d.get("total_output_tokens")),
-        ("Request throughput (req/s):", d.get("request_throughput")),
-        ("Request goodput (req/s):", d.get("request_goodput")),
-        ("Output token throughput (tok/s):", d.get("output_throughput")),
-        ("Peak output token throughput (tok/s):", d.get("max_output_tokens_per_s")),
-        ("Peak concurrent requests:", d.get("max_concurrent_requests")),
-        ("Total token throughput (tok/s):", d.get("total_token_throughput")),
-    ]
-    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")):
-        for stat in ("mean", "median", "p99"):
-            key = f"{stat}_{metric}_ms"
-            if key in d:
-                rows.append((f"{stat.capitalize() if stat != 'p99' else 'P99'} {label} (ms):", d[key]))
-    for label, value in rows:
-        if value is None:
+    row("Successful requests:", d.get("completed"))
+    row("Failed requests:", d.get("failed"))
+    if d.get("max_concurrency") is not None:
+        row("Maximum request concurrency:", d["max_concurrency"])
+    if d.get("request_rate") not in ("inf", None):
+        row("Request rate configured (RPS):", d["request_rate"], "{:<10.2f}")
+    row("Benchmark duration (s):", d.get("duration", 0.0), "{:<10.2f}")
+    row("Total input tokens:", d.get("total_input_tokens"))
+    row("Total generated tokens:", d.get("total_output_tokens"))
+    row("Request throughput (req/s):", d.get("request_throughput", 0.0), "{:<10.2f}")
+    if d.get("request_goodput") is not None:
+        row("Request goodput (req/s):", d["request_goodput"], "{:<10.2f}")
+    row("Output token throughput (tok/s):", d.get("output_throughput", 0.0), "{:<10.2f}")
+    row("Peak output token throughput (tok/s):", d.get("max_output_tokens_per_s", 0.0), "{:<10.2f}")
+    row("Peak concurrent requests:", d.get("max_concurrent_requests", 0), "{:<10.2f}")
+    row("Total token throughput (tok/s):", d.get("total_token_throughput", 0.0), "{:<10.2f}")
+    heads = {"ttft": ("TTFT", "Time to First Token"), "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
+             "itl": ("ITL", "Inter-token Latency"), "e2el": ("E2EL", "End-to-end Latency"),
+             "client_queue_time": ("Client Queue Time", "Client-side Queueing"),
+             "e2el_including_client_queue": ("E2EL incl. Client Queue", "Queue-inclusive End-to-end Latency")}
+    for m in ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue"):
+        if m not in metrics:
             continue
-        shown = f"{value:.2f}" if isinstance(value, float) else str(value)
-        print(f"{label:<40}{shown:<10}")
+        name, header = heads[m]
+        if f"mean_{m}_ms" not in d:
+            continue
+        print("{s:{c}^{n}}".format(s=header, n=50, c="-"))
+        row(f"Mean {name} (ms):", d[f"mean_{m}_ms"], "{:<10.2f}")
+        row(f"Median {name} (ms):", d[f"median_{m}_ms"], "{:<10.2f}")
+        for p in percentiles:
+            key = f"p{percentile_key(p)}_{m}_ms"
+            if key in d:
+                row(f"P{percentile_key(p)} {name} (ms):", d[key], "{:<10.2f}")
     print("=" * 50)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from . import UsageError, parse_key_values
-from .bench import add_load_flags, add_workload_flags, build_workload, parse_percentiles
+from .bench import add_load_flags, add_workload_flags, parse_percentiles
 
 
 def register(sub) -> None:
@@ -74,7 +74,7 @@ def register(sub) -> None:
                    help="do not enqueue the release defaults and the calculator's recommendation")
     p.add_argument("--no-report", action="store_true")
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
-                   max_concurrency=16, num_warmups=8)
+                   max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
 
 
 def _slots(args):
@@ -122,7 +122,7 @@ def build_context(args, space):
         device=args.device, model=args.model_shape, dtype=args.dtype)
     return TrialContext(
         backend=backend,
-        workload=build_workload(args),
+        workload=_workload(args),
         release=release,
         device_model=device_model,
         load=LoadOptions(max_concurrency=args.max_concurrency, request_rate=args.request_rate,
@@ -132,6 +132,19 @@ def build_context(args, space):
         limits=Limits(boot_timeout_s=args.boot_timeout, warmup_timeout_s=args.warmup_timeout,
                       warmup_budget_s=args.warmup_budget),
     )
+
+
+def _workload(args):
+    """The flags' workload; token ids from the model's tokenizer when it is on disk (never downloaded),
+    else below --vocab-size (default 32000: a trial whose server rejects ids reports its message)."""
+    from ..tokenizer import discover_vocab
+    from ..workload import build_workload
+
+    vocab = discover_vocab(args.tokenizer, args.model) if args.vocab_size is None else None
+    try:
+        return build_workload(args, vocab)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def cmd_tune(args) -> int:

@@ -3,7 +3,9 @@
 /health (200 once serving: the socket only listens after warmup, so before that clients get
 "connection refused", as from a real server), /v1/models, /v1/completions (token-id or text prompt,
 max_tokens, ignore_eos, stream with stream_options.include_usage; chunks shaped like vLLM's,
-docs/real-vllm-cpu.md section 6), /metrics (Prometheus text with vLLM's names) and /version.
+docs/real-vllm-cpu.md section 6), /v1/chat/completions (messages, max_completion_tokens, the same
+streaming), /metrics (Prometheus text with vLLM's names) and /version. Token ids at or above the
+model shape's vocabulary (tuner/sim/models.py) fail as in vLLM: an SSE error event in a 200 stream.
 """
 
 from __future__ import annotations
@@ -31,6 +33,23 @@ _HIST_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.7
 def count_text_tokens(text: str) -> int:
     """The simulator's tokenizer: words and punctuation marks, long words count twice (no vocabulary)."""
     return sum(2 if len(t) > 8 else 1 for t in _TEXT_TOKEN.findall(text))
+
+
+def _chat_prompt_tokens(messages) -> int | None:
+    """The simulator's token count of a chat prompt: its texts plus 4 per message (role and markers)."""
+    if not isinstance(messages, list) or not messages:
+        return None
+    total = 0
+    for m in messages:
+        if not isinstance(m, dict):
+            return None
+        content = m.get("content")
+        parts = [content] if isinstance(content, str) else [
+            p.get("text", "") for p in content if isinstance(p, dict)] if isinstance(content, list) else None
+        if parts is None:
+            return None
+        total += 4 + sum(count_text_tokens(t) for t in parts)
+    return total
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
@@ -82,6 +101,7 @@ class SimHTTP:
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/version", self.version_route)
         return app
@@ -109,6 +129,12 @@ class SimHTTP:
 
     # -- completions ------------------------------------------------------------------------------
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         self.requests_seen += 1
         fault = self.faults.request_fault(self.requests_seen)
         try:
@@ -120,18 +146,31 @@ class SimHTTP:
         model = body.get("model") or self.names[0]
         if model not in self.names:
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            bad = [t for t in prompt if not 0 <= t < self.vocab]
-            if bad:
-                return _error(400, f"Token id {bad[0]} is out of vocabulary", "BadRequestError")
-            prompt_len = len(prompt)
-        elif isinstance(prompt, str) and prompt:
-            prompt_len = count_text_tokens(prompt)
+        stream = bool(body.get("stream"))
+        if chat:
+            prompt_len = _chat_prompt_tokens(body.get("messages"))
+            if prompt_len is None:
+                return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
+            max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
         else:
-            return _error(400, "prompt must be a non-empty string or a list of token ids (one prompt)",
-                          "BadRequestError")
-        max_tokens = body.get("max_tokens", 16)
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
+                                                           for t in prompt):
+                bad = [t for t in prompt if not 0 <= t < self.vocab]
+                if bad:
+                    # vLLM validates ids inside the generator: a streamed request gets HTTP 200 and an
+                    # SSE error event, a plain one a 400 (both with this message).
+                    message = f"Token id {max(bad) if max(bad) >= self.vocab else min(bad)} is out of vocabulary"
+                    if stream:
+                        return await self._stream_error(request, message)
+                    return _error(400, message, "BadRequestError")
+                prompt_len = len(prompt)
+            elif isinstance(prompt, str) and prompt:
+                prompt_len = count_text_tokens(prompt)
+            else:
+                return _error(400, "prompt must be a non-empty string or a list of token ids (one prompt)",
+                              "BadRequestError")
+            max_tokens = body.get("max_tokens", 16)
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
         if prompt_len + max_tokens > self.max_model_len:
@@ -143,15 +182,26 @@ class SimHTTP:
             return _error(500, "Internal Server Error", "InternalServerError")
         if self.stopped.is_set():
             return _error(503, "The server is shutting down", "ServiceUnavailableError")
-        rid = f"cmpl-{uuid.uuid4().hex}"
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         live = self.driver.submit(rid, prompt_len, max_tokens)
         usage = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + max_tokens,
                  "completion_tokens": max_tokens}
-        head = {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model}
-        if body.get("stream"):
+        kind = "chat.completion" if chat else "text_completion"
+        head = {"id": rid, "object": kind + (".chunk" if chat and stream else ""), "created": int(time.time()),
+                "model": model}
+        if stream:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return await self._stream(request, live, head, usage if include_usage else None, fault)
-        return await self._complete(live, head, usage)
+            return await self._stream(request, live, head, usage if include_usage else None, fault, chat)
+        return await self._complete(live, {**head, "object": kind}, usage, chat)
+
+    async def _stream_error(self, request: web.Request, message: str) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        err = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+        await resp.write(f"data: {json.dumps(err)}\n\ndata: [DONE]\n\n".encode())
+        await resp.write_eof()
+        return resp
 
     def _text(self, rid: str, index: int) -> str:
         return _WORDS[(zlib.crc32(rid.encode()) + index * 7) % len(_WORDS)]
@@ -165,7 +215,7 @@ class SimHTTP:
             self.hist["itl"].observe(b - a)
         self.hist["e2e"].observe(times[-1] - arrival)
 
-    async def _complete(self, live, head: dict, usage: dict) -> web.Response:
+    async def _complete(self, live, head: dict, usage: dict, chat: bool = False) -> web.Response:
         times = []
         while True:
             kind, value, t = await live.events.get()
@@ -177,11 +227,14 @@ class SimHTTP:
                 return _error(500, value or "request aborted", "InternalServerError")
         self._observe(live.sim.arrival, times)
         text = "".join(self._text(live.rid, i) for i in range(len(times)))
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None,
-                  "prompt_logprobs": None}
+        choice = {"index": 0, "logprobs": None, "finish_reason": "length", "stop_reason": None}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice.update(text=text, prompt_logprobs=None)
         return web.json_response({**head, "choices": [choice], "usage": usage})
 
-    async def _stream(self, request, live, head: dict, usage: dict | None, fault: str | None):
+    async def _stream(self, request, live, head: dict, usage: dict | None, fault: str | None, chat: bool = False):
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                            "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -200,10 +253,19 @@ class SimHTTP:
                 if stall_after is not None and len(times) > stall_after:
                     continue  # the tokens exist but are never sent; the stream stays open
                 last = value == live.sim.max_tokens
-                choice = {"index": 0, "text": self._text(live.rid, value - 1), "logprobs": None,
-                          "finish_reason": "length" if last else None, "stop_reason": None,
-                          "prompt_token_ids": None, "token_ids": None}
+                text = self._text(live.rid, value - 1)
+                if chat:  # vLLM's first chat chunk announces the role, with empty content
+                    choice = {"index": 0, "delta": {"content": text}, "logprobs": None,
+                              "finish_reason": "length" if last else None}
+                else:
+                    choice = {"index": 0, "text": text, "logprobs": None,
+                              "finish_reason": "length" if last else None, "stop_reason": None,
+                              "prompt_token_ids": None, "token_ids": None}
                 payload = json.dumps({**head, "choices": [choice]}, separators=(",", ":"))
+                if chat and value == 1:
+                    role = {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                 "logprobs": None, "finish_reason": None}]}
+                    payload = json.dumps(role, separators=(",", ":")) + "\n\ndata: " + payload
                 if fault == "malformed-sse" and value == 2:
                     payload = payload[: len(payload) // 2]  # a chunk cut in the middle of its JSON
                 await resp.write(f"data: {payload}\n\n".encode())
