@@ -28,6 +28,7 @@ on other parameters' (or fixed env/server) values: a value or a list of values.
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import operator
 from dataclasses import dataclass, field
@@ -178,25 +179,41 @@ class SearchSpace:
 
     # -- release check ---------------------------------------------------------------------------------
     def check_release(self, release: str) -> list[str]:
-        """Drop parameters the release never reads under the strategies they can run with; say so."""
+        """Refuse variables no release reads (a typo); drop those this release ignores, say so once.
+
+        A variable another release reads stays a warning: that is how one space serves several
+        releases. Only the release's own families (VLLM_*, PT_HPU_*) are judged; fixed env: entries
+        may belong to other components and pass through (a near-miss of a known name is noted).
+        """
         from .releases import reads_variable
 
         profile = get_profile(release)
-        kept, notes = [], []
+        known = known_variables()
+        kept, notes, ignored = [], [], set()
         for p in self.parameters:
-            # Only the release's own families are judged; anything else (a simulator switch, a
-            # variable of another component) is passed through as given.
-            if p.target != "env" or not p.key.startswith(("VLLM_", "PT_HPU_")):
+            if p.target != "env" or not p.key.startswith(_JUDGED_PREFIXES):
                 kept.append(p)
                 continue
+            if p.key not in known:
+                raise SpaceError(f"{self.source}: parameter {p.name!r}: no release reads {p.key}"
+                                 f"{_did_you_mean(p.key, known)}")
             strategies = self._possible_strategies(profile, p)
             if any(reads_variable(profile, p.key, s) for s in strategies):
                 kept.append(p)
-            else:
+            elif p.key not in ignored:
+                ignored.add(p.key)
                 notes.append(
                     f"{p.name}: {profile.name} does not read {p.key} under {'/'.join(sorted(strategies))} "
-                    "bucketing; not searched"
+                    "bucketing (other releases do); not searched"
                 )
+        for name in self.derived:
+            if name.startswith(_JUDGED_PREFIXES) and name not in known:
+                raise SpaceError(f"{self.source}: derived {name!r}: no release reads {name}"
+                                 f"{_did_you_mean(name, known)}")
+        for name in self.env:
+            hint = _did_you_mean(name, known, cutoff=0.85)
+            if name.startswith(_JUDGED_PREFIXES) and name not in known and hint:
+                notes.append(f"env: {name}: no release reads it{hint} (passed to the server as given)")
         self.parameters = kept
         self.notes = notes
         return notes
@@ -257,6 +274,37 @@ class SearchSpace:
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
+_JUDGED_PREFIXES = ("VLLM_", "PT_HPU_")
+# Switches the release profiles consult besides their bucket, strategy and runtime variables
+# (tuner/buckets: prefix caching, unified attention, bucket files, bucketing on/off, sliding window).
+_ALSO_READ = ("VLLM_PREFIX_CACHING", "VLLM_UNIFIED_ATTN", "VLLM_BUCKETING_FROM_FILE", "VLLM_ENABLE_BUCKETING",
+              "VLLM_FUSEDSDPA_SLIDE_THLD", "PT_HPU_SDPA_BC_FACTOR", "VLLM_LOGGING_LEVEL")
+
+
+def known_variables() -> frozenset[str]:
+    """Every VLLM_*/PT_HPU_* variable some release profile reads (bucket, switch, warmup, memory)."""
+    global _KNOWN
+    if _KNOWN is None:
+        from .buckets import profiles
+        from .releases import runtime_variables
+
+        names: set[str] = set(_ALSO_READ)
+        for profile in profiles().values():
+            for strategy in profile.strategies:
+                names.update(profile.bucket_variables(strategy), profile.strategy_env(strategy))
+            names.update(v.name for v in runtime_variables(profile))
+        _KNOWN = frozenset(names)
+    return _KNOWN
+
+
+_KNOWN: frozenset[str] | None = None
+
+
+def _did_you_mean(name: str, known, cutoff: float = 0.6) -> str:
+    match = difflib.get_close_matches(name, sorted(known), n=1, cutoff=cutoff)
+    return f"; did you mean {match[0]}?" if match else ""
+
 
 def _is_strategy_switch(profile, key: str) -> bool:
     return any(key in profile.strategy_env(s) for s in profile.strategies)

@@ -25,8 +25,10 @@ import optuna
 from optuna.trial import TrialState
 
 from . import trial as trial_mod
+from .errors import StudyError
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
+from .storage import open_storage, open_storage_readonly, redact_url
 from .trial import Slot, TrialContext, TrialResult
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
@@ -34,10 +36,6 @@ THROUGHPUT = "output_throughput"
 WARMUP = "warmup_s"
 LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
 HEARTBEAT_S, GRACE_S = 30, 120  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
-
-
-class StudyError(ValueError):
-    """A study-level problem (storage, sampler, seed study) named clearly."""
 
 
 @dataclass
@@ -106,31 +104,9 @@ class StudyOptions:
 # ----------------------------------------------------------------------------------------- storage
 
 def make_storage(url: str) -> optuna.storages.BaseStorage:
-    engine_kwargs = {}
-    if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        # Several tuners on one machine may share the file: wait for its lock instead of failing.
-        engine_kwargs = {"connect_args": {"timeout": 60}}
-    for attempt in range(5):
-        try:
-            return optuna.storages.RDBStorage(
-                url,
-                engine_kwargs=engine_kwargs,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
-                heartbeat_stale_trial_callback=_requeue_stale,
-            )
-        except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
-            # Two workers creating a new storage at once: one loses the CREATE TABLE race; retry.
-            racing = ("already exists", "UNIQUE constraint", "IntegrityError", "database is locked")
-            if any(r in str(exc) for r in racing) and attempt < 4:
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            raise StudyError(f"cannot open the study storage {redact_url(url)}: {exc}") from None
-
-
-def redact_url(url: str) -> str:
-    return redact_env({"url": url})["url"]
+    """The study's storage, opened for writing with our heartbeat settings (tuner/storage.py)."""
+    return open_storage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                        heartbeat_stale_trial_callback=_requeue_stale)
 
 
 def _requeue_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -261,8 +237,8 @@ def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict, 
 
 
 def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
-    try:
-        other = optuna.load_study(study_name=study_name, storage=storage_url)
+    try:  # read-only: a mistyped --seed-from must not create a database
+        other = optuna.load_study(study_name=study_name, storage=open_storage_readonly(storage_url))
     except KeyError:
         raise StudyError(f"--seed-from: no study named {study_name!r} in {redact_url(storage_url)}") from None
     return [t.params for t in other.best_trials]

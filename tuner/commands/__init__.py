@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import UserError
 
-class UsageError(Exception):
+
+class UsageError(UserError):
     """A bad command-line value; printed as `error: ...` with exit status 2."""
 
 
@@ -30,3 +32,61 @@ def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict
             except ValueError:
                 raise UsageError(f"{flag} expects NAME{sep}NUMBER, got {item!r}") from None
     return out
+
+
+# Output files: missing parent folders are created and said so on stderr; a path whose "folder" is
+# a file, or that is itself a folder, is refused. (The policy is in `bucket-tuner --help`.)
+OUTPUT_POLICY = "missing parent folders are created"
+
+
+def prepare_output(path, flag: str):
+    """Make `path` writable as a file for `flag`: refuse a folder or a file-as-folder; create folders."""
+    import sys
+    from pathlib import Path
+
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file name")
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{flag} {path}: {folder} is a file, not a folder")
+    if not path.parent.exists():
+        try:
+            path.parent.mkdir(parents=True)
+        except OSError as exc:
+            from ..errors import RuntimeFailure
+
+            raise RuntimeFailure(f"{flag} {path}: cannot create folder {path.parent}: {exc.strerror}") from None
+        print(f"created folder {path.parent} for {flag}", file=sys.stderr)
+    return path
+
+
+def check_reachable(base_url: str, flag: str = "--base-url", timeout_s: float = 5.0) -> None:
+    """Fail early, naming the URL, when nothing listens there (instead of a table of failed requests)."""
+    import socket
+    import urllib.parse
+
+    from ..errors import RuntimeFailure
+    from ..storage import redact_url
+
+    shown = redact_url(base_url)
+    parts = urllib.parse.urlsplit(base_url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"{flag} {shown}: the port is not a number in 0..65535") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{flag} expects http://HOST:PORT, got {shown!r}")
+    port = port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            pass
+    except ConnectionRefusedError:
+        raise RuntimeFailure(f"cannot connect to {shown}: connection refused on port {port} "
+                             "(is the server running and listening there?)") from None
+    except socket.gaierror:
+        raise RuntimeFailure(f"cannot connect to {shown}: unknown host {parts.hostname!r}") from None
+    except TimeoutError:
+        raise RuntimeFailure(f"cannot connect to {shown}: no answer from port {port} within {timeout_s:.0f} s") from None
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot connect to {shown}: {exc.strerror or exc}") from None

@@ -11,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from . import UsageError, parse_key_values
+from . import UsageError, check_reachable, parse_key_values, prepare_output
 
 
 def register(sub) -> None:
@@ -27,7 +27,7 @@ def register(sub) -> None:
     p.add_argument("--model", required=True, help="the served model name")
     p.add_argument("--percentile-metrics", default="ttft,tpot,itl,e2el",
                    help="comma-separated, of ttft,tpot,itl,e2el (all are computed; kept for compatibility)")
-    p.add_argument("--result-file", type=Path, help="write the result JSON here")
+    p.add_argument("--result-file", type=Path, help="write the result JSON here (missing folders are created)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="the server runs time-compressed by this factor (a simulator started with "
                         "--sim-time-scale): report its own time")
@@ -95,17 +95,19 @@ def cmd_bench(args) -> int:
     goodput = parse_key_values(args.goodput, "--goodput", sep=":")
     if not 0 < args.time_scale <= 1:
         raise UsageError(f"--time-scale must be in (0, 1], got {args.time_scale}")
+    percentiles = parse_percentiles(args.metric_percentiles)
+    check_reachable(args.base_url)  # one clear line instead of a table of failed requests
+    result_file = prepare_output(args.result_file, "--result-file") if args.result_file else None
     result = asyncio.run(run_benchmark(
         args.base_url, args.model, workload, max_concurrency=args.max_concurrency,
         request_rate=args.request_rate, burstiness=args.burstiness, warmup_requests=args.num_warmups,
-        goodput_slos=goodput or None, percentiles=parse_percentiles(args.metric_percentiles),
+        goodput_slos=goodput or None, percentiles=percentiles,
         progress=not args.quiet, seed=args.seed,
     ))
     data = rescale_time(result.to_json(detailed=True), args.time_scale)
     print_summary(data)
-    if args.result_file:
-        args.result_file.parent.mkdir(parents=True, exist_ok=True)
-        args.result_file.write_text(json.dumps(data))
+    if result_file:
+        result_file.write_text(json.dumps(data))
         print(f"result written to {args.result_file}")
     return 0 if data.get("completed") else 1
 
