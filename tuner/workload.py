@@ -376,7 +376,14 @@ class TraceWorkload(Workload):
     def from_file(cls, path: str | Path, *, seed: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
                   reserved_ids: int = DEFAULT_RESERVED_IDS) -> "TraceWorkload":
         path = Path(path)
-        rows = list(_read_trace_rows(path))
+        try:
+            rows = list(_read_trace_rows(path))
+        except UnicodeDecodeError as e:
+            raise TraceFormatError(f"{path}: not UTF-8 text (byte {e.start}); a trace is CSV or JSONL") from None
+        except csv.Error as e:
+            raise TraceFormatError(f"{path}: not readable as CSV ({e})") from None
+        except RecursionError:
+            raise TraceFormatError(f"{path}: JSON nested too deeply") from None
         if not rows:
             raise TraceFormatError(f"{path}: no requests in trace file")
         has_ts = [r[3] is not None for r in rows]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..errors import UserError
 
 
@@ -28,10 +30,23 @@ def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict
             try:
                 if not found or not name:
                     raise ValueError
-                out[name] = float(value)
+                number = float(value)
             except ValueError:
                 raise UsageError(f"{flag} expects NAME{sep}NUMBER, got {item!r}") from None
+            if not (math.isfinite(number) and number >= 0):
+                raise UsageError(f"{flag} {item!r}: the limit must be a finite number >= 0")
+            out[name] = number
     return out
+
+
+def check_folder(path, flag: str) -> None:
+    """A folder the command will create or fill: refuse a path that is (or runs through) a file."""
+    from pathlib import Path
+
+    path = Path(path)
+    for folder in [*reversed(path.parents), path]:
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{flag} {path}: {folder} is a file, not a folder")
 
 
 # Output files: missing parent folders are created and said so on stderr; a path whose "folder" is

@@ -89,10 +89,11 @@ def parse_percentiles(text: str) -> tuple[float, ...]:
 
 def cmd_bench(args) -> int:
     from ..loadgen import run_benchmark
-    from ..metrics import rescale_time
+    from ..metrics import rescale_time, validate_goodput_slos
 
     workload = build_workload(args)
     goodput = parse_key_values(args.goodput, "--goodput", sep=":")
+    validate_goodput_slos(goodput)  # before the connection check: a bad key is the user's to fix
     if not 0 < args.time_scale <= 1:
         raise UsageError(f"--time-scale must be in (0, 1], got {args.time_scale}")
     percentiles = parse_percentiles(args.metric_percentiles)

@@ -6,7 +6,7 @@ import shlex
 import time
 from pathlib import Path
 
-from . import UsageError, parse_key_values
+from . import UsageError, check_folder, parse_key_values
 from .bench import add_load_flags, add_workload_flags, build_workload, parse_percentiles
 
 
@@ -121,6 +121,7 @@ def cmd_tune(args) -> int:
     from ..study import Constraints, Objectives, StudyOptions, run_study
 
     console = Console(stderr=True)
+    check_folder(args.results, "--results")
     space = SearchSpace.load(args.space)
     ctx = build_context(args, space)
     if ctx.release:
@@ -128,6 +129,9 @@ def cmd_tune(args) -> int:
             console.print(f"[yellow]space:[/] {note}")
     if args.n_trials < 1:
         raise UsageError(f"--n-trials must be at least 1, got {args.n_trials}")
+    seed_db = args.results / (args.seed_from or "") / "study.db"
+    if args.seed_from and not args.storage and not seed_db.is_file():  # checked even when resuming
+        raise UsageError(f"--seed-from {args.seed_from}: no study at {seed_db}")
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
