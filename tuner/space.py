@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from .buckets import get_profile
+from .buckets import BucketConfigError, get_profile
 
 # `vllm serve` options a space may set; bools are presence flags.
 SERVER_OPTIONS = {
@@ -119,33 +119,42 @@ class SearchSpace:
     def load(cls, path: str | Path) -> "SearchSpace":
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(path.read_bytes().decode("utf-8"))
         except FileNotFoundError:
             raise SpaceError(f"{path}: search-space file not found") from None
+        except IsADirectoryError:
+            raise SpaceError(f"{path}: is a folder, not a search-space file") from None
+        except UnicodeDecodeError as exc:
+            raise SpaceError(f"{path}: not UTF-8 text (byte {exc.start}); a search space is a YAML file") from None
         except yaml.YAMLError as exc:
-            raise SpaceError(f"{path}: not valid YAML: {exc}") from None
+            raise SpaceError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        except RecursionError:
+            raise SpaceError(f"{path}: YAML nested too deeply") from None
         return cls.from_dict(data, source=str(path))
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<inline>") -> "SearchSpace":
         if not isinstance(data, dict):
             raise SpaceError(f"{source}: the top level must be a mapping")
-        unknown = set(data) - {"name", "description", "release", "server", "env", "parameters", "derived"}
+        unknown = set(map(str, data)) - {"name", "description", "release", "server", "env", "parameters", "derived"}
         if unknown:
             raise SpaceError(f"{source}: unknown top-level key(s): {', '.join(sorted(unknown))}")
-        server = dict(data.get("server") or {})
+        server = _mapping(source, "server", data.get("server"))
         for key, value in server.items():
             _check_server_value(source, f"server.{key}", key, value)
-        env = {str(k): _env_text(v) for k, v in (data.get("env") or {}).items()}
+        env = {k: _env_text(v) for k, v in _mapping(source, "env", data.get("env")).items()}
         params_raw = data.get("parameters")
         if not isinstance(params_raw, dict) or not params_raw:
             raise SpaceError(f"{source}: 'parameters' must be a non-empty mapping of name -> definition")
-        params = [_parse_parameter(source, name, spec) for name, spec in params_raw.items()]
-        derived = {str(k): str(v) for k, v in (data.get("derived") or {}).items()}
+        params = [_parse_parameter(source, str(name), spec) for name, spec in params_raw.items()]
+        derived = {k: str(v) for k, v in _mapping(source, "derived", data.get("derived")).items()}
+        release = data.get("release")
+        if release is not None and not isinstance(release, str):
+            raise SpaceError(f"{source}: release must be a profile name such as fork-1.21.2, got {release!r}")
         space = cls(
             name=str(data.get("name") or Path(source).stem),
             description=str(data.get("description") or ""),
-            release=data.get("release"),
+            release=release,
             server=server,
             env=env,
             parameters=params,
@@ -154,7 +163,10 @@ class SearchSpace:
         )
         space._check_references()
         if space.release:
-            get_profile(space.release)  # an unknown release is an error here, not at trial time
+            try:  # an unknown release is an error here, not at trial time
+                get_profile(space.release)
+            except BucketConfigError as exc:
+                raise SpaceError(f"{source}: release: {exc}") from None
         return space
 
     def _check_references(self):
@@ -197,7 +209,10 @@ class SearchSpace:
             if p.key not in known:
                 raise SpaceError(f"{self.source}: parameter {p.name!r}: no release reads {p.key}"
                                  f"{_did_you_mean(p.key, known)}")
-            strategies = self._possible_strategies(profile, p)
+            try:
+                strategies = self._possible_strategies(profile, p)
+            except BucketConfigError as exc:  # a strategy switch value the release refuses
+                raise SpaceError(f"{self.source}: parameter {p.name!r}: {exc}") from None
             if any(reads_variable(profile, p.key, s) for s in strategies):
                 kept.append(p)
             elif p.key not in ignored:
@@ -365,6 +380,15 @@ def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:
     return Parameter(name=name, type=ptype, target=target, key=key, **kwargs)
 
 
+def _mapping(source: str, key: str, value: Any) -> dict[str, Any]:
+    """A `key:` section as a dict with text keys; absent or empty is {}."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpaceError(f"{source}: '{key}' must be a mapping of name -> value, got {value!r}"[:300])
+    return {str(k): v for k, v in value.items()}
+
+
 def _check_server_value(source: str, where: str, key: str, value: Any):
     if key not in SERVER_OPTIONS:
         raise SpaceError(f"{source}: {where}: unknown server option; known: {', '.join(SERVER_OPTIONS)}")
@@ -432,7 +456,10 @@ def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
         if isinstance(node, ast.Name) and node.id in scope:
             return scope[node.id]
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+            left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64:
+                raise SpaceError(f"{source}: derived {name!r}: exponent {right} in {expr!r} is too large")
+            return _BINOPS[type(node.op)](left, right)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -ev(node.operand)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS and not node.keywords:
@@ -441,7 +468,7 @@ def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
 
     try:
         value = ev(ast.parse(expr, mode="eval"))
-    except (ArithmeticError, TypeError) as exc:
+    except (ArithmeticError, TypeError, ValueError, RecursionError) as exc:
         raise SpaceError(f"{source}: derived {name!r}: {expr!r} failed with these values: {exc}") from None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
