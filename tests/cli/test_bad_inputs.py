@@ -105,6 +105,7 @@ CASES = [
     Case([*TUNE, "--slo", "p99_ttft_ms=fast"], 2, "p99_ttft_ms=fast"),
     Case([*TUNE, "--slo", "p99_ttft_ms=nan"], 2, "p99_ttft_ms=nan"),
     Case([*TUNE, "--n-trials", "0"], 2, "--n-trials"),
+    Case([*TUNE, "--latency-stat", "p95"], 2, "--latency-stat 'p95'"),
     Case([*TUNE, "--release", "fork-9.9"], 2, "fork-9.9"),
     Case([*TUNE, "--dataset-name", "trace", "--dataset-path", "trace.jsonl"], 2, "trace.jsonl:2"),
     Case([*TUNE, "--seed-from", "nosuch"], 2, "results/nosuch/study.db"),

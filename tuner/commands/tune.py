@@ -81,6 +81,16 @@ def _slots(args):
     return [Slot(index=i) for i in range(args.slots)]
 
 
+def _check_latency_stat(stat: str, percentiles) -> None:
+    """The objective must be a statistic the load test reports, or every trial would score a penalty."""
+    from ..metrics import percentile_key
+
+    offered = ["mean", "median"] + [f"p{percentile_key(p)}" for p in percentiles]
+    if stat not in offered:
+        raise UsageError(f"--latency-stat {stat!r} is not reported; choose one of {', '.join(offered)} "
+                         "(add a percentile with --metric-percentiles)")
+
+
 def build_context(args, space):
     from ..backends import Backend
     from ..trial import DeviceModel, Limits, LoadOptions, TrialContext
@@ -132,6 +142,7 @@ def cmd_tune(args) -> int:
     seed_db = args.results / (args.seed_from or "") / "study.db"
     if args.seed_from and not args.storage and not seed_db.is_file():  # checked even when resuming
         raise UsageError(f"--seed-from {args.seed_from}: no study at {seed_db}")
+    _check_latency_stat(args.latency_stat, ctx.load.percentiles)
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
