@@ -75,6 +75,12 @@ def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.RDBStorage:
         _make_parent_folders(path, url)
         if path.exists() and path.stat().st_size:  # an empty file is a new database to SQLite
             _check_sqlite_file(path)
+            try:  # another program's database: never add our tables to it
+                _check_optuna_tables(url, _readonly_sqlite(path), path)
+            except StudyError as exc:
+                raise StudyError(f"{exc}; choose another storage path") from None
+            except Exception as exc:
+                raise _open_failure(url, exc) from None
         # Several tuners on one machine may share the file: wait for its lock instead of failing.
         engine_kwargs = {"connect_args": {"timeout": 60}}
     else:
@@ -115,11 +121,10 @@ def open_storage_readonly(url: str) -> optuna.storages.RDBStorage:
         if not path.exists():
             raise StudyError(f"no study storage at {path} (file not found)")
         _check_sqlite_file(path)
-        uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
-        engine_kwargs: dict[str, Any] = {"creator": lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)}
+        engine_kwargs = _readonly_sqlite(path)
     else:
         _check_driver(url)
-        engine_kwargs = {}
+        engine_kwargs: dict[str, Any] = {}
     try:
         _check_optuna_tables(url, engine_kwargs, path)
         return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=True)
@@ -127,6 +132,13 @@ def open_storage_readonly(url: str) -> optuna.storages.RDBStorage:
         raise
     except Exception as exc:
         raise _open_failure(url, exc) from None
+
+
+def _readonly_sqlite(path: Path) -> dict[str, Any]:
+    """Engine arguments that open the SQLite file read-only (SQLite refuses every write)."""
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    # The same lock wait as writers: a report taken while a tune commits waits instead of failing.
+    return {"creator": lambda: sqlite3.connect(uri, uri=True, timeout=60, check_same_thread=False)}
 
 
 def _check_sqlite_file(path: Path) -> None:

@@ -100,6 +100,8 @@ CASES = [
     Case(["tune", "--space", "typo.yaml"], 2, "did you mean VLLM_PROMPT_SEQ_BUCKET_STEP?"),
     Case([*TUNE, "--storage", "sqlite:///notes.txt/study.db"], 2, "notes.txt is a file"),
     Case([*TUNE, "--storage", "sqlite:///garbage.db"], 2, "garbage.db is not an SQLite database"),
+    Case([*TUNE, "--storage", "sqlite:///other.db"], 2, "other.db is a database but not an Optuna"),
+    Case([*TUNE, "--storage", "sqlite:///damaged.db"], 2, "damaged.db is a damaged SQLite database"),
     Case([*TUNE, "--storage", PG], 1, "postgresql://tuner:***@db.invalid/tuning"),
     Case([*TUNE, "--results", "notes.txt"], 2, "notes.txt is a file"),
     Case([*TUNE, "--slo", "p99_ttft_ms=fast"], 2, "p99_ttft_ms=fast"),

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+import socket
+import sys
+import urllib.parse
+from pathlib import Path
 
-from ..errors import UserError
+from ..errors import RuntimeFailure, UserError
 
 
 class UsageError(UserError):
@@ -41,8 +45,6 @@ def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict
 
 def check_folder(path, flag: str) -> None:
     """A folder the command will create or fill: refuse a path that is (or runs through) a file."""
-    from pathlib import Path
-
     path = Path(path)
     for folder in [*reversed(path.parents), path]:
         if folder.exists() and not folder.is_dir():
@@ -51,14 +53,8 @@ def check_folder(path, flag: str) -> None:
 
 # Output files: missing parent folders are created and said so on stderr; a path whose "folder" is
 # a file, or that is itself a folder, is refused. (The policy is in `bucket-tuner --help`.)
-OUTPUT_POLICY = "missing parent folders are created"
-
-
-def prepare_output(path, flag: str):
+def prepare_output(path, flag: str) -> Path:
     """Make `path` writable as a file for `flag`: refuse a folder or a file-as-folder; create folders."""
-    import sys
-    from pathlib import Path
-
     path = Path(path)
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a folder; give a file name")
@@ -69,8 +65,6 @@ def prepare_output(path, flag: str):
         try:
             path.parent.mkdir(parents=True)
         except OSError as exc:
-            from ..errors import RuntimeFailure
-
             raise RuntimeFailure(f"{flag} {path}: cannot create folder {path.parent}: {exc.strerror}") from None
         print(f"created folder {path.parent} for {flag}", file=sys.stderr)
     return path
@@ -78,10 +72,6 @@ def prepare_output(path, flag: str):
 
 def check_reachable(base_url: str, flag: str = "--base-url", timeout_s: float = 5.0) -> None:
     """Fail early, naming the URL, when nothing listens there (instead of a table of failed requests)."""
-    import socket
-    import urllib.parse
-
-    from ..errors import RuntimeFailure
     from ..storage import redact_url
 
     shown = redact_url(base_url)
