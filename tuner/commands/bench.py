@@ -59,6 +59,18 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--metric-percentiles", default="50,90,99")
 
 
+def check_load_flags(args) -> None:
+    """Nonsense load numbers are refused before anything starts (not after a server booted)."""
+    if args.max_concurrency is not None and args.max_concurrency < 1:
+        raise UsageError(f"--max-concurrency must be at least 1, got {args.max_concurrency}")
+    if not args.request_rate > 0:  # inf is fine (all at once); nan fails this too
+        raise UsageError(f"--request-rate must be > 0 requests/s (or inf), got {args.request_rate}")
+    if not args.burstiness > 0:
+        raise UsageError(f"--burstiness must be > 0 (1 = Poisson), got {args.burstiness}")
+    if args.num_warmups < 0:
+        raise UsageError(f"--num-warmups must be 0 or more, got {args.num_warmups}")
+
+
 def build_workload(args):
     from ..workload import FixedWorkload, RandomWorkload, TraceWorkload
 
@@ -92,6 +104,7 @@ def cmd_bench(args) -> int:
     from ..metrics import rescale_time, validate_goodput_slos
 
     workload = build_workload(args)
+    check_load_flags(args)
     goodput = parse_key_values(args.goodput, "--goodput", sep=":")
     validate_goodput_slos(goodput)  # before the connection check: a bad key is the user's to fix
     if not 0 < args.time_scale <= 1:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from . import UsageError, check_folder, parse_key_values
-from .bench import add_load_flags, add_workload_flags, build_workload, parse_percentiles
+from .bench import add_load_flags, add_workload_flags, build_workload, check_load_flags, parse_percentiles
 
 
 def register(sub) -> None:
@@ -75,10 +75,24 @@ def _slots(args):
 
     if args.devices:
         groups = [g.strip() for g in args.devices.split(";") if g.strip()]
+        if not groups:
+            raise UsageError(f"--devices {args.devices!r} names no device group; e.g. '0,1;2,3'")
         return [Slot(index=i, devices=g.split(",")) for i, g in enumerate(groups)]
     if args.slots < 1:
         raise UsageError(f"--slots must be at least 1, got {args.slots}")
     return [Slot(index=i) for i in range(args.slots)]
+
+
+def _check_numbers(args) -> None:
+    positive = {"--boot-timeout": args.boot_timeout, "--warmup-timeout": args.warmup_timeout,
+                "--timeout": args.timeout, "--warmup-budget": args.warmup_budget}
+    for flag, value in positive.items():
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+    if not args.sim_noise >= 0:
+        raise UsageError(f"--sim-noise must be 0 or more, got {args.sim_noise}")
+    if args.sampler_seed < 0:
+        raise UsageError(f"--sampler-seed must be 0 or more, got {args.sampler_seed}")
 
 
 def _check_latency_stat(stat: str, percentiles) -> None:
@@ -98,12 +112,22 @@ def build_context(args, space):
     release = args.release or space.release
     if args.backend == "sim" and release is None:
         raise UsageError("the simulator needs a release profile: give --release or a space with release:")
+    _check_numbers(args)
+    check_load_flags(args)
+    if args.backend == "sim":
+        from ..sim.models import model_for
+
+        model_for(args.model_shape)  # an unknown --model-shape now, not after the study started
+    try:
+        vllm_command, extra_args = shlex.split(args.vllm_command), shlex.split(args.server_args)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"--server-args / --vllm-command: {exc} in {args.server_args or args.vllm_command!r}") from None
     backend = Backend(
         kind=args.backend, model=args.model, served_model_name=args.served_model_name,
         sim_release=release, sim_device=args.device, sim_model=args.model_shape,
         time_scale=args.time_scale if args.backend == "sim" else 1.0,
         startup_time_scale=args.startup_time_scale if args.backend == "sim" else None, sim_noise=args.sim_noise,
-        vllm_command=shlex.split(args.vllm_command), extra_args=shlex.split(args.server_args),
+        vllm_command=vllm_command, extra_args=extra_args,
     )
     if args.dtype == "fp8" and args.backend == "sim":
         backend.extra_args += ["--quantization", "fp8"]
