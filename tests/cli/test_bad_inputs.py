@@ -166,6 +166,15 @@ CASES = [
     Case(["compare", "ok", "nope"], 2, "results/nope/study.db"),
     Case(["compare", "ok", "ok", "--html", "notes.txt/cmp.html"], 2, "notes.txt is a file"),
     Case(["compare", "ok", "empty"], 2, "results/empty/study.db is an empty file"),
+    # fit and explain
+    Case(["fit", "--dataset-path", "trace.bin.jsonl"], 2, "trace.bin.jsonl"),
+    Case(["fit", "--profile", "fork-0.1"], 2, "fork-0.1"),
+    Case(["fit", "-o", "notes.txt/buckets.txt"], 2, "notes.txt is a file"),
+    Case(["fit", "-o", "notes.txt"], 2, "notes.txt exists; pass --force"),
+    Case(["fit", "--prompt-buckets", "0"], 2, "--prompt-buckets"),
+    Case(["explain", "missing.log"], 2, "missing.log"),
+    Case(["explain", "deploy"], 2, "not a file: deploy"),
+    Case(["explain", "notes.txt", "--block-size", "0"], 2, "--block-size"),
     # sim-serve and the top level
     Case(["sim-serve", "llama", "--sim-model", "llama-9b"], 2, "llama-9b"),
     Case(["sim-serve", "llama", "--port", "abc"], 2, "'abc'"),
@@ -203,7 +212,8 @@ def here(workspace, tmp_path, monkeypatch) -> Path:
 def test_the_table_is_long_enough_and_covers_every_subcommand():
     assert len(CASES) >= 30
     commands = {c.args[0] for c in CASES}
-    assert {"tune", "bench", "buckets", "profiles", "calc", "report", "export", "compare", "sim-serve"} <= commands
+    assert {"tune", "bench", "buckets", "profiles", "calc", "report", "export", "compare", "fit", "explain",
+            "sim-serve"} <= commands
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -233,11 +243,14 @@ def test_readers_leave_a_study_byte_identical(here: Path, capsys):
     assert not (here / "results" / "ok" / "study.db-journal").exists()
 
 
-def test_export_creates_missing_folders_and_says_so(here: Path, capsys):
+def test_outputs_create_missing_folders_and_say_so(here: Path, capsys):
     code, output = run_cli(["export", "ok", "-o", "deploy/missing/best.env"], capsys)
     assert code == 0, output
     assert "created folder deploy/missing for --output" in output
     assert "VLLM_" in (here / "deploy" / "missing" / "best.env").read_text()
+    code, output = run_cli(["fit", "--num-prompts", "50", "-o", "fits/a/buckets.txt"], capsys)
+    assert code == 0, output
+    assert "created folder fits/a for --output" in output and (here / "fits" / "a" / "buckets.txt").is_file()
 
 
 def test_debug_shows_the_traceback(here: Path, capsys, monkeypatch):

@@ -60,3 +60,13 @@ def test_the_watcher_survives_any_sequence(lines):
         assert all(isinstance(e, Event) for e in watcher.feed(line, t=float(n)))
     watcher.flush()
     watcher.summary()
+
+
+@given(st.lists(mangled_lines() | st.sampled_from(LINES), min_size=0, max_size=30))
+def test_explain_reads_any_mangled_log(lines):
+    from tuner.explain import explain
+    from tuner.explain.render import render_text, to_json
+
+    x = explain(lines, source="server.log", advise_opts={"block_size": 128})
+    render_text(x)
+    to_json(x)
