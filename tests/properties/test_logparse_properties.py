@@ -4,7 +4,7 @@ or garbled line is read as some event or none, never an exception. The live watc
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tuner.logparse import Event, LogWatcher, parse_line
@@ -62,7 +62,19 @@ def test_the_watcher_survives_any_sequence(lines):
     watcher.summary()
 
 
+_CFG = ("INFO 08-02 17:37:44 habana_model_runner.py:493] Prompt bucket config (min, step, max_warmup) "
+        "bs:[1, 32, 4], seq:[128, 128, 1024]")
+
+
 @given(st.lists(mangled_lines() | st.sampled_from(LINES), min_size=0, max_size=30))
+@example([_CFG, "INFO 08-02 17:37:44 habana_model_runner.py:499] Generated 3 prompt buckets: "
+                "[(1, 128), ( 768), (2, 128)]"])  # a cut tuple in a bucket list
+@example([_CFG, "INFO 08-02 17:37:54 habana_model_runner.py:1066] [Warmup][Prompt][1/24] batch_size:4 "
+                "seq_len:1024 free_mem:55.43 GiB",
+          "INFO 08-02 17:38:22 habana_model_runner.py:1066] [Warmup][Decode][48/48] batch_size:1 seq_len:128 "
+          "free_mem:55.43 GiB",
+          "INFO 08-02 17:37:54 habana_worker.py:134] Model profiling run took 504 MiB of device memory "
+          "(15.46 GiB/94.62 GiB used) and 180.9 MiB of host memory (475.4 GiB/1007 GiB used)"])  # time runs back
 def test_explain_reads_any_mangled_log(lines):
     from tuner.explain import explain
     from tuner.explain.render import render_text, to_json
