@@ -183,7 +183,8 @@ def _check_driver(url: str) -> None:
         dialect.import_dbapi()
     except ImportError as exc:
         missing = (getattr(exc, "name", None) or "").split(".")[0]
-        fix = f"pip install {_DRIVERS[missing]}" if missing in _DRIVERS else f"install the {missing or 'database'} driver"
+        fix = (f"pip install {_DRIVERS[missing]}" if missing in _DRIVERS
+               else f"install the {missing or 'database'} driver")
         raise StorageUnavailable(f"storage {redact_url(url)}: its database driver is not installed "
                                  f"(no module {missing!r}); {fix}, or name a driver in the URL, "
                                  f"e.g. {parsed.get_backend_name()}+DRIVER://") from None

@@ -92,6 +92,7 @@ def check_reachable(base_url: str, flag: str = "--base-url", timeout_s: float = 
     except socket.gaierror:
         raise RuntimeFailure(f"cannot connect to {shown}: unknown host {parts.hostname!r}") from None
     except TimeoutError:
-        raise RuntimeFailure(f"cannot connect to {shown}: no answer from port {port} within {timeout_s:.0f} s") from None
+        raise RuntimeFailure(f"cannot connect to {shown}: no answer from port {port} "
+                             f"within {timeout_s:.0f} s") from None
     except OSError as exc:
         raise RuntimeFailure(f"cannot connect to {shown}: {exc.strerror or exc}") from None
