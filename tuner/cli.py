@@ -87,6 +87,10 @@ def classify(exc: BaseException) -> tuple[int, str] | None:
         # Our modules' own error types (SpaceError, TraceFormatError, BucketConfigError, ...) and
         # the validation of our own code: a bad value the user gave.
         return 2, _one_line(exc)
+    if _storage_failure(exc):  # a database that went away mid-run (server down, disk full, lock)
+        cause = exc.__cause__ or exc
+        text = _one_line(getattr(cause, "orig", None) or cause).split(" [SQL:")[0]
+        return 1, f"the study storage failed: {text} (what was recorded so far is kept; re-run to resume)"
     if isinstance(exc, OSError) and exc.filename is not None:
         user_side = isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError))
         target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
@@ -95,7 +99,12 @@ def classify(exc: BaseException) -> tuple[int, str] | None:
 
 
 def _is_ours(cls: type) -> bool:
-    return cls.__module__.split(".")[0] == "tuner" and cls.__name__ != "ValueError"
+    return cls.__module__.split(".")[0] == "tuner"
+
+
+def _storage_failure(exc: BaseException) -> bool:
+    kinds = {(c.__module__.split(".")[0], c.__name__) for c in type(exc).__mro__}
+    return bool(kinds & {("sqlalchemy", "OperationalError"), ("optuna", "StorageInternalError")})
 
 
 def _raised_by_us(exc: BaseException) -> bool:

@@ -282,6 +282,23 @@ def test_an_unexpected_exception_says_where_its_trace_is(here: Path, capsys, mon
     assert "Traceback" in text and "raise KeyError" in text and PASSWORD not in text
 
 
+def test_a_storage_failing_mid_run_is_a_runtime_failure(here: Path, capsys, monkeypatch):
+    import optuna
+
+    from tuner.commands import calc
+
+    def storage_gone(args):
+        try:
+            raise sqlite3.OperationalError("disk I/O error")
+        except sqlite3.OperationalError as exc:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from exc
+
+    monkeypatch.setattr(calc, "cmd_calc", storage_gone)
+    code, output = run_cli(["calc"], capsys)
+    assert code == 1 and "Traceback" not in output
+    assert "the study storage failed: disk I/O error" in output
+
+
 def test_other_releases_variables_stay_a_warning_listed_once(here: Path):
     from tuner.space import SearchSpace
 
