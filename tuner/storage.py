@@ -67,7 +67,8 @@ def sqlite_path(url: str) -> Path | None:
 
 # ----------------------------------------------------------------------------------------- writers
 
-def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.RDBStorage:
+def open_storage(url: str, *, heartbeat_interval: int | None = None, grace_period: int | None = None,
+                 heartbeat_stale_trial_callback=None) -> optuna.storages.RDBStorage:
     """Open (and create, if new) a storage for writing. Missing folders of an SQLite path are created."""
     engine_kwargs: dict[str, Any] = {}
     path = sqlite_path(url)
@@ -76,7 +77,9 @@ def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.RDBStorage:
         if path.exists() and path.stat().st_size:  # an empty file is a new database to SQLite
             _check_sqlite_file(path)
             try:  # another program's database: never add our tables to it
-                _check_optuna_tables(url, _readonly_sqlite(path), path)
+                # Another tuner may be creating the schema this moment: only a database that has
+                # tables and none of Optuna's is refused.
+                _check_optuna_tables(url, _readonly_sqlite(path), path, foreign_only=True)
             except StudyError as exc:
                 raise StudyError(f"{exc}; choose another storage path") from None
             except Exception as exc:
@@ -87,7 +90,9 @@ def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.RDBStorage:
         _check_driver(url)
     for attempt in range(5):
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **rdb_kwargs)
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
+                                              heartbeat_interval=heartbeat_interval, grace_period=grace_period,
+                                              heartbeat_stale_trial_callback=heartbeat_stale_trial_callback)
         except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
             # Two workers creating a new storage at once: one loses the CREATE TABLE race; retry.
             racing = ("already exists", "UNIQUE constraint", "IntegrityError", "database is locked")
@@ -155,7 +160,8 @@ def _check_sqlite_file(path: Path) -> None:
         raise StudyError(f"{path} is not an SQLite database (its first bytes are not the SQLite header)")
 
 
-def _check_optuna_tables(url: str, engine_kwargs: dict[str, Any], path: Path | None) -> None:
+def _check_optuna_tables(url: str, engine_kwargs: dict[str, Any], path: Path | None,
+                         foreign_only: bool = False) -> None:
     import sqlalchemy
 
     engine = sqlalchemy.create_engine(url, **engine_kwargs)
@@ -164,6 +170,8 @@ def _check_optuna_tables(url: str, engine_kwargs: dict[str, Any], path: Path | N
     finally:
         engine.dispose()
     missing = [t for t in _OPTUNA_TABLES if t not in tables]
+    if foreign_only and (not tables or len(missing) < len(_OPTUNA_TABLES)):
+        return
     if missing:
         where = path if path is not None else redact_url(url)
         raise StudyError(f"{where} is a database but not an Optuna study storage (no {missing[0]!r} table)")
