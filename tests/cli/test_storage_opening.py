@@ -107,3 +107,14 @@ def test_the_password_never_survives_redaction(scheme, user, password, host):
     assert url_password(url) == password
     shown = redact_url(url)
     assert shown == f"{scheme}://{user}:***@{host}/db"
+
+
+def test_a_writer_takes_an_sqlite_file_without_tables(tmp_path):
+    path = tmp_path / "new.db"
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA user_version = 1")  # a valid, non-empty database with no table yet
+    assert path.stat().st_size > 0
+    storage = open_storage(f"sqlite:///{path}")
+    optuna.create_study(study_name="s", storage=storage)
+    storage.engine.dispose()
+    assert [s.study_name for s in optuna.get_all_study_summaries(open_storage_readonly(f"sqlite:///{path}"))] == ["s"]
