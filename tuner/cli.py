@@ -1,37 +1,150 @@
-"""The `bucket-tuner` command line: thin; every command lives in tuner/commands/ and calls into a module."""
+"""The `bucket-tuner` command line: thin; every command lives in tuner/commands/ and calls into a module.
+
+It is also the one place where errors meet the user (see tuner/errors.py): an expected failure is
+one line, `bucket-tuner COMMAND: error: ...`, exit 2 for a bad argument or input file and 1 for a
+failure of the surroundings; a traceback only with --debug or BUCKET_TUNER_DEBUG=1. Anything
+unexpected also gets one line, saying where its full trace was written.
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
 import sys
+import tempfile
+import traceback
+from pathlib import Path
 
-from .buckets import BucketConfigError
-from .commands import UsageError
 from .commands import bench, buckets, calc, explain, fit, results, sim, tune
+from .errors import TunerError
+from .redact import redact_argv, redact_env
+from .storage import url_password
+
+DEBUG_ENV = "BUCKET_TUNER_DEBUG"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_NO_DEBUG_FLAG = {"sim-serve"}  # passes every argument to the simulator's own parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bucket-tuner",
         description="Measured tuning of vLLM-on-Gaudi bucket, graph-memory and batching settings.",
+        epilog=f"Errors are one line (exit 2: bad argument or input file; 1: server, storage or disk "
+               f"failed). --debug (or {DEBUG_ENV}=1) shows the traceback. Output files go where you "
+               "point them; missing parent folders are created and named on stderr.",
     )
+    parser.add_argument("--debug", action="store_true", help=f"show tracebacks (or set {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (tune, results, bench, buckets, calc, fit, explain, sim):
         module.register(sub)
+    for name, subparser in sub.choices.items():
+        if name not in _NO_DEBUG_FLAG:  # accepted after the command too; SUPPRESS keeps the top-level value
+            subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                   help=f"show tracebacks (or set {DEBUG_ENV}=1)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
     try:
         return args.func(args)
-    except (UsageError, BucketConfigError, ValueError) as exc:
-        print(f"bucket-tuner {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `bucket-tuner export ... | head`: the reader left; nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as exc:  # the boundary: every failure leaves here as one line
+        return report_failure(exc, args.command, argv, debug)
+
+
+def report_failure(exc: BaseException, command: str, argv: list[str], debug: bool) -> int:
+    """Print the one-line error (and the traceback with --debug); return the exit status."""
+    scrub = _scrubber(argv)
+    trace = scrub("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    known = classify(exc)
+    if debug:
+        print(trace, file=sys.stderr, end="")
+    if known is not None:
+        code, message = known
+        print(f"bucket-tuner {command}: error: {scrub(message)}", file=sys.stderr)
+        return code
+    where = _write_trace(trace, scrub(" ".join(redact_argv(argv))))
+    said = f"the full trace is in {where}" if where else "no trace file could be written; re-run with --debug"
+    print(f"bucket-tuner {command}: internal error: {type(exc).__name__}: {scrub(_one_line(exc))} "
+          f"({said}; please include it in a bug report)", file=sys.stderr)
+    return 1
+
+
+def classify(exc: BaseException) -> tuple[int, str] | None:
+    """(exit status, message) for an expected failure; None for a bug."""
+    if isinstance(exc, TunerError):
+        return exc.exit_code, _one_line(exc)
+    if isinstance(exc, ValueError) and (_is_ours(type(exc)) or _raised_by_us(exc)):
+        # Our modules' own error types (SpaceError, TraceFormatError, BucketConfigError, ...) and
+        # the validation of our own code: a bad value the user gave.
+        return 2, _one_line(exc)
+    if _storage_failure(exc):  # a database that went away mid-run (server down, disk full, lock)
+        cause = exc.__cause__ or exc
+        text = _one_line(getattr(cause, "orig", None) or cause).split(" [SQL:")[0]
+        return 1, f"the study storage failed: {text} (what was recorded so far is kept; re-run to resume)"
+    if isinstance(exc, OSError) and exc.filename is not None:
+        user_side = isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError))
+        target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+        return (2 if user_side else 1), f"{target}: {exc.strerror or exc}"
+    return None
+
+
+def _is_ours(cls: type) -> bool:
+    return cls.__module__.split(".")[0] == "tuner"
+
+
+def _storage_failure(exc: BaseException) -> bool:
+    kinds = {(c.__module__.split(".")[0], c.__name__) for c in type(exc).__mro__}
+    return bool(kinds & {("sqlalchemy", "OperationalError"), ("optuna", "StorageInternalError")})
+
+
+def _raised_by_us(exc: BaseException) -> bool:
+    """True when the innermost frame is in our package: our own validation, not a library's bug."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    try:
+        return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE_DIR)
+    except (OSError, ValueError):
+        return False
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _scrubber(argv: list[str]):
+    """Hide URL passwords (those on the command line, and any user:password@ form) in shown text."""
+    secrets = {p for arg in argv if (p := url_password(arg.partition("=")[2] if arg.startswith("--") else arg))}
+
+    def scrub(text: str) -> str:
+        for secret in secrets:
+            text = text.replace(secret, "***")
+        return redact_env({"text": text})["text"]
+
+    return scrub
+
+
+def _write_trace(trace: str, command_line: str) -> Path | None:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"bucket-tuner-crash-{stamp}-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            f.write(f"bucket-tuner {command_line}\n\n{trace}")
+        return Path(name)
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":

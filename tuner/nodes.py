@@ -33,7 +33,8 @@ from optuna.storages import BaseStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.trial import TrialState
 
-from .redact import redact_env
+from .errors import StorageUnavailable
+from .storage import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +44,7 @@ CONNECT_TIMEOUT_S = 10
 TUNER_DIED = "tuner_died"
 
 
-class StorageUnavailable(ValueError):
-    """The study storage stayed unreachable; everything recorded before is kept."""
-
-
 # ------------------------------------------------------------------------------------ URLs
-def redact_url(url: str) -> str:
-    return redact_env({"url": url})["url"]
-
-
 def is_postgres(url: str) -> bool:
     return url.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres")
 

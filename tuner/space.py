@@ -28,6 +28,7 @@ on other parameters' (or fixed env/server) values: a value or a list of values.
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import operator
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from .buckets import get_profile
+from .buckets import BucketConfigError, get_profile
 
 # `vllm serve` options a space may set; bools are presence flags.
 SERVER_OPTIONS = {
@@ -118,33 +119,42 @@ class SearchSpace:
     def load(cls, path: str | Path) -> "SearchSpace":
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(path.read_bytes().decode("utf-8"))
         except FileNotFoundError:
             raise SpaceError(f"{path}: search-space file not found") from None
+        except IsADirectoryError:
+            raise SpaceError(f"{path}: is a folder, not a search-space file") from None
+        except UnicodeDecodeError as exc:
+            raise SpaceError(f"{path}: not UTF-8 text (byte {exc.start}); a search space is a YAML file") from None
         except yaml.YAMLError as exc:
-            raise SpaceError(f"{path}: not valid YAML: {exc}") from None
+            raise SpaceError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        except RecursionError:
+            raise SpaceError(f"{path}: YAML nested too deeply") from None
         return cls.from_dict(data, source=str(path))
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<inline>") -> "SearchSpace":
         if not isinstance(data, dict):
             raise SpaceError(f"{source}: the top level must be a mapping")
-        unknown = set(data) - {"name", "description", "release", "server", "env", "parameters", "derived"}
+        unknown = set(map(str, data)) - {"name", "description", "release", "server", "env", "parameters", "derived"}
         if unknown:
             raise SpaceError(f"{source}: unknown top-level key(s): {', '.join(sorted(unknown))}")
-        server = dict(data.get("server") or {})
+        server = _mapping(source, "server", data.get("server"))
         for key, value in server.items():
             _check_server_value(source, f"server.{key}", key, value)
-        env = {str(k): _env_text(v) for k, v in (data.get("env") or {}).items()}
+        env = {k: _env_text(v) for k, v in _mapping(source, "env", data.get("env")).items()}
         params_raw = data.get("parameters")
         if not isinstance(params_raw, dict) or not params_raw:
             raise SpaceError(f"{source}: 'parameters' must be a non-empty mapping of name -> definition")
-        params = [_parse_parameter(source, name, spec) for name, spec in params_raw.items()]
-        derived = {str(k): str(v) for k, v in (data.get("derived") or {}).items()}
+        params = [_parse_parameter(source, str(name), spec) for name, spec in params_raw.items()]
+        derived = {k: str(v) for k, v in _mapping(source, "derived", data.get("derived")).items()}
+        release = data.get("release")
+        if release is not None and not isinstance(release, str):
+            raise SpaceError(f"{source}: release must be a profile name such as fork-1.21.2, got {release!r}")
         space = cls(
             name=str(data.get("name") or Path(source).stem),
             description=str(data.get("description") or ""),
-            release=data.get("release"),
+            release=release,
             server=server,
             env=env,
             parameters=params,
@@ -153,7 +163,10 @@ class SearchSpace:
         )
         space._check_references()
         if space.release:
-            get_profile(space.release)  # an unknown release is an error here, not at trial time
+            try:  # an unknown release is an error here, not at trial time
+                get_profile(space.release)
+            except BucketConfigError as exc:
+                raise SpaceError(f"{source}: release: {exc}") from None
         return space
 
     def _check_references(self):
@@ -178,25 +191,44 @@ class SearchSpace:
 
     # -- release check ---------------------------------------------------------------------------------
     def check_release(self, release: str) -> list[str]:
-        """Drop parameters the release never reads under the strategies they can run with; say so."""
+        """Refuse variables no release reads (a typo); drop those this release ignores, say so once.
+
+        A variable another release reads stays a warning: that is how one space serves several
+        releases. Only the release's own families (VLLM_*, PT_HPU_*) are judged; fixed env: entries
+        may belong to other components and pass through (a near-miss of a known name is noted).
+        """
         from .releases import reads_variable
 
         profile = get_profile(release)
-        kept, notes = [], []
+        known = known_variables()
+        kept, notes, ignored = [], [], set()
         for p in self.parameters:
-            # Only the release's own families are judged; anything else (a simulator switch, a
-            # variable of another component) is passed through as given.
-            if p.target != "env" or not p.key.startswith(("VLLM_", "PT_HPU_")):
+            if p.target != "env" or not p.key.startswith(_JUDGED_PREFIXES):
                 kept.append(p)
                 continue
-            strategies = self._possible_strategies(profile, p)
+            if p.key not in known:
+                raise SpaceError(f"{self.source}: parameter {p.name!r}: no release reads {p.key}"
+                                 f"{_did_you_mean(p.key, known)}")
+            try:
+                strategies = self._possible_strategies(profile, p)
+            except BucketConfigError as exc:  # a strategy switch value the release refuses
+                raise SpaceError(f"{self.source}: parameter {p.name!r}: {exc}") from None
             if any(reads_variable(profile, p.key, s) for s in strategies):
                 kept.append(p)
-            else:
+            elif p.key not in ignored:
+                ignored.add(p.key)
                 notes.append(
                     f"{p.name}: {profile.name} does not read {p.key} under {'/'.join(sorted(strategies))} "
-                    "bucketing; not searched"
+                    "bucketing (other releases do); not searched"
                 )
+        for name in self.derived:
+            if name.startswith(_JUDGED_PREFIXES) and name not in known:
+                raise SpaceError(f"{self.source}: derived {name!r}: no release reads {name}"
+                                 f"{_did_you_mean(name, known)}")
+        for name in self.env:
+            hint = _did_you_mean(name, known, cutoff=0.85)
+            if name.startswith(_JUDGED_PREFIXES) and name not in known and hint:
+                notes.append(f"env: {name}: no release reads it{hint} (passed to the server as given)")
         self.parameters = kept
         self.notes = notes
         return notes
@@ -258,6 +290,37 @@ class SearchSpace:
 
 # ------------------------------------------------------------------------------------------ helpers
 
+_JUDGED_PREFIXES = ("VLLM_", "PT_HPU_")
+# Switches the release profiles consult besides their bucket, strategy and runtime variables
+# (tuner/buckets: prefix caching, unified attention, bucket files, bucketing on/off, sliding window).
+_ALSO_READ = ("VLLM_PREFIX_CACHING", "VLLM_UNIFIED_ATTN", "VLLM_BUCKETING_FROM_FILE", "VLLM_ENABLE_BUCKETING",
+              "VLLM_FUSEDSDPA_SLIDE_THLD", "PT_HPU_SDPA_BC_FACTOR", "VLLM_LOGGING_LEVEL")
+
+
+def known_variables() -> frozenset[str]:
+    """Every VLLM_*/PT_HPU_* variable some release profile reads (bucket, switch, warmup, memory)."""
+    global _KNOWN
+    if _KNOWN is None:
+        from .buckets import profiles
+        from .releases import runtime_variables
+
+        names: set[str] = set(_ALSO_READ)
+        for profile in profiles().values():
+            for strategy in profile.strategies:
+                names.update(profile.bucket_variables(strategy), profile.strategy_env(strategy))
+            names.update(v.name for v in runtime_variables(profile))
+        _KNOWN = frozenset(names)
+    return _KNOWN
+
+
+_KNOWN: frozenset[str] | None = None
+
+
+def _did_you_mean(name: str, known, cutoff: float = 0.6) -> str:
+    match = difflib.get_close_matches(name, sorted(known), n=1, cutoff=cutoff)
+    return f"; did you mean {match[0]}?" if match else ""
+
+
 def _is_strategy_switch(profile, key: str) -> bool:
     return any(key in profile.strategy_env(s) for s in profile.strategies)
 
@@ -315,6 +378,15 @@ def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:
     if target == "server" and SERVER_OPTIONS[key] is bool and ptype != "bool":
         raise SpaceError(f"{where}: server option {key} is a flag; use type: bool")
     return Parameter(name=name, type=ptype, target=target, key=key, **kwargs)
+
+
+def _mapping(source: str, key: str, value: Any) -> dict[str, Any]:
+    """A `key:` section as a dict with text keys; absent or empty is {}."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpaceError(f"{source}: '{key}' must be a mapping of name -> value, got {value!r}"[:300])
+    return {str(k): v for k, v in value.items()}
 
 
 def _check_server_value(source: str, where: str, key: str, value: Any):
@@ -384,7 +456,10 @@ def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
         if isinstance(node, ast.Name) and node.id in scope:
             return scope[node.id]
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+            left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64:
+                raise SpaceError(f"{source}: derived {name!r}: exponent {right} in {expr!r} is too large")
+            return _BINOPS[type(node.op)](left, right)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -ev(node.operand)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS and not node.keywords:
@@ -393,7 +468,7 @@ def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
 
     try:
         value = ev(ast.parse(expr, mode="eval"))
-    except (ArithmeticError, TypeError) as exc:
+    except (ArithmeticError, TypeError, ValueError, RecursionError) as exc:
         raise SpaceError(f"{source}: derived {name!r}: {expr!r} failed with these values: {exc}") from None
     if isinstance(value, float) and value.is_integer():
         value = int(value)

@@ -26,8 +26,10 @@ from optuna.trial import TrialState
 
 from . import nodes
 from . import trial as trial_mod
+from .errors import StudyError
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
+from .storage import open_storage, open_storage_readonly, redact_url
 from .trial import Slot, TrialContext, TrialResult
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
@@ -35,10 +37,6 @@ THROUGHPUT = "output_throughput"
 WARMUP = "warmup_s"
 LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
 GRACE_S = nodes.DEFAULT_GRACE_S  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
-
-
-class StudyError(ValueError):
-    """A study-level problem (storage, sampler, seed study) named clearly."""
 
 
 @dataclass
@@ -110,33 +108,13 @@ class StudyOptions:
 
 def make_storage(url: str, grace_s: float = GRACE_S,
                  outage_s: float = nodes.DEFAULT_OUTAGE_S) -> optuna.storages.BaseStorage:
+    """The study's storage, opened for writing (tuner/storage.py) with the heartbeat of a shared study;
+    a server storage is wrapped to ride out outages (tuner/nodes.py)."""
     url = nodes.storage_url(url)
-    engine_kwargs = nodes.engine_kwargs(url)
-    if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        # Several tuners on one machine may share the file: wait for its lock instead of failing.
-        engine_kwargs = {"connect_args": {"timeout": 60}}
-    for attempt in range(5):
-        try:
-            storage = optuna.storages.RDBStorage(
-                url,
-                engine_kwargs=engine_kwargs,
-                heartbeat_interval=nodes.heartbeat_interval(grace_s),
-                grace_period=max(1, int(grace_s)),
-            )
-            # A shared database can restart under a running study: retry through the outage.
-            return storage if url.startswith("sqlite") else nodes.ResilientStorage(storage, url, outage_s)
-        except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
-            # Two workers creating a new storage at once: one loses the CREATE TABLE race; retry.
-            racing = ("already exists", "UNIQUE constraint", "IntegrityError", "database is locked")
-            if any(r in str(exc) for r in racing) and attempt < 4:
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            raise StudyError(f"cannot open the study storage {redact_url(url)}: {nodes.describe_error(exc)}") from None
-
-
-def redact_url(url: str) -> str:
-    return redact_env({"url": url})["url"]
+    storage = open_storage(url, heartbeat_interval=nodes.heartbeat_interval(grace_s),
+                           grace_period=max(1, int(grace_s)), engine_kwargs=nodes.engine_kwargs(url))
+    # A shared database can restart under a running study: retry through the outage.
+    return storage if url.startswith("sqlite") else nodes.ResilientStorage(storage, url, outage_s)
 
 
 def make_sampler(name: str, seed: int | None, space: SearchSpace, n_trials: int, grid_levels: int):
@@ -262,8 +240,8 @@ def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict, 
 
 
 def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
-    try:
-        other = optuna.load_study(study_name=study_name, storage=nodes.storage_url(storage_url))
+    try:  # read-only: a mistyped --seed-from must not create a database
+        other = optuna.load_study(study_name=study_name, storage=open_storage_readonly(nodes.storage_url(storage_url)))
     except KeyError:
         raise StudyError(f"--seed-from: no study named {study_name!r} in {redact_url(storage_url)}") from None
     return [t.params for t in other.best_trials]

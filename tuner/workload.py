@@ -469,7 +469,14 @@ class TraceWorkload(Workload):
                   time_multiplier: float = 1.0) -> TraceWorkload:
         """Read the file; ``num_prompts`` keeps the first N requests (an error if it has fewer)."""
         path = Path(path)
-        rows = list(_read_trace_rows(path))
+        try:
+            rows = list(_read_trace_rows(path))
+        except UnicodeDecodeError as e:
+            raise TraceFormatError(f"{path}: not UTF-8 text (byte {e.start}); a trace is CSV or JSONL") from None
+        except csv.Error as e:
+            raise TraceFormatError(f"{path}: not readable as CSV ({e})") from None
+        except RecursionError:
+            raise TraceFormatError(f"{path}: JSON nested too deeply") from None
         if not rows:
             raise TraceFormatError(f"{path}: no requests in trace file")
         if num_prompts is not None:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import socket
+import sys
+import urllib.parse
+from pathlib import Path
 
-class UsageError(Exception):
+from ..errors import RuntimeFailure, UserError
+
+
+class UsageError(UserError):
     """A bad command-line value; printed as `error: ...` with exit status 2."""
 
 
@@ -26,7 +34,65 @@ def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict
             try:
                 if not found or not name:
                     raise ValueError
-                out[name] = float(value)
+                number = float(value)
             except ValueError:
                 raise UsageError(f"{flag} expects NAME{sep}NUMBER, got {item!r}") from None
+            if not (math.isfinite(number) and number >= 0):
+                raise UsageError(f"{flag} {item!r}: the limit must be a finite number >= 0")
+            out[name] = number
     return out
+
+
+def check_folder(path, flag: str) -> None:
+    """A folder the command will create or fill: refuse a path that is (or runs through) a file."""
+    path = Path(path)
+    for folder in [*reversed(path.parents), path]:
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{flag} {path}: {folder} is a file, not a folder")
+
+
+# Output files: missing parent folders are created and said so on stderr; a path whose "folder" is
+# a file, or that is itself a folder, is refused. (The policy is in `bucket-tuner --help`.)
+def prepare_output(path, flag: str) -> Path:
+    """Make `path` writable as a file for `flag`: refuse a folder or a file-as-folder; create folders."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file name")
+    for folder in reversed(path.parents):
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{flag} {path}: {folder} is a file, not a folder")
+    if not path.parent.exists():
+        try:
+            path.parent.mkdir(parents=True)
+        except OSError as exc:
+            raise RuntimeFailure(f"{flag} {path}: cannot create folder {path.parent}: {exc.strerror}") from None
+        print(f"created folder {path.parent} for {flag}", file=sys.stderr)
+    return path
+
+
+def check_reachable(base_url: str, flag: str = "--base-url", timeout_s: float = 5.0) -> None:
+    """Fail early, naming the URL, when nothing listens there (instead of a table of failed requests)."""
+    from ..storage import redact_url
+
+    shown = redact_url(base_url)
+    parts = urllib.parse.urlsplit(base_url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"{flag} {shown}: the port is not a number in 0..65535") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{flag} expects http://HOST:PORT, got {shown!r}")
+    port = port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            pass
+    except ConnectionRefusedError:
+        raise RuntimeFailure(f"cannot connect to {shown}: connection refused on port {port} "
+                             "(is the server running and listening there?)") from None
+    except socket.gaierror:
+        raise RuntimeFailure(f"cannot connect to {shown}: unknown host {parts.hostname!r}") from None
+    except TimeoutError:
+        raise RuntimeFailure(f"cannot connect to {shown}: no answer from port {port} "
+                             f"within {timeout_s:.0f} s") from None
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot connect to {shown}: {exc.strerror or exc}") from None

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import UsageError, parse_key_values
+from . import UsageError, check_reachable, parse_key_values, prepare_output
 
 DIFFERENCES = ("Differences from vllm bench serve, on purpose: prompts are token-id lists of exact lengths "
                "(the vocabulary comes from --tokenizer/--model read offline, else from the server); "
@@ -126,6 +126,18 @@ def _json_object(text: str) -> dict:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
+
+
+def check_load_flags(args) -> None:
+    """Nonsense load numbers are refused before anything starts (not after a server booted)."""
+    if args.max_concurrency is not None and args.max_concurrency < 1:
+        raise UsageError(f"--max-concurrency must be at least 1, got {args.max_concurrency}")
+    if not args.request_rate > 0:  # inf is fine (all at once); nan fails this too
+        raise UsageError(f"--request-rate must be > 0 requests/s (or inf), got {args.request_rate}")
+    if not args.burstiness > 0:
+        raise UsageError(f"--burstiness must be > 0 (1 = Poisson), got {args.burstiness}")
+    if args.num_warmups < 0:
+        raise UsageError(f"--num-warmups must be 0 or more, got {args.num_warmups}")
 
 
 def parse_percentiles(text: str) -> tuple[float, ...]:
@@ -269,8 +281,15 @@ def _auth() -> dict:
 
 
 def cmd_bench(args) -> int:
+    from ..metrics import validate_goodput_slos
+
     _check(args)
+    check_load_flags(args)
     parse_percentiles(args.metric_percentiles)
+    validate_goodput_slos(parse_key_values(args.goodput, "--goodput", sep=":"))  # the user's to fix first
+    check_reachable((args.base_url or f"http://{args.host}:{args.port}").rstrip("/"))  # one clear line
+    if args.result_file:
+        args.result_file = prepare_output(args.result_file, "--result-file")
     data, result = asyncio.run(_bench(args))
     print_failures(data)
     print_summary(data, args.percentile_metrics_list, parse_percentiles(args.metric_percentiles))
@@ -323,7 +342,6 @@ def save_results(args, data: dict) -> None:
             json.dump(slim, f)
         print(f"result written to {name}")
     if args.result_file:
-        args.result_file.parent.mkdir(parents=True, exist_ok=True)
         args.result_file.write_text(json.dumps(data))
         print(f"result written to {args.result_file}")
 

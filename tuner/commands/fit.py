@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import UsageError
+from . import UsageError, check_folder, prepare_output
 
 
 
@@ -35,7 +35,8 @@ def register(sub) -> None:
     p.add_argument("--decode-buckets", type=int, default=8, help="context-block buckets per decode batch size")
     p.add_argument("--max-buckets", type=int, default=16, help="length of the printed curves (default 16)")
     p.add_argument("--profile", default="gaudi-main", help="release profile (default gaudi-main)")
-    p.add_argument("-o", "--output", help="write the bucket file here (refuses to overwrite without --force)")
+    p.add_argument("-o", "--output", help="write the bucket file here (refuses to overwrite without --force; "
+                   "missing folders are created)")
     p.add_argument("--force", action="store_true", help="overwrite --output")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_fit)
@@ -69,8 +70,7 @@ def cmd_fit(args) -> int:
     if out is not None:
         if out.exists() and not args.force:
             raise UsageError(f"{out} exists; pass --force to overwrite it")
-        if not out.parent.is_dir():
-            raise UsageError(f"folder {out.parent} does not exist")
+        check_folder(out.parent, "--output")  # missing folders are created when writing (as everywhere)
     workload = _workload(args)
     try:
         decode_bs = parse_int_list(args.decode_bs, "--decode-bs") if args.decode_bs else None
@@ -89,7 +89,7 @@ def cmd_fit(args) -> int:
               f"{n_decode} decode buckets, block size {args.block_size}"]
     text = format_bucket_file(prompt_bs, prompt.boundaries, [(bs, f.boundaries) for bs, f in decode.items()], header)
     if out is not None:
-        out.write_text(text)
+        prepare_output(out, "--output").write_text(text)
     doc = _document(args, fit, prompt, decode, n_prompt, n_decode, out)
     if args.json:
         print(json.dumps(doc, indent=2))

@@ -7,7 +7,7 @@ from pathlib import Path
 import optuna
 
 from ..nodes import storage_url
-from . import UsageError, parse_key_values
+from . import UsageError, parse_key_values, prepare_output
 
 
 def register(sub) -> None:
@@ -24,14 +24,15 @@ def register(sub) -> None:
     p.add_argument("--max-tpot", type=float, metavar="MS", help="p99 TPOT limit")
     p.add_argument("--min-throughput", type=float, metavar="TOK_S")
     p.add_argument("--where", nargs="+", metavar="METRIC=MAX", help="more limits, e.g. median_itl_ms=30")
-    p.add_argument("-o", "--output", type=Path, help="write here (default: print)")
+    p.add_argument("-o", "--output", type=Path, help="write here (default: print); missing folders are created")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("compare", help="two or more studies (or releases) side by side; the first is the baseline")
     p.add_argument("studies", nargs="+", metavar="STUDY", help="study names or folders, baseline first")
     p.add_argument("--results", type=Path, default=Path("results"))
     p.add_argument("--storage", help="one Optuna storage URL holding all the studies")
-    p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here")
+    p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here; "
+                   "missing folders are created")
     p.set_defaults(func=cmd_compare)
 
 
@@ -42,6 +43,9 @@ def _study_args(p) -> None:
 
 
 def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.Study, Path]:
+    """The study, opened read-only: a reader never creates or changes anything in what it reads."""
+    from ..storage import open_storage_readonly
+
     folder = Path(name) if Path(name).is_dir() else results / name
     if storage is None:
         db = folder / "study.db"
@@ -50,10 +54,11 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
         storage = f"sqlite:///{db.as_posix()}"
     storage = storage_url(storage)  # postgresql:// on psycopg 3 whatever SQLAlchemy's default driver
     study_name = folder.name
+    opened = open_storage_readonly(storage)
     try:
-        return optuna.load_study(study_name=study_name, storage=storage), folder
+        return optuna.load_study(study_name=study_name, storage=opened), folder
     except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        names = [s.study_name for s in optuna.get_all_study_summaries(opened)]
         raise UsageError(f"no study named {study_name!r} in that storage; it has: "
                          f"{', '.join(names) or 'none'}") from None
 
@@ -87,7 +92,7 @@ def cmd_export(args) -> int:
     trial = pick_trial(study, args.pick, filters)
     text = env_file_text(study, trial, args.pick, _release(study))
     if args.output:
-        args.output.write_text(text)
+        prepare_output(args.output, "--output").write_text(text)
         print(f"trial {trial.number} ({args.pick}) written to {args.output}")
     else:
         print(text, end="")
@@ -107,6 +112,6 @@ def cmd_compare(args) -> int:
         raise UsageError(str(exc)) from None
     print_comparison(cmp)
     if args.html:
-        write_compare_html(cmp, studies, args.html)
+        write_compare_html(cmp, studies, prepare_output(args.html, "--html"))
         print(f"comparison page: {args.html}")
     return 0

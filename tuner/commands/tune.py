@@ -7,8 +7,8 @@ import shlex
 import time
 from pathlib import Path
 
-from . import UsageError, parse_key_values
-from .bench import add_load_flags, add_workload_flags, parse_percentiles
+from . import UsageError, check_folder, parse_key_values
+from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 
 
 def register(sub) -> None:
@@ -82,6 +82,8 @@ def _slots(args):
 
     if args.devices:
         groups = [g.strip() for g in args.devices.split(";") if g.strip()]
+        if not groups:
+            raise UsageError(f"--devices {args.devices!r} names no device group; e.g. '0,1;2,3'")
         return [Slot(index=i, devices=g.split(",")) for i, g in enumerate(groups)]
     if args.slots < 1:
         raise UsageError(f"--slots must be at least 1, got {args.slots}")
@@ -89,7 +91,7 @@ def _slots(args):
 
 
 def _storage_url(args, console) -> str | None:
-    from ..nodes import redact_url
+    from ..storage import redact_url
 
     url = args.storage or os.environ.get("BUCKET_TUNER_STORAGE") or None
     if args.heartbeat_grace < 2:
@@ -102,6 +104,28 @@ def _storage_url(args, console) -> str | None:
     return url
 
 
+def _check_numbers(args) -> None:
+    positive = {"--boot-timeout": args.boot_timeout, "--warmup-timeout": args.warmup_timeout,
+                "--timeout": args.timeout, "--warmup-budget": args.warmup_budget}
+    for flag, value in positive.items():
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+    if not args.sim_noise >= 0:
+        raise UsageError(f"--sim-noise must be 0 or more, got {args.sim_noise}")
+    if args.sampler_seed < 0:
+        raise UsageError(f"--sampler-seed must be 0 or more, got {args.sampler_seed}")
+
+
+def _check_latency_stat(stat: str, percentiles) -> None:
+    """The objective must be a statistic the load test reports, or every trial would score a penalty."""
+    from ..metrics import percentile_key
+
+    offered = ["mean", "median"] + [f"p{percentile_key(p)}" for p in percentiles]
+    if stat not in offered:
+        raise UsageError(f"--latency-stat {stat!r} is not reported; choose one of {', '.join(offered)} "
+                         "(add a percentile with --metric-percentiles)")
+
+
 def build_context(args, space):
     from ..backends import Backend
     from ..trial import DeviceModel, Limits, LoadOptions, TrialContext
@@ -109,12 +133,22 @@ def build_context(args, space):
     release = args.release or space.release
     if args.backend == "sim" and release is None:
         raise UsageError("the simulator needs a release profile: give --release or a space with release:")
+    _check_numbers(args)
+    check_load_flags(args)
+    if args.backend == "sim":
+        from ..sim.models import model_for
+
+        model_for(args.model_shape)  # an unknown --model-shape now, not after the study started
+    try:
+        vllm_command, extra_args = shlex.split(args.vllm_command), shlex.split(args.server_args)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"--server-args / --vllm-command: {exc} in {args.server_args or args.vllm_command!r}") from None
     backend = Backend(
         kind=args.backend, model=args.model, served_model_name=args.served_model_name,
         sim_release=release, sim_device=args.device, sim_model=args.model_shape,
         time_scale=args.time_scale if args.backend == "sim" else 1.0,
         startup_time_scale=args.startup_time_scale if args.backend == "sim" else None, sim_noise=args.sim_noise,
-        vllm_command=shlex.split(args.vllm_command), extra_args=shlex.split(args.server_args),
+        vllm_command=vllm_command, extra_args=extra_args,
     )
     if args.dtype == "fp8" and args.backend == "sim":
         backend.extra_args += ["--quantization", "fp8"]
@@ -152,10 +186,11 @@ def cmd_tune(args) -> int:
 
     from .. import report
     from ..space import SearchSpace
-    from ..nodes import redact_url
+    from ..storage import redact_url
     from ..study import Constraints, Objectives, StudyOptions, run_study
 
     console = Console(stderr=True)
+    check_folder(args.results, "--results")
     space = SearchSpace.load(args.space)
     ctx = build_context(args, space)
     if ctx.release:
@@ -163,6 +198,10 @@ def cmd_tune(args) -> int:
             console.print(f"[yellow]space:[/] {note}")
     if args.n_trials < 1:
         raise UsageError(f"--n-trials must be at least 1, got {args.n_trials}")
+    seed_db = args.results / (args.seed_from or "") / "study.db"
+    if args.seed_from and not args.storage and not seed_db.is_file():  # checked even when resuming
+        raise UsageError(f"--seed-from {args.seed_from}: no study at {seed_db}")
+    _check_latency_stat(args.latency_stat, ctx.load.percentiles)
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,

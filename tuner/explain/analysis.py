@@ -169,7 +169,7 @@ def bucket_phases(reading: LogReading) -> list[PhaseBuckets]:
         if g is None and cfg is None:
             continue
         buckets = g.buckets if g else ()
-        width = len(buckets[0]) if buckets else 0
+        width = min(len(b) for b in buckets) if buckets else 0  # a cut log line may hold a short tuple
         dims = tuple(g.dims) if g and g.dims else tuple(("bs", "seq", "blocks")[:width])
         ranges = tuple((min(b[i] for b in buckets), max(b[i] for b in buckets)) for i in range(width))
         omitted = s.omitted.get(phase)

@@ -57,7 +57,7 @@ def plain_words(x: Explanation) -> list[str]:
     if slow:
         st = slow[0]
         out.append(f"The slowest bucket was {st.phase} {st.shape} at {_secs(st.seconds)}.")
-    phase_times = [(n, t) for n, t in x.timeline.phases if t and "warmup" in n]
+    phase_times = [(n, t) for n, t in x.timeline.phases if t and t > 0 and "warmup" in n]  # reordered logs: t < 0
     if len(phase_times) > 1:
         whole = sum(t for _, t in phase_times)
         top = max(phase_times, key=lambda p: p[1])

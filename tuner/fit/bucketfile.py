@@ -66,7 +66,9 @@ def parse_bucket_file(text: str, source: str = "<bucket file>") -> tuple[list[tu
 def read_bucket_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BucketFileError(f"cannot read bucket file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise BucketFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     return parse_bucket_file(text, str(path))
