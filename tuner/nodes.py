@@ -34,7 +34,7 @@ from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.trial import TrialState
 
 from .errors import StorageUnavailable
-from .storage import redact_url
+from .storage import driver_url, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +49,7 @@ def is_postgres(url: str) -> bool:
     return url.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres")
 
 
-def storage_url(url: str) -> str:
-    """SQLAlchemy's `postgresql://` means psycopg2; we ship psycopg 3. Rewrite when only 3 exists."""
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("postgresql", "postgres"):
-        has_psycopg2 = importlib.util.find_spec("psycopg2") is not None
-        if has_psycopg2 and scheme == "postgresql":
-            return url
-        driver = "psycopg2" if has_psycopg2 else "psycopg"
-        return f"postgresql+{driver}://{rest}"
-    return url
+storage_url = driver_url  # kept under its old name for callers outside tuner/storage.py
 
 
 def engine_kwargs(url: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ the storage with its password hidden.
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 import time
 import urllib.parse
@@ -57,6 +58,18 @@ def url_password(url: str) -> str | None:
     return parts[1] if parts else None
 
 
+def driver_url(url: str) -> str:
+    """SQLAlchemy's `postgresql://` means psycopg2; we ship psycopg 3. Rewritten when only 3 is installed.
+    Only what SQLAlchemy is given changes: messages keep the URL as the user wrote it."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("postgresql", "postgres"):
+        has_psycopg2 = importlib.util.find_spec("psycopg2") is not None
+        if has_psycopg2 and scheme == "postgresql":
+            return url
+        return f"postgresql+{'psycopg2' if has_psycopg2 else 'psycopg'}://{rest}"
+    return url
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a `sqlite:///PATH` URL (None for other back-ends and in-memory databases)."""
     if not url.startswith("sqlite:///"):
@@ -91,7 +104,7 @@ def open_storage(url: str, *, heartbeat_interval: int | None = None, grace_perio
         _check_driver(url)
     for attempt in range(5):
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
+            return optuna.storages.RDBStorage(driver_url(url), engine_kwargs=engine_kwargs,
                                               heartbeat_interval=heartbeat_interval, grace_period=grace_period,
                                               heartbeat_stale_trial_callback=heartbeat_stale_trial_callback)
         except Exception as exc:  # sqlalchemy raises many kinds for a bad URL / unreachable server
@@ -133,7 +146,7 @@ def open_storage_readonly(url: str) -> optuna.storages.RDBStorage:
         engine_kwargs: dict[str, Any] = {}
     try:
         _check_optuna_tables(url, engine_kwargs, path)
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=True)
+        return optuna.storages.RDBStorage(driver_url(url), engine_kwargs=engine_kwargs, skip_table_creation=True)
     except (StudyError, StorageUnavailable):
         raise
     except Exception as exc:
@@ -165,7 +178,7 @@ def _check_optuna_tables(url: str, engine_kwargs: dict[str, Any], path: Path | N
                          foreign_only: bool = False) -> None:
     import sqlalchemy
 
-    engine = sqlalchemy.create_engine(url, **engine_kwargs)
+    engine = sqlalchemy.create_engine(driver_url(url), **engine_kwargs)
     try:
         tables = set(sqlalchemy.inspect(engine).get_table_names())
     finally:
@@ -183,7 +196,7 @@ def _check_driver(url: str) -> None:
     import sqlalchemy
 
     try:
-        parsed = sqlalchemy.engine.make_url(url)
+        parsed = sqlalchemy.engine.make_url(driver_url(url))
     except Exception:
         raise StudyError(f"not a storage URL: {redact_url(url)} (expected e.g. sqlite:///study.db or "
                          "postgresql://user@host/db)") from None

@@ -110,7 +110,6 @@ def make_storage(url: str, grace_s: float = GRACE_S,
                  outage_s: float = nodes.DEFAULT_OUTAGE_S) -> optuna.storages.BaseStorage:
     """The study's storage, opened for writing (tuner/storage.py) with the heartbeat of a shared study;
     a server storage is wrapped to ride out outages (tuner/nodes.py)."""
-    url = nodes.storage_url(url)
     storage = open_storage(url, heartbeat_interval=nodes.heartbeat_interval(grace_s),
                            grace_period=max(1, int(grace_s)), engine_kwargs=nodes.engine_kwargs(url))
     # A shared database can restart under a running study: retry through the outage.
@@ -241,7 +240,7 @@ def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict, 
 
 def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
     try:  # read-only: a mistyped --seed-from must not create a database
-        other = optuna.load_study(study_name=study_name, storage=open_storage_readonly(nodes.storage_url(storage_url)))
+        other = optuna.load_study(study_name=study_name, storage=open_storage_readonly(storage_url))
     except KeyError:
         raise StudyError(f"--seed-from: no study named {study_name!r} in {redact_url(storage_url)}") from None
     return [t.params for t in other.best_trials]

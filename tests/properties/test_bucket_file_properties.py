@@ -1,6 +1,6 @@
 """vllm-gaudi bucket files (`VLLM_BUCKETING_FROM_FILE`, tuner/fit/bucketfile.py): any text is read into
-buckets or refused with a BucketFileError naming the file and line; the lenient (server) reading skips
-what the server skips."""
+buckets or refused with a BucketFileError naming the file and line; the engine's model of the server's
+reading takes, skips or stops on it with a BucketConfigError."""
 
 from __future__ import annotations
 
@@ -28,14 +28,29 @@ def test_strict_reading_takes_or_refuses_every_line(text):
     assert all(len(b) == 3 and b[1] != 1 for b in prompt) and all(b[1] == 1 for b in decode)
 
 
-@given(FILES)
-def test_lenient_reading_skips_with_a_warning_or_stops_like_the_server(text):
-    warnings: list[str] = []
+@given(FILES, st.booleans())
+def test_the_servers_reading_takes_skips_or_stops_with_our_error(tmp_path_factory, text, capped):
+    from tuner.buckets import BucketConfigError
+    from tuner.buckets.vllm_gaudi.bucket_file import read_bucket_file as server_reading
+
+    path = tmp_path_factory.mktemp("bucketfile") / "b.txt"
+    path.write_text(text)
     try:
-        parse_bucket_file(text, "b.txt", strict=False, warnings=warnings)
-    except BucketFileError as exc:  # the server dies on an element int() cannot convert
-        assert "cannot convert" in str(exc)
-    assert all("b.txt" in w for w in warnings)
+        prompt, decode = server_reading(str(path), capped)
+    except BucketConfigError as exc:  # a line the release dies on, named
+        assert "VLLM_BUCKETING_FROM_FILE" in str(exc) or "bucket-file line" in str(exc)
+        return
+    assert all(b[1] != 1 for b in prompt) and all(b[1] == 1 for b in decode)
+
+
+def test_a_line_of_huge_ranges_is_refused_not_expanded():
+    line = "(range(0, 10000), range(0, 10000), range(0, 10000))\n"
+    try:
+        parse_bucket_file(line, "b.txt")
+    except BucketFileError as exc:
+        assert "b.txt:1" in str(exc) and "buckets" in str(exc)
+    else:
+        raise AssertionError("a line of 10^12 buckets was accepted")
 
 
 @given(st.lists(st.integers(1, 64), min_size=1, max_size=3), st.lists(st.integers(2, 4096), min_size=1, max_size=4),

@@ -282,11 +282,16 @@ def _auth() -> dict:
 
 def cmd_bench(args) -> int:
     from ..metrics import validate_goodput_slos
+    from ..workload import build_workload
 
     _check(args)
     check_load_flags(args)
     parse_percentiles(args.metric_percentiles)
     validate_goodput_slos(parse_key_values(args.goodput, "--goodput", sep=":"))  # the user's to fix first
+    try:
+        build_workload(args, None)  # a bad dataset is named before the server is contacted
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     check_reachable((args.base_url or f"http://{args.host}:{args.port}").rstrip("/"))  # one clear line
     if args.result_file:
         args.result_file = prepare_output(args.result_file, "--result-file")

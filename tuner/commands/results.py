@@ -6,7 +6,6 @@ from pathlib import Path
 
 import optuna
 
-from ..nodes import storage_url
 from . import UsageError, parse_key_values, prepare_output
 
 
@@ -52,7 +51,6 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
         if not db.exists():
             raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL")
         storage = f"sqlite:///{db.as_posix()}"
-    storage = storage_url(storage)  # postgresql:// on psycopg 3 whatever SQLAlchemy's default driver
     study_name = folder.name
     opened = open_storage_readonly(storage)
     try:

@@ -19,6 +19,9 @@ from typing import Iterable, Sequence
 from ..buckets.vllm_gaudi.bucket_file import expand_ranges
 
 
+MAX_BUCKETS = 100_000  # far beyond any warm-up; a line of huge ranges is refused before it is expanded
+
+
 class BucketFileError(ValueError):
     """A line of a bucket file we cannot take; the message names the file and line."""
 
@@ -58,6 +61,10 @@ def parse_bucket_file(text: str, source: str = "<bucket file>") -> tuple[list[tu
         if not isinstance(value, tuple) or len(value) != 3:
             raise BucketFileError(f"{where}: expected (batch_size, query_len, context_blocks), got {line[:80]!r}")
         dims = [_as_list(v, where) for v in value]
+        count = len(dims[0]) * len(dims[1]) * len(dims[2])
+        if len(prompt) + len(decode) + count > MAX_BUCKETS:
+            raise BucketFileError(f"{where}: the file lists more than {MAX_BUCKETS:,} buckets "
+                                  f"(this line alone {count:,}); no warm-up can compile that many")
         for bucket in itertools.product(*dims):
             (decode if bucket[1] == 1 else prompt).append(bucket)
     return sorted(prompt), sorted(decode)

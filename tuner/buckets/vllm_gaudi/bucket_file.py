@@ -22,6 +22,7 @@ import re
 from ..base import Bucket, BucketConfigError
 
 _RANGE = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
+_BUCKET_CAP = 1_000_000
 _RANGE_CAP = 10_000  # v0.26+: longer ranges are left unexpanded (the line then fails to parse)
 
 
@@ -70,6 +71,11 @@ def read_bucket_file(path: str, capped: bool) -> tuple[list[Bucket], list[Bucket
                 raise _skip_crash(line)
             continue  # v0.15.1 prints the line and skips it
         dims = [v if isinstance(v, list) else [v] for v in bucket]
+        count = len(dims[0]) * len(dims[1]) * len(dims[2])
+        if len(prompt) + len(decode) + count > _BUCKET_CAP:  # the server would spend hours listing them
+            raise BucketConfigError(f"VLLM_BUCKETING_FROM_FILE: line {line[:80]!r} adds {count:,} buckets; "
+                                    f"more than {_BUCKET_CAP:,} in all is not modelled (no warm-up ends)",
+                                    "VLLM_BUCKETING_FROM_FILE")
         for combo in itertools.product(*dims):
             try:
                 bs, query, ctx = (int(v) for v in combo)
