@@ -1,4 +1,5 @@
-"""Text datasets from local files, as `vllm bench serve` reads them: ShareGPT JSON and custom JSONL.
+"""The dataset a command line names (`build_workload`, shared by bench and tune), and the text datasets
+read from local files as `vllm bench serve` reads them: ShareGPT JSON and custom JSONL.
 
 Unlike our token-id workloads these send the dataset's own text; the server tokenizes it, so the
 prompt lengths reported are the server's (``usage.prompt_tokens``). Selection follows vLLM 0.32.0:
@@ -19,7 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from .workload import RequestSpec, Workload
+from .workload import (
+    DEFAULT_RESERVED_IDS,
+    DEFAULT_VOCAB_SIZE,
+    FixedWorkload,
+    RandomWorkload,
+    RequestSpec,
+    TraceWorkload,
+    Workload,
+)
 
 
 @dataclass(frozen=True)
@@ -147,3 +156,63 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
     rows = _take(rows, num, seed)
     return TextWorkload([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], str(path),
                         "custom", seed)
+
+
+# ---- From command-line arguments (bench and tune share the flags)
+
+DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
+
+
+def build_workload(args, vocab=None) -> Workload:
+    """The workload the flags describe; ``vocab`` (a tuner.tokenizer.Vocab) when one was discovered.
+
+    ``--vocab-size`` wins over a discovered vocabulary; with neither, our default size is used
+    (the caller decides whether to discover or probe first). Raises ValueError naming the bad flag.
+    """
+    num = getattr(args, "num_prompts", None)
+    if num is not None and num < 1:
+        raise ValueError(f"--num-prompts must be at least 1, got {num}")
+    if getattr(args, "input_len", None) is not None:  # vLLM's general aliases
+        args.random_input_len = args.input_len
+    if getattr(args, "output_len", None) is not None:
+        args.random_output_len = args.output_len
+    if args.vocab_size is not None:
+        ids = {"vocab_size": args.vocab_size, "excluded_ids": frozenset(vocab.special_ids) if vocab else frozenset()}
+    elif vocab is not None:
+        # a tokenizer names its special ids; a server probe does not, so low ids stay reserved then
+        ids = {"vocab_size": vocab.size, "excluded_ids": frozenset(vocab.special_ids),
+               "reserved_ids": 0 if vocab.special_ids else min(DEFAULT_RESERVED_IDS, vocab.size // 2)}
+    else:
+        ids = {"vocab_size": DEFAULT_VOCAB_SIZE}
+    name = args.dataset_name
+    if name in ("trace", "timed_trace"):
+        if args.dataset_path is None:
+            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
+        return TraceWorkload.from_file(args.dataset_path, seed=args.seed, num_prompts=num,
+                                       block_len=getattr(args, "timed_trace_chunk_hash_size", 16),
+                                       time_multiplier=getattr(args, "timed_trace_sec_multiplier", 1.0), **ids)
+    if name in ("sharegpt", "custom"):
+        from .tokenizer import text_tools
+
+        if args.dataset_path is None:
+            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
+        _, count = text_tools(vocab)
+        n = DEFAULT_NUM_PROMPTS if num is None else num
+        if name == "sharegpt":
+            return sharegpt(args.dataset_path, n, args.seed, count,
+                                     getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None))
+        out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
+        return custom(args.dataset_path, n, args.seed, count, out)
+    if args.dataset_path is not None and name in ("random", "fixed"):
+        raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
+                         "or custom for a file)")
+    num = DEFAULT_NUM_PROMPTS if num is None else num
+    if name == "fixed":
+        return FixedWorkload(args.random_input_len, args.random_output_len, num_prompts=num, seed=args.seed, **ids)
+    ratio = args.random_range_ratio
+    try:
+        ratio = float(ratio)
+    except (TypeError, ValueError):
+        raise ValueError(f"--random-range-ratio must be a number in [0, 1), got {ratio!r}") from None
+    return RandomWorkload(args.random_input_len, args.random_output_len, range_ratio=ratio, num_prompts=num,
+                          seed=args.seed, prefix_len=args.random_prefix_len, **ids)

@@ -14,18 +14,16 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # loadgen imports this module; the annotation only
-    from tuner.loadgen import StreamRecorder
+from tuner.sse import ERROR_EXCERPT, StreamRecorder
 
 GOODPUT_KEYS = ("ttft", "tpot", "e2el")
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 QUEUE_METRICS = ("client_queue_time", "e2el_including_client_queue")  # vLLM: only under --max-concurrency
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vllm bench serve, generative models
-ERROR_EXCERPT = 300  # characters of an error body kept per failed request
 _DIGITS = re.compile(r"\d+")
 
 

@@ -81,7 +81,7 @@ def _wait_for_tuner(fd: int) -> bool:
 
 
 def _stop_group(pgid: int, leader_start: int, record: Path | None, log_path: Path | None) -> list[int]:
-    from .server import _escalate, _Group
+    from .procgroup import _escalate, _Group
 
     rec = {}
     if record is not None:

@@ -10,9 +10,9 @@ import pytest
 
 from tests.fake_openai_server import FakeOpenAIServer, FakeServerConfig
 from tests.loadgen.test_vllm_parity import _args
+from tuner.datasets import build_workload
 from tuner.loadgen import LoadGenerator
 from tuner.tokenizer import VocabNotFound, discover_vocab, find_tokenizer_dir, oov_id, probe_vocab_size
-from tuner.workload import build_workload
 
 
 def write_tokenizer(folder, vocab=300):

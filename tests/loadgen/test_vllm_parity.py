@@ -13,9 +13,10 @@ import time
 import pytest
 
 from tests.fake_openai_server import Behaviour, FakeOpenAIServer, FakeServerConfig
+from tuner.datasets import build_workload
 from tuner.loadgen import LoadGenerator, run_benchmark
 from tuner.metrics import RequestOutcome, peak_concurrency_1s_buckets, peak_output_and_concurrency, rescale_time
-from tuner.workload import FixedWorkload, RandomWorkload, TraceWorkload, build_workload
+from tuner.workload import FixedWorkload, RandomWorkload, TraceWorkload
 
 
 def run(coro, timeout=60):

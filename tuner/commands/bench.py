@@ -219,7 +219,7 @@ async def _bench(args) -> tuple[dict, object]:
     from ..loadgen import LoadGenerator, ReadyCheckFailed
     from ..metrics import rescale_time
     from ..tokenizer import text_tools
-    from ..workload import build_workload
+    from ..datasets import build_workload
 
     base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
     headers = parse_pairs(args.header, "--header")
@@ -282,7 +282,7 @@ def _auth() -> dict:
 
 def cmd_bench(args) -> int:
     from ..metrics import validate_goodput_slos
-    from ..workload import build_workload
+    from ..datasets import build_workload
 
     _check(args)
     check_load_flags(args)

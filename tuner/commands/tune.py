@@ -172,7 +172,7 @@ def _workload(args):
     """The flags' workload; token ids from the model's tokenizer when it is on disk (never downloaded),
     else below --vocab-size (default 32000: a trial whose server rejects ids reports its message)."""
     from ..tokenizer import discover_vocab
-    from ..workload import build_workload
+    from ..datasets import build_workload
 
     vocab = discover_vocab(args.tokenizer, args.model) if args.vocab_size is None else None
     try:
