@@ -104,30 +104,28 @@ def _reads_bucket_files(profile: str) -> bool:
     return reads_variable(profile, "VLLM_BUCKETING_FROM_FILE")
 
 
-def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
+def _curve_rows(curve, linear, stem: str, unit: str) -> list[dict]:
+    """One row per bucket count: the fitted set, and the linear MIN/STEP/MAX with at most that many."""
     from ..fit import closest_linear
 
+    rows = []
+    for f in curve:
+        lin = closest_linear(linear, f.count)
+        rows.append({"buckets": f.count, f"waste_{unit}": f.waste, "waste_share": f.waste_share,
+                     "boundaries": list(f.boundaries),
+                     "closest_linear": None if lin is None else {
+                         f"{stem}_MIN": lin.minimum, f"{stem}_STEP": lin.step, f"{stem}_MAX": lin.maximum,
+                         "buckets": lin.count, f"waste_{unit}": lin.waste}})
+    return rows
+
+
+def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
     reads_files = _reads_bucket_files(args.profile)
 
     largest = max(fit.decode_curves)
-    curve = []
-    for f in fit.prompt_curve[: args.max_buckets]:
-        lin = closest_linear(fit.prompt_linear, f.count)
-        curve.append({"buckets": f.count, "waste_tokens": f.waste, "waste_share": f.waste_share,
-                      "boundaries": list(f.boundaries),
-                      "closest_linear": None if lin is None else {
-                          "VLLM_PROMPT_SEQ_BUCKET_MIN": lin.minimum, "VLLM_PROMPT_SEQ_BUCKET_STEP": lin.step,
-                          "VLLM_PROMPT_SEQ_BUCKET_MAX": lin.maximum, "buckets": lin.count,
-                          "waste_tokens": lin.waste}})
-    dcurve = []
-    for f in fit.decode_curves[largest][: args.max_buckets]:
-        lin = closest_linear(fit.decode_linear, f.count)
-        dcurve.append({"buckets": f.count, "waste_blocks": f.waste, "waste_share": f.waste_share,
-                       "boundaries": list(f.boundaries),
-                       "closest_linear": None if lin is None else {
-                           "VLLM_DECODE_BLOCK_BUCKET_MIN": lin.minimum, "VLLM_DECODE_BLOCK_BUCKET_STEP": lin.step,
-                           "VLLM_DECODE_BLOCK_BUCKET_MAX": lin.maximum, "buckets": lin.count,
-                           "waste_blocks": lin.waste}})
+    curve = _curve_rows(fit.prompt_curve[: args.max_buckets], fit.prompt_linear, "VLLM_PROMPT_SEQ_BUCKET", "tokens")
+    dcurve = _curve_rows(fit.decode_curves[largest][: args.max_buckets], fit.decode_linear,
+                         "VLLM_DECODE_BLOCK_BUCKET", "blocks")
     return {
         "profile": args.profile,
         "reads_bucket_file": reads_files,
