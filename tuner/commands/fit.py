@@ -9,7 +9,6 @@ from pathlib import Path
 from . import UsageError, check_folder, prepare_output
 
 
-
 def register(sub) -> None:
     p = sub.add_parser(
         "fit",
@@ -58,7 +57,7 @@ def _workload(args):
 
 def cmd_fit(args) -> int:
     from ..buckets import get_profile
-    from ..fit import FitError, closest_linear, fit_workload
+    from ..fit import FitError, fit_workload
     from ..fit.bucketfile import format_bucket_file
     from ..fit.shapes import parse_int_list
 

@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Optional
 
 from .advice import Advice, advise
 from .analysis import (
@@ -39,7 +40,7 @@ class Explanation:
     advice: Advice
 
 
-def explain(lines: Iterable[str], *, source: str = "-", advise_opts: Optional[dict] = None) -> Explanation:
+def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None = None) -> Explanation:
     reading = read_log(lines)
     release = detect_release(reading)
     phases = bucket_phases(reading)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass, field
-from typing import Optional
 
 from .. import calc
 from ..buckets import BucketConfigError, ServerConfig, get_profile
@@ -38,24 +37,24 @@ class Alternative:
     name: str
     description: str
     env: dict[str, str]
-    strategy: Optional[str]
-    prompt_buckets: Optional[int]
-    decode_buckets: Optional[int]
-    predicted_warmup_s: Optional[float]
-    error: Optional[str] = None
+    strategy: str | None
+    prompt_buckets: int | None
+    decode_buckets: int | None
+    predicted_warmup_s: float | None
+    error: str | None = None
 
 
 @dataclass
 class Advice:
-    profile: Optional[str]
-    server: Optional[dict]                       # the ServerConfig the advice assumed, as a dict
+    profile: str | None
+    server: dict | None                       # the ServerConfig the advice assumed, as a dict
     assumptions: list[str] = field(default_factory=list)
     alternatives: list[Alternative] = field(default_factory=list)
-    tune_command: Optional[list[str]] = None
+    tune_command: list[str] | None = None
     notes: list[str] = field(default_factory=list)
 
 
-def _max_of(phases: dict[str, PhaseBuckets], phase: str, dim_index: int) -> Optional[int]:
+def _max_of(phases: dict[str, PhaseBuckets], phase: str, dim_index: int) -> int | None:
     p = phases.get(phase)
     if p is None or len(p.ranges) <= dim_index:
         return None
@@ -73,9 +72,9 @@ def _logged_env(phases: dict[str, PhaseBuckets]) -> dict[str, str]:
     return env
 
 
-def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: Optional[int], *, block_size: int,
-                    max_model_len: Optional[int], max_num_seqs: Optional[int],
-                    max_num_batched_tokens: Optional[int], token_budget: Optional[int]) -> tuple[ServerConfig, list[str]]:
+def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, block_size: int,
+                    max_model_len: int | None, max_num_seqs: int | None,
+                    max_num_batched_tokens: int | None, token_budget: int | None) -> tuple[ServerConfig, list[str]]:
     assumed = []
     seqs = max_num_seqs or _max_of(phases, "decode", 0)
     if not seqs or not (max_model_len or _max_of(phases, "prompt", 1)):
@@ -100,7 +99,7 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: Optional[int], *
                         max_num_batched_tokens=budget, num_hpu_blocks=blocks), assumed
 
 
-def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, decode: int) -> Optional[float]:
+def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, decode: int) -> float | None:
     """The log's warm-up scaled by bucket counts, phase by phase (prompt and decode paced separately)."""
     total = timeline.warmup_total_s
     shares = {}
@@ -122,16 +121,16 @@ def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, d
     return predicted
 
 
-def _build(profile_name: str, cfg: ServerConfig, env: dict[str, str], strategy: Optional[str]):
+def _build(profile_name: str, cfg: ServerConfig, env: dict[str, str], strategy: str | None):
     from dataclasses import replace
     return get_profile(profile_name).build(replace(cfg, env=env), strategy)
 
 
-def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline, kv_blocks: Optional[int],
-           token_budget: Optional[int], *, block_size: int = 128, max_model_len: Optional[int] = None,
-           max_num_seqs: Optional[int] = None, max_num_batched_tokens: Optional[int] = None,
-           input_len: Optional[int] = None, output_len: Optional[int] = None,
-           log_path: Optional[str] = None) -> Advice:
+def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline, kv_blocks: int | None,
+           token_budget: int | None, *, block_size: int = 128, max_model_len: int | None = None,
+           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+           input_len: int | None = None, output_len: int | None = None,
+           log_path: str | None = None) -> Advice:
     by_phase = {p.phase: p for p in phases}
     profile = release.profile
     advice = Advice(profile=profile, server=None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..logparse import (
     BucketConfig,
@@ -34,12 +33,12 @@ PLUGIN = ("gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main")
 class ReleaseGuess:
     family: str                      # "vllm-fork 1.22+ (v0, 3-D buckets)", "generic vLLM", ...
     profiles: tuple[str, ...]        # release profiles consistent with the log, oldest first
-    engine: Optional[str]            # "v0" | "v1" | None
-    version: Optional[str]           # as the log prints it
+    engine: str | None            # "v0" | "v1" | None
+    version: str | None           # as the log prints it
     evidence: tuple[str, ...]
 
     @property
-    def profile(self) -> Optional[str]:
+    def profile(self) -> str | None:
         """The newest consistent profile: the one advice is computed with."""
         return self.profiles[-1] if self.profiles else None
 
@@ -51,7 +50,7 @@ _GAUDI_SOURCES = re.compile(r"^(?:habana_|hpu_|hpu\.py$|runtime\.py$|exponential
 _GAUDI_TEXT = re.compile(r"hpu_model_runner\.py|hpu_worker\.py|habana_|vllm_gaudi|vllm_hpu_extension")
 
 
-def _config_width(configs: list[BucketConfig]) -> Optional[int]:
+def _config_width(configs: list[BucketConfig]) -> int | None:
     """Bucket dimensions from the logged configs (a log cut before the generated lists): 3 with a
     query/blocks dimension (fork 1.22+, plugin), 2 with decode `block` (fork 1.18 .. 1.21)."""
     names = {name for c in configs for name, _ in c.dims}
@@ -62,7 +61,7 @@ def _config_width(configs: list[BucketConfig]) -> Optional[int]:
     return None
 
 
-def _step_width(steps: list[WarmupStep]) -> Optional[int]:
+def _step_width(steps: list[WarmupStep]) -> int | None:
     """Bucket dimensions from eager warm-up lines: query_len only in 3-D warm-ups."""
     eager = [s for s in steps if s.batch_size is not None]
     if not eager:
@@ -156,8 +155,8 @@ class PhaseBuckets:
     dims: tuple[str, ...]
     ranges: tuple[tuple[int, int], ...]     # (min, max) per dim
     omitted: int = 0
-    captured: Optional[int] = None          # HPU graphs captured for this phase
-    config: Optional[dict] = None           # the logged bucket config: dim -> (min, step, max[, ...])
+    captured: int | None = None          # HPU graphs captured for this phase
+    config: dict | None = None           # the logged bucket config: dim -> (min, step, max[, ...])
 
 
 def bucket_phases(reading: LogReading) -> list[PhaseBuckets]:
@@ -179,7 +178,7 @@ def bucket_phases(reading: LogReading) -> list[PhaseBuckets]:
     return out
 
 
-def _captured(summary, phase: str) -> Optional[int]:
+def _captured(summary, phase: str) -> int | None:
     for key, cap in summary.graph_captured.items():
         if key.lower().endswith(phase):
             return cap.count
@@ -188,16 +187,16 @@ def _captured(summary, phase: str) -> Optional[int]:
 
 @dataclass(frozen=True)
 class MemoryView:
-    weights: Optional[int] = None
-    profiling_peak: Optional[int] = None
-    free_after_profiling: Optional[int] = None
-    kv_cache: Optional[int] = None
-    kv_blocks: Optional[int] = None
-    graph_reserved: Optional[int] = None
-    graph_reserved_fraction: Optional[float] = None
-    gpu_memory_utilization: Optional[float] = None
-    graphs_used: Optional[int] = None
-    warmup_allocated: Optional[int] = None
+    weights: int | None = None
+    profiling_peak: int | None = None
+    free_after_profiling: int | None = None
+    kv_cache: int | None = None
+    kv_blocks: int | None = None
+    graph_reserved: int | None = None
+    graph_reserved_fraction: float | None = None
+    gpu_memory_utilization: float | None = None
+    graphs_used: int | None = None
+    warmup_allocated: int | None = None
 
 
 def memory_view(reading: LogReading) -> MemoryView:
@@ -227,15 +226,15 @@ class Step:
     index: int
     total: int
     shape: tuple[int, ...]
-    seconds: Optional[float]      # from this line to the next timed line (None without timestamps)
+    seconds: float | None      # from this line to the next timed line (None without timestamps)
 
 
 @dataclass
 class Timeline:
-    phases: list[tuple[str, Optional[float]]] = field(default_factory=list)   # (name, seconds)
+    phases: list[tuple[str, float | None]] = field(default_factory=list)   # (name, seconds)
     steps: list[Step] = field(default_factory=list)
-    warmup_total_s: Optional[float] = None     # the server's own "Warmup finished in N secs"
-    log_span_s: Optional[float] = None
+    warmup_total_s: float | None = None     # the server's own "Warmup finished in N secs"
+    log_span_s: float | None = None
     complete: bool = False                     # warm-up finished in this log
 
     @property
@@ -243,7 +242,7 @@ class Timeline:
         timed = [s for s in self.steps if s.seconds is not None]
         return sorted(timed, key=lambda s: -s.seconds)[:5]
 
-    def seconds_per_bucket(self, phase: str) -> Optional[float]:
+    def seconds_per_bucket(self, phase: str) -> float | None:
         """Mean observed seconds per warmed-up bucket of a phase (prompt / decode, graph lines included)."""
         times = [s.seconds for s in self.steps if s.phase == phase and s.seconds is not None]
         return sum(times) / len(times) if times else None
@@ -328,5 +327,5 @@ def problems(reading: LogReading) -> list[Problem]:
     return out
 
 
-def warmup_finished_event(reading: LogReading) -> Optional[WarmupFinished]:
+def warmup_finished_event(reading: LogReading) -> WarmupFinished | None:
     return reading.summary.warmup_finished

@@ -11,9 +11,9 @@ counted as duplicate ranks), when each event happened, and which lines nobody co
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable, Optional
 
 from ..logparse import (
     ErrorLine,
@@ -38,7 +38,7 @@ _LOOKS_LOGGED = re.compile(r"\b(INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\b|\[[\w.
 @dataclass(frozen=True)
 class TimedEvent:
     line_no: int            # 1-based line number in the input
-    time_s: Optional[float]  # seconds since the first timestamped line (None: the line had no time)
+    time_s: float | None  # seconds since the first timestamped line (None: the line had no time)
     event: Event
     text: str               # the line as read (prefix stripped of ANSI codes), for quoting
 
@@ -52,9 +52,9 @@ class LogReading:
     unread_examples: list[str] = field(default_factory=list)
     duplicate_rank_lines: int = 0
     processes: list[str] = field(default_factory=list)   # "VllmWorker pid=12" ...
-    leader: Optional[str] = None
-    first_time: Optional[str] = None
-    last_time_s: Optional[float] = None
+    leader: str | None = None
+    first_time: str | None = None
+    last_time_s: float | None = None
 
     def of_type(self, kind) -> list[TimedEvent]:
         return [e for e in self.events if isinstance(e.event, kind)]
@@ -64,7 +64,7 @@ class LogReading:
         return [e for e in self.events if isinstance(e.event, (OutOfMemory, Traceback, ErrorLine))]
 
 
-def _timestamp(prefix) -> Optional[datetime]:
+def _timestamp(prefix) -> datetime | None:
     """vLLM prints `MM-DD HH:MM:SS[.fff]` without a year; docker/kubectl stamps are full ISO times."""
     if prefix.docker_time:
         text = prefix.docker_time.rstrip("Z").replace(",", ".")
@@ -84,11 +84,11 @@ def _timestamp(prefix) -> Optional[datetime]:
     return None
 
 
-def _process_key(prefix) -> Optional[str]:
+def _process_key(prefix) -> str | None:
     return f"{prefix.process} pid={prefix.pid}" if prefix.pid is not None else None
 
 
-def _rank_key(prefix) -> Optional[str]:
+def _rank_key(prefix) -> str | None:
     """Which process printed a per-rank line. With the v0 multiprocessing executor the driver (rank 0)
     prints untagged while the other ranks' lines carry `(VllmWorkerProcess pid=..)`: an untagged vLLM
     line is the driver's."""
@@ -102,8 +102,8 @@ def read_log(lines: Iterable[str]) -> LogReading:
     """Parse a whole log. Never raises on content: what it cannot read it counts."""
     watcher = LogWatcher(clock=lambda: 0.0)
     reading = LogReading(summary=watcher.summary(), events=[])
-    t0: Optional[datetime] = None
-    last: Optional[float] = None
+    t0: datetime | None = None
+    last: float | None = None
     processes: dict[str, None] = {}
     for number, raw in enumerate(lines, start=1):
         reading.lines += 1

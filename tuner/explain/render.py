@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from .advice import command_text
 
@@ -13,17 +13,17 @@ if TYPE_CHECKING:
 WIDTH = 80
 
 
-def _gib(n: Optional[int]) -> str:
+def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**30:.2f} GiB"
 
 
-def _secs(s: Optional[float]) -> str:
+def _secs(s: float | None) -> str:
     if s is None:
         return "?"
     return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
-def _pct(new: Optional[float], old: Optional[float]) -> str:
+def _pct(new: float | None, old: float | None) -> str:
     if new is None or not old:
         return ""
     return f" ({(new - old) / old * 100:+.0f}%)"

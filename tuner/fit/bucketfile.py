@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import ast
 import itertools
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from ..buckets.vllm_gaudi.bucket_file import expand_ranges
-
 
 MAX_BUCKETS = 100_000  # far beyond any warm-up; a line of huge ranges is refused before it is expanded
 

@@ -7,8 +7,8 @@ the cheapest candidate with at most k buckets is the answer for k.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from ..buckets.base import linear_range
 from .quantize import expected_waste
@@ -27,7 +27,7 @@ class LinearChoice:
         return len(self.boundaries)
 
 
-def linear_candidates(values: Sequence[int], granularity: int, weights: Optional[Sequence[float]] = None,
+def linear_candidates(values: Sequence[int], granularity: int, weights: Sequence[float] | None = None,
                       steps: Sequence[int] = ()) -> list[LinearChoice]:
     top = max(values)
     steps = steps or [granularity * 2**i for i in range(12) if granularity * 2**i <= max(top, granularity)]
@@ -43,6 +43,6 @@ def linear_candidates(values: Sequence[int], granularity: int, weights: Optional
     return out
 
 
-def closest_linear(candidates: list[LinearChoice], max_count: int) -> Optional[LinearChoice]:
+def closest_linear(candidates: list[LinearChoice], max_count: int) -> LinearChoice | None:
     fitting = [c for c in candidates if c.count <= max_count]
     return min(fitting, key=lambda c: (c.waste, c.count)) if fitting else None

@@ -11,11 +11,10 @@ O(k n^2), vectorised over the previous cut. `granularity` first rounds every val
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
-
 
 MAX_DISTINCT = 2048  # the programme holds an n x n table
 
@@ -39,7 +38,7 @@ class Fit:
         return self.waste / (self.mean + self.waste) if self.mean + self.waste else 0.0
 
 
-def _support(values: Sequence[int], weights: Optional[Sequence[float]], granularity: int):
+def _support(values: Sequence[int], weights: Sequence[float] | None, granularity: int):
     if granularity < 1:
         raise FitError(f"granularity must be >= 1, got {granularity}")
     v = np.asarray(values, dtype=np.int64)
@@ -62,7 +61,7 @@ def _support(values: Sequence[int], weights: Optional[Sequence[float]], granular
     return xs[keep].astype(float), mass[keep] / total, mean, float(((g - v) * w).sum() / total)
 
 
-def pareto_curve(values: Sequence[int], weights: Optional[Sequence[float]] = None, *, max_buckets: int,
+def pareto_curve(values: Sequence[int], weights: Sequence[float] | None = None, *, max_buckets: int,
                  granularity: int = 1) -> list[Fit]:
     """The optimal set for every bucket count 1..max_buckets (fewer when the sample has fewer distinct
     values: beyond that, more buckets cannot lower the waste)."""
@@ -102,12 +101,12 @@ def pareto_curve(values: Sequence[int], weights: Optional[Sequence[float]] = Non
     return fits
 
 
-def optimal_boundaries(values: Sequence[int], k: int, weights: Optional[Sequence[float]] = None, *,
+def optimal_boundaries(values: Sequence[int], k: int, weights: Sequence[float] | None = None, *,
                        granularity: int = 1) -> Fit:
     return pareto_curve(values, weights, max_buckets=k, granularity=granularity)[-1]
 
 
-def expected_waste(values: Sequence[int], boundaries: Sequence[int], weights: Optional[Sequence[float]] = None) -> float:
+def expected_waste(values: Sequence[int], boundaries: Sequence[int], weights: Sequence[float] | None = None) -> float:
     """Expected padding of a given boundary set; inf when a value exceeds the largest boundary."""
     v = np.asarray(values, dtype=float)
     w = np.ones(v.size) if weights is None else np.asarray(weights, dtype=float)

@@ -11,7 +11,7 @@ answer; its context is then prompt + t tokens, ceil(context / block_size) blocks
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
