@@ -209,6 +209,7 @@ class Engine:
         if not prefills and not decodes:
             return self._unschedulable(logs)
         duration, shapes, emitted, prompt_tokens = 0.0, [], [], 0
+        inputs = self._input_stats(prefills, decodes) if self.log_compiles else ""
         for i in range(0, len(prefills), self.max_prefill_seqs):
             chunk = prefills[i:i + self.max_prefill_seqs]
             query = max(n for _, n in chunk)
@@ -243,7 +244,7 @@ class Engine:
         kind = "mixed" if prefills and decodes else ("prefill" if prefills else "decode")
         if self._step_compile_s:
             if self.log_compiles:
-                logs.append(("WARNING", "step_compile", self._compile_line(prefills, decodes)))
+                logs.append(("WARNING", "step_compile", self._compile_line(inputs)))
             self._step_compile_s = []
         return StepResult(duration, kind, emitted, finished, logs, shapes, prompt_tokens)
 
@@ -364,15 +365,19 @@ class Engine:
         shapes.append(Shape(phase, bucket, graphed, compiled, bs, tokens))
         return t
 
-    def _compile_line(self, prefills: list, decodes: list) -> str:
+    def _input_stats(self, prefills: list, decodes: list) -> str:
+        """The fork's step description, taken before the step runs."""
+        reqs = [r for r, _ in prefills] + list(decodes)
+        ctx = max(r.prompt_len + r.generated for r in reqs)
+        return (f"is_prompt: {bool(prefills)}, num_seqs: {len(reqs)}, max_context_len: {ctx}, "
+                f"max_num_blocks {(ctx - 1) // self.block_size + 1}")
+
+    def _compile_line(self, inputs: str) -> str:
         """The fork's hpu_worker line: the bridge's graph_compilation stats (count, total, average;
         the time unit is a GUESS: microseconds), then the step's input stats."""
-        reqs = [r for r, _ in prefills] + list(decodes)
         n, total = len(self._step_compile_s), int(sum(self._step_compile_s) * 1e6)
-        ctx = max(r.prompt_len + r.generated for r in reqs)
         return (f"VLLM_HPU_STEP_GRAPH_COMPILATION: [('TotalNumber', {n}), ('TotalTime', {total}), "
-                f"('AvgTime', {total / n:.1f})], is_prompt: {bool(prefills)}, num_seqs: {len(reqs)}, "
-                f"max_context_len: {ctx}, max_num_blocks {(ctx - 1) // self.block_size + 1}")
+                f"('AvgTime', {total / n:.1f})], {inputs}")
 
     def _not_warmed(self, phase: str, bucket: tuple) -> str:
         if self.plan.dims == 2:
