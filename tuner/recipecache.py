@@ -177,7 +177,7 @@ def is_compatible(manifest: Manifest, release: str, device: str, model: str, dty
         if want[key] is None:
             continue
         if str(want[key]) != str(have[key]):
-            reasons.append(f"{words[key]} differs: cache {have[key]}, deployment {want[key]}")
+            reasons.append(f"{words[key]}: cache {have[key]}, deployment {want[key]}")
     if kv_blocks is None:
         return Compatibility(not reasons, tuple(reasons) + (
             f"KV blocks unknown: the cache fits only if the server allocates {manifest.kv_blocks} blocks",))

@@ -24,6 +24,7 @@ def register(sub) -> None:
     p.add_argument("--min-throughput", type=float, metavar="TOK_S")
     p.add_argument("--where", nargs="+", metavar="METRIC=MAX", help="more limits, e.g. median_itl_ms=30")
     p.add_argument("-o", "--output", type=Path, help="write here (default: print); missing folders are created")
+    p.add_argument("--trial", type=int, metavar="N", help="export this completed trial instead of a pick")
     p.add_argument("--with-cache", type=Path, metavar="DIR",
                    help="prepare the recipe cache (PT_HPU_RECIPE_CACHE_CONFIG) of the pick in DIR: boot it with "
                         "delete=True, verify with delete=False; the env file then points at DIR")
@@ -94,7 +95,7 @@ def cmd_export(args) -> int:
         limits["p99_tpot_ms"] = args.max_tpot
     filters = Filters(max_warmup_s=args.max_warmup, max_latency_ms=args.max_latency,
                       min_throughput=args.min_throughput, metric_limits=limits)
-    trial = pick_trial(study, args.pick, filters)
+    trial = _numbered_trial(study, args.trial) if args.trial is not None else pick_trial(study, args.pick, filters)
     extra, comments = {}, []
     if args.with_cache is not None:
         extra, comments, verified = _prepare_cache(study, trial, args)
@@ -103,13 +104,25 @@ def cmd_export(args) -> int:
                              "see the lines above; no env file written")
     elif args.reuse_cache:
         raise UsageError("--reuse-cache needs --with-cache DIR")
-    text = env_file_text(study, trial, args.pick, _release(study), extra=extra, comments=comments)
+    pick = args.pick if args.trial is None else "--trial"
+    text = env_file_text(study, trial, pick, _release(study), extra=extra, comments=comments)
     if args.output:
         prepare_output(args.output, "--output").write_text(text)
-        print(f"trial {trial.number} ({args.pick}) written to {args.output}")
+        print(f"trial {trial.number} ({pick}) written to {args.output}")
     else:
         print(text, end="")
     return 0
+
+
+def _numbered_trial(study, number: int):
+    import optuna
+
+    match = [t for t in study.trials if t.number == number]
+    if not match:
+        raise UsageError(f"--trial {number}: study {study.study_name!r} has trials 0..{len(study.trials) - 1}")
+    if match[0].state != optuna.trial.TrialState.COMPLETE or not match[0].values:
+        raise UsageError(f"--trial {number}: trial {number} did not complete ({match[0].state.name.lower()})")
+    return match[0]
 
 
 def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]:
