@@ -20,8 +20,17 @@ from pathlib import Path
 
 from .backends import Backend
 from .logparse import LogWatcher
-from .recipecache import MANIFEST, VARIABLE, Manifest, format_value, is_compatible, normalize_dtype, \
-    read_manifest, write_manifest
+from .recipecache import (
+    GUIDE_RATIO,
+    MANIFEST,
+    VARIABLE,
+    Manifest,
+    format_value,
+    is_compatible,
+    normalize_dtype,
+    read_manifest,
+    write_manifest,
+)
 from .server import ServerProcess, find_free_port
 
 
@@ -76,9 +85,11 @@ class CacheReport:
                        f"hit rate {rate}, KV blocks {b.kv_blocks}")
         m = self.manifest
         if m and m.cold_warmup_s and m.cached_warmup_s is not None:
+            guide = GUIDE_RATIO.get(m.dtype)
             out.append(f"cached warmup {m.cached_warmup_s:.0f} s = {m.cached_warmup_s / m.cold_warmup_s:.2f}x "
                        f"the cold {m.cold_warmup_s:.0f} s ({m.dtype}, {m.recipes} recipes, "
-                       f"{m.size_bytes / 2**20:.1f} MiB)")
+                       f"{m.size_bytes / 2**20:.1f} MiB)"
+                       + (f"; the warmup guide measured {guide:.2f}x for Llama 3.1 8B" if guide else ""))
         if self.boots and not self.boots[-1].delete:
             last = self.boots[-1]
             if self.verified:
@@ -196,7 +207,8 @@ def backend_from_study(described: dict, recorded_argv: list[str] | None) -> Back
                           startup_time_scale=described.get("startup_time_scale"),
                           sim_seed=int(described.get("seed") or 0), sim_noise=float(described.get("noise") or 0.0))
     else:
-        backend = Backend(kind="vllm", model=described["model"], vllm_command=list(described.get("command") or ["vllm"]))
+        backend = Backend(kind="vllm", model=described["model"],
+                          vllm_command=list(described.get("command") or ["vllm"]))
     backend.extra_args = _extra_args(backend, recorded_argv or [])
     return backend
 

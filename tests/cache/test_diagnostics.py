@@ -45,7 +45,7 @@ def test_release_table():
     assert not supports_compile_log("gaudi-0.26.0")
     assert diagnostic_env("fork-1.22") == {"VLLM_HPU_LOG_STEP_GRAPH_COMPILATION": "1", "PT_HPU_METRICS_GC_DETAILS": "1"}
     assert diagnostic_env("gaudi-main") == {} and diagnostic_env(None) == {}
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="fork-9.99"):
         diagnostic_env("fork-9.99")
 
 
