@@ -168,8 +168,11 @@ def prepare(backend: Backend, server: dict, env: dict[str, str], folder: Path, *
     report.previous = read_manifest(folder)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if not reuse:
-        report.boots.append(boot(backend, server, env, folder, True, logs / f"cache-prepare-{stamp}.log",
-                                 max_mb=max_mb, host=host))
+        first = boot(backend, server, env, folder, True, logs / f"cache-prepare-{stamp}.log", max_mb=max_mb, host=host)
+        if first.recipes_added == 0:
+            raise CacheWarmError(f"the server wrote no recipe into {folder}: it does not use {VARIABLE} (a vLLM "
+                                 "that does not run on Gaudi ignores it); there is no cache to ship")
+        report.boots.append(first)
     verify = boot(backend, server, env, folder, False, logs / f"cache-verify-{stamp}.log", max_mb=max_mb, host=host)
     report.boots.append(verify)
     tp = int(server.get("tensor_parallel_size") or 1)
