@@ -241,9 +241,13 @@ def _extra_args(backend: Backend, recorded: list[str]) -> list[str]:
 
 
 def dtype_of(server: dict, argv: list[str]) -> str:
-    """bf16 or fp8, from the server options or the command line (--quantization / --dtype)."""
+    """bf16 or fp8, from the server options or the command line (--quantization / --dtype); an FP8
+    KV cache under BF16 weights is "bf16+fp8kv" (the KV tensor's type is part of the graphs too)."""
     words = [str(server.get("quantization") or ""), str(server.get("dtype") or "")]
-    for flag in ("--quantization", "--dtype"):
+    kv = [str(server.get("kv_cache_dtype") or "")]
+    for flag, into in (("--quantization", words), ("--dtype", words), ("--kv-cache-dtype", kv)):
         if flag in argv and argv.index(flag) + 1 < len(argv):
-            words.append(argv[argv.index(flag) + 1])
-    return "fp8" if any("fp8" in w.lower() for w in words) else "bf16"
+            into.append(argv[argv.index(flag) + 1])
+    if any("fp8" in w.lower() for w in words):
+        return "fp8"
+    return "bf16+fp8kv" if any("fp8" in w.lower() for w in kv) else "bf16"
