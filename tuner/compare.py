@@ -229,3 +229,7 @@ def print_comparison(cmp: Comparison, console=None) -> None:
         console.print(grid)
     else:
         console.print(f"No regression against {cmp.names[0]}.")
+    from .recipecache import release_change_note
+
+    if note := release_change_note(cmp.releases):
+        console.print(f"Recipe cache: {note}", markup=False)

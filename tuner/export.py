@@ -22,7 +22,7 @@ from .backends import server_flags
 from .buckets import BucketConfigError, ServerConfig, get_profile
 from .pareto import balanced_index
 from .redact import is_secret_name
-from .releases import runtime_variables
+from .releases import DIAGNOSTIC_VARIABLES, runtime_variables
 
 PICKS = ("throughput", "latency", "balanced", "warmup")
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]*$")
@@ -141,16 +141,28 @@ def _server_config(server: dict[str, Any], env: dict[str, str], blocks: int | No
     )
 
 
-def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str,
-                  release: str | None) -> str:
+def export_env(trial: optuna.trial.FrozenTrial, release: str | None) -> tuple[dict[str, str], list[str]]:
+    """The variables the env file of `trial` sets (complete for `release`), and notes on the rest.
+    Never secrets, never the log-only diagnostics (a deployment does not want their logging)."""
     attrs = trial.user_attrs
     server = attrs.get("server", {})
-    trial_env = {k: v for k, v in attrs.get("env", {}).items() if not is_secret_name(k)}
+    trial_env = {k: v for k, v in attrs.get("env", {}).items()
+                 if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
     blocks = (attrs.get("observed") or {}).get("kv_blocks") or (attrs.get("predicted") or {}).get("kv_blocks")
-    notes: list[str] = []
-    env = trial_env
-    if release:
-        env, notes = complete_env(release, trial_env, server, blocks)
+    if not release:
+        return trial_env, []
+    return complete_env(release, trial_env, server, blocks)
+
+
+def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str,
+                  release: str | None, extra: dict[str, str] | None = None,
+                  comments: list[str] | None = None) -> str:
+    """`extra` adds variables (e.g. the prepared recipe cache); `comments` adds '#' lines."""
+    server = trial.user_attrs.get("server", {})
+    env, notes = export_env(trial, release)
+    env = dict(env, **(extra or {}))
+    for name in DIAGNOSTIC_VARIABLES:
+        env.pop(name, None)
     names = study.metric_names or []
     lines = [
         f"# bucket-tuner export: study {study.study_name}, trial {trial.number}, pick {pick}",
@@ -159,7 +171,7 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
     if release:
         lines.append(f"# release profile: {release}; every variable it reads is listed")
     lines.append("# vllm serve flags: " + " ".join(server_flags(server)))
-    lines += [f"# {n}" for n in notes]
+    lines += [f"# {n}" for n in notes + list(comments or [])]
     for name in sorted(env):
         value = str(env[name])
         if not _SAFE_VALUE.match(value):

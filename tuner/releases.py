@@ -75,3 +75,28 @@ def reads_variable(profile: ReleaseProfile | str, variable: str, strategy: str |
         return True
     strategies = [strategy] if strategy else list(p.strategies)
     return any(variable in p.bucket_variables(s) for s in strategies)
+
+
+# --- diagnostics: set in trials, never exported -----------------------------------------------
+
+# Per-step graph-compilation logging. vllm-fork's V0 worker (habana_executor.py in 1.17/1.18,
+# hpu_executor.py in 1.19/1.20, hpu_worker.py from 1.21) wraps each engine step in the bridge's
+# metric_localcontext("graph_compilation") and logs "VLLM_HPU_STEP_GRAPH_COMPILATION: ..." when the
+# step compiled something; PT_HPU_METRICS_GC_DETAILS=1 adds per-recipe details. vllm-gaudi lists the
+# variable in its docs but does not read it (it sends compilations to its profiler trace instead).
+COMPILE_LOG_RELEASES = FORK_ALL
+DIAGNOSTIC_VARIABLES = ("VLLM_HPU_LOG_STEP_GRAPH_COMPILATION", "VLLM_HPU_LOG_STEP_GRAPH_COMPILATION_ALL",
+                        "PT_HPU_METRICS_GC_DETAILS")
+
+
+def supports_compile_log(profile: ReleaseProfile | str) -> bool:
+    name = profile if isinstance(profile, str) else profile.name
+    return get_profile(name).name in COMPILE_LOG_RELEASES
+
+
+def diagnostic_env(profile: ReleaseProfile | str | None) -> dict[str, str]:
+    """Variables a trial sets so that its log counts graph compilations under load; empty where the
+    release has no such log. Never part of an exported env file (tuner/export.py drops them)."""
+    if profile is None or not supports_compile_log(profile):
+        return {}
+    return {"VLLM_HPU_LOG_STEP_GRAPH_COMPILATION": "1", "PT_HPU_METRICS_GC_DETAILS": "1"}

@@ -24,6 +24,13 @@ def register(sub) -> None:
     p.add_argument("--min-throughput", type=float, metavar="TOK_S")
     p.add_argument("--where", nargs="+", metavar="METRIC=MAX", help="more limits, e.g. median_itl_ms=30")
     p.add_argument("-o", "--output", type=Path, help="write here (default: print); missing folders are created")
+    p.add_argument("--trial", type=int, metavar="N", help="export this completed trial instead of a pick")
+    p.add_argument("--with-cache", type=Path, metavar="DIR",
+                   help="prepare the recipe cache (PT_HPU_RECIPE_CACHE_CONFIG) of the pick in DIR: boot it with "
+                        "delete=True, verify with delete=False; the env file then points at DIR")
+    p.add_argument("--reuse-cache", action="store_true",
+                   help="with --with-cache: keep what DIR holds and only verify how much of it the pick hits")
+    p.add_argument("--cache-max-mb", type=int, default=8192, metavar="MB", help="recipe cache size limit")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("compare", help="two or more studies (or releases) side by side; the first is the baseline")
@@ -79,7 +86,8 @@ def cmd_report(args) -> int:
 def cmd_export(args) -> int:
     from ..export import Filters, env_file_text, pick_trial
 
-    study, _ = load_study(args.study, args.results, args.storage)
+    study, folder = load_study(args.study, args.results, args.storage)
+    args.cache_logs = folder / "cache-logs"
     limits = parse_key_values(args.where, "--where")
     if args.max_ttft is not None:
         limits["p99_ttft_ms"] = args.max_ttft
@@ -87,14 +95,68 @@ def cmd_export(args) -> int:
         limits["p99_tpot_ms"] = args.max_tpot
     filters = Filters(max_warmup_s=args.max_warmup, max_latency_ms=args.max_latency,
                       min_throughput=args.min_throughput, metric_limits=limits)
-    trial = pick_trial(study, args.pick, filters)
-    text = env_file_text(study, trial, args.pick, _release(study))
+    trial = _numbered_trial(study, args.trial) if args.trial is not None else pick_trial(study, args.pick, filters)
+    extra, comments = {}, []
+    if args.with_cache is not None:
+        extra, comments, verified = _prepare_cache(study, trial, args)
+        if not verified:
+            raise UsageError(f"the recipe cache in {args.with_cache} does not fit trial {trial.number}: "
+                             "see the lines above; no env file written")
+    elif args.reuse_cache:
+        raise UsageError("--reuse-cache needs --with-cache DIR")
+    pick = args.pick if args.trial is None else "--trial"
+    text = env_file_text(study, trial, pick, _release(study), extra=extra, comments=comments)
     if args.output:
         prepare_output(args.output, "--output").write_text(text)
-        print(f"trial {trial.number} ({args.pick}) written to {args.output}")
+        print(f"trial {trial.number} ({pick}) written to {args.output}")
     else:
         print(text, end="")
     return 0
+
+
+def _numbered_trial(study, number: int):
+    import optuna
+
+    match = [t for t in study.trials if t.number == number]
+    if not match:
+        raise UsageError(f"--trial {number}: study {study.study_name!r} has trials 0..{len(study.trials) - 1}")
+    if match[0].state != optuna.trial.TrialState.COMPLETE or not match[0].values:
+        raise UsageError(f"--trial {number}: trial {number} did not complete ({match[0].state.name.lower()})")
+    return match[0]
+
+
+def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]:
+    """Boot the pick twice on the study's backend (see tuner/cachewarm.py); print what was measured."""
+    import sys
+
+    from ..cachewarm import CacheWarmError, backend_from_study, dtype_of, prepare
+    from ..export import export_env
+    from ..recipecache import VARIABLE, RecipeCacheError
+
+    release = _release(study)
+    described = study.user_attrs.get("backend") or {}
+    argv = trial.user_attrs.get("argv") or []
+    server = trial.user_attrs.get("server", {})
+    try:
+        backend = backend_from_study(described, argv)
+        env, _ = export_env(trial, release)
+        report = prepare(backend, server, env, args.with_cache, release=release or "unknown",
+                         dtype=dtype_of(server, argv), device=described.get("device") or "unknown",
+                         logs=args.cache_logs,
+                         reuse=args.reuse_cache, max_mb=args.cache_max_mb)
+    except (CacheWarmError, RecipeCacheError) as exc:
+        raise UsageError(str(exc)) from None
+    for line in report.lines():
+        print(f"recipe cache: {line}", file=sys.stderr if not args.output else sys.stdout)
+    m = report.manifest
+    comments = []
+    if m is not None:
+        comments.append(f"recipe cache: {report.folder} ({m.recipes} recipes; manifest.json: {m.release}, "
+                        f"{m.device}, {m.dtype}, TP {m.tp}, {m.kv_blocks} KV blocks, {m.software_version})")
+        if m.cold_warmup_s and m.cached_warmup_s is not None:
+            comments.append(f"recipe cache: warmup {m.cached_warmup_s:.0f} s cached vs {m.cold_warmup_s:.0f} s cold; "
+                            "copy the folder to local disk before start (no NFS)")
+    return {VARIABLE: report.value}, comments, report.verified
 
 
 def cmd_compare(args) -> int:

@@ -16,7 +16,7 @@ Package map (each module imports only the ones above it)
     units.py      byte amounts: parse_bytes, the `_B` amount pattern
     prefix.py     line prefix: colours, paste/collector layers (kubectl, journalctl, compose, CRI, k9s, markdown),
                   docker timestamp, process tag or [rankN]:, Habana runtime / vLLM / uvicorn logger -> LogPrefix
-    events.py     the event dataclasses (Event, its 32 subclasses, BucketRange)
+    events.py     the event dataclasses (Event, its 33 subclasses, BucketRange)
     values.py     small value readers shared by the rules (numbers, int tuples, bucket lists, tqdm clocks)
     rules.py      the (regex, builder) rule table, in match order, and the milestone markers
     message.py    one message -> one event (rules, then OOM texts, then ERROR lines); the tqdm bar pattern
@@ -57,6 +57,7 @@ from .events import (
     ProfilingRun,
     ServerListening,
     SkipWarmup,
+    StepGraphCompilation,
     Traceback,
     UsableBlocks,
     WarmupFinished,
@@ -77,6 +78,6 @@ __all__ = [
     "ExperimentalFlags", "GeneratedBuckets", "OmittedBuckets", "MemorySplit", "UsableBlocks",
     "HpuBlocks", "ModelLoaded", "ProfilingRun", "KvCacheSize", "WarmupStep", "WarmupProgress",
     "GraphBudget", "GraphCaptured", "WarmupFinished", "SkipWarmup", "NotWarmedUp",
-    "BucketNotPrepared", "Preemption", "OutOfMemory", "ServerListening", "EngineInfo",
+    "BucketNotPrepared", "StepGraphCompilation", "Preemption", "OutOfMemory", "ServerListening", "EngineInfo",
     "EngineInitialized", "CompileTime", "EngineStats", "Milestone", "Traceback", "ErrorLine",
 ]

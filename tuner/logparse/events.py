@@ -319,6 +319,23 @@ class BucketNotPrepared(Event):
 
 
 @dataclass(frozen=True)
+class StepGraphCompilation(Event):
+    """vllm-fork with VLLM_HPU_LOG_STEP_GRAPH_COMPILATION set (WARNING from the V0 worker, 1.17..main):
+    `VLLM_HPU_STEP_GRAPH_COMPILATION: <stats>, is_prompt: True, num_seqs: 4, max_context_len: 900,
+    max_num_blocks 8`. <stats> is the bridge's metric_localcontext("graph_compilation").stats(),
+    printed as a list of (name, value) pairs whose first value is the number of graphs compiled in
+    that engine step (the fork tests `stats()[0][1] > 0`); the second is the total compile time."""
+
+    compilations: int
+    is_prompt: bool
+    num_seqs: int
+    max_context_len: int
+    max_num_blocks: int
+    total_time: Optional[float] = None   # the bridge's figure, in its own unit
+    stats: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Preemption(Event):
     """v0 scheduler: `Sequence group X is preempted by PreemptionMode.RECOMPUTE mode because there is
     not enough KV cache space. ... [total_num_cumulative_preemption=N]` (newer v0 prints it only every

@@ -36,6 +36,7 @@ from .events import (
     ProfilingRun,
     ServerListening,
     SkipWarmup,
+    StepGraphCompilation,
     UsableBlocks,
     WarmupFinished,
     WarmupProgress,
@@ -343,6 +344,27 @@ def _not_warmed_up(m):
        r"was not warmed-up!")
 def _not_warmed_up_unified(m):
     return NotWarmedUp(phase="unified", shape=_tuple_of_ints(m["shape"]), causal=m["c"] == "causal")
+
+
+# vllm-fork worker/executor execute_model (VLLM_HPU_LOG_STEP_GRAPH_COMPILATION): the stats pairs
+# print as tuples or lists depending on the bridge; read them by position, as the fork does.
+_STAT_PAIR = re.compile(r"[(\[]\s*'(?P<name>[^']*)'\s*,\s*(?P<value>[^()\[\],]+|\[.*?\])\s*[)\]]")
+
+
+@_rule(r"VLLM_HPU_STEP_GRAPH_COMPILATION: (?P<stats>.*), is_prompt: (?P<p>True|False), num_seqs: (?P<n>\d+), "
+       r"max_context_len: (?P<ctx>\d+), max_num_blocks:? (?P<blocks>\d+)")
+def _step_graph_compilation(m):
+    pairs = tuple((a["name"], a["value"].strip()) for a in _STAT_PAIR.finditer(m["stats"]))
+    if not pairs:
+        return None
+    try:
+        count = int(float(pairs[0][1]))
+        total = float(pairs[1][1]) if len(pairs) > 1 else None
+    except ValueError:
+        return None
+    return StepGraphCompilation(compilations=count, is_prompt=m["p"] == "True", num_seqs=int(m["n"]),
+                                max_context_len=int(m["ctx"]), max_num_blocks=int(m["blocks"]),
+                                total_time=total, stats=pairs)
 
 
 @_rule(r"\b(?P<phase>Prompt|Decode) bucket for \((?P<req>[^()]*(?:\([^()]*\)[^()]*)*)\) was not prepared\. "

@@ -57,6 +57,11 @@ class WatchSummary:
     platform: Optional[str]
     engine_init_s: Optional[float]
     compile_s: Optional[float]
+    # VLLM_HPU_LOG_STEP_GRAPH_COMPILATION lines: engine steps that compiled while ready/serving, the
+    # graphs they compiled, and every graph any such line counted
+    compile_steps_under_load: int = 0
+    compilations_under_load: int = 0
+    compilations_logged: int = 0
 
     @property
     def prompt_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:

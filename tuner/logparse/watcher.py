@@ -31,6 +31,7 @@ from .events import (
     Preemption,
     ServerListening,
     SkipWarmup,
+    StepGraphCompilation,
     Traceback,
     UsableBlocks,
     WarmupFinished,
@@ -128,6 +129,7 @@ class LogWatcher:
         self._not_prepared: list[BucketNotPrepared] = []
         self._preempt_events = 0
         self._preempt_cumulative = 0
+        self._step_compiles = [0, 0, 0]  # under load: steps that compiled, graphs compiled; any stage: graphs
         self._oom: Optional[OutOfMemory] = None
         self._oom_stage: Optional[str] = None
         self._errors: list[str] = []
@@ -336,6 +338,12 @@ class LogWatcher:
         if e.cumulative is not None:
             self._preempt_cumulative = max(self._preempt_cumulative, e.cumulative)
 
+    def _on_step_compile(self, e: StepGraphCompilation, t):
+        self._step_compiles[2] += e.compilations
+        if self._stage in ("ready", "serving") and e.compilations > 0:
+            self._step_compiles[0] += 1
+            self._step_compiles[1] += e.compilations
+
     def _on_oom(self, e: OutOfMemory, t):
         if self._oom is None:
             self._oom, self._oom_stage = e, self._stage
@@ -370,6 +378,7 @@ class LogWatcher:
         GraphBudget: _on_budget, WarmupStep: _on_step, WarmupProgress: _on_step,
         GraphCaptured: _on_captured, WarmupFinished: _on_finished, SkipWarmup: _on_skip,
         NotWarmedUp: _on_not_warmed, BucketNotPrepared: _on_not_prepared, Preemption: _on_preemption,
+        StepGraphCompilation: _on_step_compile,
         OutOfMemory: _on_oom, ErrorLine: _on_error, Traceback: _on_traceback,
         ServerListening: _on_listening, EngineInfo: _on_engine, EngineInitialized: _on_engine_init,
         CompileTime: _on_compile,
@@ -406,6 +415,11 @@ class LogWatcher:
         return max(self._preempt_events, self._preempt_cumulative)
 
     @property
+    def compilations_under_load(self) -> int:
+        """Graphs compiled while serving, from the fork's per-step compilation log (0 without it)."""
+        return self._step_compiles[1]
+
+    @property
     def not_warmed_up(self) -> tuple[NotWarmedUp, ...]:
         return tuple(self._not_warmed.values())
 
@@ -427,7 +441,9 @@ class LogWatcher:
             oom=self._oom, oom_stage=self._oom_stage, errors=tuple(self._errors),
             tracebacks=tuple(self._tracebacks), listening_url=self._url,
             startup_complete=self._startup_complete, engine_version=self._version,
-            platform=self._platform, engine_init_s=self._engine_init, compile_s=self._compile_s)
+            platform=self._platform, engine_init_s=self._engine_init, compile_s=self._compile_s,
+            compile_steps_under_load=self._step_compiles[0],
+            compilations_under_load=self._step_compiles[1], compilations_logged=self._step_compiles[2])
 
     def progress(self) -> Optional[tuple[str, int, int]]:
         """(phase, done, total) for a progress bar: the warm-up phase in progress ("prompt", "decode",

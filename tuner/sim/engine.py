@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..buckets import BucketPlan, get_profile
+from ..releases import supports_compile_log
 from .costmodel import CostModel, StartupPrediction, decode_blocks, env_value, prompt_shape
 from .capture import compile_seconds
 
@@ -120,6 +121,10 @@ class Engine:
         self.runtime_graphs = pred.rules.capture == "all" and pred.lazy and not pred.sim.enforce_eager
         self.cached = cached_recipes  # recipe keys on disk: a runtime compile of those is a cache hit
         self.on_compile = on_compile  # callback(phase, bucket, key): the server stores the recipe
+        # vllm-fork's per-step compilation log (VLLM_HPU_LOG_STEP_GRAPH_COMPILATION, V0 worker only)
+        flag = env_value(pred.env, pred.profile, "VLLM_HPU_LOG_STEP_GRAPH_COMPILATION", "0") or "0"
+        self.log_compiles = flag.strip() != "0" and supports_compile_log(pred.profile)
+        self._step_compile_s: list[float] = []
         self.free_blocks = list(range(self.num_blocks))  # a heap: lowest ids first, as a defragmented cache
         self.watermark = 0 if self.v1 else int(0.01 * self.num_blocks)
         self.waiting: deque[SimRequest] = deque()
@@ -204,6 +209,7 @@ class Engine:
         if not prefills and not decodes:
             return self._unschedulable(logs)
         duration, shapes, emitted, prompt_tokens = 0.0, [], [], 0
+        inputs = self._input_stats(prefills, decodes) if self.log_compiles else ""
         for i in range(0, len(prefills), self.max_prefill_seqs):
             chunk = prefills[i:i + self.max_prefill_seqs]
             query = max(n for _, n in chunk)
@@ -236,6 +242,10 @@ class Engine:
         st.finished += len(finished)
         st.busy_seconds += duration
         kind = "mixed" if prefills and decodes else ("prefill" if prefills else "decode")
+        if self._step_compile_s:
+            if self.log_compiles:
+                logs.append(("WARNING", "step_compile", self._compile_line(inputs)))
+            self._step_compile_s = []
         return StepResult(duration, kind, emitted, finished, logs, shapes, prompt_tokens)
 
     def _unschedulable(self, logs: list) -> StepResult:
@@ -336,7 +346,9 @@ class Engine:
         if (phase, bucket) not in self.seen:
             logs.append(("WARNING", "not_warmed", self._not_warmed(phase, bucket)))
             key = self.pred.recipe_id(phase, bucket)
-            t += compile_seconds(self.pred, self.cost, phase, bucket, key in self.cached)
+            secs = compile_seconds(self.pred, self.cost, phase, bucket, key in self.cached)
+            self._step_compile_s.append(secs)
+            t += secs
             self.seen.add((phase, bucket))
             self.stats.runtime_compiles += 1
             compiled = True
@@ -352,6 +364,20 @@ class Engine:
             t += self.cost.decode_time(bucket[0], decode_blocks(self.pred.profile, bucket, self.block_size), graphed)
         shapes.append(Shape(phase, bucket, graphed, compiled, bs, tokens))
         return t
+
+    def _input_stats(self, prefills: list, decodes: list) -> str:
+        """The fork's step description, taken before the step runs."""
+        reqs = [r for r, _ in prefills] + list(decodes)
+        ctx = max(r.prompt_len + r.generated for r in reqs)
+        return (f"is_prompt: {bool(prefills)}, num_seqs: {len(reqs)}, max_context_len: {ctx}, "
+                f"max_num_blocks {(ctx - 1) // self.block_size + 1}")
+
+    def _compile_line(self, inputs: str) -> str:
+        """The fork's hpu_worker line: the bridge's graph_compilation stats (count, total, average;
+        the time unit is a GUESS: microseconds), then the step's input stats."""
+        n, total = len(self._step_compile_s), int(sum(self._step_compile_s) * 1e6)
+        return (f"VLLM_HPU_STEP_GRAPH_COMPILATION: [('TotalNumber', {n}), ('TotalTime', {total}), "
+                f"('AvgTime', {total / n:.1f})], {inputs}")
 
     def _not_warmed(self, phase: str, bucket: tuple) -> str:
         if self.plan.dims == 2:

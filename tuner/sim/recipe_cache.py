@@ -13,6 +13,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..recipecache import RecipeCacheError, parse_value
+
 RECIPE_MB = 2.0
 SUFFIX = ".recipe"
 
@@ -26,17 +28,14 @@ class RecipeCache:
 
     @classmethod
     def from_env(cls, value: str | None) -> "RecipeCache | None":
+        """The cache a value configures; None when unset or malformed (then treated as no cache)."""
         if not value:
             return None
-        parts = [p.strip().strip("'\"") for p in value.split(",")]
-        if not parts[0]:
-            return None
-        delete = len(parts) > 1 and parts[1].lower() in ("true", "1", "yes")
         try:
-            max_mb = float(parts[2]) if len(parts) > 2 and parts[2] else 1024.0
-        except ValueError:
-            max_mb = 1024.0
-        return cls(Path(parts[0]), delete, max_mb)
+            cfg = parse_value(value)
+        except RecipeCacheError:
+            return None
+        return cls(Path(cfg.path), cfg.delete, float(cfg.max_mb))
 
     def open(self) -> frozenset[str]:
         """Prepare the folder as the bridge does at start; return the recipe keys present."""
