@@ -146,7 +146,8 @@ def render_text(x: Explanation) -> str:
         lines += [f"  not warmed up: {n.phase} {n.shape}" for n in s.not_warmed_up[:10]]
         if len(s.not_warmed_up) > 10:
             lines.append(f"  ... and {len(s.not_warmed_up) - 10} more shapes")
-        lines += [f"  bucket not prepared: {b.phase} {b.requested} -> {b.new_bucket}" for b in s.buckets_not_prepared[:5]]
+        lines += [f"  bucket not prepared: {b.phase} {b.requested} -> {b.new_bucket}"
+                  for b in s.buckets_not_prepared[:5]]
         if s.preemptions:
             lines.append(f"  preemptions: {s.preemptions}")
     if x.problems:
@@ -183,9 +184,8 @@ def render_text(x: Explanation) -> str:
         lines += ["", "Verify with a study (replace MODEL):"]
         lines += [f"  {command_text(adv.tune_command)}"]  # one line, so that it can be copied whole
     rd = x.reading
-    lines += [""] + _wrap(f"Read {rd.lines} lines: {len(rd.events)} events, {rd.unread} unread log lines"
-                          + (f", {rd.duplicate_rank_lines} lines of other ranks ignored" if rd.duplicate_rank_lines else "")
-                          + ".")
+    ranks = f", {rd.duplicate_rank_lines} lines of other ranks ignored" if rd.duplicate_rank_lines else ""
+    lines += [""] + _wrap(f"Read {rd.lines} lines: {len(rd.events)} events, {rd.unread} unread log lines{ranks}.")
     for ex in rd.unread_examples[:3]:
         lines += _wrap(f"unread: {ex[:150]}", "  ")
     return "\n".join(line.rstrip() for line in lines) + "\n"
