@@ -29,6 +29,7 @@ from . import trial as trial_mod
 from .errors import StudyError
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
+from .status import CONFIG_FAILURES, TrialStatus
 from .storage import open_storage, open_storage_readonly, redact_url
 from .trial import Slot, TrialContext, TrialResult
 
@@ -306,9 +307,9 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
     cons = constraints.values(result)
     feasible = all(v <= 0 for v in cons.values())
     trial.set_user_attr("feasible", feasible)  # optuna-dashboard 0.21 does not read set_constraint
-    if result.status not in trial_mod.CONFIG_FAILURES and not result.ok:
+    if result.status not in CONFIG_FAILURES and not result.ok:
         # The environment failed, not the configuration: no values; run these parameters again.
-        requeue = result.status in (trial_mod.INTERRUPTED, trial_mod.PORT_IN_USE)
+        requeue = result.status in (TrialStatus.INTERRUPTED, TrialStatus.PORT_IN_USE)
         trial.set_user_attr("requeued", requeue)
         study.tell(trial, state=TrialState.FAIL)
         if requeue:

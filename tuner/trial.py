@@ -23,41 +23,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from .backends import Backend
 from .loadgen import run_benchmark
 from .logparse import LogWatcher
 from .metrics import rescale_time
+from .perfmodel.calibration import Calibration, observation_sample
+from .perfmodel.checks import TrialPrediction, predict_trial, rejection
+from .perfmodel.projection import BootTracker
 from .redact import redact_argv, redact_env
 from .server import OutcomeKind, ServerProcess, device_env, find_free_port
 from .space import TrialSettings
-from .workload import Workload
-
-# Failure classes (README, Conventions). The first group is the configuration's fault: the sampler
-# is told the trial was infeasible. The second is the environment's: the trial is failed and retried.
-OK = "ok"
-INVALID_CONFIG = "invalid_config"
-WARMUP_OVER_BUDGET = "warmup_over_budget"
-WARMUP_OOM = "warmup_oom"
-RUNTIME_OOM = "runtime_oom"
-LOAD_ERRORS = "load_errors"
-CONFIG_FAILURES = (INVALID_CONFIG, WARMUP_OVER_BUDGET, WARMUP_OOM, RUNTIME_OOM, LOAD_ERRORS)
-BOOT_FAILURE = "boot_failure"
-PORT_IN_USE = "port_in_use"
-BOOT_TIMEOUT = "boot_timeout"
-WARMUP_TIMEOUT = "warmup_timeout"
-CRASH = "crash"
-INTERRUPTED = "interrupted"
-
-_OUTCOME_CLASS = {
-    OutcomeKind.BOOT_FAILURE: BOOT_FAILURE,
-    OutcomeKind.PORT_IN_USE: PORT_IN_USE,
-    OutcomeKind.WARMUP_OOM: WARMUP_OOM,
-    OutcomeKind.WARMUP_TIMEOUT: WARMUP_TIMEOUT,
-    OutcomeKind.BOOT_TIMEOUT: BOOT_TIMEOUT,
-    OutcomeKind.WARMUP_OVER_BUDGET: WARMUP_OVER_BUDGET,
-    OutcomeKind.CRASH: CRASH,
-}
-
+from .status import TrialStatus
+from .workload import Workload, gamma_send_offsets
 
 @dataclass
 class LoadOptions:
@@ -105,6 +84,9 @@ class TrialContext:
     progress: Callable[[str], None] | None = None  # one-line status updates
     # live progress of a slot: (slot, what, done, total, eta_wall_s or None); e.g. a progress bar
     on_progress: Callable[[int, str, int, int, float | None], None] | None = None
+    # the corrections fitted from this study's boots (the study refreshes it after every trial)
+    calibration: Calibration | None = None
+    predict_serving: bool = True  # also predict the load test's figures (decode-step calibration)
 
 
 @dataclass
@@ -117,7 +99,7 @@ class Slot:
 
 @dataclass
 class TrialResult:
-    status: str
+    status: TrialStatus
     reason: str = ""
     params: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
@@ -129,10 +111,12 @@ class TrialResult:
     artifacts: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # wall seconds of the trial's phases
     booted: bool = False
+    # this boot against the prior model: one sample per correction (perfmodel.calibration)
+    calibration_sample: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        return self.status == TrialStatus.OK
 
     @property
     def warmup_s(self) -> float | None:
@@ -144,11 +128,12 @@ class TrialResult:
 
 # ---------------------------------------------------------------------------------------- pre-boot
 
-def predict(ctx: TrialContext, settings: TrialSettings):
-    """The release's buckets and the device model's startup prediction, or None without a model."""
+def predict(ctx: TrialContext, settings: TrialSettings, corrections=None):
+    """The release's buckets and the performance model's startup prediction, or None without a model.
+    `corrections`: the calibrated ones (default: the documented prior)."""
     if ctx.release is None or ctx.device_model is None:
         return None
-    from .sim.costmodel import ServerInputs, SimSettings, predict_startup
+    from .perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
 
     s = settings.server
     sim = SimSettings(
@@ -167,42 +152,27 @@ def predict(ctx: TrialContext, settings: TrialSettings):
         prefix_caching=s.get("enable_prefix_caching"),
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
     )
-    return predict_startup(ctx.release, sim, inputs, settings.env)
+    return predict_startup(ctx.release, sim, inputs, settings.env, corrections=corrections or Corrections())
 
 
-def _prediction_summary(pred) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if pred.plan is not None:
-        out.update(strategy=pred.plan.strategy, prompt_buckets=len(pred.plan.prompt),
-                   decode_buckets=len(pred.plan.decode))
-    if pred.memory is not None:
-        out["kv_blocks"] = pred.num_blocks
-    if pred.failure is None:
-        out.update(warmup_s=round(pred.warmup_seconds, 2), prompt_graphs=len(pred.graphed_prompt),
-                   decode_graphs=len(pred.graphed_decode))
-    else:
-        out["failure"] = f"{pred.failure.phase}: {pred.failure.message}"
-    return out
+def predict_calibrated(ctx: TrialContext, settings: TrialSettings) -> TrialPrediction | None:
+    """The prior and the calibrated prediction (ctx.calibration), with their bounds; None without a model."""
+    return predict_trial(lambda corr: predict(ctx, settings, corr), ctx.calibration)
 
 
-def pre_boot_check(ctx: TrialContext, settings: TrialSettings) -> tuple[dict[str, Any], TrialResult | None]:
-    """(prediction summary, a rejection result or None). A rejected trial costs no boot."""
-    pred = predict(ctx, settings)
-    if pred is None:
+def pre_boot_check(ctx: TrialContext, settings: TrialSettings,
+                   tp: TrialPrediction | None = None) -> tuple[dict[str, Any], TrialResult | None]:
+    """(prediction summary, a rejection result or None). A rejected trial costs no boot. Only what is
+    confidently wrong is rejected: the release's own refusal, out of memory even with favourable memory
+    corrections, or a warmup whose lower bound is over the budget."""
+    tp = tp or predict_calibrated(ctx, settings)
+    if tp is None:
         return {}, None
-    summary = _prediction_summary(pred)
-    if pred.failure is not None:
-        # The release itself refuses the settings (bucket errors, flags) or memory cannot fit them.
-        return summary, TrialResult(status=INVALID_CONFIG, reason=summary["failure"], predicted=summary)
-    budget = ctx.limits.warmup_budget_s
-    if budget is not None and pred.warmup_seconds > budget:
-        return summary, TrialResult(
-            status=WARMUP_OVER_BUDGET,
-            reason=f"predicted warmup {pred.warmup_seconds:.0f} s exceeds the budget of {budget:g} s "
-                   f"({summary.get('prompt_buckets')} prompt + {summary.get('decode_buckets')} decode buckets)",
-            predicted=summary,
-        )
-    return summary, None
+    summary = tp.summary()
+    refused = rejection(tp, ctx.limits.warmup_budget_s)
+    if refused is None:
+        return summary, None
+    return summary, TrialResult(status=refused[0], reason=refused[1], predicted=summary)
 
 
 # ------------------------------------------------------------------------------------------- a trial
@@ -222,15 +192,25 @@ def server_environment(settings: TrialSettings, slot: Slot, backend: Backend) ->
 
 
 class _SafeWatcher:
-    """The log watcher, fed from the server's log thread and read from the trial thread."""
+    """The log watcher (and the boot tracker it feeds), fed from the server's log thread and read from
+    the trial thread. The tracker works in server seconds: wall seconds / the startup time scale."""
 
-    def __init__(self, expect_graphs: bool):
+    def __init__(self, expect_graphs: bool, tracker: BootTracker | None = None, scale: float = 1.0):
         self.lock = threading.Lock()
         self.watcher = LogWatcher(expect_graphs=expect_graphs)
+        self.tracker, self.scale = tracker, scale
 
     def on_line(self, line: str, t: float) -> None:
         with self.lock:
-            self.watcher.feed(line, t)
+            for ev in self.watcher.feed(line, t):
+                if self.tracker is not None:
+                    self.tracker.on_event(ev, t / self.scale)
+
+    def project(self, now: float):
+        if self.tracker is None:
+            return None
+        with self.lock:
+            return self.tracker.project(now / self.scale)
 
     def read(self, fn):
         with self.lock:
@@ -243,7 +223,8 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     slot = slot or Slot()
     trial_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    predicted, rejected = pre_boot_check(ctx, settings)
+    tp = predict_calibrated(ctx, settings)
+    predicted, rejected = pre_boot_check(ctx, settings, tp)
     base = dict(params=settings.params, server=settings.server, env=redact_env(settings.env))
     if rejected is not None:
         rejected.__dict__.update(base)
@@ -256,8 +237,10 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     argv = backend.argv(settings.server, ctx.host, port)
     base_url = f"http://{ctx.host}:{port}"
     log_path = trial_dir / "server.log"
-    watch = _SafeWatcher(expect_graphs=bool(predicted.get("prompt_graphs")))
-    result = TrialResult(status=OK, predicted=predicted, argv=redact_argv(argv), booted=True,
+    tracker = BootTracker(tp.calibrated if tp else None, spread=ctx.calibration.warmup_spread()
+                          if ctx.calibration else 0.15)
+    watch = _SafeWatcher(expect_graphs=bool(predicted.get("prompt_graphs")), tracker=tracker, scale=scale)
+    result = TrialResult(status=TrialStatus.OK, predicted=predicted, argv=redact_argv(argv), booted=True,
                          artifacts={"server_log": str(log_path)}, **base)
 
     def warmup_started() -> bool:
@@ -266,13 +249,19 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     def should_abort() -> str | None:
         if stop_event is not None and stop_event.is_set():
             return "interrupted"
+        proj = watch.project(time.monotonic())
         if ctx.on_progress is not None:
             prog, eta = watch.read(lambda w: (w.progress(), w.projected_remaining_s()))
+            if proj is not None:
+                eta = max(0.0, proj.total_s - proj.elapsed_s) * scale
             if prog is not None:
                 ctx.on_progress(slot.index, f"warmup {prog[0]}", prog[1], prog[2], eta)
         budget = limits.warmup_budget_s
         if budget is None:
             return None
+        if proj is not None:  # the known bucket list at this boot's own pace: abort when surely over
+            return warmup_abort_reason(proj, budget)
+        # No prediction to place the steps in (another backend, an unexpected list): the early pace.
         remaining = watch.read(lambda w: w.projected_remaining_s())
         started = srv.warmup_started_at
         if remaining is None or started is None:
@@ -285,6 +274,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     with ServerProcess(records_dir=ctx.records_dir, on_line=watch.on_line) as srv:
         _slot_status(ctx, slot, f"booting {backend.kind} on port {port}")
         srv.start(argv, server_environment(settings, slot, backend), log_path, port=port)
+        tracker.started_at = (srv.started_at or time.monotonic()) / scale
         outcome = srv.wait_ready(
             base_url,
             boot_timeout_s=limits.boot_timeout_s * scale + limits.wall_slack_s,
@@ -296,19 +286,19 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
         t_ready = time.monotonic()
         result.timings["boot_and_warmup_s"] = round(t_ready - t0, 3)
         if not outcome.ok:
-            result.status = _OUTCOME_CLASS[outcome.kind]
+            result.status = TrialStatus.from_outcome(outcome.kind)
             if outcome.kind is OutcomeKind.BOOT_FAILURE and srv.warmup_started_at is not None:
-                result.status = CRASH  # it got as far as warmup: not a launch problem
+                result.status = TrialStatus.CRASH  # it got as far as warmup: not a launch problem
             if outcome.kind is OutcomeKind.WARMUP_OVER_BUDGET and outcome.reason == "interrupted":
-                result.status = INTERRUPTED
+                result.status = TrialStatus.INTERRUPTED
             result.reason = outcome.reason + _last_error(outcome.log_tail)
         else:
             _slot_status(ctx, slot, "ready; load test")
             _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot)
             ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
-            if ended is not None and result.status in (OK, LOAD_ERRORS):
+            if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
                 # Died during (or right after) the load test: its requests failed because of that.
-                result.status = RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else CRASH
+                result.status = TrialStatus.RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else TrialStatus.CRASH
                 result.reason = ended.reason + _last_error(ended.log_tail)
         result.timings["load_s"] = round(time.monotonic() - t_ready, 3)
         g = limits.stop_grace_s
@@ -317,6 +307,8 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     if stop is not None:
         result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover}
     _observe(result, watch, scale, t_ready - (srv.started_at or t0), outcome.ok)
+    if tp is not None:
+        record_model_check(ctx, result, tp, watch.read(lambda w: tracker.facts()))
     result.timings["total_s"] = round(time.monotonic() - t0, 3)
     return result
 
@@ -350,10 +342,10 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
     outcome = asyncio.run(main())
     if outcome is None or not hasattr(outcome, "to_json"):
         if outcome is None:
-            result.status, result.reason = INTERRUPTED, "interrupted during the load test"
+            result.status, result.reason = TrialStatus.INTERRUPTED, "interrupted during the load test"
         else:
             oom = watch.read(lambda w: w.oom_seen)
-            result.status = RUNTIME_OOM if oom else CRASH
+            result.status = TrialStatus.RUNTIME_OOM if oom else TrialStatus.CRASH
             result.reason = outcome.reason + _last_error(outcome.log_tail)
         return
     bench_json = rescale_time(outcome.to_json(detailed=True), ctx.backend.time_scale)
@@ -367,7 +359,7 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
         groups = bench_json.get("tuner_failures", {}).get("by_message") or []
         said = "; ".join(f"{g['count']} x {g['message']}" for g in groups[:3])
         more = f"; and {len(groups) - 3} more distinct errors" if len(groups) > 3 else ""
-        result.status = LOAD_ERRORS
+        result.status = TrialStatus.LOAD_ERRORS
         result.reason = f"{failed} of {bench_json.get('num_prompts')} requests failed: {said}{more}"
 
 
@@ -394,8 +386,52 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
     obs["preemptions"] = s.preemptions
     if s.oom is not None:
         obs["oom_stage"] = s.oom_stage
-        if result.status == CRASH and s.oom_stage in ("ready", "serving"):
-            result.status = RUNTIME_OOM
+        if result.status == TrialStatus.CRASH and s.oom_stage in ("ready", "serving"):
+            result.status = TrialStatus.RUNTIME_OOM
+
+
+def warmup_abort_reason(proj, budget: float) -> str | None:
+    """Abort when even the projection's lower bound is over the budget, or the warmup already is."""
+    if proj.elapsed_s > budget:
+        return f"warmup has run {proj.elapsed_s:.0f} s, over the budget of {budget:g} s"
+    if proj.low_s > budget:
+        return (f"projected warmup {proj.total_s:.0f} s (at least {proj.low_s:.0f} s after {proj.steps_done} of "
+                f"{proj.steps_total} steps) exceeds the budget of {budget:g} s")
+    return None
+
+
+def record_model_check(ctx: TrialContext, result: TrialResult, tp: TrialPrediction, facts: dict) -> None:
+    """Predicted vs observed for the record, and this boot's calibration sample (prior vs observed)."""
+    obs = result.observed
+    for key in ("load_s", "profile_s", "free_gib", "graph_mem_gib"):
+        if facts.get(key) is not None:
+            obs[key] = round(facts[key], 4)
+    graphs = [obs[k] for k in ("prompt_graphs", "decode_graphs") if obs.get(k) is not None]
+    observed = {**facts, "kv_blocks": obs.get("kv_blocks"), "graphs": sum(graphs) if graphs else None,
+                "median_tpot_ms": result.metrics.get("median_tpot_ms") if result.ok else None}
+    prior = tp.prior_facts()
+    if result.ok and ctx.predict_serving and tp.prior.failure is None:
+        prior["median_tpot_ms"] = predict_serving(ctx, tp.prior).get("median_tpot_ms")
+        result.predicted.update({k: round(v, 3) for k, v in predict_serving(ctx, tp.calibrated).items()})
+    result.calibration_sample = {k: round(v, 5) for k, v in observation_sample(prior, observed).items()}
+
+
+SERVING_KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")
+
+
+def predict_serving(ctx: TrialContext, pred) -> dict[str, float]:
+    """The load test's figures as the model predicts them (the simulator's virtual clock)."""
+    from .sim import run_virtual  # the simulator's clock (imported late: the tuner does not need it)
+
+    w, lo = ctx.workload, ctx.load
+    try:
+        ins, outs = w.lengths()
+    except NotImplementedError:
+        return {}
+    rng = np.random.default_rng([getattr(w, "seed", 0), 0x41525256])
+    times = gamma_send_offsets(len(ins), lo.request_rate, lo.burstiness, rng)
+    summary = run_virtual(pred, list(zip(times, ins, outs)), max_concurrency=lo.max_concurrency).summary()
+    return {k: float(summary[k]) for k in SERVING_KEYS if summary.get(k) is not None}
 
 
 def _last_error(tail: list[str]) -> str:

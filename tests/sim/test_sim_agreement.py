@@ -19,7 +19,7 @@ import aiohttp
 
 from tuner.sim import run_virtual, summarize
 from tuner.sim.clocks import RequestTiming
-from tuner.sim.costmodel import ServerInputs, SimSettings, predict_startup
+from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 
 from .test_sim_server import CAL_ARGS, CAL_ENV, MODEL, SimProcess
 

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from tuner.sim.costmodel import CostModel, ServerInputs, SimSettings, predict_startup
-from tuner.sim.models import GiB
+from tuner.perfmodel import CostModel, ServerInputs, SimSettings, predict_startup
+from tuner.perfmodel.hardware import GiB
 from tuner.sim.startup import run_startup_virtual
 
 from ..conftest import LOG_SAMPLES

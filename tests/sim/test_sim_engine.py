@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuner.sim import run_virtual
-from tuner.sim.costmodel import ServerInputs, SimSettings, predict_startup
+from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 
 from .test_sim_startup import NOT_PREPARED, NOT_WARMED, PREEMPTED
 

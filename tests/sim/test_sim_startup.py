@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tuner.buckets import profiles
-from tuner.sim.costmodel import ServerInputs, SimSettings, predict_startup
+from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 from tuner.sim.faults import Faults
 from tuner.sim.recipe_cache import RecipeCache
 from tuner.sim.startup import run_startup_virtual

@@ -16,6 +16,7 @@ import pytest
 from tuner import trial as T
 from tuner.backends import Backend
 from tuner.space import TrialSettings
+from tuner.status import TrialStatus
 from tuner.workload import FixedWorkload
 
 from .test_study_e2e import sim_processes
@@ -62,7 +63,7 @@ def fault(name: str) -> dict:
 
 def test_ok_trial_measures_and_matches_prediction(tmp_path):
     r = run(tmp_path, context(tmp_path))
-    assert r.status == T.OK, r.reason
+    assert r.status == TrialStatus.OK, r.reason
     assert r.metrics["completed"] == 12 and r.metrics["failed"] == 0
     assert r.metrics["total_output_tokens"] == 12 * 16
     assert r.predicted["prompt_buckets"] == r.observed["prompt_buckets"]
@@ -77,14 +78,14 @@ def test_ok_trial_measures_and_matches_prediction(tmp_path):
 
 def test_invalid_settings_are_rejected_before_boot(tmp_path):
     r = run(tmp_path, context(tmp_path), env={"VLLM_DECODE_BS_BUCKET_MIN": "32"})  # > max_num_seqs
-    assert r.status == T.INVALID_CONFIG and not r.booted
+    assert r.status == TrialStatus.INVALID_CONFIG and not r.booted
     assert "VLLM_DECODE_BS_BUCKET" in r.reason
     assert not (tmp_path / "trial" / "server.log").exists()
 
 
 def test_predicted_warmup_over_budget_costs_no_boot(tmp_path):
     r = run(tmp_path, context(tmp_path, warmup_budget=5.0))
-    assert r.status == T.WARMUP_OVER_BUDGET and not r.booted
+    assert r.status == TrialStatus.WARMUP_OVER_BUDGET and not r.booted
     assert "exceeds the budget of 5 s" in r.reason
 
 
@@ -93,13 +94,13 @@ def test_warmup_over_budget_is_aborted_while_it_runs(tmp_path):
     ctx = context(tmp_path, prediction=False, warmup_budget=20.0)
     ctx.backend.startup_time_scale = 0.01
     r = run(tmp_path, ctx)
-    assert r.status == T.WARMUP_OVER_BUDGET and r.booted
+    assert r.status == TrialStatus.WARMUP_OVER_BUDGET and r.booted
     assert "projected warmup" in r.reason
 
 
 @pytest.mark.parametrize("name,status,needle", [
-    ("oom-warmup", T.WARMUP_OOM, "out of memory"),
-    ("crash-warmup", T.CRASH, "during warmup"),
+    ("oom-warmup", TrialStatus.WARMUP_OOM, "out of memory"),
+    ("crash-warmup", TrialStatus.CRASH, "during warmup"),
 ])
 def test_warmup_failures(tmp_path, name, status, needle):
     r = run(tmp_path, context(tmp_path), env=fault(name))
@@ -111,7 +112,7 @@ def test_warmup_failures(tmp_path, name, status, needle):
 def test_hung_warmup_times_out_and_is_killed(tmp_path):
     # hang-warmup ignores SIGINT: the stop must escalate.
     r = run(tmp_path, context(tmp_path, warmup_timeout=300.0), env=fault("hang-warmup"))
-    assert r.status == T.WARMUP_TIMEOUT
+    assert r.status == TrialStatus.WARMUP_TIMEOUT
     assert r.observed["stop"]["ended_by"] in ("SIGTERM", "SIGKILL")
 
 
@@ -119,14 +120,14 @@ def test_server_that_never_becomes_ready(tmp_path):
     ctx = context(tmp_path, boot_timeout=1.0)
     ctx.backend.startup_time_scale = 0.05
     r = run(tmp_path, ctx, env=fault("slow-start:factor=200"))
-    assert r.status == T.BOOT_TIMEOUT
+    assert r.status == TrialStatus.BOOT_TIMEOUT
 
 
 @pytest.mark.parametrize("name", ["http-500:every=3", "malformed-sse:every=4", "stall-stream:every=5,after=2"])
 def test_request_faults_are_load_errors_with_metrics_kept(tmp_path, name):
     ctx = context(tmp_path, request_timeout=10.0)
     r = run(tmp_path, ctx, env=fault(name))
-    assert r.status == T.LOAD_ERRORS, r.reason
+    assert r.status == TrialStatus.LOAD_ERRORS, r.reason
     assert 0 < r.metrics["failed"] < 12
     assert r.metrics["completed"] == 12 - r.metrics["failed"]
     assert r.metrics["output_throughput"] > 0  # measured on the requests that succeeded
@@ -134,7 +135,7 @@ def test_request_faults_are_load_errors_with_metrics_kept(tmp_path, name):
 
 def test_crash_under_load(tmp_path):
     r = run(tmp_path, context(tmp_path, num_prompts=60), env=fault("crash-load:after=10"))
-    assert r.status == T.CRASH, r.reason
+    assert r.status == TrialStatus.CRASH, r.reason
 
 
 def test_interrupt_stops_the_trial_cleanly(tmp_path):
@@ -145,4 +146,4 @@ def test_interrupt_stops_the_trial_cleanly(tmp_path):
     timer.start()
     r = run(tmp_path, ctx, stop_event=stop)
     timer.cancel()
-    assert r.status == T.INTERRUPTED
+    assert r.status == TrialStatus.INTERRUPTED

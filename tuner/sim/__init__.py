@@ -4,10 +4,10 @@
         [--sim-device gaudi2|gaudi3] [--sim-model llama-3.1-8b|llama-3.1-70b] [--sim-time-scale 0.02] \
         [--sim-seed N] [--sim-noise SIGMA] [--sim-fault NAME[:k=v,...]]
 
+The cost model it runs (devices, model shapes, release cost rules, predict_startup) is the tuner's
+own performance model, tuner/perfmodel/, run with the corrections of the hardware it plays.
+
 Modules, one idea each:
-    models      model shapes and Gaudi devices (constants of docs/calibration.md section 7.4)
-    costmodel   pure cost model: memory split, KV blocks, step and compile times; predict_startup()
-    capture     pure warmup plan: compile order, HPU-graph capture under each release's rules
     engine      continuous-batching scheduler (v0 fork / v1 vllm-gaudi), padded through the bucket engine
     clocks      run_virtual() (no sleeping, deterministic) and LiveDriver (asyncio, time-scaled)
     startup     the release's startup log in simulated time, failures in their phase
@@ -19,7 +19,7 @@ Modules, one idea each:
 """
 
 from .clocks import RunResult, run_virtual, summarize
-from .costmodel import ServerInputs, SimSettings, StartupPrediction, predict_startup
+from ..perfmodel import ServerInputs, SimSettings, StartupPrediction, predict_startup
 
 __all__ = ["RunResult", "ServerInputs", "SimSettings", "StartupPrediction", "predict_startup", "run_virtual",
            "summarize"]

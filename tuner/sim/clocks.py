@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..metrics import RequestOutcome, compute_metrics
-from .costmodel import StartupPrediction
+from ..perfmodel.prediction import StartupPrediction
 from .engine import Engine, EngineStats, SimRequest, StepResult
 
 

@@ -1,7 +1,7 @@
 """PT_HPU_RECIPE_CACHE_CONFIG: a real folder of compiled-graph recipes, one small file per shape.
 
 Format `<path>,<delete:True/False>,<max_MB>` (managing_warm-up.md): delete=True wipes and rewrites the
-cache, False reuses it. A recipe is keyed by its shapes *and* the KV-cache size (costmodel.recipe_key),
+cache, False reuses it. A recipe is keyed by its shapes *and* the KV-cache size (tuner.perfmodel.costs.recipe_key),
 so a start with the same shapes hits (compile x0.35 BF16, x0.067 FP8) and a changed configuration
 misses: vllm-fork issue #1054 saw recompiles when only the block count changed. The files hold a few
 bytes; the size budget counts the ~2 MiB a real recipe takes (GUESS).

@@ -20,12 +20,13 @@ from aiohttp import web
 
 from ..buckets import get_profile
 from .clocks import LiveDriver
-from .costmodel import ServerInputs, SimSettings, StartupPrediction, env_value, predict_startup
+from ..perfmodel import ServerInputs, SimSettings, StartupPrediction, predict_startup
+from ..perfmodel.rules import env_value
 from .engine import Engine
 from .faults import COMPILE_ERROR, ENV_VAR as FAULT_ENV, FaultError, Faults, from_env as fault_specs_from_env
 from .http import SimHTTP
 from .logfmt import SimLog
-from .models import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
+from ..perfmodel.hardware import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
 from .recipe_cache import RecipeCache
 from .startup import VERSIONS, SimTime, emit, startup_events, store_recipe
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from .costmodel import StartupPrediction, WarmupStep, devmem_error, prompt_shape
+from ..perfmodel.costs import prompt_shape
+from ..perfmodel.prediction import StartupPrediction, WarmupStep, devmem_error
 from .faults import COMPILE_ERROR, Faults
 from .logfmt import SimLog, format_bytes as fb
-from .models import GiB, MiB
+from ..perfmodel.hardware import GiB, MiB
 from .recipe_cache import RecipeCache
 
 VERSIONS = {

@@ -1,4 +1,4 @@
-"""Model shapes and Gaudi devices the simulator knows, with the constants of docs/calibration.md.
+"""Model shapes and Gaudi devices the performance model knows, with the constants of docs/calibration.md.
 
 Numbers come from docs/calibration.md sections 1 and 7.4; the ones marked GUESS there
 stay guesses here. Everything is per card: tensor parallelism divides weights, KV heads and compute.

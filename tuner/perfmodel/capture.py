@@ -14,18 +14,9 @@ no budget; running out of device memory is an out-of-memory failure at that buck
 
 from __future__ import annotations
 
-from .costmodel import (
-    CostModel,
-    Failure,
-    GraphBudget,
-    StartupPrediction,
-    WarmupStep,
-    devmem_error,
-    decode_blocks,
-    env_value,
-    prompt_shape,
-    T_SAMPLER,
-)
+from .costs import T_SAMPLER, CostModel, decode_blocks, prompt_shape
+from .prediction import Failure, GraphBudget, StartupPrediction, WarmupStep, devmem_error
+from .rules import env_value
 
 _ORDERINGS = {
     "min_tokens": lambda b: (b[0] * b[1], b[1], b[0]),
@@ -34,9 +25,12 @@ _ORDERINGS = {
 
 
 def compile_seconds(pred: StartupPrediction, cost: CostModel, phase: str, bucket: tuple, hit: bool) -> float:
+    """One bucket's compile seconds, as calibrated for its phase (also what a runtime recompile costs)."""
     if phase == "prompt":
-        return cost.prompt_compile(*prompt_shape(bucket), cache_hit=hit)
-    return cost.decode_compile(decode_blocks(pred.profile, bucket, cost.block_size), cache_hit=hit)
+        secs = cost.prompt_compile(*prompt_shape(bucket), cache_hit=hit)
+    else:
+        secs = cost.decode_compile(decode_blocks(pred.profile, bucket, cost.block_size), cache_hit=hit)
+    return secs * cost.corr.warmup_factor("compile", phase)
 
 
 def graph_mem(pred: StartupPrediction, cost: CostModel, phase: str, bucket: tuple) -> float:
@@ -63,7 +57,8 @@ def plan_warmup(pred: StartupPrediction, cost: CostModel, cached_recipes: frozen
                 secs = compile_seconds(pred, cost, phase, bucket, hit(phase, bucket))
                 g = graph_mem(pred, cost, phase, bucket) if pred.graphs else 0.0
                 step = WarmupStep("compile+capture" if pred.graphs else "compile", phase, i + 1, len(buckets),
-                                  bucket, secs + (cost.capture_time() if pred.graphs else 0.0),
+                                  bucket, secs + (cost.capture_time() * cost.corr.warmup_factor("compile", phase)
+                                                  if pred.graphs else 0.0),
                                   free - used["prompt"] - used["decode"], hit(phase, bucket), g)
                 pred.steps.append(step)
                 if g and used["prompt"] + used["decode"] + g > free:
@@ -119,7 +114,8 @@ def _capture_within_budget(pred: StartupPrediction, cost: CostModel, free_mem: f
                 continue
             graphed.add((phase, bucket))
             used = graph_mem(pred, cost, phase, bucket)
-            pred.steps.append(WarmupStep("capture", phase, idx + 1, len(ordered), bucket, cost.capture_time(),
+            pred.steps.append(WarmupStep("capture", phase, idx + 1, len(ordered), bucket,
+                                         cost.capture_time() * cost.corr.capture,
                                          state["free"], graph_mem=used))
             (pred.graphed_prompt if phase == "prompt" else pred.graphed_decode).append(bucket)
             state["free"] -= used

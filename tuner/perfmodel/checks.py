@@ -1,0 +1,94 @@
+"""Before a boot: the prior and the calibrated prediction of one configuration, and whether it is
+confidently invalid, out of memory or over the warmup budget (then it is not booted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..status import TrialStatus
+from .calibration import TIME_FACTORS, Calibration
+from .corrections import Corrections
+from .hardware import GiB
+from .prediction import StartupPrediction
+from .projection import correction_of, prediction_facts
+
+EXACT_FAILURES = ("config", "buckets")  # the release's own refusal: no model error can change it
+
+
+@dataclass
+class TrialPrediction:
+    prior: StartupPrediction  # the documented model (what calibration samples compare against)
+    calibrated: StartupPrediction  # the model corrected by this study's boots
+    calibration: Calibration
+    warmup_low_s: float | None = None  # lower bound of the calibrated warmup (one configuration's scatter)
+    memory_failure_certain: bool = False  # out of memory even with favourable memory corrections
+
+    def summary(self) -> dict[str, Any]:
+        """The trial record's "predicted" part (calibrated), with the keys "observed" also uses."""
+        pred, out = self.calibrated, {}
+        if pred.plan is not None:
+            out.update(strategy=pred.plan.strategy, prompt_buckets=len(pred.plan.prompt),
+                       decode_buckets=len(pred.plan.decode))
+        if pred.memory is not None:
+            out.update(kv_blocks=pred.num_blocks, free_gib=round(pred.memory.free / GiB, 3))
+        out.update(load_s=round(pred.load_seconds, 2), profile_s=round(pred.profile_seconds, 2))
+        if pred.failure is None:
+            out.update(warmup_s=round(pred.warmup_seconds, 2), prompt_graphs=len(pred.graphed_prompt),
+                       decode_graphs=len(pred.graphed_decode),
+                       graph_mem_gib=round((pred.prompt_graph_mem + pred.decode_graph_mem) / GiB, 4))
+            if self.warmup_low_s is not None:
+                out["warmup_low_s"] = round(self.warmup_low_s, 2)
+        else:
+            out["failure"] = f"{pred.failure.phase}: {pred.failure.message}"
+        out["calibrated_from"] = self.calibration.n
+        return out
+
+    def prior_facts(self) -> dict[str, Any]:
+        return prediction_facts(self.prior)
+
+
+def predict_trial(predict: Callable[[Corrections], StartupPrediction | None],
+                  calibration: Calibration | None, z: float = 2.0) -> TrialPrediction | None:
+    """`predict(corrections)` -> a StartupPrediction of the configuration (None: no model)."""
+    cal = calibration or Calibration()
+    prior = predict(Corrections())
+    if prior is None:
+        return None
+    central = cal.corrections
+    pred = predict(central) if cal.n else prior
+    tp = TrialPrediction(prior, pred, cal)
+    if pred.failure is None:
+        tp.warmup_low_s = warmup_bound(pred, central, cal.optimistic(z))
+    elif pred.failure.phase not in EXACT_FAILURES:
+        # Out of memory as calibrated: is it still, with the memory corrections at their favourable end?
+        favourable = cal.optimistic(z)
+        memory_only = Corrections(**{**central.to_dict(), **{k: v for k, v in favourable.to_dict().items()
+                                                                if k not in TIME_FACTORS}})
+        again = predict(memory_only)
+        tp.memory_failure_certain = again is not None and again.failure is not None
+    return tp
+
+
+def warmup_bound(pred: StartupPrediction, central: Corrections, bound: Corrections) -> float:
+    """The warmup with the time corrections at `bound` instead of `central` (same buckets and graphs)."""
+    total = pred.sampler_seconds
+    for s in pred.steps:
+        name = correction_of(s)
+        total += s.seconds * getattr(bound, name) / getattr(central, name)
+    return total
+
+
+def rejection(tp: TrialPrediction, budget_s: float | None) -> tuple[TrialStatus, str] | None:
+    """(status, reason) when the configuration should not boot, else None."""
+    pred = tp.calibrated
+    if pred.failure is not None:
+        if pred.failure.phase in EXACT_FAILURES or tp.memory_failure_certain:
+            return TrialStatus.INVALID_CONFIG, f"{pred.failure.phase}: {pred.failure.message}"
+        return None  # out of memory only as calibrated: uncertain, so it boots and the boot tells
+    if budget_s is not None and tp.warmup_low_s is not None and tp.warmup_low_s > budget_s:
+        return (TrialStatus.WARMUP_OVER_BUDGET,
+                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {tp.warmup_low_s:.0f} s) exceeds the "
+                f"budget of {budget_s:g} s ({len(pred.plan.prompt)} prompt + {len(pred.plan.decode)} decode "
+                "buckets)")
+    return None

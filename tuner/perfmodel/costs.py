@@ -1,0 +1,202 @@
+"""Step, compile and memory costs of one model on one device (docs/calibration.md section 7), pure.
+
+No I/O and no clocks. `Corrections` scale the documented constants to what boots of this study
+showed (tuner/perfmodel/calibration.py); the identity corrections give the documented prior.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..buckets import ServerConfig
+from .corrections import Corrections
+from .hardware import BF16, DEVICES, FP8, GiB, MiB, Device, ModelShape, model_for
+from .rules import ReleaseRules, default_batched_tokens
+
+# --- constants of section 7 (GUESS where the spec says so) ------------------------------------
+WEIGHT_LOAD_OVERHEAD = 14 * MiB  # 14.96 GiB of weights are logged as 14.97 GiB loaded (1.17 log)
+PROFILE_BASE = 175 * MiB  # profiling run: 504 MiB at 4,096 tokens and 5.318 GiB at 65,536 tokens ->
+PROFILE_PER_TOKEN = 0.0804 * MiB  # 175 MiB + 0.0804 MiB/token (for hidden 4096; scaled by hidden)
+A_P, B_P, R_CTX = 0.5, 0.1e-3, 0.25  # prompt compile: a_p + b_p x (T + bs x ctx x B x r_ctx)
+A_D, B_D = 0.3, 0.35e-3  # decode compile: a_d + b_d x num_blocks
+C_CAP = 0.3  # seconds per captured HPU graph (1.17 log: 21 s for 63 graphs)
+FP8_COMPILE = 7.6
+CACHE_HIT = {BF16: 0.35, FP8: 0.067}  # recipe-cache hit, applied after the dtype factor
+NO_GRAPH_DECODE = 3.6  # lazy mode without an HPU graph (OPEA PR #1210, 7B on Gaudi 2)
+NO_GRAPH_PREFILL = 0.95  # graphs cost prefill ~6% (same source)
+COMPILED_NO_GRAPH = 1.1  # torch.compile mode (PT_HPU_LAZY_MODE=0): no HPU graphs, no host overhead; GUESS
+T_SAMPLER = 2.0
+T_INIT, LOAD_BW, T_PROFILE = 2.0, 2.7e9, 2.0  # ~10 s before warmup for 8B (1.17 log timestamps); GUESS
+TP_LATENCY, TP_LINK_BW = 10e-6, 100e9  # per all-reduce; two per layer per step; GUESS
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """What the simulated hardware and model are (the parts vLLM flags do not already say)."""
+
+    model: str = "llama-3.1-8b"
+    device: str = "gaudi2"
+    dtype: str = BF16  # weights and compute
+    kv_dtype: str = BF16
+    tp: int = 1
+    gpu_memory_utilization: float = 0.9
+    enforce_eager: bool = False
+
+
+@dataclass(frozen=True)
+class ServerInputs:
+    """The scheduler-level vLLM flags; None means the engine's default."""
+
+    block_size: int = 128
+    max_num_seqs: int = 256
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    prefix_caching: bool | None = None
+    max_num_prefill_seqs: int | None = None
+
+
+class CostModel:
+    """Step, compile and memory costs of one model on one device (per card under tensor parallelism)."""
+
+    def __init__(self, sim: SimSettings, block_size: int, compiled_mode: bool = False,
+                 corrections: Corrections = Corrections()):
+        self.sim = sim
+        self.corr = corrections
+        self.model: ModelShape = model_for(sim.model)
+        self.device: Device = DEVICES[sim.device]
+        self.block_size = block_size
+        self.compiled_mode = compiled_mode  # PT_HPU_LAZY_MODE=0 without --enforce-eager
+        tp = sim.tp
+        self.params = self.model.params / tp
+        self.weights = self.model.weight_bytes(sim.dtype, tp)
+        self.kv_token = self.model.kv_bytes_per_token(sim.kv_dtype, tp) * corrections.kv_block
+        self.block_bytes = int(round(self.kv_token * block_size))
+        self.flops = self.device.flops(sim.dtype)
+        self.compile_factor = (FP8_COMPILE if sim.dtype == FP8 else 1.0) * self.model.layers / 32
+
+    # -- memory ---------------------------------------------------------------------------------
+    def profile_overhead(self, tokens: int) -> float:
+        return (PROFILE_BASE + PROFILE_PER_TOKEN * tokens) * self.model.hidden / 4096
+
+    def graph_mem(self, rules: ReleaseRules, phase: str, tokens: int) -> float:
+        pg, ptok, dg = rules.graph_mem or (self.model.graph_mem_mib, 0.0, self.model.graph_mem_mib)
+        mib = (pg + ptok * tokens) if phase == "prompt" else dg
+        return mib * MiB * self.corr.graph_mem
+
+    # -- time -----------------------------------------------------------------------------------
+    def _tp(self, tokens: int) -> float:
+        if self.sim.tp == 1:
+            return 0.0
+        return 2 * self.model.layers * (TP_LATENCY + tokens * self.model.hidden * 2 / TP_LINK_BW)
+
+    def decode_time(self, bs: int, blocks: int, graphed: bool) -> float:
+        d = self.device
+        mem = (self.weights + blocks * self.block_bytes) / (d.eta_m * d.bandwidth)
+        compute = 2 * self.params * bs / (d.eta_c * self.flops)
+        t = d.c_dec + max(mem, compute) + self._tp(bs)
+        if not graphed:
+            t *= COMPILED_NO_GRAPH if self.compiled_mode else NO_GRAPH_DECODE
+        return t * self.corr.decode_step
+
+    def prefill_time(self, bs: int, seq: int, ctx_blocks: int, graphed: bool) -> float:
+        d, m, b = self.device, self.model, self.block_size
+        attention = 4 * m.layers * m.hidden * bs * seq * (seq / 2 + ctx_blocks * b) / self.sim.tp
+        flops = 2 * self.params * bs * seq + attention
+        mem = (self.weights + bs * (seq + ctx_blocks * b) * self.kv_token) / (d.eta_m * d.bandwidth)
+        t = d.c_pre + max(flops / (d.eta_c * self.flops), mem) + self._tp(bs * seq)
+        if not graphed and not self.compiled_mode:
+            t *= NO_GRAPH_PREFILL
+        return t * self.corr.prefill_step
+
+    def prompt_compile(self, bs: int, seq: int, ctx_blocks: int, cache_hit: bool = False) -> float:
+        tokens = bs * seq + bs * ctx_blocks * self.block_size * R_CTX
+        return (A_P + B_P * tokens) * self.compile_factor * self._cache(cache_hit)
+
+    def decode_compile(self, blocks: int, cache_hit: bool = False) -> float:
+        return (A_D + B_D * blocks) * self.compile_factor * self._cache(cache_hit)
+
+    def capture_time(self) -> float:
+        return C_CAP * self.model.layers / 32
+
+    def _cache(self, hit: bool) -> float:
+        return CACHE_HIT[self.sim.dtype] if hit else 1.0
+
+    def load_time(self) -> float:
+        return self.weights / LOAD_BW * self.corr.load
+
+
+# --- bucket geometry ---------------------------------------------------------------------------
+
+
+def prompt_shape(bucket: tuple) -> tuple[int, int, int]:
+    """(bs, seq, ctx_blocks) of a 2-D (bs, seq) or 3-D (bs, query, ctx) prompt bucket."""
+    return (bucket[0], bucket[1], bucket[2] if len(bucket) > 2 else 0)
+
+
+def decode_blocks(profile: str, bucket: tuple, block_size: int) -> int:
+    """KV blocks a decode bucket reads: fork 1.17's second dimension is the padded length in tokens."""
+    if profile == "fork-1.17":
+        return bucket[0] * bucket[1] // block_size
+    return bucket[-1]
+
+
+def recipe_key(profile: str, sim: SimSettings, block_size: int, num_blocks: int, phase: str, bucket: tuple) -> str:
+    """Identity of one compiled graph recipe: the shapes (the KV cache tensor included) and the build."""
+    text = repr((profile, sim.model, sim.device, sim.dtype, sim.kv_dtype, sim.tp, block_size, num_blocks,
+                 phase, tuple(bucket)))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, env: Mapping[str, str],
+                  num_blocks: int) -> ServerConfig:
+    mml = inputs.max_model_len or model.max_position
+    return ServerConfig(
+        block_size=inputs.block_size, max_num_seqs=inputs.max_num_seqs, max_model_len=mml,
+        max_num_batched_tokens=inputs.max_num_batched_tokens or default_batched_tokens(rules, mml),
+        num_hpu_blocks=max(1, num_blocks), env=dict(env), prefix_caching=inputs.prefix_caching,
+        max_num_prefill_seqs=inputs.max_num_prefill_seqs,
+    )
+
+
+# --- memory split ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemorySplit:
+    device_visible: float
+    weights: float  # as loaded (weights + allocator overhead)
+    profile_overhead: float
+    free: float  # after weights and the profiling run
+    usable: float  # free x gpu_memory_utilization
+    graph_reserved_frac: float
+    graph_reserved: float
+    kv: float  # bytes reserved for the KV cache
+    block_bytes: int
+    num_blocks: int
+    margin: float  # free x (1 - gpu_memory_utilization), kept free for later
+
+    @property
+    def kv_allocated(self) -> float:
+        return self.num_blocks * self.block_bytes
+
+    @property
+    def free_after_kv(self) -> float:
+        return self.free - self.kv_allocated
+
+
+def memory_split(cost: CostModel, profile_tokens: int, reserved_frac: float) -> MemorySplit:
+    weights = cost.weights + WEIGHT_LOAD_OVERHEAD
+    overhead = cost.profile_overhead(profile_tokens)
+    visible = cost.device.visible_bytes
+    free = visible - weights - overhead + cost.corr.free_mem_offset_gib * GiB
+    util = cost.sim.gpu_memory_utilization
+    usable = free * util
+    frac = 0.0 if cost.sim.enforce_eager else reserved_frac
+    graph = usable * frac
+    kv = usable - graph
+    blocks = max(0, math.floor(kv / cost.block_bytes)) if kv > 0 else 0
+    return MemorySplit(visible, weights, overhead, free, usable, frac, graph, kv, cost.block_bytes, blocks,
+                       free * (1 - util))

@@ -1,0 +1,125 @@
+"""predict_startup(): everything a start of one configuration does before it serves, or where it fails.
+
+The tuner calls it before booting anything (KV blocks, buckets, which of them get HPU graphs, how long
+warmup takes, whether the configuration can start at all); the simulated server runs the same
+prediction, with the truth's corrections, so that it then does what was predicted.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..buckets import BucketConfigError, ServerConfig, get_profile
+from .capture import plan_warmup
+from .corrections import Corrections
+from .costs import (CostModel, MemorySplit, ServerInputs, SimSettings, T_INIT, T_PROFILE, memory_split,
+                    prompt_shape, server_config)
+from .hardware import GiB, model_for
+from .prediction import Failure, StartupPrediction, devmem_error
+from .rules import ReleaseRules, env_true, env_value, rules_for
+
+def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, env: Mapping[str, str],
+                    cached_recipes: frozenset = frozenset(), corrections: Corrections = Corrections()
+                    ) -> StartupPrediction:
+    """Everything a start of this configuration does before it serves, or where it fails; with
+    `corrections`, as calibrated (or, for the simulator's truth, as the hardware really is)."""
+    rules = rules_for(profile_name)
+    profile = rules.profile
+    env = dict(env)
+    lazy = env_value(env, profile, "PT_HPU_LAZY_MODE", "1").strip() != "0"
+    pred = StartupPrediction(profile, rules, sim, env, lazy=lazy, corrections=corrections,
+                             skip_warmup=env_true(env_value(env, profile, "VLLM_SKIP_WARMUP", "false")))
+    pred.graphs = lazy and not sim.enforce_eager and not pred.skip_warmup
+    model = model_for(sim.model)
+    cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections)
+    pred.load_seconds = T_INIT + cost.load_time()
+    pred.profile_seconds = T_PROFILE * model.layers / 32 * corrections.profile
+    cfg0 = server_config(rules, model, inputs, env, num_blocks=1)
+    pred.config = cfg0
+    failure = _check_flags(rules, cfg0, sim)
+    if failure:
+        pred.failure = failure
+        return pred
+    try:
+        reserved = float(env_value(env, profile, "VLLM_GRAPH_RESERVED_MEM", "0.1"))
+    except ValueError as e:  # the worker's float() raises at startup, as here
+        pred.failure = Failure("config", f"ValueError: {e}")
+        return pred
+    # The profiling run uses the largest prompt bucket (at most max_num_batched_tokens). Size memory for
+    # the budget first, then again for the largest bucket actually built: prompt buckets do not depend on
+    # the KV block count, so two builds settle it.
+    tokens = cfg0.max_num_batched_tokens
+    for _ in range(2):
+        mem = memory_split(cost, tokens, reserved)
+        pred.memory = mem
+        if mem.weights > mem.device_visible:
+            pred.failure = Failure("load", devmem_error(model.largest_tensor_bytes(sim.dtype, sim.tp)))
+            return pred
+        if mem.free <= 0:
+            pred.failure = Failure("profile", devmem_error(int(mem.profile_overhead)))
+            return pred
+        kv_failure = _check_kv(rules, cfg0, mem, cost)
+        if kv_failure:
+            pred.failure = kv_failure
+            return pred
+        pred.config = server_config(rules, model, inputs, env, mem.num_blocks)
+        try:
+            pred.plan = get_profile(profile).build(pred.config)
+        except BucketConfigError as e:
+            pred.failure = Failure("buckets", f"{_bucket_error_class(e)}: {e}")
+            return pred
+        largest = max((b * (s + c * inputs.block_size) for b, s, c in map(prompt_shape, pred.plan.prompt)),
+                      default=tokens)
+        if min(largest, cfg0.max_num_batched_tokens) == tokens:
+            break
+        tokens = min(largest, cfg0.max_num_batched_tokens)
+    plan_warmup(pred, cost, cached_recipes)
+    return pred
+
+
+def _bucket_error_class(e: BucketConfigError) -> str:
+    return "AssertionError" if "cannot be greater" in str(e) else "ValueError"
+
+
+def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings) -> Failure | None:
+    t, mml, s = cfg.max_num_batched_tokens, cfg.max_model_len, cfg.max_num_seqs
+    if rules.engine == "v0" and t < mml:
+        # vLLM v0 without chunked prefill refuses this at config time.
+        return Failure("config", f"ValueError: max_num_batched_tokens ({t}) is smaller than max_model_len ({mml}). "
+                       "This effectively limits the maximum sequence length to max_num_batched_tokens and makes "
+                       "vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
+                       "max_model_len.")
+    if t < s:
+        return Failure("config", f"ValueError: max_num_batched_tokens ({t}) must be greater than or equal to "
+                       f"max_num_seqs ({s}).")
+    if not 0 < sim.gpu_memory_utilization <= 1:
+        return Failure("config", "ValueError: GPU memory utilization must be less than 1.0. Got "
+                       f"{sim.gpu_memory_utilization}.")
+    heads = model_for(sim.model).heads
+    if sim.tp < 1 or heads % sim.tp:
+        return Failure("config", f"ValueError: Total number of attention heads ({heads}) must be divisible by "
+                       f"tensor parallel size ({sim.tp}).")
+    return None
+
+
+def _check_kv(rules: ReleaseRules, cfg: ServerConfig, mem: MemorySplit, cost: CostModel) -> Failure | None:
+    mml = cfg.max_model_len
+    if rules.engine == "v0":
+        if mem.num_blocks <= 0:
+            return Failure("kv", "ValueError: No available memory for the cache blocks. Try increasing "
+                           "`gpu_memory_utilization` when initializing the engine.")
+        capacity = mem.num_blocks * cfg.block_size
+        if mml > capacity:
+            return Failure("kv", f"ValueError: The model's max seq len ({mml}) is larger than the maximum number "
+                           f"of tokens that can be stored in KV cache ({capacity}). Try increasing "
+                           "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+        return None
+    needed = -(-mml // cfg.block_size) * mem.block_bytes
+    if needed > mem.kv:
+        est = max(0, int(mem.kv // cost.kv_token) // cfg.block_size * cfg.block_size)
+        return Failure("kv", f"ValueError: To serve at least one request with the models's max seq len ({mml}), "
+                       f"({needed / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
+                       f"memory ({max(mem.kv, 0) / GiB:.2f} GiB). Based on the available memory, the estimated "
+                       f"maximum model length is {est}. Try increasing `gpu_memory_utilization` or decreasing "
+                       "`max_model_len` when initializing the engine.")
+    return None

@@ -1,0 +1,95 @@
+"""What a start of one configuration does before it serves: the prediction's data types (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..buckets import BucketPlan, ServerConfig
+from .corrections import Corrections
+from .costs import CostModel, MemorySplit, SimSettings, recipe_key
+from .hardware import MiB
+from .rules import ReleaseRules
+
+@dataclass(frozen=True)
+class WarmupStep:
+    kind: str  # "compile", "capture" or "compile+capture"
+    phase: str  # "prompt" or "decode"
+    index: int  # 1-based, as the release prints it
+    total: int
+    bucket: tuple
+    seconds: float
+    free_mem: float  # device bytes free when the release prints the line
+    cache_hit: bool = False
+    graph_mem: float = 0.0  # memory the captured graph keeps
+
+
+@dataclass(frozen=True)
+class GraphBudget:
+    free_mem: float
+    graph_free_mem: float
+    prompt: float
+    decode: float
+    prompt_ratio: float
+
+
+@dataclass(frozen=True)
+class Failure:
+    phase: str  # config, buckets, load, profile, kv, warmup
+    message: str  # the last line a real server prints (exception class and text)
+    exit_code: int = 1
+    at_step: int | None = None  # warmup failures: index into StartupPrediction.steps
+
+
+@dataclass
+class StartupPrediction:
+    profile: str
+    rules: ReleaseRules
+    sim: SimSettings
+    env: dict
+    config: ServerConfig | None = None
+    memory: MemorySplit | None = None
+    plan: BucketPlan | None = None
+    steps: list[WarmupStep] = field(default_factory=list)
+    budget: GraphBudget | None = None
+    graphed_prompt: list = field(default_factory=list)  # in the release's capture order
+    graphed_decode: list = field(default_factory=list)
+    prompt_graph_mem: float = 0.0
+    decode_graph_mem: float = 0.0
+    warmed_prompt: frozenset = frozenset()
+    warmed_decode: frozenset = frozenset()
+    skip_warmup: bool = False
+    lazy: bool = True
+    graphs: bool = True  # HPU graphs captured at all
+    load_seconds: float = 0.0
+    profile_seconds: float = 0.0
+    sampler_seconds: float = 0.0
+    failure: Failure | None = None
+    corrections: Corrections = Corrections()
+
+    @property
+    def num_blocks(self) -> int:
+        return self.memory.num_blocks if self.memory else 0
+
+    @property
+    def warmup_seconds(self) -> float:
+        """What "Warmup finished in N secs" reports: buckets, captures and the sampler."""
+        return sum(s.seconds for s in self.steps) + self.sampler_seconds
+
+    @property
+    def cost(self) -> CostModel:
+        return CostModel(self.sim, self.config.block_size if self.config else 128, self.compiled_mode,
+                         self.corrections)
+
+    @property
+    def compiled_mode(self) -> bool:
+        return not self.lazy and not self.sim.enforce_eager
+
+    def recipe_id(self, phase: str, bucket: tuple) -> str:
+        """The recipe-cache key of one compiled shape of this start (its KV-cache size included)."""
+        return recipe_key(self.profile, self.sim, self.config.block_size, self.num_blocks, phase, bucket)
+
+
+def devmem_error(size: int) -> str:
+    # What the Habana PyTorch bridge raises when an HBM allocation fails.
+    return ("RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::"
+            f"{size} ({size // MiB})MB")
