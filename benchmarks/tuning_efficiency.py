@@ -291,19 +291,19 @@ class VirtualRunner:
         if k not in table:  # off the grid (cannot happen with categorical spaces; kept for safety)
             table[k] = evaluate(self.problem, settings, self.sigma)
         e = table[k]
-        res = T.TrialResult(status=T.OK, booted=True, predicted=predicted, **base)
+        res = T.TrialResult(status=TrialStatus.OK, booted=True, predicted=predicted, **base)
         if e.failure is not None:  # what run_trial makes of a server that exits: OOM seen or not
-            res.status = T.WARMUP_OOM if "PT_DEVMEM" in e.failure else T.BOOT_FAILURE
+            res.status = TrialStatus.WARMUP_OOM if "PT_DEVMEM" in e.failure else TrialStatus.BOOT_FAILURE
             res.reason, seconds = e.failure, e.startup_s
         elif self.abort and (t := self.abort_time(settings, e)) is not None:
-            res.status, seconds = T.WARMUP_OVER_BUDGET, t
+            res.status, seconds = TrialStatus.WARMUP_OVER_BUDGET, t
             res.reason = f"warmup aborted over the budget of {self.problem.warmup_budget_s:g} s ({self.abort})"
         else:
             res.observed = {"warmup_s": e.warmup_s, "not_warmed_up": e.metrics["runtime_compiles"],
                             "buckets_not_prepared": 0, "preemptions": e.metrics["num_preemptions"]}
             res.metrics = dict(e.metrics)
             if e.metrics["failed"]:
-                res.status, res.reason = T.LOAD_ERRORS, f"{e.metrics['failed']} requests failed"
+                res.status, res.reason = TrialStatus.LOAD_ERRORS, f"{e.metrics['failed']} requests failed"
             seconds = e.startup_s + e.metrics["duration"]
         res.timings = {"accelerator_s": seconds * self.problem.cards}
         return res
@@ -423,13 +423,13 @@ def score(run: dict, problem: Problem, true_hv: float, budgets: list[int]) -> di
     for t in run["trials"]:
         h, k = t["accelerator_s"] / 3600, key_of(t["params"])
         hours += h
-        if t["feasible"] and t["status"] == T.OK:
+        if t["feasible"] and t["status"] == TrialStatus.OK:
             pts.append(tuple(t["values"]))
         else:
             wasted += h
         counts["repeat_boots"] += h > 0 and k in seen
-        counts["rejected"] += h == 0 and t["status"] in (T.INVALID_CONFIG, T.WARMUP_OVER_BUDGET)
-        if h > 0 and t["status"] == T.WARMUP_OVER_BUDGET:  # booted, then aborted in warmup
+        counts["rejected"] += h == 0 and t["status"] in (TrialStatus.INVALID_CONFIG, TrialStatus.WARMUP_OVER_BUDGET)
+        if h > 0 and t["status"] == TrialStatus.WARMUP_OVER_BUDGET:  # booted, then aborted in warmup
             e = TABLES[problem.key].get(k)
             counts["aborted"] += 1
             counts["false_aborts"] += bool(e and e.warmup_s is not None and e.warmup_s <= problem.warmup_budget_s)
@@ -468,7 +468,7 @@ def replay(probs: dict[str, Problem], fronts: dict, runs: list[dict], quick: boo
     space, up_front = lin.search_space(quick), fronts["upgrade"]["front"]
     picks = [("1.21.2 true front's balanced point", b.params) for b in [fronts["linear"]["balanced"]] if b]
     for r in sorted((r for r in runs if (r["problem"], r["contender"]) == ("linear", "full")), key=lambda r: r["seed"]):
-        ok = [t for t in r["trials"] if t["feasible"] and t["status"] == T.OK
+        ok = [t for t in r["trials"] if t["feasible"] and t["status"] == TrialStatus.OK
               and hypervolume([t["values"]], lin.reference, DIRECTIONS) > 0]
         if ok:
             picks.append((f"full method's balanced pick, seed {r['seed']}",

@@ -29,6 +29,7 @@ from . import trial as trial_mod
 from .errors import StudyError
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
+from .measured import Screen, counts_toward_budget, refresh_calibration
 from .status import CONFIG_FAILURES, TrialStatus
 from .storage import open_storage, open_storage_readonly, redact_url
 from .trial import Slot, TrialContext, TrialResult
@@ -95,6 +96,8 @@ class StudyOptions:
     grid_levels: int = 3
     heartbeat_grace_s: float = GRACE_S  # another node fails a trial whose tuner is silent this long
     storage_outage_s: float = nodes.DEFAULT_OUTAGE_S  # storage calls retried this long in an outage
+    remeasure: int = 1  # boots of one effective configuration (measured ones are reused, see measured.py)
+    screening: bool = True  # the calibrated model's confident rejections are told without a boot
 
     @property
     def study_dir(self) -> Path:
@@ -292,10 +295,11 @@ def recover_orphans(study: optuna.Study) -> list[int]:
 
 def _counted(study: optuna.Study) -> int:
     """Trials that count toward --n-trials: running ones (any worker's), completed ones, and failed
-    ones that were not re-enqueued. Workers sharing a study can overshoot by at most one trial each."""
+    ones that were not re-enqueued; not the screened ones (reused or rejected without a boot). Workers sharing a study can overshoot by at most one trial each."""
     return sum(1 for t in study.get_trials(deepcopy=False)
-               if t.state in (TrialState.RUNNING, TrialState.COMPLETE)
-               or (t.state == TrialState.FAIL and not t.user_attrs.get("requeued")))
+               if (t.state in (TrialState.RUNNING, TrialState.COMPLETE)
+                   or (t.state == TrialState.FAIL and not t.user_attrs.get("requeued")))
+               and counts_toward_budget(t))
 
 
 def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, objectives: Objectives,
@@ -365,6 +369,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     study.set_user_attr("backend", ctx.backend.describe())
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
     run = StudyRun(study=study, seeds=seeds, notes=notes)
+    screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
+    refresh_calibration(study, ctx)
     for line in notes + [f"seeded: {s}" for s in seeds]:
         trial_mod._status(ctx, line)
 
@@ -394,12 +400,18 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             try:
                 settings = space.suggest(trial)
                 trial.set_user_attr("slot", slot.index)
-                result = runner(ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}", slot, stop)
+                result, run_ctx = screen.decide(trial, settings, slot.index)
+                if result is None:
+                    result = runner(run_ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}", slot,
+                                    stop)
                 heartbeat.stop()
                 _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
                 with lock:
+                    screen.record(trial, result)
                     tell_result(study, trial, result, objectives, constraints)
                     run.ran += 1
+                    if result.calibration_sample:
+                        refresh_calibration(study, ctx)
                 if on_trial:
                     on_trial(trial.number, result)
             except optuna.exceptions.UpdateFinishedTrialError:

@@ -87,6 +87,7 @@ class TrialContext:
     # the corrections fitted from this study's boots (the study refreshes it after every trial)
     calibration: Calibration | None = None
     predict_serving: bool = True  # also predict the load test's figures (decode-step calibration)
+    preboot_reject: bool = True  # False: boot even what the model rejects (exploration)
 
 
 @dataclass
@@ -169,7 +170,7 @@ def pre_boot_check(ctx: TrialContext, settings: TrialSettings,
     if tp is None:
         return {}, None
     summary = tp.summary()
-    refused = rejection(tp, ctx.limits.warmup_budget_s)
+    refused = rejection(tp, ctx.limits.warmup_budget_s) if ctx.preboot_reject else None
     if refused is None:
         return summary, None
     return summary, TrialResult(status=refused[0], reason=refused[1], predicted=summary)

@@ -101,8 +101,11 @@ def test_study_end_to_end(tmp_path, capsys):
 
     study = load(tmp_path)
     trials = sorted(study.trials, key=lambda t: t.number)
-    assert [t.user_attrs["status"] for t in trials] == ["ok", "invalid_config", "warmup_oom", "ok"]
-    ok, rejected, oom, ok2 = trials
+    assert [t.user_attrs["status"] for t in trials[:4]] == ["ok", "invalid_config", "warmup_oom", "ok"]
+    ok, rejected, oom, ok2 = trials[:4]
+    # The rejection was screened: it does not count toward --n-trials, so a fifth proposal ran.
+    assert rejected.user_attrs["screened"] == "rejected"
+    assert len([t for t in trials if not t.user_attrs.get("screened")]) == 4
     # The rejected trial cost no boot: no argv, no server log, and its reason names the variable.
     assert "argv" not in rejected.user_attrs or not rejected.user_attrs["argv"]
     assert "VLLM_PROMPT_BS_BUCKET_MIN" in rejected.user_attrs["reason"]
@@ -121,13 +124,13 @@ def test_study_end_to_end(tmp_path, capsys):
         bench = json.loads(Path(t.user_attrs["artifacts"]["bench_json"]).read_text())
         assert bench["completed"] == 24 and bench["failed"] == 0
         assert bench["total_output_tokens"] == 24 * 24  # exact output lengths (ignore_eos)
-    assert {t.number for t in study.best_trials} <= {0, 3}
+    assert {t.number for t in study.best_trials} & {1, 2} == set()
     assert_no_server_left(study)
 
     # Files of the study.
     folder = results / "e2e"
     trials_csv = (folder / "trials.csv").read_text().splitlines()
-    assert len(trials_csv) == 5 and "status" in trials_csv[0]
+    assert len(trials_csv) == len(trials) + 1 and "status" in trials_csv[0]
     assert any("invalid_config" in line for line in trials_csv)
     assert "Pareto" in (folder / "report.html").read_text()
     env_text = (folder / "best.env").read_text()
@@ -195,7 +198,8 @@ def test_killed_tuner_resumes_without_losing_or_duplicating_trials(tmp_path):
     study = load(tmp_path)
     states = {t.number: (t.state.name, t.user_attrs.get("status")) for t in study.trials}
     assert states[victim] == ("FAIL", "tuner_died")
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    # Counted trials only: a proposal of an already measured configuration is answered from its record.
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
     assert len(complete) == 3
     # The interrupted parameters ran again exactly once.
     victim_params = next(t.params for t in study.trials if t.number == victim)
@@ -236,7 +240,7 @@ def test_two_workers_share_one_study(tmp_path):
     errs = [w.communicate(timeout=240)[1] for w in workers]
     assert [w.returncode for w in workers] == [0, 0], errs
     study = load(tmp_path)
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
     # Each worker checks the shared count before asking: at most one extra trial per worker.
     assert 4 <= len(complete) <= 5
     assert len({t.number for t in study.trials}) == len(study.trials)
@@ -310,7 +314,7 @@ def test_ctrl_c_stops_the_trial_cleanly_and_keeps_everything(tmp_path):
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, again.stderr[-2000:]
     study = load(tmp_path)
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
     assert len(complete) == 2
     assert any(t.user_attrs.get("requeued_from") == 0 and t.params == first.params for t in complete)
     assert_no_server_left(study)
