@@ -136,6 +136,12 @@ def predict(ctx: TrialContext, settings: TrialSettings, corrections=None):
         return None
     from .perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
 
+    corrections = corrections or Corrections()
+    key = json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
+                      corrections.to_dict()], sort_keys=True, default=str)
+    if key in _PREDICTIONS:
+        return _PREDICTIONS[key]
+
     s = settings.server
     sim = SimSettings(
         model=ctx.device_model.model,
@@ -153,7 +159,14 @@ def predict(ctx: TrialContext, settings: TrialSettings, corrections=None):
         prefix_caching=s.get("enable_prefix_caching"),
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
     )
-    return predict_startup(ctx.release, sim, inputs, settings.env, corrections=corrections or Corrections())
+    pred = predict_startup(ctx.release, sim, inputs, settings.env, corrections=corrections)
+    if len(_PREDICTIONS) >= 2048:  # a study asks again for what it predicted (reuse key, screening, the run)
+        _PREDICTIONS.pop(next(iter(_PREDICTIONS)))
+    _PREDICTIONS[key] = pred
+    return pred
+
+
+_PREDICTIONS: dict[str, Any] = {}  # pure function of its key; callers never mutate a prediction
 
 
 def predict_calibrated(ctx: TrialContext, settings: TrialSettings) -> TrialPrediction | None:

@@ -69,6 +69,12 @@ def register(sub) -> None:
     b.add_argument("--sampler-seed", type=int, default=0)
     b.add_argument("--slots", type=int, default=1, help="trials at once")
     b.add_argument("--devices", help="device groups, one per slot: '0,1;2,3;4,5;6,7' (sets HABANA_VISIBLE_MODULES)")
+    b.add_argument("--remeasure", type=int, default=1, metavar="N",
+                   help="boot a configuration already measured (same effective settings) until it has N "
+                        "measurements, and tell their mean (noisy hardware); default 1: reuse the record")
+    b.add_argument("--no-screening", action="store_true",
+                   help="boot every proposal, even those the calibrated model confidently rejects "
+                        "(they are still rejected before boot, but count toward --n-trials)")
     b.add_argument("--seed-from", help="enqueue the Pareto set of another study first (release upgrades)")
     b.add_argument("--no-seed-defaults", action="store_true",
                    help="do not enqueue the release defaults and the calculator's recommendation")
@@ -202,6 +208,8 @@ def cmd_tune(args) -> int:
     if args.seed_from and not args.storage and not seed_db.is_file():  # checked even when resuming
         raise UsageError(f"--seed-from {args.seed_from}: no study at {seed_db}")
     _check_latency_stat(args.latency_stat, ctx.load.percentiles)
+    if args.remeasure < 1:
+        raise UsageError(f"--remeasure must be at least 1, got {args.remeasure}")
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
@@ -211,7 +219,8 @@ def cmd_tune(args) -> int:
                         sampler=args.sampler, seed=args.sampler_seed, n_trials=args.n_trials,
                         timeout_s=args.timeout, slots=_slots(args), seed_from=args.seed_from,
                         enqueue_defaults=not args.no_seed_defaults,
-                        heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage)
+                        heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage,
+                        remeasure=args.remeasure, screening=not args.no_screening)
     started = time.monotonic()
     bars = _SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")

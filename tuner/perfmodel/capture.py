@@ -47,7 +47,7 @@ def plan_warmup(pred: StartupPrediction, cost: CostModel, cached_recipes: frozen
     pred.warmed_prompt, pred.warmed_decode = frozenset(plan.prompt), frozenset(plan.decode)
 
     def hit(phase: str, bucket: tuple) -> bool:
-        return pred.recipe_id(phase, bucket) in cached_recipes
+        return bool(cached_recipes) and pred.recipe_id(phase, bucket) in cached_recipes
 
     free = mem.free_after_kv
     if pred.rules.capture == "all":

@@ -75,6 +75,9 @@ class BootTracker:
         self.started_at = started_at
         steps = pred.steps if pred is not None and not pred.skip_warmup else []
         self._seconds = [s.seconds for s in steps]
+        self._before = [0.0]  # predicted seconds of the steps before each position
+        for x in self._seconds:
+            self._before.append(self._before[-1] + x)
         self._pos = {step_id(step_key(s), s.index, s.total): i for i, s in enumerate(steps)}
         self._by_key: dict[str, list[int]] = {}
         for i, s in enumerate(steps):
@@ -131,14 +134,14 @@ class BootTracker:
         if p is None:
             return None
         s = self._seconds
-        done_pred, elapsed_done = sum(s[:p]), t_cur - t0
+        done_pred, elapsed_done = self._before[p], t_cur - t0
         m, sd = 0.0, self.spread  # prior: the calibrated prediction, with one configuration's scatter
         if p > 0 and done_pred > 0 and elapsed_done > 0:
             obs_sd = STEP_SD / math.sqrt(p)
             precision = 1 / sd**2 + 1 / obs_sd**2
             m = math.log(elapsed_done / done_pred) / obs_sd**2 / precision
             sd = math.sqrt(1 / precision)
-        rest = sum(s[p + 1:]) + (self.pred.sampler_seconds if self.pred else 0.0)
+        rest = self._before[-1] - self._before[p + 1] + (self.pred.sampler_seconds if self.pred else 0.0)
         since = now - t_cur
 
         def total(r: float) -> float:
