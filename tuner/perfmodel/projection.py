@@ -74,7 +74,10 @@ class BootTracker:
         self.spread = max(spread, 0.02)
         self.started_at = started_at
         steps = pred.steps if pred is not None and not pred.skip_warmup else []
+        # The sampler warmup (vllm-gaudi) prints no step line: it counts as part of the last step.
         self._seconds = [s.seconds for s in steps]
+        if self._seconds and pred is not None:
+            self._seconds[-1] += pred.sampler_seconds
         self._before = [0.0]  # predicted seconds of the steps before each position
         for x in self._seconds:
             self._before.append(self._before[-1] + x)
@@ -141,7 +144,7 @@ class BootTracker:
             precision = 1 / sd**2 + 1 / obs_sd**2
             m = math.log(elapsed_done / done_pred) / obs_sd**2 / precision
             sd = math.sqrt(1 / precision)
-        rest = self._before[-1] - self._before[p + 1] + (self.pred.sampler_seconds if self.pred else 0.0)
+        rest = self._before[-1] - self._before[p + 1]
         since = now - t_cur
 
         def total(r: float) -> float:
