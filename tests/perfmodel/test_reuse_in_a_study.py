@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
-import pytest
 import yaml
 
 from tuner.cli import main
