@@ -177,3 +177,50 @@ class Screen:
 
 def counts_toward_budget(t: optuna.trial.FrozenTrial) -> bool:
     return not t.user_attrs.get(SCREENED_ATTR)
+
+
+# ----------------------------------------------------------------------------------- model seeds
+
+MAX_CANDIDATES = 2000  # points of the space predicted for the model's seeds (sampled beyond that)
+
+
+def model_seeds(space, ctx: TrialContext, n_trials: int, seed: int | None = 0) -> list[dict[str, Any]]:
+    """Seeds the performance model proposes for a new study: for each bucketing strategy and setting of
+    the server flags (the throughput lever), the configuration with the shortest predicted warmup that
+    the model expects to start and fit the budget: the low-warmup end of the front at each capacity.
+    At most n_trials // 6, spread evenly over the groups."""
+    import itertools
+
+    if ctx.release is None or ctx.device_model is None:
+        return []
+    grid = space.grid()
+    names = list(grid)
+    total = 1
+    for values in grid.values():
+        total *= len(values)
+    rng = random.Random(seed)
+    if total <= MAX_CANDIDATES:
+        combos = [dict(zip(names, c)) for c in itertools.product(*grid.values())]
+    else:
+        combos = [{n: rng.choice(grid[n]) for n in names} for _ in range(MAX_CANDIDATES)]
+    budget = ctx.limits.warmup_budget_s
+    best: dict[tuple, tuple[float, dict]] = {}
+    for values in combos:
+        settings = space.settings_for(values)
+        pred = predict(ctx, settings)
+        if pred is None or pred.failure is not None or (budget is not None and pred.warmup_seconds > budget):
+            continue
+        # A group: the bucketing strategy the release picks, then the server flags (in numeric order).
+        group = (pred.plan.strategy, tuple(_order(settings.server[k]) for k in sorted(settings.server)))
+        if group not in best or pred.warmup_seconds < best[group][0]:
+            best[group] = (pred.warmup_seconds, settings.params)
+    groups = sorted(best)
+    cap = max(1, n_trials // 6)
+    if len(groups) > cap:  # evenly over the strategies and server settings
+        groups = [groups[round(i * (len(groups) - 1) / (cap - 1))] for i in range(cap)] if cap > 1 else groups[:1]
+    return [best[g][1] for g in groups]
+
+
+def _order(value: Any) -> tuple:
+    """Sort key for a flag value of any type: numbers by value, the rest by text."""
+    return (0, float(value), "") if isinstance(value, (int, float)) else (1, 0.0, str(value))

@@ -29,7 +29,7 @@ from . import trial as trial_mod
 from .errors import StudyError
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
-from .measured import Screen, counts_toward_budget, refresh_calibration
+from .measured import Screen, counts_toward_budget, model_seeds, refresh_calibration
 from .status import CONFIG_FAILURES, TrialStatus
 from .storage import open_storage, open_storage_readonly, redact_url
 from .trial import Slot, TrialContext, TrialResult
@@ -270,6 +270,18 @@ def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, r
     return said
 
 
+def enqueue_model_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, ctx: TrialContext,
+                        fresh: bool) -> list[str]:
+    """On a new study with default seeds: the performance model's seeds (measured.model_seeds)."""
+    if not (fresh and opts.enqueue_defaults and opts.screening):
+        return []
+    said = []
+    for values in model_seeds(space, ctx, opts.n_trials, opts.seed):
+        study.enqueue_trial(values, user_attrs={"seed": "performance model"}, skip_if_exists=True)
+        said.append(f"performance model: {values}")
+    return said
+
+
 # --------------------------------------------------------------------------------------- the loop
 
 def recover_orphans(study: optuna.Study) -> list[int]:
@@ -368,6 +380,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     study.set_user_attr("space", {"name": space.name, "source": space.source, "release": ctx.release})
     study.set_user_attr("backend", ctx.backend.describe())
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
+    seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
     run = StudyRun(study=study, seeds=seeds, notes=notes)
     screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
     refresh_calibration(study, ctx)
