@@ -482,11 +482,11 @@ CONTENDERS = {c.name: c for c in (
 PLAIN_REMEASURE = 10**6  # the plain contenders boot every proposal, repeats included
 
 
-def _memory_storage(url: str):
+def _memory_storage(url: str, *args, **kwargs):
     """Optuna's in-memory storage for the studies no other study reads (--seed-from reads the 1.21.2 full
     studies from their sqlite file): the same study loop, without a database round trip per attribute."""
-    if "linear-nominal-full-" in url and not __import__('os').environ.get('TE_MEM') or "seed-from" in url:
-        return _SQLITE_STORAGE(url)
+    if "linear-nominal-full-" in url or "seed-from" in url:
+        return _SQLITE_STORAGE(url, *args, **kwargs)
     return optuna.storages.InMemoryStorage()
 
 

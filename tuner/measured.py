@@ -210,13 +210,13 @@ def model_seeds(space, ctx: TrialContext, n_trials: int, seed: int | None = 0) -
         pred = predict(ctx, settings)
         if pred is None or pred.failure is not None or (budget is not None and pred.warmup_seconds > budget):
             continue
-        # A group: the bucketing strategy the release picks, then the server flags (in numeric order).
-        group = (pred.plan.strategy, tuple(_order(settings.server[k]) for k in sorted(settings.server)))
+        # A group: the server flags (in numeric order), then the bucketing strategy the release picks.
+        group = (tuple(_order(settings.server[k]) for k in sorted(settings.server)), pred.plan.strategy)
         if group not in best or pred.warmup_seconds < best[group][0]:
             best[group] = (pred.warmup_seconds, settings.params)
     groups = sorted(best)
     cap = max(1, n_trials // 6)
-    if len(groups) > cap:  # evenly over the strategies and server settings
+    if len(groups) > cap:  # evenly over the server settings (and strategies)
         groups = [groups[round(i * (len(groups) - 1) / (cap - 1))] for i in range(cap)] if cap > 1 else groups[:1]
     return [best[g][1] for g in groups]
 
