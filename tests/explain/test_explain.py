@@ -13,7 +13,7 @@ import pytest
 from tuner.buckets import profiles
 from tuner.explain import explain
 from tuner.explain.render import WIDTH, render_text, to_json
-from tuner.sim.costmodel import ServerInputs, SimSettings, predict_startup
+from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 from tuner.sim.startup import run_startup_virtual
 
 from ..conftest import LOG_SAMPLES

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tuner import trial as T
+from tuner.status import TrialStatus
 from tuner.workload import FixedWorkload
 
 from ..study.test_trial import context, run
@@ -21,7 +22,7 @@ def test_out_of_vocabulary_prompts_are_load_errors_with_the_servers_message(tmp_
     # ids below 999999 while the simulated llama-3.1 vocabulary is 128256: the server rejects most
     ctx.workload = FixedWorkload(160, 16, num_prompts=12, vocab_size=999_999)
     r = run(tmp_path, ctx)
-    assert r.status == T.LOAD_ERRORS
+    assert r.status == TrialStatus.LOAD_ERRORS
     assert "requests failed: " in r.reason and "x server error: Token id " in r.reason
     assert "is out of vocabulary" in r.reason
 
@@ -30,7 +31,7 @@ def test_trial_goodput_counts_requests_meeting_the_slo_in_server_time(tmp_path):
     ctx = context(tmp_path)
     ctx.load.goodput_slos = {"ttft": 50.0}
     r = run(tmp_path, ctx)
-    assert r.status == T.OK, r.reason
+    assert r.status == TrialStatus.OK, r.reason
     bench = json.loads((tmp_path / "trial" / "bench.json").read_text())
     good = sum(1 for t, e in zip(bench["ttfts"], bench["errors"]) if not e and t * 1000 <= 50.0)
     assert bench["tuner_time_scale"] == 0.2

@@ -142,7 +142,7 @@ def build_context(args, space):
     _check_numbers(args)
     check_load_flags(args)
     if args.backend == "sim":
-        from ..sim.models import model_for
+        from ..perfmodel.hardware import model_for
 
         model_for(args.model_shape)  # an unknown --model-shape now, not after the study started
     try:
