@@ -9,6 +9,7 @@
   a boot; a small exploration share of the over-budget ones is booted anyway, to check the model.
 Screened proposals (reused or rejected) cost no accelerator time and do not count toward --n-trials;
 at most MAX_SCREENED in a row, so that a study whose sampler only proposes known points still ends.
+`--no-screening` turns reuse, screening and the model seeds off: every proposal runs and counts.
 * Calibration: every booted trial stores its sample (trial user attribute "calibration_sample");
   `study_calibration` refits from all of them (and from samples seeded from logs), so every node of a
   shared study uses the same corrections; the fit in force is kept in the study attribute "calibration".
@@ -114,6 +115,8 @@ class Screen:
         """(a result to tell without running, or None; the context to run with)."""
         key = effective_key(self.ctx, settings)
         trial.set_user_attr(KEY_ATTR, key)
+        if not self.screening:  # every proposal runs (and counts), repeats included
+            return None, self.ctx
         if self.in_a_row.get(slot, 0) >= MAX_SCREENED:
             self.in_a_row[slot] = 0
             return None, self.ctx
@@ -121,7 +124,7 @@ class Screen:
         if len(done) >= self.remeasure:
             self.in_a_row[slot] = self.in_a_row.get(slot, 0) + 1
             return self._reused(done[0], settings), self.ctx
-        if self.screening and self.ctx.release is not None:
+        if self.ctx.release is not None:
             tp = predict_calibrated(self.ctx, settings)
             refused = rejection(tp, self.ctx.limits.warmup_budget_s) if tp is not None else None
             if refused is not None:

@@ -73,8 +73,8 @@ def register(sub) -> None:
                    help="boot a configuration already measured (same effective settings) until it has N "
                         "measurements, and tell their mean (noisy hardware); default 1: reuse the record")
     b.add_argument("--no-screening", action="store_true",
-                   help="boot every proposal, even those the calibrated model confidently rejects "
-                        "(they are still rejected before boot, but count toward --n-trials)")
+                   help="run and count every proposal: no reuse of measured configurations, no model "
+                        "seeds, rejections before boot count toward --n-trials (the previous behaviour)")
     b.add_argument("--seed-from", help="enqueue the Pareto set of another study first (release upgrades)")
     b.add_argument("--no-seed-defaults", action="store_true",
                    help="do not enqueue the release defaults and the calculator's recommendation")
