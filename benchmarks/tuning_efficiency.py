@@ -811,8 +811,8 @@ def collect(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
                 "contenders": {}, "runs": {}, "calibration": {}}
             errors = {}
             for name in CONTENDERS:
-                mine = sorted((r for r in runs if (r["problem"], r["scenario"], r["contender"]) == (key, scenario, name)),
-                              key=lambda r: r["seed"])
+                mine = sorted((r for r in runs if (r["problem"], r["scenario"], r["contender"])
+                               == (key, scenario, name)), key=lambda r: r["seed"])
                 if any("error" in r for r in mine):
                     err = next(r["error"] for r in mine if "error" in r)
                     errors[name] = {"error": "not installed (needs scipy + torch)" if name == "gp" else err}

@@ -39,7 +39,7 @@ class TrialStatus(str, enum.Enum):
         return self in (TrialStatus.INTERRUPTED, TrialStatus.PORT_IN_USE)
 
     @classmethod
-    def from_outcome(cls, kind) -> "TrialStatus":
+    def from_outcome(cls, kind) -> TrialStatus:
         """The trial status of a server outcome that is not READY (server.OutcomeKind)."""
         return cls(getattr(kind, "value", kind))
 

@@ -307,7 +307,8 @@ def recover_orphans(study: optuna.Study) -> list[int]:
 
 def _counted(study: optuna.Study) -> int:
     """Trials that count toward --n-trials: running ones (any worker's), completed ones, and failed
-    ones that were not re-enqueued; not the screened ones (reused or rejected without a boot). Workers sharing a study can overshoot by at most one trial each."""
+    ones that were not re-enqueued; not the screened ones (reused or rejected without a boot).
+    Workers sharing a study can overshoot by at most one trial each."""
     return sum(1 for t in study.get_trials(deepcopy=False)
                if (t.state in (TrialState.RUNNING, TrialState.COMPLETE)
                    or (t.state == TrialState.FAIL and not t.user_attrs.get("requeued")))

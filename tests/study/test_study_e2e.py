@@ -199,7 +199,8 @@ def test_killed_tuner_resumes_without_losing_or_duplicating_trials(tmp_path):
     states = {t.number: (t.state.name, t.user_attrs.get("status")) for t in study.trials}
     assert states[victim] == ("FAIL", "tuner_died")
     # Counted trials only: a proposal of an already measured configuration is answered from its record.
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
+    complete = [t for t in study.trials
+                if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
     assert len(complete) == 3
     # The interrupted parameters ran again exactly once.
     victim_params = next(t.params for t in study.trials if t.number == victim)
@@ -240,7 +241,8 @@ def test_two_workers_share_one_study(tmp_path):
     errs = [w.communicate(timeout=240)[1] for w in workers]
     assert [w.returncode for w in workers] == [0, 0], errs
     study = load(tmp_path)
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
+    complete = [t for t in study.trials
+                if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
     # Each worker checks the shared count before asking: at most one extra trial per worker.
     assert 4 <= len(complete) <= 5
     assert len({t.number for t in study.trials}) == len(study.trials)
@@ -314,7 +316,8 @@ def test_ctrl_c_stops_the_trial_cleanly_and_keeps_everything(tmp_path):
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, again.stderr[-2000:]
     study = load(tmp_path)
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
+    complete = [t for t in study.trials
+                if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
     assert len(complete) == 2
     assert any(t.user_attrs.get("requeued_from") == 0 and t.params == first.params for t in complete)
     assert_no_server_left(study)

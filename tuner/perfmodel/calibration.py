@@ -15,8 +15,9 @@ boots (`--calibrate-from`) feed the same `Calibration.update` with samples of th
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .corrections import Corrections
 
@@ -57,7 +58,7 @@ class Calibration:
 
     samples: list[dict[str, float]] = field(default_factory=list)
 
-    def update(self, sample: Mapping[str, float]) -> "Calibration":
+    def update(self, sample: Mapping[str, float]) -> Calibration:
         clean = {k: float(v) for k, v in sample.items() if k in PRIOR_SD and v is not None and math.isfinite(v)}
         if clean:
             self.samples.append(clean)
@@ -113,7 +114,7 @@ class Calibration:
         return out
 
     @classmethod
-    def from_samples(cls, samples: Iterable[Mapping[str, float] | None]) -> "Calibration":
+    def from_samples(cls, samples: Iterable[Mapping[str, float] | None]) -> Calibration:
         cal = cls()
         for s in samples:
             if s:

@@ -3,8 +3,9 @@ confidently invalid, out of memory or over the warmup budget (then it is not boo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..status import TrialStatus
 from .calibration import TIME_FACTORS, Calibration

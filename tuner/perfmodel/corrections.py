@@ -28,11 +28,11 @@ class Corrections:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "Corrections":
+    def from_dict(cls, data: dict | None) -> Corrections:
         names = {f.name for f in fields(cls)}
         return cls(**{k: float(v) for k, v in (data or {}).items() if k in names})
 
-    def scaled(self, **factors: float) -> "Corrections":
+    def scaled(self, **factors: float) -> Corrections:
         """These corrections with some factors multiplied (a scenario of the benchmark's truth)."""
         return replace(self, **{k: getattr(self, k) * v for k, v in factors.items()})
 

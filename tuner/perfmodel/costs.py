@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..buckets import ServerConfig
 from .corrections import Corrections
-from .hardware import BF16, DEVICES, FP8, GiB, MiB, Device, ModelShape, model_for
+from .hardware import BF16, DEVICES, FP8, Device, GiB, MiB, ModelShape, model_for
 from .rules import ReleaseRules, default_batched_tokens
 
 # --- constants of section 7 (GUESS where the spec says so) ------------------------------------

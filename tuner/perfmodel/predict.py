@@ -7,16 +7,26 @@ prediction, with the truth's corrections, so that it then does what was predicte
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..buckets import BucketConfigError, ServerConfig, get_profile
 from .capture import plan_warmup
 from .corrections import Corrections
-from .costs import (CostModel, MemorySplit, ServerInputs, SimSettings, T_INIT, T_PROFILE, memory_split,
-                    prompt_shape, server_config)
+from .costs import (
+    T_INIT,
+    T_PROFILE,
+    CostModel,
+    MemorySplit,
+    ServerInputs,
+    SimSettings,
+    memory_split,
+    prompt_shape,
+    server_config,
+)
 from .hardware import GiB, model_for
 from .prediction import Failure, StartupPrediction, devmem_error
 from .rules import ReleaseRules, env_true, env_value, rules_for
+
 
 def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, env: Mapping[str, str],
                     cached_recipes: frozenset = frozenset(), corrections: Corrections = Corrections()

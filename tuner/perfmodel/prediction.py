@@ -10,6 +10,7 @@ from .costs import CostModel, MemorySplit, SimSettings, recipe_key
 from .hardware import MiB
 from .rules import ReleaseRules
 
+
 @dataclass(frozen=True)
 class WarmupStep:
     kind: str  # "compile", "capture" or "compile+capture"

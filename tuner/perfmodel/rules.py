@@ -6,12 +6,11 @@ project's table (tuner/releases.py); this table adds how each release warms up a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..buckets import get_profile
 from ..releases import runtime_defaults
-
 
 
 @dataclass(frozen=True)
