@@ -29,7 +29,7 @@ from . import trial as trial_mod
 from .errors import StudyError
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
-from .measured import Screen, counts_toward_budget, model_seeds, refresh_calibration
+from .measured import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
 from .status import CONFIG_FAILURES, TrialStatus
 from .storage import open_storage, open_storage_readonly, redact_url
 from .trial import Slot, TrialContext, TrialResult
@@ -98,6 +98,8 @@ class StudyOptions:
     storage_outage_s: float = nodes.DEFAULT_OUTAGE_S  # storage calls retried this long in an outage
     remeasure: int = 1  # boots of one effective configuration (measured ones are reused, see measured.py)
     screening: bool = True  # the calibrated model's confident rejections are told without a boot
+    # calibration samples from logs of past boots (--calibrate-from), added once to the study's seeds
+    calibration_seeds: list[dict] = field(default_factory=list)
 
     @property
     def study_dir(self) -> Path:
@@ -384,6 +386,11 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
     run = StudyRun(study=study, seeds=seeds, notes=notes)
     screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
+    known = study.user_attrs.get(SEED_ATTR) or []
+    fresh_logs = [x for x in opts.calibration_seeds if x not in known]  # a re-run adds nothing twice
+    if fresh_logs:
+        seed_calibration(study, fresh_logs)
+        notes.append(f"calibration: {len(fresh_logs)} log(s) of past boots added")
     refresh_calibration(study, ctx)
     for line in notes + [f"seeded: {s}" for s in seeds]:
         trial_mod._status(ctx, line)

@@ -75,6 +75,9 @@ def register(sub) -> None:
     b.add_argument("--no-screening", action="store_true",
                    help="run and count every proposal: no reuse of measured configurations, no model "
                         "seeds, rejections before boot count toward --n-trials (the previous behaviour)")
+    b.add_argument("--calibrate-from", nargs="+", type=Path, metavar="LOG",
+                   help="server logs of past boots on this node (a production server, earlier studies): their "
+                        "figures calibrate the performance model before the first trial")
     b.add_argument("--seed-from", help="enqueue the Pareto set of another study first (release upgrades)")
     b.add_argument("--no-seed-defaults", action="store_true",
                    help="do not enqueue the release defaults and the calculator's recommendation")
@@ -177,14 +180,34 @@ def build_context(args, space):
 def _workload(args):
     """The flags' workload; token ids from the model's tokenizer when it is on disk (never downloaded),
     else below --vocab-size (default 32000: a trial whose server rejects ids reports its message)."""
-    from ..tokenizer import discover_vocab
     from ..datasets import build_workload
+    from ..tokenizer import discover_vocab
 
     vocab = discover_vocab(args.tokenizer, args.model) if args.vocab_size is None else None
     try:
         return build_workload(args, vocab)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
+    """One calibration sample per --calibrate-from log, each checked against this study's release."""
+    from ..logcalibration import LogCalibrationError, log_sample
+
+    samples = []
+    for path in paths:
+        if not path.is_file():
+            raise UsageError(f"--calibrate-from {path}: " + ("not a file" if path.exists() else "file not found"))
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        try:
+            got = log_sample(lines, ctx, space.server, source=str(path))
+        except LogCalibrationError as exc:
+            raise UsageError(str(exc)) from None
+        for note in got.notes:
+            console.print(f"[yellow]calibrate-from {path}:[/] {note}")
+        console.print(f"calibrate-from {path}: " + ", ".join(f"{k} {v:+.3f}" for k, v in sorted(got.sample.items())))
+        samples.append(got.sample)
+    return samples
 
 
 def cmd_tune(args) -> int:
@@ -210,6 +233,7 @@ def cmd_tune(args) -> int:
     _check_latency_stat(args.latency_stat, ctx.load.percentiles)
     if args.remeasure < 1:
         raise UsageError(f"--remeasure must be at least 1, got {args.remeasure}")
+    calibration_seeds = _log_samples(args.calibrate_from or [], ctx, space, console)
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
@@ -220,7 +244,8 @@ def cmd_tune(args) -> int:
                         timeout_s=args.timeout, slots=_slots(args), seed_from=args.seed_from,
                         enqueue_defaults=not args.no_seed_defaults,
                         heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage,
-                        remeasure=args.remeasure, screening=not args.no_screening)
+                        remeasure=args.remeasure, screening=not args.no_screening,
+                        calibration_seeds=calibration_seeds)
     started = time.monotonic()
     bars = _SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")

@@ -19,18 +19,38 @@ import time
 from aiohttp import web
 
 from ..buckets import get_profile
-from .clocks import LiveDriver
-from ..perfmodel import ServerInputs, SimSettings, StartupPrediction, predict_startup
+from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
+from ..perfmodel.hardware import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
 from ..perfmodel.rules import env_value
+from .clocks import LiveDriver
 from .engine import Engine
-from .faults import COMPILE_ERROR, ENV_VAR as FAULT_ENV, FaultError, Faults, from_env as fault_specs_from_env
+from .faults import COMPILE_ERROR, FaultError, Faults
+from .faults import ENV_VAR as FAULT_ENV
+from .faults import from_env as fault_specs_from_env
 from .http import SimHTTP
 from .logfmt import SimLog
-from ..perfmodel.hardware import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
 from .recipe_cache import RecipeCache
 from .startup import VERSIONS, SimTime, emit, startup_events, store_recipe
 
 DEFAULT_RELEASE = "fork-main"  # the newest fork release
+
+
+def hardware_corrections(items: list[str]) -> Corrections:
+    """`--sim-hardware prompt_warmup=2 kv_block=1.1`: factors on the documented constants (additive
+    for free_mem_offset_gib), the way the benchmark's scenarios make the truth differ from the model."""
+    names = set(Corrections().to_dict())
+    values: dict[str, float] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or name not in names:
+            raise ValueError(f"--sim-hardware {item!r}: expected NAME=NUMBER with NAME one of {', '.join(sorted(names))}")
+        try:
+            values[name] = float(raw)
+        except ValueError:
+            raise ValueError(f"--sim-hardware {item!r}: {raw!r} is not a number") from None
+        if not values[name] > 0 and name != "free_mem_offset_gib":
+            raise ValueError(f"--sim-hardware {item!r}: a factor must be > 0")
+    return Corrections.from_dict(values)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="time scale of the startup only (default: --sim-time-scale)")
     sim.add_argument("--sim-seed", type=int, default=0)
     sim.add_argument("--sim-noise", type=float, default=0.0, help="run-to-run step-time noise (lognormal sigma)")
+    sim.add_argument("--sim-hardware", nargs="+", default=[], metavar="FACTOR=X",
+                     help="the simulated node differs from the documented constants (the tuner is not told): "
+                          "e.g. prompt_warmup=2 decode_warmup=2 kv_block=1.1 graph_mem=1.25 decode_step=1.25 "
+                          "(names: tuner/perfmodel/corrections.py)")
     sim.add_argument("--sim-fault", action="append", default=[],
                      help="see tuner/sim/faults.py (also: env BUCKET_TUNER_SIM_FAULT)")
     return p
@@ -94,12 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.sim_time_scale <= 0 or (args.sim_startup_time_scale or 1) <= 0:
             raise ValueError("time scales must be > 0")
         release = get_profile(args.sim_release).name
+        hardware = hardware_corrections(args.sim_hardware)
     except (FaultError, ValueError) as e:
         parser.error(str(e))  # exits 2
     env = dict(os.environ)
     cache = RecipeCache.from_env(env_value(env, release, "PT_HPU_RECIPE_CACHE_CONFIG"))
     cached = cache.open() if cache else frozenset()
-    pred = predict_startup(release, sim, inputs, env, cached)
+    pred = predict_startup(release, sim, inputs, env, cached, corrections=hardware)
     clock = SimTime()
     log = SimLog(pred.rules.style, clock, time.time())
     host = args.host or "0.0.0.0"
