@@ -79,6 +79,13 @@ def test_report_answers_first_and_has_every_section(studies):
     for phase in ("weights", "profiling", "prompt warmup", "decode warmup"):
         assert phase in text["warmup"]
     assert "Predicted before boot vs observed" in text["warmup"]
+    # The calibration in force, as the study holds it, and predicted vs observed for every booted trial.
+    cal = study.user_attrs["calibration"]
+    assert "Calibration in force" in text["warmup"] and f"{cal['boots']} observation(s)" in text["warmup"]
+    assert f"{cal['prompt_warmup']['value']:.3g}" in text["warmup"]
+    assert "warmup pred / obs" in text["trials"] and "KV blocks pred / obs" in text["trials"]
+    booted = [t for t in study.trials if (t.user_attrs.get("observed") or {}).get("kv_blocks")]
+    assert booted and all(f"/ {t.user_attrs['observed']['kv_blocks']:,}" in text["trials"] for t in booted)
     assert "prompt padding" in text["workload"]
     assert re.search(r"more trials|too few", text["convergence"])
 

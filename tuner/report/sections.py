@@ -132,7 +132,37 @@ def warmup(d: ReportData, chart: Chart) -> str:
     out.append("<h3>Predicted before boot vs observed</h3>")
     for label, t in who:
         out.append(f"<h4>{esc(label)}: trial {t.number}</h4>" + _predicted_vs_observed(t))
+    out.append(_calibration(d))
     return "".join(out) + "</section>"
+
+
+# What each correction of the performance model scales (tuner/perfmodel/corrections.py).
+_CORRECTIONS = {
+    "load": "weights load time", "profile": "profiling run time", "prompt_warmup": "prompt warm-up step time",
+    "decode_warmup": "decode warm-up step time", "capture": "HPU-graph capture time",
+    "kv_block": "bytes per KV block", "graph_mem": "memory per HPU graph",
+    "free_mem_offset_gib": "free device memory (GiB added)", "decode_step": "decode step time",
+    "prefill_step": "prefill step time",
+}
+
+
+def _calibration(d: ReportData) -> str:
+    """The corrections in force: what every boot of this study (and --calibrate-from logs) taught the model."""
+    cal = d.study.user_attrs.get("calibration") or {}
+    head = "<h3 id='calibration'>Calibration in force</h3>"
+    if not cal:
+        return head + "<p class='none'>No calibration recorded (no prediction, or no boot yet).</p>"
+    boots = cal.get("boots", 0)
+    rows = []
+    for name, f in cal.items():
+        if not isinstance(f, dict):
+            continue
+        rows.append([_CORRECTIONS.get(name, name), name, (f"{f['value']:.3g}", f["value"]),
+                     f"{f['low']:.3g} .. {f['high']:.3g}", f.get("n", 0)])
+    intro = (f"<p>The documented cost model, corrected by {boots} observation(s) of this node: a factor of 1 "
+             "is the documented constant; the interval is 95%. Pre-boot rejections and the live warm-up "
+             "projection use these.</p>")
+    return head + intro + table(["what it scales", "correction", "value", "95% interval", "samples"], rows)
 
 
 def _predicted_vs_observed(t: FrozenTrial) -> str:
@@ -264,11 +294,23 @@ def convergence_section(d: ReportData, chart: Chart) -> str:
     return "".join(out) + "</section>"
 
 
+def _pred_obs(pred, obs, fmt) -> tuple[str, float | None]:
+    """'predicted / observed' for a table cell, sorted by the prediction error (%)."""
+    if pred is None and obs is None:
+        return ("-", None)
+    text = f"{fmt(pred) if pred is not None else '-'} / {fmt(obs) if obs is not None else '-'}"
+    if isinstance(pred, (int, float)) and isinstance(obs, (int, float)) and obs:
+        err = (pred - obs) / obs * 100
+        return (f"{text} ({err:+.0f}%)", err)
+    return (text, None)
+
+
 def trials(d: ReportData) -> str:
     out = ["<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"]
     params = list(dict.fromkeys(k for t in d.trials for k in t.params))
     headers = ["trial", "status", "feasible", "seed", *[units.short(n) for n in d.names], *params,
-               "prompt buckets", "decode buckets", "recompiles", "acc-hours", "reason"]
+               "prompt buckets", "decode buckets", "warmup pred / obs", "KV blocks pred / obs", "recompiles",
+               "acc-hours", "reason"]
     rows, classes = [], []
     for t in d.trials:
         ok = t.user_attrs.get("status") == "ok" and t.values
@@ -279,6 +321,8 @@ def trials(d: ReportData) -> str:
         row += [(units.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
         row += [value_text(t.params[p]) if p in t.params else "-" for p in params]
         row += [s.get("prompt_buckets"), s.get("decode_buckets"),
+                _pred_obs(pred.get("warmup_s"), obs.get("warmup_s"), units.seconds),
+                _pred_obs(pred.get("kv_blocks"), obs.get("kv_blocks"), units.num),
                 (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",
                 (f"{accelerator_hours(t, d.backend):.3f}", accelerator_hours(t, d.backend)),
                 str(t.user_attrs.get("reason", ""))[:160]]
