@@ -75,7 +75,9 @@ class Constraints:
             out["warmup_budget"] = (w - self.warmup_budget_s) if w is not None else 1.0
         if not self.allow_recompiles:
             obs = result.observed
-            out["recompiles"] = float(obs.get("not_warmed_up", 0) + obs.get("buckets_not_prepared", 0))
+            # shapes the warm-up missed, and steps that compiled graphs while serving (fork compile log)
+            out["recompiles"] = float(obs.get("not_warmed_up", 0) + obs.get("buckets_not_prepared", 0)
+                                      + obs.get("compile_steps_under_load", 0))
         if not self.allow_failed_requests:
             out["failed_requests"] = float(result.metrics.get("failed", 0) or 0)
         return out

@@ -195,12 +195,17 @@ def pre_boot_check(ctx: TrialContext, settings: TrialSettings,
 _TUNER_ONLY_ENV = ("PGPASSWORD", "PGPASSFILE", "BUCKET_TUNER_STORAGE")
 
 
-def server_environment(settings: TrialSettings, slot: Slot, backend: Backend) -> dict[str, str]:
-    """The complete environment of the server: ours minus stray bucket settings, plus the trial's."""
+def server_environment(settings: TrialSettings, slot: Slot, backend: Backend,
+                       release: str | None = None) -> dict[str, str]:
+    """The complete environment of the server: ours minus stray bucket settings, plus the release's
+    compilation log (diagnostics only: never exported), plus the trial's."""
+    from .releases import diagnostic_env
+
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VLLM_", "PT_HPU_")) and k not in _TUNER_ONLY_ENV}
     if backend.kind == "vllm":
         env.update(device_env(slot.devices))
+    env.update(diagnostic_env(release))
     env.update(settings.env)
     return env
 
@@ -287,7 +292,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
 
     with ServerProcess(records_dir=ctx.records_dir, on_line=watch.on_line) as srv:
         _slot_status(ctx, slot, f"booting {backend.kind} on port {port}")
-        srv.start(argv, server_environment(settings, slot, backend), log_path, port=port)
+        srv.start(argv, server_environment(settings, slot, backend, ctx.release), log_path, port=port)
         tracker.started_at = (srv.started_at or time.monotonic()) / scale
         outcome = srv.wait_ready(
             base_url,
@@ -398,6 +403,9 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
     obs["not_warmed_up"] = len(s.not_warmed_up)
     obs["buckets_not_prepared"] = len(s.buckets_not_prepared)
     obs["preemptions"] = s.preemptions
+    # The fork's per-step compilation log (set by server_environment where the release has it)
+    obs["compile_steps_under_load"] = s.compile_steps_under_load
+    obs["compilations_under_load"] = s.compilations_under_load
     if s.oom is not None:
         obs["oom_stage"] = s.oom_stage
         if result.status == TrialStatus.CRASH and s.oom_stage in ("ready", "serving"):

@@ -147,3 +147,20 @@ def test_interrupt_stops_the_trial_cleanly(tmp_path):
     r = run(tmp_path, ctx, stop_event=stop)
     timer.cancel()
     assert r.status == TrialStatus.INTERRUPTED
+
+
+def test_runtime_compilations_are_counted_from_the_forks_compile_log(tmp_path):
+    """Prompts longer than the largest warmed prompt bucket compile while serving: the trial sets the
+    fork's per-step compilation log (diagnostics only) and counts what it prints."""
+    ctx = context(tmp_path)
+    ctx.workload = FixedWorkload(700, 8, num_prompts=6)
+    result = run(tmp_path, ctx, env={"VLLM_PROMPT_SEQ_BUCKET_MAX": "512"})
+    log = (tmp_path / "trial" / "server.log").read_text()
+    assert result.status == TrialStatus.OK, result.reason
+    assert "VLLM_HPU_STEP_GRAPH_COMPILATION" in log
+    assert result.observed["compile_steps_under_load"] > 0 and result.observed["not_warmed_up"] > 0
+    from tuner.releases import diagnostic_env
+
+    env = T.server_environment(TrialSettings({}, {}, {}), T.Slot(), ctx.backend, ctx.release)
+    assert diagnostic_env("fork-1.21.2").items() <= env.items() and diagnostic_env("fork-1.21.2")
+    assert not diagnostic_env("gaudi-main")  # the plugin has no such log
