@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tuner.buckets import ServerConfig, get_profile  # noqa: E402
+from tuner.buckets import get_profile  # noqa: E402
 
 VECTOR_DIR = ROOT / "tests" / "data" / "vectors"  # upstream bucket lists, see SOURCES.md there
 

@@ -44,6 +44,7 @@ import optuna
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tuner import study as study_mod
 from tuner import trial as T
 from tuner.backends import Backend
 from tuner.logparse import events as ev
@@ -55,7 +56,6 @@ from tuner.sim import run_virtual
 from tuner.sim.startup import startup_events
 from tuner.space import SearchSpace, TrialSettings
 from tuner.status import TrialStatus
-from tuner import study as study_mod
 from tuner.study import Constraints, Objectives, StudyError, StudyOptions, run_study
 from tuner.workload import RandomWorkload, gamma_send_offsets
 

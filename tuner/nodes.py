@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib.util
 import logging
 import threading
 import time

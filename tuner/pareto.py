@@ -7,7 +7,7 @@ public hypervolume function, hence this small exact one (2 or 3 objectives, a fe
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 Vector = Sequence[float]
 

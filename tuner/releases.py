@@ -50,7 +50,8 @@ def runtime_variables(profile: ReleaseProfile | str) -> list[RuntimeVariable]:
         ]
     # Lazy mode (HPU graphs) is the fork's default; vllm-gaudi and fork main document eager/torch.compile.
     out.append(
-        RuntimeVariable("PT_HPU_LAZY_MODE", "0" if name in GAUDI_ALL + ("fork-main",) else "1", "1: lazy mode with HPU graphs")
+        RuntimeVariable("PT_HPU_LAZY_MODE", "0" if name in GAUDI_ALL + ("fork-main",) else "1",
+                        "1: lazy mode with HPU graphs")
     )
     if name not in FORK_2024:
         out.append(

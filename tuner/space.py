@@ -116,7 +116,7 @@ class SearchSpace:
 
     # -- loading ------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path) -> "SearchSpace":
+    def load(cls, path: str | Path) -> SearchSpace:
         path = Path(path)
         try:
             data = yaml.safe_load(path.read_bytes().decode("utf-8"))
@@ -133,7 +133,7 @@ class SearchSpace:
         return cls.from_dict(data, source=str(path))
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "<inline>") -> "SearchSpace":
+    def from_dict(cls, data: Any, source: str = "<inline>") -> SearchSpace:
         if not isinstance(data, dict):
             raise SpaceError(f"{source}: the top level must be a mapping")
         unknown = set(map(str, data)) - {"name", "description", "release", "server", "env", "parameters", "derived"}
@@ -462,7 +462,8 @@ def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
             return _BINOPS[type(node.op)](left, right)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -ev(node.operand)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS and not node.keywords:
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+                and not node.keywords):
             return _FUNCS[node.func.id](*[ev(a) for a in node.args])
         raise SpaceError(f"{source}: derived {name!r}: unsupported or unknown element in {expr!r}")
 

@@ -17,9 +17,10 @@ import signal
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -27,9 +28,9 @@ from optuna.trial import TrialState
 from . import nodes
 from . import trial as trial_mod
 from .errors import StudyError
+from .measured import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
-from .measured import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
 from .status import CONFIG_FAILURES, TrialStatus
 from .storage import open_storage, open_storage_readonly, redact_url
 from .trial import Slot, TrialContext, TrialResult
@@ -216,7 +217,8 @@ def snap_to_space(space: SearchSpace, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict, concurrency: int | None) -> list[tuple[str, dict]]:
+def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict,
+                  concurrency: int | None) -> list[tuple[str, dict]]:
     """The release's defaults and the static calculator's recommendation, as parameter values."""
     from . import calc
     from .releases import runtime_defaults

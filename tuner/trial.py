@@ -19,9 +19,10 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from .server import OutcomeKind, ServerProcess, device_env, find_free_port
 from .space import TrialSettings
 from .status import TrialStatus
 from .workload import Workload, gamma_send_offsets
+
 
 @dataclass
 class LoadOptions:

@@ -8,9 +8,9 @@ import pytest
 
 from tuner.export import env_file_text
 from tuner.logparse import LogWatcher, StepGraphCompilation, parse_line
+from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 from tuner.releases import DIAGNOSTIC_VARIABLES, diagnostic_env, supports_compile_log
 from tuner.sim import run_virtual
-from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 
 CAL = dict(sim=SimSettings(gpu_memory_utilization=0.5), inputs=ServerInputs(128, 4, 2048, 4096))
 BASE_ENV = {"VLLM_GRAPH_RESERVED_MEM": "0.4", "VLLM_SKIP_WARMUP": "true"}  # every shape compiles at first use

@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from tuner import trial as T
 from tuner.status import TrialStatus
 from tuner.workload import FixedWorkload
 

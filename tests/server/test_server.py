@@ -22,7 +22,12 @@ import pytest
 from tuner import server as srvmod
 from tuner.redact import redact_argv, redact_env
 from tuner.server import (
-    OutcomeKind, ServerProcess, cleanup_stale_groups, device_env, find_free_port, port_in_use,
+    OutcomeKind,
+    ServerProcess,
+    cleanup_stale_groups,
+    device_env,
+    find_free_port,
+    port_in_use,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")

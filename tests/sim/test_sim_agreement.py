@@ -17,9 +17,9 @@ import time
 
 import aiohttp
 
+from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 from tuner.sim import run_virtual, summarize
 from tuner.sim.clocks import RequestTiming
-from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 
 from .test_sim_server import CAL_ARGS, CAL_ENV, MODEL, SimProcess
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.sim import run_virtual
 from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
+from tuner.sim import run_virtual
 
 from .test_sim_startup import NOT_PREPARED, NOT_WARMED, PREEMPTED
 

@@ -87,10 +87,13 @@ def test_derived_values_use_sampled_and_fixed_names():
 @pytest.mark.parametrize(
     "overrides,needle",
     [
-        ({"parameters": {"max_num_seqs": {"type": "int", "low": 64, "high": 16}}}, "'max_num_seqs': low=64 is greater than high=16"),
-        ({"parameters": {"max_num_seqs": {"type": "integer", "low": 1, "high": 2}}}, "'max_num_seqs': type must be one of"),
+        ({"parameters": {"max_num_seqs": {"type": "int", "low": 64, "high": 16}}},
+         "'max_num_seqs': low=64 is greater than high=16"),
+        ({"parameters": {"max_num_seqs": {"type": "integer", "low": 1, "high": 2}}},
+         "'max_num_seqs': type must be one of"),
         ({"parameters": {"foo": {"type": "int", "low": 1, "high": 2}}}, "'foo': say what it sets"),
-        ({"parameters": {"x": {"server": "max_num_sequences", "type": "int", "low": 1, "high": 2}}}, "unknown server option 'max_num_sequences'"),
+        ({"parameters": {"x": {"server": "max_num_sequences", "type": "int", "low": 1, "high": 2}}},
+         "unknown server option 'max_num_sequences'"),
         ({"parameters": {"VLLM_X": {"type": "categorical", "choices": []}}}, "'VLLM_X': categorical needs"),
         ({"parameters": {"VLLM_X": {"type": "float", "low": 0, "high": 1, "log": True}}}, "log scale needs low > 0"),
         ({"parameters": {"VLLM_EXPONENTIAL_BUCKETING": {"type": "bool"}}}, "also fixed under env"),

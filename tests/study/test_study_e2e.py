@@ -143,7 +143,8 @@ def test_study_end_to_end(tmp_path, capsys):
         assert line.startswith("#") or ("=" in line and " " not in line and '"' not in line)
 
     # export and compare commands.
-    assert main(["export", "e2e", "--results", str(results), "--pick", "throughput", "-o", str(tmp_path / "t.env")]) == 0
+    out = str(tmp_path / "t.env")
+    assert main(["export", "e2e", "--results", str(results), "--pick", "throughput", "-o", out]) == 0
     assert "pick throughput" in (tmp_path / "t.env").read_text()
     assert main(["export", "e2e", "--results", str(results), "--max-warmup", "0.001"]) == 2
     assert "none of the" in capsys.readouterr().err
@@ -362,7 +363,8 @@ def test_grid_sampler_runs_past_its_grid_with_ask_and_tell(tmp_path):
     from tuner.study import Constraints, Objectives, StudyOptions, run_study
     from tuner.trial import TrialContext, TrialResult
 
-    space = SearchSpace.from_dict({**SPACE, "parameters": {"max_num_seqs": {"type": "categorical", "choices": [8, 16]}}})
+    space = SearchSpace.from_dict({**SPACE, "parameters": {"max_num_seqs": {"type": "categorical",
+                                                                            "choices": [8, 16]}}})
     from tuner.backends import Backend
     from tuner.workload import FixedWorkload
 

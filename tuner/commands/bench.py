@@ -216,10 +216,10 @@ async def _resolve_vocab(args, gen, needs_ids: bool):
 
 
 async def _bench(args) -> tuple[dict, object]:
+    from ..datasets import build_workload
     from ..loadgen import LoadGenerator, ReadyCheckFailed
     from ..metrics import rescale_time
     from ..tokenizer import text_tools
-    from ..datasets import build_workload
 
     base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
     headers = parse_pairs(args.header, "--header")
@@ -281,8 +281,8 @@ def _auth() -> dict:
 
 
 def cmd_bench(args) -> int:
-    from ..metrics import validate_goodput_slos
     from ..datasets import build_workload
+    from ..metrics import validate_goodput_slos
 
     _check(args)
     check_load_flags(args)

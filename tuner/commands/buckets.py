@@ -22,7 +22,8 @@ def _add_buckets(sub):
         "for a server configuration, with the settings it resolves and the warnings it prints.",
     )
     p.add_argument("--profile", required=True, help="release profile, e.g. fork-1.21.2, fork-1.22, gaudi-main")
-    p.add_argument("--strategy", choices=STRATEGIES, help="force a strategy (default: what the release picks from --env)")
+    p.add_argument("--strategy", choices=STRATEGIES,
+                   help="force a strategy (default: what the release picks from --env)")
     p.add_argument("--block-size", type=int, default=128)
     p.add_argument("--max-num-seqs", type=int, required=True)
     p.add_argument("--max-model-len", type=int, required=True)
@@ -82,7 +83,8 @@ def cmd_buckets(args) -> int:
             "dims": plan.dims,
             "prompt": [list(b) for b in plan.prompt],
             "decode": [list(b) for b in plan.decode],
-            "counts": {"prompt": len(plan.prompt), "decode": len(plan.decode), "omitted_prompt": len(plan.omitted_prompt)},
+            "counts": {"prompt": len(plan.prompt), "decode": len(plan.decode),
+                       "omitted_prompt": len(plan.omitted_prompt)},
             "unified": [list(b) for b in plan.unified],
             "settings": [{"name": s.name, "value": s.value, "source": s.source, "note": s.note} for s in plan.settings],
             "warnings": plan.warnings,
@@ -93,7 +95,8 @@ def cmd_buckets(args) -> int:
         return 0
 
     shape = "(bs, query, ctx_blocks)" if plan.dims == 3 else "(bs, seq)"
-    dshape = "(bs, 1, blocks)" if plan.dims == 3 else ("(bs, ctx_tokens)" if profile.name == "fork-1.17" else "(bs, blocks)")
+    dshape = ("(bs, 1, blocks)" if plan.dims == 3
+              else "(bs, ctx_tokens)" if profile.name == "fork-1.17" else "(bs, blocks)")
     print(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})")
     print(f"prompt buckets: {len(plan.prompt):>6}  {shape} ranges {_shape_ranges(plan.prompt)}")
     if plan.prompt:
@@ -120,5 +123,6 @@ def cmd_buckets(args) -> int:
 def cmd_profiles(args) -> int:
     for p in profiles().values():
         alias = f" (alias {', '.join(p.aliases)})" if p.aliases else ""
-        print(f"{p.name:<14} strategies: {', '.join(p.strategies):<36} default: {p.default_strategy:<12} {p.upstream}{alias}")
+        print(f"{p.name:<14} strategies: {', '.join(p.strategies):<36} default: {p.default_strategy:<12} "
+              f"{p.upstream}{alias}")
     return 0

@@ -151,7 +151,8 @@ def build_context(args, space):
     try:
         vllm_command, extra_args = shlex.split(args.vllm_command), shlex.split(args.server_args)
     except ValueError as exc:  # an unclosed quote
-        raise UsageError(f"--server-args / --vllm-command: {exc} in {args.server_args or args.vllm_command!r}") from None
+        shown = args.server_args or args.vllm_command
+        raise UsageError(f"--server-args / --vllm-command: {exc} in {shown!r}") from None
     backend = Backend(
         kind=args.backend, model=args.model, served_model_name=args.served_model_name,
         sim_release=release, sim_device=args.device, sim_model=args.model_shape,

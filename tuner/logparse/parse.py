@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from .events import Event
 from .message import _parse_single
 from .watcher import LogWatcher
 
 
-def parse_line(line: str) -> Optional[Event]:
+def parse_line(line: str) -> Event | None:
     """One log line -> one typed event, or None for an uninteresting line. Never raises.
 
     `\\r`-separated redraws (tqdm) are read last-first and the first recognised one is returned.

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 # ---------------------------------------------------------------------------------------------
 # Line prefix
@@ -64,23 +63,23 @@ _UVICORN_PREFIX = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+
 class LogPrefix:
     """Where a line came from. Fields are None when the line had no such part (tqdm, stderr)."""
 
-    level: Optional[str] = None       # INFO / WARNING / ERROR / DEBUG / CRITICAL
-    timestamp: Optional[str] = None   # "08-02 17:38:43" (vLLM prints no year)
-    source: Optional[str] = None      # "habana_model_runner.py", or "uvicorn"
-    lineno: Optional[int] = None
-    process: Optional[str] = None     # "VllmWorker", "EngineCore_DP0", "APIServer"
-    pid: Optional[int] = None
-    docker_time: Optional[str] = None
+    level: str | None = None       # INFO / WARNING / ERROR / DEBUG / CRITICAL
+    timestamp: str | None = None   # "08-02 17:38:43" (vLLM prints no year)
+    source: str | None = None      # "habana_model_runner.py", or "uvicorn"
+    lineno: int | None = None
+    process: str | None = None     # "VllmWorker", "EngineCore_DP0", "APIServer"
+    pid: int | None = None
+    docker_time: str | None = None
 
     @property
-    def location(self) -> Optional[str]:
+    def location(self) -> str | None:
         return f"{self.source}:{self.lineno}" if self.lineno is not None else self.source
 
 
 NO_PREFIX = LogPrefix()
 
 
-def _docker_json(raw: str) -> tuple[str, Optional[str]]:
+def _docker_json(raw: str) -> tuple[str, str | None]:
     """A line of docker's json-file log (`{"log":"INFO ..\\n","stream":"stdout","time":"..."}`) -> (text, time)."""
     try:
         record = json.loads(raw)

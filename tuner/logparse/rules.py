@@ -6,7 +6,7 @@ A builder turns the regex match into an event (or None: no match). `message._par
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from .events import (
     BucketClamp,
@@ -50,7 +50,7 @@ from .values import _bucket_list, _clock_s, _num, _tuple_of_ints
 # returns an event wins. Order matters only where texts overlap (noted).
 # ---------------------------------------------------------------------------------------------
 
-Builder = Callable[[re.Match], Optional[Event]]
+Builder = Callable[[re.Match], Event | None]
 _RULES: list[tuple[re.Pattern, Builder]] = []
 
 

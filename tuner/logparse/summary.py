@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from .events import (
     BucketConfig,
@@ -34,29 +33,29 @@ class WatchSummary:
     exponential_overrides: tuple[str, ...]
     generated: dict[str, GeneratedBuckets]            # phase -> last "Generated" line
     omitted: dict[str, OmittedBuckets]
-    memory_split: Optional[MemorySplit]
-    usable_blocks: Optional[UsableBlocks]
-    hpu_blocks: Optional[int]                         # KV blocks allocated on the device (N)
-    model_loaded: Optional[ModelLoaded]
-    kv_cache: Optional[KvCacheSize]
-    graph_budget: Optional[GraphBudget]
+    memory_split: MemorySplit | None
+    usable_blocks: UsableBlocks | None
+    hpu_blocks: int | None                         # KV blocks allocated on the device (N)
+    model_loaded: ModelLoaded | None
+    kv_cache: KvCacheSize | None
+    graph_budget: GraphBudget | None
     warmup_steps: dict[str, tuple[int, int]]          # phase key -> (done, total), in order seen
     graph_captured: dict[str, GraphCaptured]
-    warmup_finished: Optional[WarmupFinished]
+    warmup_finished: WarmupFinished | None
     warmup_skipped: bool
     not_warmed_up: tuple[NotWarmedUp, ...]            # distinct shapes, first occurrence
     buckets_not_prepared: tuple[BucketNotPrepared, ...]
     preemptions: int
-    oom: Optional[OutOfMemory]
-    oom_stage: Optional[str]
+    oom: OutOfMemory | None
+    oom_stage: str | None
     errors: tuple[str, ...]
     tracebacks: tuple[Traceback, ...]
-    listening_url: Optional[str]
+    listening_url: str | None
     startup_complete: bool
-    engine_version: Optional[str]
-    platform: Optional[str]
-    engine_init_s: Optional[float]
-    compile_s: Optional[float]
+    engine_version: str | None
+    platform: str | None
+    engine_init_s: float | None
+    compile_s: float | None
     # VLLM_HPU_LOG_STEP_GRAPH_COMPILATION lines: engine steps that compiled while ready/serving, the
     # graphs they compiled, and every graph any such line counted
     compile_steps_under_load: int = 0
@@ -64,15 +63,15 @@ class WatchSummary:
     compilations_logged: int = 0
 
     @property
-    def prompt_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
+    def prompt_buckets(self) -> tuple[tuple[int, ...], ...] | None:
         return generated_buckets(self.generated, "prompt")
 
     @property
-    def decode_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
+    def decode_buckets(self) -> tuple[tuple[int, ...], ...] | None:
         return generated_buckets(self.generated, "decode")
 
 
-def generated_buckets(generated: dict, phase: str) -> Optional[tuple[tuple[int, ...], ...]]:
+def generated_buckets(generated: dict, phase: str) -> tuple[tuple[int, ...], ...] | None:
     """The bucket list of the last "Generated N <phase> buckets" line, None before one was seen."""
     g = generated.get(phase)
     return g.buckets if g else None

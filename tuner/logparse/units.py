@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 # ---------------------------------------------------------------------------------------------
 # Byte amounts
@@ -26,5 +25,5 @@ def parse_bytes(text: str) -> int:
     return round(float(m.group(1)) * 1024 ** _BYTE_POWERS[m.group(2)])
 
 
-def _bytes_or_none(text: Optional[str]) -> Optional[int]:
+def _bytes_or_none(text: str | None) -> int | None:
     return parse_bytes(text) if text else None

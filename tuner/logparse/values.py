@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers
@@ -36,7 +35,7 @@ def _bucket_list(text: str) -> tuple[tuple[tuple[int, ...], ...], bool]:
     return tuples, complete
 
 
-def _clock_s(text: Optional[str]) -> Optional[float]:
+def _clock_s(text: str | None) -> float | None:
     """tqdm '01:06' / '1:02:03' -> seconds; '?' -> None."""
     if not text or "?" in text:
         return None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Iterable, Optional
 
 from .events import (
     BucketConfig,
@@ -107,43 +107,43 @@ class LogWatcher:
         self.expect_graphs = expect_graphs
         self._clock = clock
         self._tracebacks_open: dict[tuple, tuple[LogPrefix, list[str]]] = {}
-        self._omitted_open: Optional[tuple[LogPrefix, list[str]]] = None
+        self._omitted_open: tuple[LogPrefix, list[str]] | None = None
         self._stage = "startup"
         self._configs: dict[str, BucketConfig] = {}
         self._variables: dict[str, BucketVariable] = {}
         self._overrides: list[str] = []
         self._generated: dict[str, GeneratedBuckets] = {}
         self._omitted: dict[str, OmittedBuckets] = {}
-        self._memory: Optional[MemorySplit] = None
-        self._usable: Optional[UsableBlocks] = None
-        self._hpu_blocks: Optional[int] = None
-        self._model: Optional[ModelLoaded] = None
-        self._kv: Optional[KvCacheSize] = None
-        self._budget: Optional[GraphBudget] = None
+        self._memory: MemorySplit | None = None
+        self._usable: UsableBlocks | None = None
+        self._hpu_blocks: int | None = None
+        self._model: ModelLoaded | None = None
+        self._kv: KvCacheSize | None = None
+        self._budget: GraphBudget | None = None
         self._phases: dict[str, _PhaseProgress] = {}
-        self._current_phase: Optional[str] = None
+        self._current_phase: str | None = None
         self._captured: dict[str, GraphCaptured] = {}
-        self._finished: Optional[WarmupFinished] = None
+        self._finished: WarmupFinished | None = None
         self._skipped = False
         self._not_warmed: dict[tuple, NotWarmedUp] = {}
         self._not_prepared: list[BucketNotPrepared] = []
         self._preempt_events = 0
         self._preempt_cumulative = 0
         self._step_compiles = [0, 0, 0]  # under load: steps that compiled, graphs compiled; any stage: graphs
-        self._oom: Optional[OutOfMemory] = None
-        self._oom_stage: Optional[str] = None
+        self._oom: OutOfMemory | None = None
+        self._oom_stage: str | None = None
         self._errors: list[str] = []
         self._tracebacks: list[Traceback] = []
-        self._url: Optional[str] = None
+        self._url: str | None = None
         self._startup_complete = False
-        self._version: Optional[str] = None
-        self._platform: Optional[str] = None
-        self._engine_init: Optional[float] = None
-        self._compile_s: Optional[float] = None
+        self._version: str | None = None
+        self._platform: str | None = None
+        self._engine_init: float | None = None
+        self._compile_s: float | None = None
 
     # -- input ---------------------------------------------------------------------------------
 
-    def feed(self, line: str, t: Optional[float] = None) -> list[Event]:
+    def feed(self, line: str, t: float | None = None) -> list[Event]:
         """One chunk of output (normally one line; several lines or tqdm `\\r` redraws are fine)."""
         if not isinstance(line, str):
             return []
@@ -158,7 +158,7 @@ class LogWatcher:
                 events.extend(self._feed_one(segment, now))
         return events
 
-    def feed_lines(self, lines: Iterable[str], t: Optional[float] = None) -> list[Event]:
+    def feed_lines(self, lines: Iterable[str], t: float | None = None) -> list[Event]:
         events: list[Event] = []
         for line in lines:
             events.extend(self.feed(line, t))
@@ -219,7 +219,7 @@ class LogWatcher:
         lines.append(msg)
         return self._emit_traceback(first, lines, m["type"], m["msg"] or ""), True
 
-    def _emit_traceback(self, prefix: LogPrefix, lines: list[str], exc_type: Optional[str],
+    def _emit_traceback(self, prefix: LogPrefix, lines: list[str], exc_type: str | None,
                         message: str) -> list[Event]:
         tb = Traceback(exc_type=exc_type, message=message, text="\n".join(lines), prefix=prefix)
         events: list[Event] = [tb]
@@ -241,13 +241,13 @@ class LogWatcher:
         self._update(event, None)
         return [event]
 
-    def record(self, event: Event, t: Optional[float] = None) -> None:
+    def record(self, event: Event, t: float | None = None) -> None:
         """Update the running state from an event parsed elsewhere (e.g. a filtered replay of a log)."""
         self._update(event, t)
 
     # -- state -----------------------------------------------------------------------------------
 
-    def _update(self, event: Event, t: Optional[float]) -> None:
+    def _update(self, event: Event, t: float | None) -> None:
         handler = self._HANDLERS.get(type(event))
         if handler:
             handler(self, event, t)
@@ -391,19 +391,19 @@ class LogWatcher:
         return self._stage
 
     @property
-    def prompt_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
+    def prompt_buckets(self) -> tuple[tuple[int, ...], ...] | None:
         return generated_buckets(self._generated, "prompt")
 
     @property
-    def decode_buckets(self) -> Optional[tuple[tuple[int, ...], ...]]:
+    def decode_buckets(self) -> tuple[tuple[int, ...], ...] | None:
         return generated_buckets(self._generated, "decode")
 
     @property
-    def hpu_blocks(self) -> Optional[int]:
+    def hpu_blocks(self) -> int | None:
         return self._hpu_blocks
 
     @property
-    def warmup_finished(self) -> Optional[WarmupFinished]:
+    def warmup_finished(self) -> WarmupFinished | None:
         return self._finished
 
     @property
@@ -445,7 +445,7 @@ class LogWatcher:
             compile_steps_under_load=self._step_compiles[0],
             compilations_under_load=self._step_compiles[1], compilations_logged=self._step_compiles[2])
 
-    def progress(self) -> Optional[tuple[str, int, int]]:
+    def progress(self) -> tuple[str, int, int] | None:
         """(phase, done, total) for a progress bar: the warm-up phase in progress ("prompt", "decode",
         "graph/prompt", ...) with its finished steps, or ("finished", n, n) once warm-up ended
         (n = steps over all phases); None before any warm-up line."""
@@ -457,7 +457,7 @@ class LogWatcher:
         ph = self._phases[self._current_phase]
         return (self._current_phase, ph.completed, ph.total)
 
-    def seconds_per_step(self, phase: Optional[str] = None) -> Optional[float]:
+    def seconds_per_step(self, phase: str | None = None) -> float | None:
         """Mean seconds per warm-up step seen in `phase` (all phases when None)."""
         dt = steps = 0.0
         for key, ph in self._phases.items():
@@ -469,7 +469,7 @@ class LogWatcher:
                         dt, steps = dt + (t1 - t0), steps + (c1 - c0)
         return dt / steps if steps else None
 
-    def projected_remaining_s(self, now: Optional[float] = None) -> Optional[float]:
+    def projected_remaining_s(self, now: float | None = None) -> float | None:
         """Seconds of warm-up left, extrapolated linearly from the arrival times of the warm-up lines:
         the rest of the current phase at its own pace, plus every phase still to come whose size is
         known (decode after prompt; graph phases when `expect_graphs` or once one started) at its own

@@ -18,8 +18,8 @@ Modules, one idea each:
     serve       the `sim-serve` command: main(argv)
 """
 
-from .clocks import RunResult, run_virtual, summarize
 from ..perfmodel import ServerInputs, SimSettings, StartupPrediction, predict_startup
+from .clocks import RunResult, run_virtual, summarize
 
 __all__ = ["RunResult", "ServerInputs", "SimSettings", "StartupPrediction", "predict_startup", "run_virtual",
            "summarize"]

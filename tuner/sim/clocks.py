@@ -10,8 +10,8 @@ accumulates. Metrics follow `vllm bench serve` (docs/load-metrics.md section 1).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from ..metrics import RequestOutcome, compute_metrics
 from ..perfmodel.prediction import StartupPrediction

@@ -57,7 +57,7 @@ class Faults:
     params: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, values: list[str] | None) -> "Faults":
+    def parse(cls, values: list[str] | None) -> Faults:
         out = cls()
         for value in values or []:
             name, _, rest = value.partition(":")

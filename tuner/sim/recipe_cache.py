@@ -27,7 +27,7 @@ class RecipeCache:
     present: set = field(default_factory=set)  # keys on disk when opened, plus what this run stored
 
     @classmethod
-    def from_env(cls, value: str | None) -> "RecipeCache | None":
+    def from_env(cls, value: str | None) -> RecipeCache | None:
         """The cache a value configures; None when unset or malformed (then treated as no cache)."""
         if not value:
             return None

@@ -43,7 +43,8 @@ def hardware_corrections(items: list[str]) -> Corrections:
     for item in items:
         name, sep, raw = item.partition("=")
         if not sep or name not in names:
-            raise ValueError(f"--sim-hardware {item!r}: expected NAME=NUMBER with NAME one of {', '.join(sorted(names))}")
+            raise ValueError(f"--sim-hardware {item!r}: expected NAME=NUMBER with NAME one of "
+                             f"{', '.join(sorted(names))}")
         try:
             values[name] = float(raw)
         except ValueError:

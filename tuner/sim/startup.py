@@ -10,14 +10,15 @@ which sleeps the advances off time-scaled.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..perfmodel.costs import prompt_shape
+from ..perfmodel.hardware import GiB, MiB
 from ..perfmodel.prediction import StartupPrediction, WarmupStep, devmem_error
 from .faults import COMPILE_ERROR, Faults
-from .logfmt import SimLog, format_bytes as fb
-from ..perfmodel.hardware import GiB, MiB
+from .logfmt import SimLog
+from .logfmt import format_bytes as fb
 from .recipe_cache import RecipeCache
 
 VERSIONS = {
