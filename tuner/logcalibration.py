@@ -143,7 +143,7 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
         # how much slower or faster this node warms up; both phases take that factor.
         ratio = math.log(observed["warmup_s"] / prior["warmup_s"])
         sample.update({k: ratio for k in WARMUP_KEYS})
-        notes.append("warm-up steps carry no timestamps: the total warm-up calibrates both phases")
+        notes.append("warm-up steps are not timed in order: the total warm-up calibrates both phases")
     counts = {p.phase: p.count for p in x.phases}
     predicted_counts = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
     if counts and counts != predicted_counts:
@@ -162,11 +162,51 @@ WARMUP_KEYS = ("prompt_warmup", "decode_warmup")
 def _observed(x: Explanation, pred) -> dict[str, Any]:
     """The log's figures in prediction_facts' keys (step times placed against `pred`'s steps)."""
     tracker = BootTracker(pred)
+    times = [t.time_s for t in x.reading.events if t.time_s is not None]
     for timed in x.reading.events:
         if timed.time_s is not None:
             tracker.on_event(timed.event, timed.time_s)
     graphs = [c.count for c in x.reading.summary.graph_captured.values()]
     observed = {**tracker.facts(), "kv_blocks": x.memory.kv_blocks, "graphs": sum(graphs) if graphs else None}
+    if any(b < a - 1 for a, b in zip(times, times[1:])):
+        # Lines out of time order (excerpts pasted together, a log across restarts): no step is timed
+        # reliably, so none is compared; the server's own warm-up total still is.
+        observed["steps"] = {}
     if x.timeline.warmup_total_s is not None:
         observed["warmup_s"] = x.timeline.warmup_total_s
     return observed
+
+
+def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str, dtype: str,
+                 server_defaults: dict[str, Any]) -> None:
+    """Re-predict explain's alternatives with the performance model, calibrated with this very log, so
+    that `explain` and a study started with `--calibrate-from` the same log say the same thing."""
+    from dataclasses import replace
+
+    from .perfmodel.calibration import Calibration
+    from .trial import DeviceModel, TrialContext, predict
+
+    release = x.advice.profile
+    if release is None or not x.advice.alternatives:
+        return
+    ctx = TrialContext(backend=None, workload=None, release=release,
+                       device_model=DeviceModel(device=device, model=model_shape, dtype=dtype))
+    got = log_sample(lines, ctx, server_defaults, source=x.source)
+    corrections = Calibration.from_samples([got.sample]).corrections
+    memory_env = {k: v for k, v in got.settings.env.items() if not k.startswith("VLLM_") or "GRAPH" in k}
+    out = []
+    for alt in x.advice.alternatives:
+        if alt.error is not None:
+            out.append(alt)
+            continue
+        settings = TrialSettings(server=dict(got.settings.server), env={**memory_env, **alt.env}, params={})
+        pred = predict(ctx, settings, corrections)
+        if pred is None or pred.failure is not None:
+            out.append(replace(alt, error=pred.failure.message if pred is not None and pred.failure else
+                               "no prediction"))
+            continue
+        out.append(replace(alt, prompt_buckets=len(pred.plan.prompt), decode_buckets=len(pred.plan.decode),
+                           predicted_warmup_s=pred.warmup_seconds, predicted_kv_blocks=pred.num_blocks))
+    x.advice.alternatives = out
+    x.advice.predicted_by = (f"the performance model ({device}, {model_shape}, {dtype}) calibrated with this log")
+    x.advice.notes += [f"calibration: {n}" for n in got.notes]

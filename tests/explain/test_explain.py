@@ -214,3 +214,17 @@ def test_configs_without_lists_are_said_so():
     lines = [x for x in _lines(F117) if "Generated" not in x and "[Warmup]" not in x and "Warmup finished" not in x]
     text = render_text(explain(lines))
     assert "no bucket list" in text and "0 prompt" not in text
+
+
+def test_model_predictions_are_calibrated_with_the_log_itself():
+    """With --model-shape, explain predicts through the performance model calibrated with this log (as
+    `tune --calibrate-from` would): the logged configuration comes back at its own warm-up."""
+    proc = _cli(str(F117), "--json", "--model-shape", "llama-3.1-8b", "--max-model-len", "2048")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["advice"]["predicted_by"].startswith("the performance model (gaudi2, llama-3.1-8b, bf16)")
+    logged = next(a for a in doc["advice"]["alternatives"] if a["name"] == "as logged")
+    assert logged["predicted_warmup_s"] == pytest.approx(49, rel=0.10)
+    assert logged["predicted_kv_blocks"] == pytest.approx(1519, rel=0.02)
+    bad = _cli(str(F117), "--model-shape", "llama-9000")
+    assert bad.returncode == 2 and "llama-9000" in bad.stderr and "Traceback" not in bad.stderr

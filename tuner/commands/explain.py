@@ -27,6 +27,11 @@ def register(sub) -> None:
     p.add_argument("--max-num-batched-tokens", type=int, help="the server's token budget (default: from the log)")
     p.add_argument("--input-len", type=int, help="typical prompt length of your traffic (for the calculator)")
     p.add_argument("--output-len", type=int, help="typical output length of your traffic (for the calculator)")
+    m = p.add_argument_group("performance model (optional: predictions calibrated with this log, as "
+                             "`tune --calibrate-from` would make them)")
+    m.add_argument("--model-shape", help="the served model's shape, e.g. llama-3.1-8b (see tune --model-shape)")
+    m.add_argument("--device", default="gaudi2", choices=("gaudi2", "gaudi3"))
+    m.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
     p.set_defaults(func=cmd_explain)
 
 
@@ -56,6 +61,19 @@ def cmd_explain(args) -> int:
         # errors="replace": a log cut mid-character or holding binary junk is still read
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     x = explain(lines, source=args.log, advise_opts=opts)
+    if args.model_shape:
+        from ..logcalibration import LogCalibrationError, model_advice
+        from ..perfmodel.hardware import MODELS
+
+        if args.model_shape not in MODELS:
+            raise UsageError(f"--model-shape {args.model_shape!r} is unknown; known: {', '.join(sorted(MODELS))}")
+        server = {"block_size": args.block_size, "max_model_len": args.max_model_len,
+                  "max_num_batched_tokens": args.max_num_batched_tokens}
+        try:
+            model_advice(x, lines, args.device, args.model_shape, args.dtype,
+                         {k: v for k, v in server.items() if v is not None})
+        except LogCalibrationError as exc:
+            x.advice.notes.append(f"no model prediction: {exc}")
     if args.json:
         print(json.dumps(to_json(x), indent=2))
     else:

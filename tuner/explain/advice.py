@@ -42,6 +42,7 @@ class Alternative:
     decode_buckets: int | None
     predicted_warmup_s: float | None
     error: str | None = None
+    predicted_kv_blocks: int | None = None  # with the performance model (explain --model-shape)
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Advice:
     alternatives: list[Alternative] = field(default_factory=list)
     tune_command: list[str] | None = None
     notes: list[str] = field(default_factory=list)
+    predicted_by: str = "the log's per-bucket pace"  # or the performance model calibrated with the log
 
 
 def _max_of(phases: dict[str, PhaseBuckets], phase: str, dim_index: int) -> int | None:

@@ -157,8 +157,8 @@ def render_text(x: Explanation) -> str:
     adv = x.advice
     if adv.alternatives:
         paced = any(a.predicted_warmup_s is not None for a in adv.alternatives)
-        lines += ["", "Alternatives (warm-up predicted from this log's per-bucket pace)" if paced else
-                  "Alternatives (bucket counts only: this log has no warm-up timing to predict from)",
+        lines += ["", *_wrap(f"Alternatives (warm-up predicted from {adv.predicted_by})" if paced else
+                             "Alternatives (bucket counts only: this log has no warm-up timing to predict from)"),
                   f"  {'':<16}{'strategy':<14}{'prompt':>7}{'decode':>7}{'warm-up':>10}"]
         base = _as_logged(x)
         if x.phases:
@@ -219,7 +219,9 @@ def to_json(x: Explanation) -> dict:
                    "alternatives": [{"name": a.name, "description": a.description, "strategy": a.strategy,
                                      "env": a.env, "prompt_buckets": a.prompt_buckets,
                                      "decode_buckets": a.decode_buckets, "predicted_warmup_s": a.predicted_warmup_s,
+                                     "predicted_kv_blocks": a.predicted_kv_blocks,
                                      "error": a.error} for a in x.advice.alternatives],
+                   "predicted_by": x.advice.predicted_by,
                    "tune_command": x.advice.tune_command, "notes": x.advice.notes},
         "reading": {"lines": rd.lines, "events": len(rd.events), "unread": rd.unread,
                     "unread_examples": rd.unread_examples, "duplicate_rank_lines": rd.duplicate_rank_lines,
