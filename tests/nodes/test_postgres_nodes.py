@@ -37,7 +37,7 @@ GRID_SPACE = {**SPACE, "parameters": {
 
 def tune_cmd(space: Path, results: Path, url: str, n: int, devices: str, extra=()) -> list[str]:
     return [sys.executable, "-m", "tuner.cli", "tune", "--space", str(space), "--results", str(results),
-            "--storage", url, "--study", "shared", "--n-trials", str(n), "--no-seed-defaults",
+            "--storage", url, "--study", "multinode", "--n-trials", str(n), "--no-seed-defaults",
             "--sampler", "grid", "--devices", devices, "--no-report", *FAST, *extra]
 
 
@@ -51,7 +51,7 @@ def start_node(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
 
 
 def load(url: str) -> optuna.Study:
-    return optuna.load_study(study_name="shared", storage=nodes.storage_url(url))
+    return optuna.load_study(study_name="multinode", storage=nodes.storage_url(url))
 
 
 def group_alive(pgid: int) -> list[int]:
@@ -109,19 +109,19 @@ def test_three_nodes_share_one_study_exactly(tmp_path, pg_url, pg_env, pw):
     for t in trials:
         node = [p.pid for p in procs].index(t.user_attrs["owner"]["pid"])
         assert t.user_attrs["slot"] < len(groups[node].split(";"))
-        assert (tmp_path / f"node{node}" / "shared" / "trials" / f"{t.number:04d}" / "result.json").exists()
+        assert (tmp_path / f"node{node}" / "multinode" / "trials" / f"{t.number:04d}" / "result.json").exists()
         assert t.user_attrs["env"] and PASSWORD not in json.dumps(t.user_attrs)
     argv_ports = {t.user_attrs["argv"][t.user_attrs["argv"].index("--port") + 1] for t in trials}
     assert len(argv_ports) == 6
 
     # report and export on any machine (here: a fresh folder) read every node's trials.
     elsewhere = tmp_path / "laptop"
-    report = subprocess.run([sys.executable, "-m", "tuner.cli", "report", "shared", "--results", str(elsewhere),
+    report = subprocess.run([sys.executable, "-m", "tuner.cli", "report", "multinode", "--results", str(elsewhere),
                              "--storage", pg_url], cwd=ROOT, env=pg_env, capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr[-2000:]
-    rows = list(csv.DictReader((elsewhere / "shared" / "trials.csv").open()))
+    rows = list(csv.DictReader((elsewhere / "multinode" / "trials.csv").open()))
     assert sorted(int(r["number"]) for r in rows) == list(range(6))
-    export = subprocess.run([sys.executable, "-m", "tuner.cli", "export", "shared", "--results", str(elsewhere),
+    export = subprocess.run([sys.executable, "-m", "tuner.cli", "export", "multinode", "--results", str(elsewhere),
                              "--storage", pg_url, "--pick", "throughput"], cwd=ROOT, env=pg_env,
                             capture_output=True, text=True, timeout=120)
     assert export.returncode == 0, export.stderr[-2000:]
@@ -143,13 +143,13 @@ def test_three_nodes_share_one_study_exactly(tmp_path, pg_url, pg_env, pw):
         return json.loads(body)
 
     summaries = get("/api/studies")["study_summaries"]
-    assert [s["study_name"] for s in summaries] == ["shared"]
+    assert [s["study_name"] for s in summaries] == ["multinode"]
     detail = get(f"/api/studies/{summaries[0]['study_id']}")
     assert sorted(t["number"] for t in detail["trials"]) == list(range(6))
 
 
 def _server_record(results: Path, owner_pid: int, trial_log: Path) -> dict | None:
-    for path in (results / "shared" / "run").glob("server-*.json"):
+    for path in (results / "multinode" / "run").glob("server-*.json"):
         try:
             rec = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -176,7 +176,7 @@ def test_a_node_killed_mid_trial_is_failed_and_rerun_by_another(tmp_path, pg_url
             for t in running:
                 if (t.user_attrs.get("owner") or {}).get("pid") != a.pid:
                     continue
-                log = tmp_path / "a" / "shared" / "trials" / f"{t.number:04d}" / "server.log"
+                log = tmp_path / "a" / "multinode" / "trials" / f"{t.number:04d}" / "server.log"
                 if "[Warmup]" in _read(log) and (record := _server_record(tmp_path / "a", a.pid, log)):
                     victim = t
         assert victim is not None, "node a never reached warmup: " + _read(tmp_path / "a.log")[-1500:]
@@ -212,11 +212,11 @@ def test_a_node_killed_mid_trial_is_failed_and_rerun_by_another(tmp_path, pg_url
     assert len(set(configs)) == 3
 
     # `bucket-tuner report` lists them all.
-    report = subprocess.run([sys.executable, "-m", "tuner.cli", "report", "shared", "--results",
+    report = subprocess.run([sys.executable, "-m", "tuner.cli", "report", "multinode", "--results",
                              str(tmp_path / "b"), "--storage", pg_url], cwd=ROOT, env=pg_env,
                             capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr[-2000:]
-    rows = list(csv.DictReader((tmp_path / "b" / "shared" / "trials.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "b" / "multinode" / "trials.csv").open()))
     assert sorted(int(r["number"]) for r in rows) == list(range(4))
     assert {r["number"]: r["status"] for r in rows}[str(victim.number)] == "tuner_died"
 
@@ -229,7 +229,7 @@ def test_postgres_restarted_under_a_running_study(tmp_path, own_pg_server, pg_en
                                ["--startup-time-scale", "0.02", "--heartbeat-grace", "6"]),
                       pg_env, tmp_path / "n.log")
     try:
-        log = tmp_path / "n" / "shared" / "trials" / "0000" / "server.log"
+        log = tmp_path / "n" / "multinode" / "trials" / "0000" / "server.log"
         deadline = time.monotonic() + 60
         while "[Warmup]" not in _read(log) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -317,7 +317,7 @@ def test_a_long_outage_stops_cleanly_and_the_same_command_resumes(tmp_path, own_
                    ["--startup-time-scale", "0.02", "--heartbeat-grace", "6", "--storage-outage", "3"])
     node = start_node(cmd, pg_env, tmp_path / "n.log")
     try:
-        log = tmp_path / "n" / "shared" / "trials" / "0000" / "server.log"
+        log = tmp_path / "n" / "multinode" / "trials" / "0000" / "server.log"
         deadline = time.monotonic() + 60
         while "[Warmup]" not in _read(log) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -332,8 +332,8 @@ def test_a_long_outage_stops_cleanly_and_the_same_command_resumes(tmp_path, own_
     assert last.startswith("bucket-tuner tune: error: the study storage") and "stayed unreachable" in last, last
     assert PASSWORD not in err and "Traceback" not in err
     # The trial it was running is on disk; its server was stopped on the way out.
-    assert (tmp_path / "n" / "shared" / "trials" / "0000" / "result.json").exists()
-    assert not list((tmp_path / "n" / "shared" / "run").glob("server-*.json"))
+    assert (tmp_path / "n" / "multinode" / "trials" / "0000" / "result.json").exists()
+    assert not list((tmp_path / "n" / "multinode" / "run").glob("server-*.json"))
 
     own_pg_server.start()
     again = subprocess.run(cmd, cwd=ROOT, env=pg_env, capture_output=True, text=True, timeout=180)
