@@ -35,6 +35,7 @@ from tuner.logparse import LogWatcher
 from tuner.server import ServerProcess, find_free_port
 
 from ..conftest import ROOT
+from . import dropin
 from . import env as realenv
 
 pytestmark = [
@@ -330,6 +331,16 @@ class TestOneServer:
         assert summary.oom is None and not summary.tracebacks, summary.errors
         _FIGURES.append(f"watcher: vLLM {summary.engine_version}, init engine {summary.engine_init_s} s, "
                         f"CPU KV cache {kv.tokens} tokens / {kv.memory} B, max concurrency {kv.max_concurrency}x")
+
+    # `bucket-tuner bench` in place of `vllm bench serve` (tests/realvllm/dropin.py), on this same server
+    def test_bench_runs_vllms_command_line_and_agrees_with_its_client(self, shared_server, vllm_env, tmp_path):
+        dropin.vllm_command_line_verbatim_matches_vllms_client(shared_server, vllm_env, tmp_path)
+
+    def test_bench_chat_backend_and_server_learned_vocabulary(self, shared_server, tmp_path):
+        dropin.chat_backend_and_server_learned_vocabulary(shared_server, tmp_path)
+
+    def test_bench_server_error_gives_exit_1_and_the_servers_message(self, shared_server, tmp_path):
+        dropin.server_error_gives_exit_1_and_the_servers_message(shared_server, tmp_path)
 
     def test_clean_stop_leaves_no_process(self, shared_server):
         s = shared_server
