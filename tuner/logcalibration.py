@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .explain import Explanation, explain
-from .explain.advice import _logged_env, _logged_strategy, server_from_log
+from .explain.advice import env_from_configs, server_from_log, strategy_from_configs
 from .logparse import GraphBudget
 from .perfmodel import Corrections
 from .perfmodel.calibration import observation_sample
@@ -63,11 +63,11 @@ def settings_from_log(x: Explanation, server_defaults: dict[str, Any], release: 
         server["max_num_seqs"] = cfg.max_num_seqs
         notes += [a for a in assumed if a.startswith("max_num_seqs")]
         profile = get_profile(release)
-        logged = _logged_strategy(by_phase)
+        logged = strategy_from_configs(by_phase)
         strategy = logged if logged in profile.strategies else profile.default_strategy
         env.update(profile.strategy_env(strategy))
         if strategy == "linear":
-            env.update(_bucket_env(profile, cfg, strategy, env, _logged_env(by_phase), x))
+            env.update(_bucket_env(profile, cfg, strategy, env, env_from_configs(by_phase), x))
     return TrialSettings(server=server, env=env, params={}), notes
 
 

@@ -63,7 +63,7 @@ def _max_of(phases: dict[str, PhaseBuckets], phase: str, dim_index: int) -> int 
     return p.ranges[dim_index][1]
 
 
-def _logged_env(phases: dict[str, PhaseBuckets]) -> dict[str, str]:
+def env_from_configs(phases: dict[str, PhaseBuckets]) -> dict[str, str]:
     """The linear MIN/STEP/MAX the log's bucket config lines show, as the variables that set them."""
     env = {}
     for phase, p in phases.items():
@@ -152,8 +152,8 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
                      "num_hpu_blocks": cfg.num_hpu_blocks}
     advice.assumptions += assumed
     prof = get_profile(profile)
-    logged_env = _logged_env(by_phase)
-    logged_strategy = next((s for s in ("exponential", "padding_aware") if _logged_strategy(by_phase) == s), "linear")
+    logged_env = env_from_configs(by_phase)
+    logged_strategy = strategy_from_configs(by_phase)
     strategy = logged_strategy if logged_strategy in prof.strategies else prof.default_strategy
     candidates = [("as logged", f"the logged settings rebuilt for {profile} (a check of this reading)",
                    {**prof.strategy_env(strategy), **logged_env}, strategy)]
@@ -203,7 +203,7 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
     return advice
 
 
-def _logged_strategy(by_phase: dict[str, PhaseBuckets]) -> str:
+def strategy_from_configs(by_phase: dict[str, PhaseBuckets]) -> str:
     for p in by_phase.values():
         if p.config:
             width = max(len(v) for v in p.config.values())
