@@ -70,7 +70,8 @@ def vllm_command_line_verbatim_matches_vllms_client(shared_server, vllm_env, tmp
     _FIGURES.append(f"drop-in: vLLM's client {v['output_throughput']:.0f} out tok/s ({t1 - t0:.0f} s wall, "
                     f"{v['total_input_tokens']} in tokens), ours {d['output_throughput']:.0f} "
                     f"({t2 - t1:.0f} s, {d['total_input_tokens']} in): ours/vllm {ratio:.2f}")
-    assert 0.8 <= ratio <= 1.25, ratio
+    # The ratio is a measured figure (printed with the tier's figures), not asserted: a test never asserts
+    # speed, and on a shared 2-core machine one client's run can be slowed by anything else running.
 
 def chat_backend_and_server_learned_vocabulary(shared_server, tmp_path):
     from .test_realvllm import SERVED, bucket_tuner, server_env
