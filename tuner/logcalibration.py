@@ -117,7 +117,12 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
     if not x.phases and x.memory.kv_blocks is None:
         raise LogCalibrationError(f"--calibrate-from {source}: no bucket or memory lines in it; nothing to "
                                   "compare with the model")
-    settings, notes = settings_from_log(x, server_defaults, ctx.release)
+    from .buckets import BucketConfigError
+
+    try:
+        settings, notes = settings_from_log(x, server_defaults, ctx.release)
+    except BucketConfigError as exc:
+        raise LogCalibrationError(f"--calibrate-from {source}: its settings cannot be read back ({exc})") from None
     prior_pred = predict(ctx, settings)
     if prior_pred is None or prior_pred.failure is not None:
         why = prior_pred.failure.message if prior_pred is not None and prior_pred.failure else "no prediction"
@@ -143,7 +148,8 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
         # how much slower or faster this node warms up; both phases take that factor.
         ratio = math.log(observed["warmup_s"] / prior["warmup_s"])
         sample.update({k: ratio for k in WARMUP_KEYS})
-        notes.append("warm-up steps are not timed in order: the total warm-up calibrates both phases")
+        notes.append("no warm-up step could be timed against the prediction: the total warm-up calibrates "
+                     "both phases")
     counts = {p.phase: p.count for p in x.phases}
     predicted_counts = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
     if counts and counts != predicted_counts:

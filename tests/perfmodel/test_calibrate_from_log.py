@@ -7,6 +7,7 @@ must then land within 10% of what that node really does, where the uncalibrated 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -116,3 +117,12 @@ def test_tune_calibrate_from_end_to_end(tmp_path):
     print(json.dumps({"predicted": predicted, "observed": observed}, default=str)[:600])
     assert predicted["warmup_s"] == pytest.approx(observed["warmup_s"], rel=0.10)
     assert predicted["kv_blocks"] == pytest.approx(observed["kv_blocks"], rel=0.10)
+
+
+def test_a_log_without_bucket_lines_still_calibrates_memory_and_the_total():
+    _, lines = _node_log("fork-1.22", {})
+    cut = [x for x in lines if "Generated" not in x and "bucket config" not in x and "[Warmup]" not in x]
+    got = log_sample(cut, _ctx("fork-1.22"), SERVER, source="cut.log")
+    assert got.sample["kv_block"] == pytest.approx(math.log(1.1), abs=0.005)  # the node's KV blocks are +10%
+    assert got.sample["prompt_warmup"] == got.sample["decode_warmup"] > 0  # slower node, from the total
+    assert any("total warm-up calibrates" in n for n in got.notes)
