@@ -56,17 +56,14 @@ def _pin(cpu: int):
 
 
 @contextmanager
-def fake_server(token_delay_ms: float, tokens_per_chunk: int = 1, events_per_write: int = 1,
-                cpu: int | None = None):
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--token-delay-ms", str(token_delay_ms),
-                             "--tokens-per-chunk", str(tokens_per_chunk), "--events-per-write",
-                             str(events_per_write)],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True,
+def _listening_server(argv: list[str], what: str, cpu: int | None):
+    """Start a server that prints `LISTENING <port>` first; yield its URL; stop it."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=None if cpu is None else _pin(cpu))
     try:
         line = proc.stdout.readline()
         if not line.startswith("LISTENING"):
-            raise RuntimeError(f"fake server did not start: {line!r}")
+            raise RuntimeError(f"{what} did not start: {line!r}")
         yield f"http://127.0.0.1:{int(line.split()[1])}"
     finally:
         proc.terminate()
@@ -75,6 +72,13 @@ def fake_server(token_delay_ms: float, tokens_per_chunk: int = 1, events_per_wri
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def fake_server(token_delay_ms: float, tokens_per_chunk: int = 1, events_per_write: int = 1,
+                cpu: int | None = None):
+    return _listening_server([sys.executable, str(SERVER), "--token-delay-ms", str(token_delay_ms),
+                              "--tokens-per-chunk", str(tokens_per_chunk), "--events-per-write",
+                              str(events_per_write)], "fake server", cpu)
 
 
 def capacity(base_url: str, concurrency: int, n_requests: int, out_len: int) -> dict:
@@ -182,23 +186,9 @@ def serve_fast(batch: int) -> None:
     asyncio.run(main())
 
 
-@contextmanager
 def fast_server(batch: int = 16, cpu: int | None = None):
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve-fast", str(batch)],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=None if cpu is None else _pin(cpu))
-    try:
-        line = proc.stdout.readline()
-        if not line.startswith("LISTENING"):
-            raise RuntimeError(f"fast server did not start: {line!r}")
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    return _listening_server([sys.executable, str(Path(__file__).resolve()), "--serve-fast", str(batch)],
+                             "fast server", cpu)
 
 
 def vllm_client() -> tuple[Path | None, Path | None, str]:
