@@ -16,7 +16,9 @@ import time
 
 
 def say(role, msg):
-    print(f"({role} pid={os.getpid()}) INFO fake: {msg}", flush=True)
+    # One write per line: print() may write the text and its newline separately, and four
+    # processes share this stdout, so lines could otherwise run into each other.
+    os.write(1, f"({role} pid={os.getpid()}) INFO fake: {msg}\n".encode())
 
 
 def sleep_forever(role):

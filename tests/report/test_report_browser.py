@@ -60,7 +60,7 @@ def test_report_renders_in_chromium(chromium, studies, tmp_path):
     for line in env.splitlines():
         if not line.startswith("#"):
             assert line in summary
-    assert re.search(r"([+-]\d+%|0%) throughput over the release defaults", summary)
+    assert re.search(r"([+-]\d+(\.\d)?%|0%) throughput over the release defaults", summary), summary
 
 
 def test_trials_table_sorts_on_a_click(chromium, studies, tmp_path):
