@@ -162,6 +162,9 @@ CASES = [
     Case(["export", "ok", "--max-warmup", "0"], 2, "warmup <= 0"),
     Case(["export", "ok", "--pick", "fastest"], 2, "fastest"),
     Case(["export", "ok", "--storage", "sqlite:///empty.db", "-o", "new/best.env"], 2, "empty.db"),
+    Case(["export"], 2, "which study?"),
+    Case(["export", "--study", "nope"], 2, "results/nope/study.db"),
+    Case(["report", "ok", "--study", "other"], 2, "two different studies given: 'ok' and --study 'other'"),
     # compare
     Case(["compare", "ok", "nope"], 2, "results/nope/study.db"),
     Case(["compare", "ok", "ok", "--html", "notes.txt/cmp.html"], 2, "notes.txt is a file"),
@@ -239,6 +242,7 @@ def test_readers_leave_a_study_byte_identical(here: Path, capsys):
     assert run_cli(["report", "ok"], capsys)[0] == 0
     assert run_cli(["export", "ok"], capsys)[0] == 0
     assert run_cli(["compare", "ok", "ok"], capsys)[0] == 0
+    assert run_cli(["report", "--study", "ok"], capsys)[0] == 0  # tune's spelling works here too
     assert (here / DB).read_bytes() == before
     assert not (here / "results" / "ok" / "study.db-journal").exists()
 

@@ -43,9 +43,21 @@ def register(sub) -> None:
 
 
 def _study_args(p) -> None:
-    p.add_argument("study", help="study name (results/<study>/study.db) or a path to a study folder")
+    p.add_argument("study", nargs="?", help="study name (results/<study>/study.db) or a path to a study folder")
+    # `tune` names the study with --study; the same spelling works here, not only the positional
+    p.add_argument("--study", dest="study_option", metavar="STUDY", help="same as the positional STUDY")
     p.add_argument("--results", type=Path, default=Path("results"))
     p.add_argument("--storage", help="Optuna storage URL (default: the study's sqlite file)")
+
+
+def named_study(args) -> str:
+    """The study named by the positional or by --study (both given: they must agree)."""
+    given = [n for n in (args.study, getattr(args, "study_option", None)) if n]
+    if not given:
+        raise UsageError("which study? give its name (as used with `tune --study`) or its folder")
+    if len(set(given)) > 1:
+        raise UsageError(f"two different studies given: {given[0]!r} and --study {given[1]!r}")
+    return given[0]
 
 
 def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.Study, Path]:
@@ -75,7 +87,7 @@ def _release(study: optuna.Study) -> str | None:
 def cmd_report(args) -> int:
     from .. import report
 
-    study, folder = load_study(args.study, args.results, args.storage)
+    study, folder = load_study(named_study(args), args.results, args.storage)
     report.print_pareto(study)
     paths = report.write_report(study, folder)
     for label, path in paths.items():
@@ -86,7 +98,7 @@ def cmd_report(args) -> int:
 def cmd_export(args) -> int:
     from ..export import Filters, env_file_text, pick_trial
 
-    study, folder = load_study(args.study, args.results, args.storage)
+    study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
     limits = parse_key_values(args.where, "--where")
     if args.max_ttft is not None:
