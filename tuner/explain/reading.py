@@ -27,7 +27,7 @@ from ..logparse import (
     WarmupStep,
     WatchSummary,
 )
-from ..logparse.prefix import _split_prefix
+from ..logparse.prefix import split_prefix
 
 # Events every tensor-parallel rank prints once per rank; only the leading process's copy counts.
 _PER_RANK = (GeneratedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
@@ -113,7 +113,7 @@ def read_log(lines: Iterable[str]) -> LogReading:
         if not line.strip():
             continue
         try:
-            prefix, message = _split_prefix(line.split("\r")[-1] if "\r" in line else line)
+            prefix, message = split_prefix(line.split("\r")[-1] if "\r" in line else line)
         except Exception:  # the parser's contract is never to raise; keep ours even if it did
             prefix, message = None, line
         stamp = _timestamp(prefix) if prefix is not None else None

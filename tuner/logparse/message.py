@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 
 from .events import ErrorLine, Event, OutOfMemory
-from .prefix import LogPrefix, _split_prefix
+from .prefix import LogPrefix, split_prefix
 from .rules import _RULES
 
 # OOM texts, checked after every rule above and only on lines that are not INFO/DEBUG (an INFO line
@@ -71,7 +71,7 @@ def _parse_message(prefix: LogPrefix, msg: str) -> Event | None:
 
 
 def _parse_single(line: str) -> Event | None:
-    prefix, msg = _split_prefix(line)
+    prefix, msg = split_prefix(line)
     return _parse_message(prefix, msg)
 
 

@@ -39,7 +39,7 @@ from .events import (
     WarmupStep,
 )
 from .message import _TQDM_BAR, _oom_kind, _parse_message
-from .prefix import LogPrefix, _split_prefix
+from .prefix import LogPrefix, split_prefix
 from .summary import WatchSummary, generated_buckets
 
 # ---------------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ class LogWatcher:
         return events
 
     def _feed_one(self, raw: str, t: float) -> list[Event]:
-        prefix, msg = _split_prefix(raw)
+        prefix, msg = split_prefix(raw)
         events: list[Event] = []
         if self._omitted_open is not None:
             if prefix.level is None and _PAREN_ROW.match(msg.strip()):
