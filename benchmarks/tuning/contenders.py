@@ -1,0 +1,77 @@
+"""The methods compared (CONTENDERS) and one study of one of them on one problem, scenario and seed."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+
+from benchmarks.tuning.problems import OBJECTIVES
+from benchmarks.tuning.runner import VirtualRunner
+from tuner import study as study_mod
+from tuner.study import Constraints, StudyError, StudyOptions, run_study
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    sampler: str
+    note: str
+    full: bool = False  # bucket-tuner's method: seeds, calibrated checks, reuse, screening
+    coarse: bool = False  # a low/middle/high lattice of each parameter
+    seed_from: bool = False  # upgrade: the Pareto set of the same seed's 1.21.2 full study (--seed-from)
+
+
+CONTENDERS = {c.name: c for c in (
+    Contender("random", "random", "Optuna RandomSampler"),
+    Contender("grid", "grid", "auto_tune-style grid: low/middle/high of each parameter (Optuna GridSampler), "
+                              "visited in a seeded shuffled order", coarse=True),
+    Contender("tpe", "tpe", "Optuna TPESampler as it comes"),
+    Contender("gp", "gp", "Optuna GPSampler as it comes"),
+    Contender("nsga2", "nsga2", "Optuna NSGAIISampler (population 16, study.make_sampler)"),
+    Contender("full", "tpe", "bucket-tuner: TPE + release-default and calculator seeds + the performance model "
+                             "calibrated from every boot (pre-boot rejection only when confidently invalid, out of "
+                             "memory or over budget; the warmup abort on the known bucket list) + measured "
+                             "configurations reused + screened proposals not counted", full=True),
+    Contender("full+seed-from", "tpe", "full, also seeded with the Pareto set of the same seed's 1.21.2 full study",
+              full=True, seed_from=True),
+)}
+PLAIN_REMEASURE = 10**6  # the plain contenders boot every proposal, repeats included
+
+
+def _memory_storage(url: str, *args, **kwargs):
+    """Optuna's in-memory storage for the studies no other study reads (--seed-from reads the 1.21.2 full
+    studies from their sqlite file): the same study loop, without a database round trip per attribute."""
+    if "linear-nominal-full-" in url or "seed-from" in url:
+        return _SQLITE_STORAGE(url, *args, **kwargs)
+    return optuna.storages.InMemoryStorage()
+
+
+_SQLITE_STORAGE = study_mod.make_storage
+
+
+def run_contender(task) -> dict:
+    """One study (the real loop) of one contender on one problem and scenario; its trials in order."""
+    problem, scenario, name, seed, n_trials, quick, sigma, root = task
+    study_mod.make_storage = _memory_storage
+    c = CONTENDERS[name]
+    space = problem.search_space(quick, coarse=c.coarse)
+    opts = StudyOptions(name=f"{problem.key}-{scenario}-{name}-{seed}", results_root=Path(root), sampler=c.sampler,
+                        seed=seed, n_trials=n_trials, enqueue_defaults=c.full, grid_levels=3,
+                        seed_from=f"linear-{scenario}-full-{seed}" if c.seed_from else None,
+                        remeasure=1 if c.full else PLAIN_REMEASURE, screening=c.full)
+    runner = VirtualRunner(problem, scenario, sigma, checked=c.full)
+    constraints = Constraints(warmup_budget_s=problem.warmup_budget_s, allow_recompiles=True)
+    ctx, t0 = problem.context(problem.warmup_budget_s if c.full else None), time.monotonic()
+    try:
+        run = run_study(opts, space, ctx, OBJECTIVES, constraints, install_sigint=False, runner=runner)
+    except StudyError as exc:
+        return {"problem": problem.key, "scenario": scenario, "contender": name, "seed": seed, "error": str(exc)}
+    trials = [{"params": t.params, "status": t.user_attrs.get("status"), "feasible": bool(t.user_attrs.get("feasible")),
+               "values": list(t.values) if t.values else None, "screened": t.user_attrs.get("screened"),
+               "accelerator_s": (t.user_attrs.get("timings") or {}).get("accelerator_s", 0.0)}
+              for t in sorted(run.study.trials, key=lambda t: t.number)]
+    return {"problem": problem.key, "scenario": scenario, "contender": name, "seed": seed, "trials": trials,
+            "calibration": run.study.user_attrs.get("calibration"), "wall_s": round(time.monotonic() - t0, 1)}
