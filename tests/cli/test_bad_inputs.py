@@ -120,6 +120,7 @@ CASES = [
     Case([*TUNE, "--dataset-name", "trace", "--dataset-path", "trace.jsonl"], 2, "trace.jsonl:2"),
     Case([*TUNE, "--seed-from", "nosuch"], 2, "results/nosuch/study.db"),
     Case(["tune", "--space"], 2, "--space"),
+    Case([*TUNE, "--backend", "vllm", "--vllm-command", "/opt/nowhere/vllm"], 2, "'/opt/nowhere/vllm' is not an"),
     # bench
     Case(BENCH, 1, f"http://127.0.0.1:{DEAD_PORT}: connection refused"),
     Case([*BENCH[:2], f"http://admin:{PASSWORD}@127.0.0.1:{DEAD_PORT}", *BENCH[3:]], 1, "admin:***@127.0.0.1"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import time
 from pathlib import Path
 
@@ -153,6 +154,10 @@ def build_context(args, space):
     except ValueError as exc:  # an unclosed quote
         shown = args.server_args or args.vllm_command
         raise UsageError(f"--server-args / --vllm-command: {exc} in {shown!r}") from None
+    if args.backend == "vllm" and not (vllm_command and shutil.which(vllm_command[0])):
+        # checked now: every trial would otherwise fail the same way and burn the night's budget
+        raise UsageError(f"--vllm-command {args.vllm_command!r}: "
+                         f"{(vllm_command or [''])[0]!r} is not an executable file or a command on PATH")
     backend = Backend(
         kind=args.backend, model=args.model, served_model_name=args.served_model_name,
         sim_release=release, sim_device=args.device, sim_model=args.model_shape,
