@@ -90,6 +90,8 @@ class TrialContext:
     calibration: Calibration | None = None
     predict_serving: bool = True  # also predict the load test's figures (decode-step calibration)
     preboot_reject: bool = True  # False: boot even what the model rejects (exploration)
+    # several load points per boot (a loadsweep.LoadSweep; None: one load test with `load`)
+    load_sweep: Any = None
 
 
 @dataclass
@@ -263,6 +265,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     watch = _SafeWatcher(expect_graphs=bool(predicted.get("prompt_graphs")), tracker=tracker, scale=scale)
     result = TrialResult(status=TrialStatus.OK, predicted=predicted, argv=redact_argv(argv), booted=True,
                          artifacts={"server_log": str(log_path)}, **base)
+    measured_ctx = ctx  # the context whose load the metrics were measured under
 
     def warmup_started() -> bool:
         return watch.read(lambda w: w.progress() is not None or w.stage != "startup")
@@ -315,7 +318,11 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
             result.reason = outcome.reason + _last_error(outcome.log_tail)
         else:
             _slot_status(ctx, slot, "ready; load test")
-            _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot)
+            if ctx.load_sweep is not None:  # the serving prediction below is for the chosen point's load
+                measured_ctx = ctx_with_load(ctx, ctx.load_sweep.run(ctx, srv, base_url, trial_dir, result, watch,
+                                                                     stop_event, slot, _run_load))
+            else:
+                _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot)
             ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
             if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
                 # Died during (or right after) the load test: its requests failed because of that.
@@ -329,9 +336,16 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
         result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover}
     _observe(result, watch, scale, t_ready - (srv.started_at or t0), outcome.ok)
     if tp is not None:
-        record_model_check(ctx, result, tp, watch.read(lambda w: tracker.facts()))
+        record_model_check(measured_ctx, result, tp, watch.read(lambda w: tracker.facts()))
     result.timings["total_s"] = round(time.monotonic() - t0, 3)
     return result
+
+
+def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
+    """The context with another load (a sweep's chosen point); unchanged for None."""
+    from dataclasses import replace
+
+    return ctx if load is None else replace(ctx, load=load)
 
 
 def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) -> None:

@@ -56,6 +56,7 @@ def register(sub) -> None:
     g.add_argument("--warmup-timeout", type=float, default=7200.0, help="seconds for warmup")
     add_workload_flags(p)
     add_load_flags(p)
+    _add_sweep_flags(p)
     o = p.add_argument_group("objectives and constraints")
     o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
     o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
@@ -85,6 +86,45 @@ def register(sub) -> None:
     p.add_argument("--no-report", action="store_true")
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
                    max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
+
+
+def _add_sweep_flags(p) -> None:
+    from ..loadsweep import DEFAULT_BUDGET_S, MAX_POINTS
+
+    s = p.add_argument_group("load sweep (one boot, several load points)")
+    s.add_argument("--load-sweep", metavar="KIND=V1,V2,...",
+                   help="after warmup, run the load test at each point in order on the same server: "
+                        "rate=2,4,8 (--request-rate, requests/s) or concurrency=8,16,32 (--max-concurrency); "
+                        f"the other load flags stay as given; at most {MAX_POINTS} points. Every point is "
+                        "recorded (trials.csv, load_sweep.csv, the report's trials table)")
+    s.add_argument("--objective-from-sweep", choices=("last", "best-within-slo"),
+                   help="which point's figures the trial reports: last (default: the last point measured) or "
+                        "best-within-slo (the highest throughput among the points meeting --slo without failed "
+                        "requests, with that point's latency; none meets them: the closest, infeasible)")
+    s.add_argument("--load-sweep-budget", type=float, default=DEFAULT_BUDGET_S, metavar="S",
+                   help=f"server seconds for all the points of one trial (default {DEFAULT_BUDGET_S:g}): a point "
+                        "still running then is cut, later ones are skipped; the points measured are kept")
+
+
+def load_sweep_from_args(args):
+    """The --load-sweep of the command line (None without it); refused here, before any boot."""
+    from ..loadsweep import LoadSweep, LoadSweepError, parse_load_sweep
+
+    text, mode = getattr(args, "load_sweep", None), getattr(args, "objective_from_sweep", None)
+    if text is None:
+        if mode is not None:
+            raise UsageError(f"--objective-from-sweep {mode} needs --load-sweep, e.g. --load-sweep rate=2,4,8")
+        return None
+    budget = getattr(args, "load_sweep_budget", None)
+    if budget is not None and not budget > 0:
+        raise UsageError(f"--load-sweep-budget must be a positive number of seconds, got {budget}")
+    try:
+        return LoadSweep(points=parse_load_sweep(text), mode=mode or "last",
+                         slos_ms=parse_key_values(getattr(args, "slo", None), "--slo"),
+                         allow_failed_requests=bool(getattr(args, "allow_failed_requests", False)),
+                         budget_s=budget)
+    except LoadSweepError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _slots(args):
@@ -180,6 +220,7 @@ def build_context(args, space):
                          percentiles=parse_percentiles(args.metric_percentiles)),
         limits=Limits(boot_timeout_s=args.boot_timeout, warmup_timeout_s=args.warmup_timeout,
                       warmup_budget_s=args.warmup_budget),
+        load_sweep=load_sweep_from_args(args),
     )
 
 
@@ -261,6 +302,8 @@ def cmd_tune(args) -> int:
         summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
                    f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
                    if result.ok else "")
+        if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
+            summary = f"at {result.observed['load_sweep_selected']}: {summary}"
         warm = result.warmup_s
         warm_text = f"warmup {warm:.0f} s" if warm is not None else "no warmup"
         bars.print(f"trial {number}: [{'green' if result.ok else 'red'}]{result.status}[/] "
@@ -276,8 +319,10 @@ def cmd_tune(args) -> int:
     report.print_pareto(run.study)
     if not args.no_report:
         paths = report.write_report(run.study, opts.study_dir)
-        for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv")):
-            console.print(f"{label}: {paths[key]}", soft_wrap=True)
+        for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
+                           ("load sweep points", "load_sweep_csv")):
+            if key in paths:
+                console.print(f"{label}: {paths[key]}", soft_wrap=True)
         from ..export import export_best
 
         best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)

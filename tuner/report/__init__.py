@@ -1,7 +1,7 @@
 """Results of a study: trials.csv, pareto.csv, a self-contained report.html, and a terminal table.
 
 Package map
-    frame.py        trials.csv / pareto.csv rows
+    frame.py        trials.csv / pareto.csv rows;  sweep.py  load_sweep.csv (tune --load-sweep)
     units.py        numbers in human units (terminal and page alike)
     facts.py        limits, seed trials, picks, accelerator cost of a trial
     startup.py      a trial's server log read back: buckets, graphs, startup phase times, excerpts
@@ -30,4 +30,9 @@ __all__ = ["KEY_METRICS", "SECTION_IDS", "pareto_frame", "print_pareto", "study_
 def write_report(study: optuna.Study, out_dir: Path) -> dict[str, Path]:
     trials_csv, pareto_csv = write_csvs(study, out_dir)
     report = write_html(study, out_dir / "report.html")
-    return {"trials_csv": trials_csv, "pareto_csv": pareto_csv, "report_html": report}
+    paths = {"trials_csv": trials_csv, "pareto_csv": pareto_csv, "report_html": report}
+    from .sweep import write_sweep_csv
+
+    if (sweep_csv := write_sweep_csv(study, out_dir)) is not None:  # tune --load-sweep: every point
+        paths["load_sweep_csv"] = sweep_csv
+    return paths

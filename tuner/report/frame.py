@@ -14,6 +14,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from ..pareto import hypervolume
+from .sweep import sweep_columns
 
 KEY_METRICS = ("output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
                "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms", "completed", "failed")
@@ -53,6 +54,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         for k in KEY_METRICS:
             if k in metrics:
                 row[k] = metrics[k]
+        row.update(sweep_columns(a, names[1] if len(names) > 1 else None))  # --load-sweep: the curve
         row["duration_s"] = (t.datetime_complete - t.datetime_start).total_seconds() \
             if t.datetime_complete and t.datetime_start else None
         rows.append(row)

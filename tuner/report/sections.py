@@ -16,6 +16,7 @@ from .data import ReportData
 from .facts import accelerator_hours, settings_text, trial_class, value_text
 from .startup import PHASES
 from .summary import stats
+from .sweep import sweep_cell, sweep_points
 from .tables import esc, table
 
 Chart = Callable[[object, str], str]  # (figure, div id) -> html
@@ -308,9 +309,10 @@ def _pred_obs(pred, obs, fmt) -> tuple[str, float | None]:
 def trials(d: ReportData) -> str:
     out = ["<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"]
     params = list(dict.fromkeys(k for t in d.trials for k in t.params))
+    swept = any(sweep_points(t.user_attrs) for t in d.trials)  # tune --load-sweep: one column for the curve
     headers = ["trial", "status", "feasible", "seed", *[units.short(n) for n in d.names], *params,
                "prompt buckets", "decode buckets", "warmup pred / obs", "KV blocks pred / obs", "recompiles",
-               "acc-hours", "reason"]
+               "acc-hours", *(["load sweep (* reported)"] if swept else []), "reason"]
     rows, classes = [], []
     for t in d.trials:
         ok = t.user_attrs.get("status") == "ok" and t.values
@@ -325,6 +327,7 @@ def trials(d: ReportData) -> str:
                 _pred_obs(pred.get("kv_blocks"), obs.get("kv_blocks"), units.num),
                 (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",
                 (f"{accelerator_hours(t, d.backend):.3f}", accelerator_hours(t, d.backend)),
+                *([sweep_cell(t.user_attrs)] if swept else []),
                 str(t.user_attrs.get("reason", ""))[:160]]
         rows.append(row)
         cls = trial_class(t, d.pareto)
