@@ -56,6 +56,33 @@ def server_flags(server: dict[str, Any]) -> list[str]:
     return flags
 
 
+def server_options(flags: list[str]) -> dict[str, Any]:
+    """The inverse of server_flags: the server options of `vllm serve` flags (others are skipped).
+    Numbers become int or float; a presence flag True (--no-enable-prefix-caching: False)."""
+    by_flag = {flag: name for name, flag in _FLAG_NAMES.items()}
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(flags):
+        flag = flags[i]
+        name = by_flag.get(flag)
+        if flag == "--no-enable-prefix-caching":
+            out["enable_prefix_caching"] = False
+        elif name in ("enforce_eager", "enable_prefix_caching"):
+            out[name] = True
+        elif name is not None and i + 1 < len(flags):
+            raw = flags[i + 1]
+            i += 1
+            try:
+                out[name] = int(raw)
+            except ValueError:
+                try:
+                    out[name] = float(raw)
+                except ValueError:
+                    out[name] = raw
+        i += 1
+    return out
+
+
 @dataclass
 class Backend:
     """How to start one server. `time_scale` is what the command tells a simulator to compress time by:

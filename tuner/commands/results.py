@@ -34,11 +34,14 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("compare", help="two or more studies (or releases) side by side; the first is the baseline")
-    p.add_argument("studies", nargs="+", metavar="STUDY", help="study names or folders, baseline first")
+    p.add_argument("studies", nargs="*", metavar="STUDY", help="study names or folders, baseline first")
     p.add_argument("--results", type=Path, default=Path("results"))
     p.add_argument("--storage", help="one Optuna storage URL holding all the studies")
     p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here; "
                    "missing folders are created")
+    from .compare import add_release_flags
+
+    add_release_flags(p)  # compare --releases BASE OTHER: the bucket sets two releases build, offline
     p.set_defaults(func=cmd_compare)
 
 
@@ -175,8 +178,16 @@ def cmd_compare(args) -> int:
     from ..compare import compare_studies, print_comparison
     from ..report.compare_page import write_compare_html
 
+    if args.releases:
+        from .compare import cmd_release_diff
+
+        return cmd_release_diff(args)
+    from .compare import refuse_release_flags
+
+    refuse_release_flags(args)
     if len(args.studies) < 2:
-        raise UsageError(f"compare needs at least two studies, got {len(args.studies)}: {args.studies[0]}")
+        raise UsageError(f"compare needs at least two studies (or --releases BASE OTHER), got "
+                         f"{len(args.studies)}{': ' + args.studies[0] if args.studies else ''}")
     studies = [load_study(name, args.results, args.storage)[0] for name in args.studies]
     try:
         cmp = compare_studies(*studies)

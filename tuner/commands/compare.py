@@ -1,0 +1,222 @@
+"""`bucket-tuner compare --releases BASE OTHER`: the bucket sets two releases build from the same settings,
+diffed offline (tuner/bucketdiff.py). The settings come from an env file (`--env-file best.env`, its
+`# vllm serve flags:` header line included), from a study's balanced pick or `--trial N` (the study
+given as the positional), or from flags; --env and the server flags given here override them."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from . import UsageError, parse_env_pairs
+
+FLAGS_HEADER = "# vllm serve flags:"
+_SERVER_FLAGS = ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size")
+
+
+def add_release_flags(p) -> None:
+    g = p.add_argument_group("release diff (offline: nothing is booted)")
+    g.add_argument("--releases", nargs=2, metavar=("BASE", "OTHER"),
+                   help="diff the buckets these two release profiles build from the same settings, e.g. "
+                        "--releases fork-1.21.2 gaudi-main; the settings: --env-file, or the balanced pick "
+                        "(--trial N) of the one STUDY given, or the flags below")
+    g.add_argument("--env-file", type=Path, metavar="FILE", help="an env file (e.g. an export's best.env)")
+    g.add_argument("--env", action="append", metavar="NAME=VALUE", help="a variable (overrides the file's)")
+    g.add_argument("--trial", type=int, metavar="N", help="with a STUDY: this trial instead of the balanced pick")
+    for name in _SERVER_FLAGS:
+        g.add_argument("--" + name.replace("_", "-"), type=int, dest=name)
+    g.add_argument("--num-hpu-blocks", type=int, metavar="N",
+                   help="KV blocks for both (default: each release's own, as the performance model predicts)")
+    g.add_argument("--device", choices=("gaudi2", "gaudi3"), help="for the prediction (default: the study's, "
+                                                                    "else gaudi2)")
+    g.add_argument("--model-shape", help="for the prediction (default: the study's, else llama-3.1-8b)")
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def refuse_release_flags(args) -> None:
+    """The release-diff flags mean nothing for a comparison of studies: say so instead of ignoring them."""
+    given = [flag for flag, value in (("--env-file", args.env_file), ("--env", args.env), ("--trial", args.trial),
+                                      ("--num-hpu-blocks", args.num_hpu_blocks), ("--device", args.device),
+                                      ("--model-shape", args.model_shape), ("--json", args.json or None),
+                                      *((f"--{n.replace('_', '-')}", getattr(args, n)) for n in _SERVER_FLAGS))
+             if value is not None]
+    if given:
+        raise UsageError(f"{given[0]} is for the release diff: add --releases BASE OTHER")
+
+
+def read_env_file(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    """(variables, server options) of an env file: NAME=VALUE lines, and the export's flags header."""
+    from ..backends import server_options
+
+    if not path.is_file():
+        raise UsageError(f"--env-file {path}: " + ("not a file" if path.exists() else "file not found"))
+    env: dict[str, str] = {}
+    server: dict[str, Any] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        line = raw.strip()
+        if line.startswith(FLAGS_HEADER):
+            try:
+                server = server_options(shlex.split(line[len(FLAGS_HEADER):]))
+            except ValueError:
+                raise UsageError(f"--env-file {path}, line {number}: cannot read the flags {line!r}") from None
+            continue
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.removeprefix("export ").partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--env-file {path}, line {number}: expected NAME=VALUE, got {line[:80]!r}")
+        env[name.strip()] = value.strip()
+    return env, server
+
+
+def _from_study(args) -> tuple[dict[str, str], dict[str, Any], dict[str, str], str]:
+    from ..export import ExportError, Filters, pick_trial
+    from ..redact import is_secret_name
+    from ..releases import DIAGNOSTIC_VARIABLES
+    from .results import _numbered_trial, load_study
+
+    study, _ = load_study(args.studies[0], args.results, args.storage)
+    try:
+        trial = _numbered_trial(study, args.trial) if args.trial is not None else pick_trial(study, "balanced",
+                                                                                               Filters())
+    except ExportError as exc:
+        raise UsageError(str(exc)) from None
+    env = {k: v for k, v in (trial.user_attrs.get("env") or {}).items()
+           if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
+    backend = study.user_attrs.get("backend") or {}
+    model = {k: v for k, v in (("device", backend.get("device")), ("model", backend.get("sim_model"))) if v}
+    return env, dict(trial.user_attrs.get("server") or {}), model, f"study {study.study_name}, trial {trial.number}"
+
+
+def cmd_release_diff(args) -> int:
+    from ..bucketdiff import diff_releases
+    from ..buckets import BucketConfigError, get_profile
+
+    if len(args.studies) > 1:
+        raise UsageError(f"--releases diffs one configuration: give at most one STUDY, got {len(args.studies)}")
+    if args.html:
+        raise UsageError("--html is for comparing studies; --releases prints its diff (or --json)")
+    if args.trial is not None and not args.studies:
+        raise UsageError(f"--trial {args.trial} needs the STUDY it belongs to")
+    for name in args.releases:
+        try:
+            get_profile(name)
+        except BucketConfigError as exc:
+            raise UsageError(f"--releases: {exc}") from None
+    env: dict[str, str] = {}
+    server: dict[str, Any] = {}
+    model: dict[str, str] = {}
+    source = "flags"
+    if args.studies and args.env_file:
+        raise UsageError("give the settings once: a STUDY or --env-file, not both")
+    if args.studies:
+        env, server, model, source = _from_study(args)
+    elif args.env_file:
+        env, server = read_env_file(args.env_file)
+        source = str(args.env_file)
+    env.update(parse_env_pairs(args.env))
+    for name in _SERVER_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            if value < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+            server[name] = value
+    if args.num_hpu_blocks is not None and args.num_hpu_blocks < 1:
+        raise UsageError(f"--num-hpu-blocks must be a positive integer, got {args.num_hpu_blocks}")
+    if args.device:
+        model["device"] = args.device
+    if args.model_shape:
+        model["model"] = args.model_shape
+    if "model" in model:
+        from ..perfmodel.hardware import model_for
+
+        try:
+            model_for(model["model"])
+        except ValueError as exc:
+            raise UsageError(f"--model-shape: {exc}") from None
+    diff = diff_releases(*args.releases, server, env, args.num_hpu_blocks, **model)
+    if args.json:
+        print(json.dumps(diff_json(diff, source)))
+    else:
+        print_release_diff(diff, source)
+    return 0
+
+
+def diff_json(diff, source: str) -> dict[str, Any]:
+    builds = []
+    for b in diff.builds:
+        plan = b.plan
+        builds.append({"release": b.release, "refused": b.refused, "kv_blocks": b.kv_blocks, "kv_source": b.kv_source,
+                       "predicted": b.predicted, "strategy": plan.strategy if plan else None,
+                       "counts": {"prompt": len(plan.prompt), "decode": len(plan.decode),
+                                  "unified": len(plan.unified)} if plan else None,
+                       "warnings": plan.warnings if plan else []})
+    phases = [{"phase": p.phase, "counts": list(p.counts), "common": p.common, "note": p.note,
+               "removed": [list(x) for x in p.removed], "added": [list(x) for x in p.added]} for p in diff.phases]
+    settings = [{"name": s.name, "values": list(s.values), "why": s.why} for s in diff.settings]
+    return {"settings_from": source, "releases": list(diff.releases), "builds": builds, "phases": phases,
+            "settings": settings}
+
+
+def _few(buckets: list, shown: int) -> str:
+    text = ", ".join(str(tuple(b)) for b in buckets[:shown])
+    return text + (f" and {len(buckets) - shown} more" if len(buckets) > shown else "")
+
+
+def print_release_diff(diff, source: str, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..bucketdiff import SHOWN
+    from ..report import units
+
+    console = console or Console()
+    a, b = diff.builds
+    console.print(f"Release diff: [bold]{a.release}[/] (baseline) vs [bold]{b.release}[/]; settings from {source}; "
+                  "nothing booted", soft_wrap=True)
+    t = Table()
+    t.add_column("", no_wrap=True)
+    t.add_column(a.release, overflow="fold", ratio=1)
+    t.add_column(b.release, overflow="fold", ratio=1)
+
+    def plan_row(label, fn):
+        t.add_row(label, *[fn(x) if x.plan is not None else "-" for x in (a, b)])
+
+    t.add_row("builds", *["refused: " + x.refused if x.refused else "ok" for x in (a, b)])
+    plan_row("strategy", lambda x: x.plan.strategy)
+    t.add_row("KV blocks", *[f"{x.kv_blocks} ({x.kv_source})" if x.kv_blocks else "-" for x in (a, b)])
+    plan_row("prompt buckets", lambda x: str(len(x.plan.prompt)))
+    plan_row("decode buckets", lambda x: str(len(x.plan.decode)))
+    if any(x.plan is not None and x.plan.unified for x in (a, b)):
+        plan_row("unified buckets", lambda x: str(len(x.plan.unified)))
+    t.add_row("predicted warmup", *[units.seconds(x.predicted.get("warmup_s")) if "warmup_s" in x.predicted
+                                    else x.predicted.get("failure", "-") for x in (a, b)])
+    for key in ("prompt_graphs", "decode_graphs"):
+        t.add_row(f"predicted {key.replace('_', ' ')}", *[str(x.predicted.get(key, "-")) for x in (a, b)])
+    console.print(t)
+    for p in diff.phases:
+        head = f"[bold]{p.phase}[/]: {p.counts[0]} -> {p.counts[1]} buckets"
+        if p.common is None:
+            console.print(f"{head} ({p.note})", soft_wrap=True)
+            continue
+        console.print(f"{head}; {p.common} in both", soft_wrap=True)
+        if p.removed:
+            console.print(f"  only in {a.release} ({len(p.removed)}): {_few(p.removed, SHOWN)}", soft_wrap=True,
+                          markup=False)
+        if p.added:
+            console.print(f"  only in {b.release} ({len(p.added)}): {_few(p.added, SHOWN)}", soft_wrap=True,
+                          markup=False)
+        if p.note:
+            console.print(f"  ({p.note})", markup=False)
+    if diff.settings:
+        console.print(f"[bold]Settings the releases treat differently[/] ({a.release} -> {b.release}; the ones the "
+                      "settings give first)", soft_wrap=True)
+        width = max(len(s.name) for s in diff.settings)
+        for s in diff.settings:
+            console.print(f"  {s.name:<{width}}  {s.values[0]} -> {s.values[1]}: {s.why}", markup=False,
+                          soft_wrap=True)
+    for x in (a, b):
+        for w in (x.plan.warnings if x.plan else []):
+            console.print(f"{x.release} warns: {w}", markup=False, soft_wrap=True)
