@@ -191,6 +191,9 @@ class LoadSweep:
                 why = ("the server ended at " + ended["point"] if ended is not None else
                        "interrupted" if guard.user_stop() else f"the sweep's budget of {self.budget_s:g} s ran out")
                 record.update(status=SKIPPED, reason=why)
+                if ended is None and guard.user_stop():  # Ctrl-C between points: the trial is incomplete
+                    ended = {"point": point.label, "status": TrialStatus.INTERRUPTED.value,
+                             "reason": "interrupted before this point"}
                 continue
             scratch = TrialResult(status=TrialStatus.OK)
             point_dir = trial_dir / "sweep" / f"{i + 1:02d}-{point.kind}-{point.value:g}"

@@ -184,3 +184,44 @@ def test_bad_sweep_flags_are_one_line_errors_before_any_boot(tmp_path, capsys, e
     err = capsys.readouterr().err
     assert code == 2 and named in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "results" / "e2e" / "study.db").exists()
+
+
+# ------------------------------------------------------------------------- the loop, without a server
+
+class _FakeLoad:
+    """Stands in for trial._run_load: records the load of each call, fills figures, can stop after one."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.loads, self.stop_after = [], stop_after
+
+    def __call__(self, ctx, srv, base_url, point_dir, scratch, watch, guard, slot):
+        self.loads.append(ctx.load)
+        scratch.metrics = {"output_throughput": 100.0 * len(self.loads), "p99_ttft_ms": 10.0, "failed": 0}
+        if self.stop_after is not None and len(self.loads) == self.stop_after:
+            guard.stop_event.set()  # Ctrl-C once this point is done
+
+
+def _loop(tmp_path, points, stop_after=None):
+    import threading
+
+    from tuner.trial import TrialResult
+
+    ctx = context(tmp_path)
+    fake, stop, result = _FakeLoad(stop_after), threading.Event(), TrialResult(status=TrialStatus.OK)
+    chosen = LoadSweep(parse_load_sweep(points)).run(ctx, None, "http://x", tmp_path, result, None, stop, None, fake)
+    return fake, result, chosen
+
+
+def test_only_the_first_point_runs_the_warm_pass_and_the_chosen_load_is_returned(tmp_path):
+    fake, result, chosen = _loop(tmp_path, "concurrency=2,6")
+    assert [(lo.max_concurrency, lo.warmup_requests) for lo in fake.loads] == [(2, 2), (6, 0)]
+    assert result.status == TrialStatus.OK and result.metrics["output_throughput"] == 200.0
+    assert (chosen.max_concurrency, chosen.warmup_requests) == (6, 0)
+
+
+def test_ctrl_c_between_points_interrupts_the_trial_and_keeps_the_first(tmp_path):
+    fake, result, _ = _loop(tmp_path, "rate=1,2,4", stop_after=1)
+    assert len(fake.loads) == 1
+    assert result.status == TrialStatus.INTERRUPTED and "1 earlier point(s) kept" in result.reason
+    assert [p["status"] for p in result.observed["load_sweep"]] == ["ok", "skipped", "skipped"]
+    assert result.observed["load_sweep"][0]["metrics"]["output_throughput"] == 100.0
