@@ -71,18 +71,11 @@ def read_env_file(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
     return env, server
 
 
-def _from_study(args) -> tuple[dict[str, str], dict[str, Any], dict[str, str], str]:
-    from ..export import ExportError, Filters, pick_trial
+def _from_study(study, trial) -> tuple[dict[str, str], dict[str, Any], dict[str, str], str]:
+    """(env, server options, device and model, a description) of a study's trial."""
     from ..redact import is_secret_name
     from ..releases import DIAGNOSTIC_VARIABLES
-    from .results import _numbered_trial, load_study
 
-    study, _ = load_study(args.studies[0], args.results, args.storage)
-    try:
-        trial = _numbered_trial(study, args.trial) if args.trial is not None else pick_trial(study, "balanced",
-                                                                                               Filters())
-    except ExportError as exc:
-        raise UsageError(str(exc)) from None
     env = {k: v for k, v in (trial.user_attrs.get("env") or {}).items()
            if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
     backend = study.user_attrs.get("backend") or {}
@@ -90,8 +83,8 @@ def _from_study(args) -> tuple[dict[str, str], dict[str, Any], dict[str, str], s
     return env, dict(trial.user_attrs.get("server") or {}), model, f"study {study.study_name}, trial {trial.number}"
 
 
-def cmd_release_diff(args) -> int:
-    from ..bucketdiff import diff_releases
+def check_release_args(args) -> None:
+    """What --releases refuses before anything is read."""
     from ..buckets import BucketConfigError, get_profile
 
     if len(args.studies) > 1:
@@ -100,19 +93,26 @@ def cmd_release_diff(args) -> int:
         raise UsageError("--html is for comparing studies; --releases prints its diff (or --json)")
     if args.trial is not None and not args.studies:
         raise UsageError(f"--trial {args.trial} needs the STUDY it belongs to")
+    if args.studies and args.env_file:
+        raise UsageError("give the settings once: a STUDY or --env-file, not both")
     for name in args.releases:
         try:
             get_profile(name)
         except BucketConfigError as exc:
             raise UsageError(f"--releases: {exc}") from None
+
+
+def cmd_release_diff(args, study=None, trial=None) -> int:
+    """The diff of args.releases for the settings of `trial` (of `study`), --env-file, or the flags."""
+    from ..bucketdiff import diff_releases
+
+    check_release_args(args)
     env: dict[str, str] = {}
     server: dict[str, Any] = {}
     model: dict[str, str] = {}
     source = "flags"
-    if args.studies and args.env_file:
-        raise UsageError("give the settings once: a STUDY or --env-file, not both")
-    if args.studies:
-        env, server, model, source = _from_study(args)
+    if trial is not None:
+        env, server, model, source = _from_study(study, trial)
     elif args.env_file:
         env, server = read_env_file(args.env_file)
         source = str(args.env_file)

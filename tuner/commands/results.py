@@ -7,6 +7,7 @@ from pathlib import Path
 import optuna
 
 from . import UsageError, parse_key_values, prepare_output
+from .compare import add_release_flags, check_release_args, cmd_release_diff, refuse_release_flags
 
 
 def register(sub) -> None:
@@ -39,8 +40,6 @@ def register(sub) -> None:
     p.add_argument("--storage", help="one Optuna storage URL holding all the studies")
     p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here; "
                    "missing folders are created")
-    from .compare import add_release_flags
-
     add_release_flags(p)  # compare --releases BASE OTHER: the bucket sets two releases build, offline
     p.set_defaults(func=cmd_compare)
 
@@ -179,11 +178,18 @@ def cmd_compare(args) -> int:
     from ..report.compare_page import write_compare_html
 
     if args.releases:
-        from .compare import cmd_release_diff
+        check_release_args(args)
+        study = trial = None
+        if args.studies:  # the settings of this study's pick (or --trial N)
+            from ..export import ExportError, Filters, pick_trial
 
-        return cmd_release_diff(args)
-    from .compare import refuse_release_flags
-
+            study = load_study(args.studies[0], args.results, args.storage)[0]
+            try:
+                trial = (_numbered_trial(study, args.trial) if args.trial is not None
+                         else pick_trial(study, "balanced", Filters()))
+            except ExportError as exc:
+                raise UsageError(str(exc)) from None
+        return cmd_release_diff(args, study, trial)
     refuse_release_flags(args)
     if len(args.studies) < 2:
         raise UsageError(f"compare needs at least two studies (or --releases BASE OTHER), got "
