@@ -84,7 +84,7 @@ class FittedBuckets:
         return str(path)
 
 
-def bind_fitted(space: SearchSpace, ctx, study_dir: Path, seed: int = 0) -> FittedBuckets | None:
+def bind_fitted(space: SearchSpace, ctx, study_dir: Path) -> FittedBuckets | None:
     """Give a space with fitted parameters its resolver (the study's workload and load); None otherwise."""
     params = space.fitted_parameters
     if not params:
@@ -93,7 +93,8 @@ def bind_fitted(space: SearchSpace, ctx, study_dir: Path, seed: int = 0) -> Fitt
         raise StudyError(f"{space.source}: parameter {params[0].name!r}: fitted bucket sets need a Gaudi release "
                          "profile that reads bucket files (--release gaudi-main)")
     fitted = FittedBuckets(ctx.workload, Path(study_dir) / "buckets", ctx.load.max_concurrency,
-                           max_buckets=int(max(p.high for p in params)), seed=seed)
+                           max_buckets=int(max(p.high for p in params)),
+                           seed=int(getattr(ctx.workload, "seed", 0) or 0))  # as `bucket-tuner fit --seed`
     space.fitted_resolver = lambda counts, server: fitted.path(counts, server)
     return fitted
 

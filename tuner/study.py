@@ -377,7 +377,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     from .server import cleanup_stale_groups, process_identity
 
     study = open_study(opts, space, objectives)
-    bind_fitted(space, ctx, opts.study_dir, seed=opts.seed or 0)  # fitted bucket sets: the study's workload
+    bind_fitted(space, ctx, opts.study_dir)  # fitted bucket sets: placed on the study's workload
     records = opts.study_dir / "run"
     ctx.records_dir = records
     notes = [f"stopped a server group left by an earlier run: pgid {g}" for g in cleanup_stale_groups(records)]
