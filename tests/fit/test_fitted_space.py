@@ -204,6 +204,14 @@ def test_a_study_over_fitted_sets_boots_each_trial_from_its_fitted_file(tmp_path
         assert t.user_attrs["predicted"]["decode_buckets"] == len(decode)
     assert not (results / "fitted" / "trials" / "0001" / "buckets.txt").exists()  # reused: never booted
 
+    # tune's own best.env points at best.buckets.txt beside it, a copy of its trial's file
+    best = (results / "fitted" / "best.env").read_text()
+    beside = results / "fitted" / "best.buckets.txt"
+    assert f"VLLM_BUCKETING_FROM_FILE={beside.absolute()}\n" in best
+    picked = int(best.split(", trial ")[1].split(",")[0])
+    source = study.trials[picked].user_attrs.get("observed", {}).get("reused_from", picked)
+    assert beside.read_text() == (results / "fitted" / "trials" / f"{source:04d}" / "buckets.txt").read_text()
+
     # export: the bucket file beside the env file, VLLM_BUCKETING_FROM_FILE naming it, `set -a; .` works
     out = tmp_path / "deploy" / "best.env"
     assert main(["export", "fitted", "--results", str(results), "--trial", str(other.number), "-o", str(out)]) == 0
