@@ -20,7 +20,8 @@ Schema (every key but `parameters` is optional):
     derived:                        # computed after sampling, in order; arithmetic on earlier names
       VLLM_DECODE_BLOCK_BUCKET_MAX: "max_num_seqs * ceil(max_model_len / block_size)"
 
-A parameter of `type: fitted` (with `phase: prompt` or `phase: decode`, int low/high, optional step/log)
+A parameter of `type: fitted` (`phase: prompt` or `phase: decode`; int low/high with optional step/log, or
+`choices:` a list of counts)
 is the number of buckets of that phase in a bucket set fitted to the study's workload
 (tuner/fittedspace.py): the sampler picks the counts, the fit places the buckets, and the trial boots
 with VLLM_BUCKETING_FROM_FILE naming that set. A space with one needs both phases, and a release that
@@ -421,12 +422,23 @@ def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:
 
 
 def _parse_fitted(where: str, name: str, spec: dict) -> Parameter:
-    """`type: fitted`: a bucket count for one phase, searched as an int (1 or more)."""
+    """`type: fitted`: a bucket count for one phase, searched as an int (low/high) or from `choices`."""
     phase = spec.get("phase")
     if phase not in FITTED_PHASES:
         raise SpaceError(f"{where}: a fitted parameter needs phase: prompt or phase: decode, got {phase!r}")
-    if "env" in spec or "server" in spec or "choices" in spec:
-        raise SpaceError(f"{where}: a fitted parameter sets the bucket file; it takes no env:, server: or choices:")
+    if "env" in spec or "server" in spec:
+        raise SpaceError(f"{where}: a fitted parameter sets the bucket file; it takes no env: or server:")
+    when = spec.get("when") or {}
+    if not isinstance(when, dict):
+        raise SpaceError(f"{where}: when must map parameter names to allowed values")
+    if "choices" in spec:
+        choices = spec["choices"]
+        if (not isinstance(choices, list) or not choices or set(spec) & {"low", "high", "step", "log"}
+                or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in choices)):
+            raise SpaceError(f"{where}: choices must be a non-empty list of bucket counts (integers >= 1), "
+                             f"without low/high/step/log; got {choices!r}")
+        return Parameter(name=name, type="categorical", target="fitted", key=phase, choices=tuple(choices),
+                         when=dict(when))
     for bound in ("low", "high"):
         value = spec.get(bound)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -436,9 +448,6 @@ def _parse_fitted(where: str, name: str, spec: dict) -> Parameter:
     step = spec.get("step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
         raise SpaceError(f"{where}: step must be a positive integer, got {step!r}")
-    when = spec.get("when") or {}
-    if not isinstance(when, dict):
-        raise SpaceError(f"{where}: when must map parameter names to allowed values")
     return Parameter(name=name, type="int", target="fitted", key=phase, low=spec["low"], high=spec["high"],
                      step=step, log=bool(spec.get("log", False)), when=dict(when))
 

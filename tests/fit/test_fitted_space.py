@@ -67,13 +67,24 @@ def test_fitted_parameters_are_int_counts_per_phase():
     ({"decode_buckets": {"type": "fitted", "phase": "decode", "low": 0, "high": 2}}, "low must be a bucket count"),
     ({"decode_buckets": {"type": "fitted", "phase": "decode", "low": 5, "high": 2}}, "low=5 is greater than high=2"),
     ({"decode_buckets": {"type": "fitted", "phase": "decode", "low": 1, "high": 2, "env": "VLLM_X"}},
-     "takes no env:, server: or choices:"),
+     "takes no env: or server:"),
+    ({"decode_buckets": {"type": "fitted", "phase": "decode", "choices": [2, 0]}}, "bucket counts (integers >= 1)"),
+    ({"decode_buckets": {"type": "fitted", "phase": "decode", "choices": [2], "low": 1}}, "without low/high"),
     ({"max_num_seqs": {"type": "int", "low": 8, "high": 16, "phase": "decode"}}, "belongs to type: fitted"),
 ])
 def test_bad_fitted_parameters_are_refused_by_name(changes, message):
     with pytest.raises(SpaceError, match="s.yaml") as err:
         space(**changes)
     assert message in str(err.value)
+
+
+def test_fitted_counts_from_a_list_are_categorical(tmp_path):
+    s = space(decode_buckets={"type": "fitted", "phase": "decode", "choices": [2, 5]})
+    p = s.fitted_parameters[1]
+    assert (p.type, p.target, p.choices) == ("categorical", "fitted", (2, 5))
+    bind_fitted(s, ctx(), tmp_path)
+    assert s.settings_for({"prompt_buckets": 2, "decode_buckets": 5, "max_num_seqs": 8}).fitted == {
+        "prompt": 2, "decode": 5}
 
 
 def test_a_fixed_bucket_file_beside_fitted_counts_is_refused():
