@@ -93,7 +93,7 @@ def bind_fitted(space: SearchSpace, ctx, study_dir: Path) -> FittedBuckets | Non
         raise StudyError(f"{space.source}: parameter {params[0].name!r}: fitted bucket sets need a Gaudi release "
                          "profile that reads bucket files (--release gaudi-main)")
     fitted = FittedBuckets(ctx.workload, Path(study_dir) / "buckets", ctx.load.max_concurrency,
-                           max_buckets=int(max(p.high for p in params)),
+                           max_buckets=int(max(max(p.choices) if p.choices else p.high for p in params)),
                            seed=int(getattr(ctx.workload, "seed", 0) or 0))  # as `bucket-tuner fit --seed`
     space.fitted_resolver = lambda counts, server: fitted.path(counts, server)
     return fitted
