@@ -23,8 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-
 import tuning_efficiency as te
+
 from tuner import trial as T
 from tuner.buckets import get_profile
 from tuner.fit.shapes import decode_block_totals
@@ -147,7 +147,8 @@ def _best_found(run: dict, hours: float) -> dict | None:
         spent += t["accelerator_s"] / 3600
         if spent > hours + 1e-9:
             break
-        if t["feasible"] and t["status"] == TrialStatus.OK.value and (best is None or t["values"][0] > best["values"][0]):
+        ok = t["feasible"] and t["status"] == TrialStatus.OK.value
+        if ok and (best is None or t["values"][0] > best["values"][0]):
             best = t
     return best
 
@@ -190,7 +191,7 @@ def report(probs: dict, fronts: dict, runs: list[dict], budgets: list[int]) -> d
             b = _best_found(r, hours[-1])
             row["best_params"] = b and b["params"]
         entry.append(row)
-    for name, per in out["contenders"].items():
+    for per in out["contenders"].values():
         for key, rows in per.items():
             per[key] = {"seeds": len(rows),
                         "hv": [statistics.mean(r["hv"][i] for r in rows) for i in range(len(hours))],
