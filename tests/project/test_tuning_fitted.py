@@ -5,24 +5,24 @@ measures that)."""
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
+import json
 import sys
 
 from ..conftest import ROOT
 
 
-def load(monkeypatch, name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+def load_benchmark(monkeypatch):
+    spec = importlib.util.spec_from_file_location("tuning_efficiency", ROOT / "benchmarks" / "tuning_efficiency.py")
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses and the worker pool look it up there
     spec.loader.exec_module(module)
     return module
 
 
-def test_fitted_problem_on_a_tiny_budget(monkeypatch):
-    load(monkeypatch, "tuning_efficiency")
-    tf = load(monkeypatch, "tuning_fitted")
+def test_fitted_problem_on_a_tiny_budget(tmp_path, monkeypatch, capsys):
+    te = load_benchmark(monkeypatch)
+    tf = te.fitted_problem
     full_problems = tf.problems
     keep = {"prompt_buckets": [2, 4], "decode_buckets": [2], "max_num_seqs": [32], "VLLM_GRAPH_RESERVED_MEM": [0.1],
             "VLLM_BUCKETING_STRATEGY": ["exp", "lin"], "VLLM_PROMPT_QUERY_BUCKET_STEP": [512],
@@ -35,9 +35,12 @@ def test_fitted_problem_on_a_tiny_budget(monkeypatch):
         return probs
 
     monkeypatch.setattr(tf, "problems", tiny)
-    args = argparse.Namespace(quick=True, budgets=[2, 3], warmup_error=0.15, jobs=1)
-    rep = tf.run(args, ["random", "full", "full+seed-from"], [0], lambda text: None)
+    out = tmp_path / "te"
+    assert te.main(["--quick", "--seeds", "1", "--budgets", "2,3", "--jobs", "1", "--problems", "fitted",
+                    "--contenders", "random,full,full+seed-from", "--out", str(out)]) == 0
     assert not tf._STORE  # the folder of fitted bucket files is gone
+    rep = json.loads((tmp_path / "te.json").read_text())["fitted"]
+    assert capsys.readouterr().out.startswith((tmp_path / "te.md").read_text().strip()[:200])
 
     assert set(rep["spaces"]) == {"fitted", "fitted-ranges"}
     assert rep["spaces"]["fitted"]["points"] == 2 and rep["spaces"]["fitted-ranges"]["points"] == 2
@@ -45,12 +48,12 @@ def test_fitted_problem_on_a_tiny_budget(monkeypatch):
         assert 0.0 < space["hv_share_of_union"] <= 1.0 + 1e-9
         pad = space["best"]["padding"]
         assert 0.0 <= pad["prompt_pad_share"] < 1.0 and 0.0 <= pad["decode_block_pad_share"] < 1.0
-    # the fitted sets are the files the fit writes: 2 or 4 prompt buckets, 2 per decode batch size
+    # the fitted sets are the files the fit writes: 2 or 4 prompt buckets
     assert rep["spaces"]["fitted"]["best"]["padding"]["buckets"][0] in (2, 4)
     assert set(rep["contenders"]) == {"random", "full"}  # --seed-from has no meaning here
     for per in rep["contenders"].values():
         assert set(per) == {"fitted", "fitted-ranges"}
         for a in per.values():
             assert len(a["hv"]) == len(rep["equal_hours"]) and all(0.0 <= x <= 1.0 + 1e-9 for x in a["hv"])
-    table = tf.markdown(rep)
+    table = (tmp_path / "te.md").read_text()
     assert "| fitted | 2 (" in table and "| full | fitted-ranges |" in table

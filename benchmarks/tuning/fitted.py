@@ -1,4 +1,4 @@
-"""Problem "fitted" of the tuning-efficiency benchmark: bucket sets fitted to the workload against
+"""Problem "fitted" of the tuning-efficiency benchmark (`--problems fitted`): bucket sets fitted to the workload against
 min/step/max ranges, on the same skewed chat workload, hardware and release (issue #15 item 5).
 
 Two spaces on gaudi-main (Gaudi 2, Llama-3.1-8B bf16, lazy mode so graphs cost memory), both with the
@@ -16,6 +16,7 @@ the best throughput within the warmup budget, and the padding each way's best co
 
 from __future__ import annotations
 
+import json
 import statistics
 import tempfile
 from collections import Counter
@@ -23,8 +24,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import tuning_efficiency as te
 
+from benchmarks.tuning.problems import DIRECTIONS, Problem, cat
+from benchmarks.tuning.scoring import score
+from benchmarks.tuning.truth import TABLES, feasible, front, objective_vector
 from tuner import trial as T
 from tuner.buckets import get_profile
 from tuner.fit.shapes import decode_block_totals
@@ -48,7 +51,7 @@ def chat_long_tail() -> TraceWorkload:
     return TraceWorkload(ins, outs, source="chat-long-tail (log-normal, seed 15)", seed=0)
 
 
-class FittedProblem(te.Problem):
+class FittedProblem(Problem):
     """A Problem on the long-tailed trace; a fitted space gets its bucket files from the workload."""
 
     def workload(self):
@@ -62,8 +65,7 @@ class FittedProblem(te.Problem):
         return space
 
 
-def problems() -> dict[str, te.Problem]:
-    cat = te.cat
+def problems() -> dict[str, Problem]:
     mem = {"max_num_seqs": cat(16, 32, 64, 128), "VLLM_GRAPH_RESERVED_MEM": cat(0.02, 0.1)}
     mem_quick = {"max_num_seqs": [32, 64, 128]}
     lin = {"VLLM_BUCKETING_STRATEGY": "lin"}
@@ -102,7 +104,18 @@ def workload_text() -> str:
 
 # ------------------------------------------------------------------------------------------ padding
 
-def padding(problem: te.Problem, params: dict) -> dict:
+_PADDING: dict[tuple[str, str], dict] = {}
+
+
+def padding(problem: Problem, params: dict) -> dict:
+    """Cached `_padding` (the report asks for the same configuration once per seed that found it)."""
+    key = (problem.key, json.dumps(params, sort_keys=True))
+    if key not in _PADDING:
+        _PADDING[key] = _padding(problem, params)
+    return _PADDING[key]
+
+
+def _padding(problem: Problem, params: dict) -> dict:
     """The padding of one configuration on the workload, as the release pads: prompts one at a time
     (padded tokens = bucket batch x query), and decode at the batch sizes the serving run really had,
     each with steady-state context (decode_block_totals), padded to the release's decode bucket."""
@@ -132,7 +145,7 @@ def padding(problem: te.Problem, params: dict) -> dict:
 # ------------------------------------------------------------------------------------------ report
 
 def best_within_budget(evals, budget: float):
-    ok = [e for e in evals if te.feasible(e, budget)]
+    ok = [e for e in evals if feasible(e, budget)]
     return max(ok, key=lambda e: (e.metrics["output_throughput"], -e.warmup_s)) if ok else None
 
 
@@ -156,23 +169,23 @@ def _best_found(run: dict, hours: float) -> dict | None:
 def report(probs: dict, fronts: dict, runs: list[dict], budgets: list[int]) -> dict:
     """Both spaces on one scale: the union of their true fronts (same reference point)."""
     fit_p = probs["fitted"]
-    union = te.front(fronts[("fitted", "nominal")]["front"] + fronts[("fitted-ranges", "nominal")]["front"])
-    union_hv = hypervolume(union, fit_p.reference, te.DIRECTIONS)
+    union = front(fronts[("fitted", "nominal")]["front"] + fronts[("fitted-ranges", "nominal")]["front"])
+    union_hv = hypervolume(union, fit_p.reference, DIRECTIONS)
     out = {"workload": workload_text(), "union_hv": union_hv, "spaces": {}, "contenders": {}}
     for key in KEYS:
-        p, f, table = probs[key], fronts[(key, "nominal")], te.TABLES[(key, "nominal")]
+        p, f, table = probs[key], fronts[(key, "nominal")], TABLES[(key, "nominal")]
         best = best_within_budget(table.values(), p.warmup_budget_s)
         bal = f["balanced"]
         out["spaces"][key] = {
             "points": f["points"], "feasible": f["feasible"], "hv_share_of_union": f["hv"] / union_hv,
-            "best": best and {"params": best.params, "objectives": te.objective_vector(best),
+            "best": best and {"params": best.params, "objectives": objective_vector(best),
                               "padding": padding(p, best.params)},
-            "balanced": bal and {"params": bal.params, "objectives": te.objective_vector(bal),
+            "balanced": bal and {"params": bal.params, "objectives": objective_vector(bal),
                                  "padding": padding(p, bal.params)}}
     # equal accelerator-hours: what each full study spent on its largest budget (the cheaper way first)
     spend = {}
     for key in KEYS:
-        full = [te.score(r, probs[key], union_hv, budgets) for r in runs
+        full = [score(r, probs[key], union_hv, budgets) for r in runs
                 if (r["problem"], r["contender"]) == (key, "full") and "trials" in r]
         at = [s["curve"][-1][0] for s in full if s["curve"]]
         spend[key] = statistics.mean(at) if at else None
@@ -181,7 +194,7 @@ def report(probs: dict, fronts: dict, runs: list[dict], budgets: list[int]) -> d
     for r in runs:
         if "trials" not in r or r["problem"] not in KEYS:
             continue
-        s = te.score(r, probs[r["problem"]], union_hv, budgets)
+        s = score(r, probs[r["problem"]], union_hv, budgets)
         entry = out["contenders"].setdefault(r["contender"], {}).setdefault(r["problem"], [])
         row = {"seed": r["seed"], "hv": [_held(s["curve"], h) for h in hours], "best_throughput": []}
         for h in hours:
@@ -237,14 +250,15 @@ def markdown(rep: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def run(args, names: list[str], seeds: list[int], log) -> dict:
-    """Tables, studies (nominal scenario; the contenders asked for, no --seed-from) and the report."""
+def run(args, names: list[str], seeds: list[int], log, run_all) -> dict:
+    """Tables, studies (nominal scenario; the contenders asked for, no --seed-from) and the report.
+    `run_all`: the entry point's (tuning_efficiency.run_all), which builds tables and runs studies."""
     import shutil
 
     probs = problems()
     _STORE.append(Path(tempfile.mkdtemp(prefix="tuning-fitted-")))  # before the pools fork
     try:
-        fronts, runs = te.run_all(args, probs, list(KEYS), ["nominal"],
+        fronts, runs = run_all(args, probs, list(KEYS), ["nominal"],
                                   [n for n in names if n != "full+seed-from"], seeds, log)
         rep = report(probs, fronts, runs, args.budgets)
     finally:
