@@ -208,7 +208,7 @@ class SearchSpace:
                         f"{self.source}: parameter {p.name!r}: 'when' refers to {cond!r}, "
                         "which is not an earlier parameter nor a fixed setting"
                     )
-            known |= {p.name, p.key}
+            known |= {p.name} if p.target == "fitted" else {p.name, p.key}  # a phase is not a setting
         for name, expr in self.derived.items():
             for ref in _expression_names(self.source, name, expr):
                 if ref not in known:
