@@ -16,7 +16,9 @@ the best throughput within the warmup budget, and the padding each way's best co
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import statistics
 import tempfile
 from collections import Counter
@@ -59,8 +61,9 @@ class FittedProblem(Problem):
 
     def search_space(self, quick: bool, coarse: bool = False):
         space = super().search_space(quick, coarse)
-        if not _STORE:
+        if not _STORE:  # called outside run() (a script, a test): a folder removed at exit
             _STORE.append(Path(tempfile.mkdtemp(prefix="tuning-fitted-")))
+            atexit.register(shutil.rmtree, _STORE[0], True)
         bind_fitted(space, self.context(), _STORE[0])
         return space
 
@@ -253,8 +256,6 @@ def markdown(rep: dict) -> str:
 def run(args, names: list[str], seeds: list[int], log, run_all) -> dict:
     """Tables, studies (nominal scenario; the contenders asked for, no --seed-from) and the report.
     `run_all`: the entry point's (tuning_efficiency.run_all), which builds tables and runs studies."""
-    import shutil
-
     probs = problems()
     _STORE.append(Path(tempfile.mkdtemp(prefix="tuning-fitted-")))  # before the pools fork
     try:
