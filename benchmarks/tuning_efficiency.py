@@ -16,7 +16,7 @@ effective configuration a warmup factor exp(N(0, sigma)) (--warmup-error, defaul
 method has to learn the scenario from its own boots (tuner/perfmodel/calibration.py).
 
 Usage: python benchmarks/tuning_efficiency.py [--quick] [--seeds N] [--budgets 10,20,30,50]
-       [--problems linear,gaudi,upgrade] [--scenarios nominal,...] [--contenders random,tpe,full,...]
+       [--problems linear,gaudi,upgrade,fitted] [--scenarios nominal,...] [--contenders random,tpe,full,...]
        [--jobs N]
 Writes benchmarks/results/tuning_efficiency[-quick].json ("summary": problem -> scenario -> contender)
 and .md, and prints the tables with the wall and CPU time.
@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 # The pieces live in benchmarks/tuning/ (its __init__ says which module holds what); the names the tests and
 # other scripts use are re-exported here.
+from benchmarks.tuning import fitted as fitted_problem
 from benchmarks.tuning.boot import boot_events, replay_boot, watcher_check  # noqa: F401
 from benchmarks.tuning.contenders import CONTENDERS, Contender, run_contender  # noqa: F401
 from benchmarks.tuning.problems import DIRECTIONS, OBJECTIVES, Problem, problems  # noqa: F401
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, help="seeds per contender (default 20, quick 4)")
     ap.add_argument("--budgets", help="trial budgets read off each study's prefix (default 10,20,30,50; quick "
                                       "10,20,30)")
-    ap.add_argument("--problems", default="linear,gaudi,upgrade")
+    ap.add_argument("--problems", default="linear,gaudi,upgrade,fitted",
+                    help="fitted: fitted bucket sets vs ranges, nominal scenario only (benchmarks/tuning/fitted.py)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--contenders", help="default random,tpe,full,full+seed-from (all: random,grid,tpe,gp,"
                                          "nsga2,full,full+seed-from)")
@@ -108,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(args.seeds or (4 if args.quick else 20)))
     wanted = [p for p in args.problems.split(",") if p]
     wanted = (["linear"] if "upgrade" in wanted and "linear" not in wanted else []) + wanted
+    fitted = "fitted" in wanted  # two spaces on one scale: its own tables, studies and report
+    wanted = [p for p in wanted if p != "fitted"]
     scenarios = [s for s in args.scenarios.split(",") if s]
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:
@@ -118,10 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     def log(text):
         print(f"[{time.monotonic() - t0:5.0f} s] {text}", file=sys.stderr, flush=True)
 
-    fronts, runs = run_all(args, probs, wanted, scenarios, names, seeds, log)
+    fronts, runs = run_all(args, probs, wanted, scenarios, names, seeds, log) if wanted else ({}, [])
     res = collect(args, probs, wanted, scenarios, fronts, runs, len(seeds))
+    if fitted:
+        res["fitted"] = fitted_problem.run(args, names, seeds, log, run_all)
     res["wall_s"], res["cpu_s"] = round(time.monotonic() - t0, 1), round(_cpu_s() - c0, 1)
-    table = markdown(res)
+    table = markdown(res) + (fitted_problem.markdown(res["fitted"]) if fitted else "")
     print(table + f"\n(wall time {res['wall_s']:.0f} s, CPU time {res['cpu_s']:.0f} s on {args.jobs} processes)")
     stem = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
         "tuning_efficiency" + ("-quick" if args.quick else ""))

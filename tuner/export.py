@@ -12,6 +12,7 @@ decode range only while VLLM_DECODE_BLOCK_BUCKET_MAX is unset), and those stay u
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from .redact import is_secret_name
 from .releases import DIAGNOSTIC_VARIABLES, runtime_variables
 
 PICKS = ("throughput", "latency", "balanced", "warmup")
+BUCKET_FILE_VARIABLE = "VLLM_BUCKETING_FROM_FILE"
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]*$")
 
 
@@ -159,7 +161,7 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
                   comments: list[str] | None = None) -> str:
     """`extra` adds variables (e.g. the prepared recipe cache); `comments` adds '#' lines."""
     server = trial.user_attrs.get("server", {})
-    env, notes = export_env(trial, release)
+    env, notes = export_env(measured_trial(study, trial), release)  # a reused trial: the booted one's env
     env = dict(env, **(extra or {}))
     for name in DIAGNOSTIC_VARIABLES:
         env.pop(name, None)
@@ -186,5 +188,43 @@ def export_best(study: optuna.Study, path: Path, pick: str, release: str | None)
         trial = pick_trial(study, pick, Filters())
     except ExportError:
         return None
-    path.write_text(env_file_text(study, trial, pick, release))
+    extra, comments = export_bucket_file(study, trial, path)
+    path.write_text(env_file_text(study, trial, pick, release, extra=extra, comments=comments))
     return trial.number
+
+
+def bucket_file_beside(env_path: Path) -> Path:
+    """best.env -> best.buckets.txt (the env file's stem, in its folder)."""
+    return env_path.with_name(f"{env_path.stem}.buckets.txt")
+
+
+def measured_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
+    """The trial that was booted for these settings: a reused trial records the result, not the env."""
+    earlier = (trial.user_attrs.get("observed") or {}).get("reused_from")
+    if earlier is None or (trial.user_attrs.get("env") or {}):
+        return trial
+    match = [t for t in study.get_trials(deepcopy=False) if t.number == earlier]
+    return match[0] if match else trial
+
+
+def export_bucket_file(study: optuna.Study, trial: optuna.trial.FrozenTrial,
+                       env_path: Path | None) -> tuple[dict[str, str], list[str]]:
+    """For a trial that booted from a bucket file (a fitted set): copy it beside the env file and point
+    VLLM_BUCKETING_FROM_FILE at the copy. Returns (variables, comment lines) for env_file_text."""
+    source = (measured_trial(study, trial).user_attrs.get("env") or {}).get(BUCKET_FILE_VARIABLE)
+    if not source:
+        return {}, []
+    if env_path is None:  # printed, not written: nothing to put a copy beside
+        return {BUCKET_FILE_VARIABLE: source}, [f"{BUCKET_FILE_VARIABLE} names the trial's own bucket file; "
+                                                "export with -o to get a copy beside the env file"]
+    target = bucket_file_beside(Path(env_path)).absolute()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    except OSError as exc:
+        raise ExportError(f"cannot copy the trial's bucket file {source} to {target}: {exc.strerror or exc}") from None
+    # An absolute path, because the server opens the file relative to its own working directory, not to
+    # this env file; in a container, mount the file at this path (or change the line).
+    return {BUCKET_FILE_VARIABLE: str(target)}, [
+        f"{BUCKET_FILE_VARIABLE} is absolute: the server opens it from its own working directory, not this "
+        f"file's; keep {target.name} at that path (in a container, mount it there)"]

@@ -27,9 +27,10 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from .fittedspace import bucket_set_digest
 from .perfmodel.calibration import Calibration
 from .perfmodel.checks import rejection
-from .space import TrialSettings
+from .space import BUCKET_FILE_VARIABLE, TrialSettings
 from .status import TrialStatus
 from .trial import TrialContext, TrialResult, predict, predict_calibrated
 
@@ -58,6 +59,8 @@ def effective_settings(ctx: TrialContext, settings: TrialSettings) -> dict[str, 
     plan = pred.plan
     out["strategy"] = plan.strategy
     out["buckets"] = {s.name: s.value for s in plan.settings if s.source != "ignored"}
+    if out["buckets"].get(BUCKET_FILE_VARIABLE):  # a bucket file counts by the buckets it lists, not its path
+        out["buckets"][BUCKET_FILE_VARIABLE] = bucket_set_digest(out["buckets"][BUCKET_FILE_VARIABLE])
     runtime = [v.name for v in runtime_variables(pred.profile)]
     out["runtime"] = {name: env_value(settings.env, pred.profile, name) for name in runtime}
     profile = get_profile(pred.profile)

@@ -20,6 +20,13 @@ Schema (every key but `parameters` is optional):
     derived:                        # computed after sampling, in order; arithmetic on earlier names
       VLLM_DECODE_BLOCK_BUCKET_MAX: "max_num_seqs * ceil(max_model_len / block_size)"
 
+A parameter of `type: fitted` (`phase: prompt` or `phase: decode`; int low/high with optional step/log, or
+`choices:` a list of counts)
+is the number of buckets of that phase in a bucket set fitted to the study's workload
+(tuner/fittedspace.py): the sampler picks the counts, the fit places the buckets, and the trial boots
+with VLLM_BUCKETING_FROM_FILE naming that set. A space with one needs both phases, and a release that
+reads bucket files.
+
 A parameter targets an env variable (`env: NAME`, implied for names starting with VLLM_ or PT_HPU_)
 or a server option (`server: name`, implied for the known option names). `when` makes it conditional
 on other parameters' (or fixed env/server) values: a value or a list of values.
@@ -54,7 +61,9 @@ SERVER_OPTIONS = {
     "kv_cache_dtype": str,
     "quantization": str,
 }
-TYPES = ("int", "float", "categorical", "bool")
+TYPES = ("int", "float", "categorical", "bool", "fitted")
+FITTED_PHASES = ("prompt", "decode")
+BUCKET_FILE_VARIABLE = "VLLM_BUCKETING_FROM_FILE"
 _ENV_PREFIXES = ("VLLM_", "PT_HPU_", "PT_", "HABANA_")
 
 
@@ -65,9 +74,9 @@ class SpaceError(ValueError):
 @dataclass(frozen=True)
 class Parameter:
     name: str
-    type: str
-    target: str  # "env" or "server"
-    key: str  # env variable name or server option name
+    type: str  # a fitted count is an "int" whose target is "fitted"
+    target: str  # "env", "server" or "fitted"
+    key: str  # env variable name, server option name, or the fitted phase (prompt, decode)
     low: float | None = None
     high: float | None = None
     step: float | None = None
@@ -100,6 +109,7 @@ class TrialSettings:
     server: dict[str, Any]
     env: dict[str, str]
     params: dict[str, Any]
+    fitted: dict[str, int] = field(default_factory=dict)  # phase -> bucket count of a fitted set
 
 
 @dataclass
@@ -113,6 +123,9 @@ class SearchSpace:
     derived: dict[str, str]
     source: str = "<inline>"
     notes: list[str] = field(default_factory=list)  # what the release check found
+    # (counts per phase, server options) -> the bucket file of that fitted set; bound by the study
+    # (tuner/fittedspace.py), since the placement depends on its workload
+    fitted_resolver: Any = None
 
     # -- loading ------------------------------------------------------------------------------------
     @classmethod
@@ -169,8 +182,21 @@ class SearchSpace:
                 raise SpaceError(f"{source}: release: {exc}") from None
         return space
 
+    @property
+    def fitted_parameters(self) -> list[Parameter]:
+        return [p for p in self.parameters if p.target == "fitted"]
+
     def _check_references(self):
         known = set(self.server) | set(self.env)
+        fitted = {p.key for p in self.parameters if p.target == "fitted"}
+        if fitted:
+            missing = [ph for ph in FITTED_PHASES if ph not in fitted]
+            if missing:
+                raise SpaceError(f"{self.source}: a fitted bucket set needs a count for both phases; no fitted "
+                                 f"parameter has phase: {missing[0]} (low == high fixes it)")
+            if BUCKET_FILE_VARIABLE in self.env or BUCKET_FILE_VARIABLE in self.derived:
+                raise SpaceError(f"{self.source}: {BUCKET_FILE_VARIABLE} is set by the fitted parameters; "
+                                 "do not also fix or derive it")
         for p in self.parameters:
             if p.target == "env" and p.key in self.env:
                 raise SpaceError(f"{self.source}: parameter {p.name!r}: {p.key} is also fixed under env:")
@@ -182,7 +208,7 @@ class SearchSpace:
                         f"{self.source}: parameter {p.name!r}: 'when' refers to {cond!r}, "
                         "which is not an earlier parameter nor a fixed setting"
                     )
-            known |= {p.name, p.key}
+            known |= {p.name} if p.target == "fitted" else {p.name, p.key}  # a phase is not a setting
         for name, expr in self.derived.items():
             for ref in _expression_names(self.source, name, expr):
                 if ref not in known:
@@ -200,6 +226,10 @@ class SearchSpace:
         from .releases import reads_variable
 
         profile = get_profile(release)
+        for p in self.fitted_parameters:
+            if not reads_variable(profile, BUCKET_FILE_VARIABLE):
+                raise SpaceError(f"{self.source}: parameter {p.name!r}: release {profile.name} cannot read a "
+                                 f"bucket file ({BUCKET_FILE_VARIABLE}), so it cannot boot a fitted bucket set")
         known = known_variables()
         kept, notes, ignored = [], [], set()
         for p in self.parameters:
@@ -256,7 +286,7 @@ class SearchSpace:
         """Fixed settings + searched values + derived values -> a trial's server options and env."""
         server = dict(self.server)
         env = dict(self.env)
-        params = {}
+        params, fitted = {}, {}
         for p in self.parameters:
             if p.name not in values or not self._condition_met(p, params):
                 continue
@@ -264,6 +294,8 @@ class SearchSpace:
             params[p.name] = v
             if p.target == "env":
                 env[p.key] = _env_text(v)
+            elif p.target == "fitted":
+                fitted[p.key] = int(v)
             else:
                 server[p.key] = v
         scope = {**server, **{k: _number(v) for k, v in env.items()}, **params}
@@ -274,7 +306,12 @@ class SearchSpace:
                 server[name] = v
             else:
                 env[name] = _env_text(v)
-        return TrialSettings(server=server, env=env, params=params)
+        if fitted:
+            if self.fitted_resolver is None:
+                raise SpaceError(f"{self.source}: fitted bucket counts need the study's workload to place the "
+                                 "buckets (tuner.fittedspace.bind_fitted)")
+            env[BUCKET_FILE_VARIABLE] = self.fitted_resolver(fitted, server)
+        return TrialSettings(server=server, env=env, params=params, fitted=fitted)
 
     def _condition_met(self, p: Parameter, sampled: dict[str, Any]) -> bool:
         for cond, allowed in p.when.items():
@@ -329,12 +366,16 @@ def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:
     where = f"{source}: parameter {name!r}"
     if not isinstance(spec, dict):
         raise SpaceError(f"{where}: definition must be a mapping, got {spec!r}")
-    unknown = set(spec) - {"type", "env", "server", "low", "high", "step", "log", "choices", "when"}
+    unknown = set(spec) - {"type", "env", "server", "low", "high", "step", "log", "choices", "when", "phase"}
     if unknown:
         raise SpaceError(f"{where}: unknown key(s): {', '.join(sorted(unknown))}")
     ptype = spec.get("type")
     if ptype not in TYPES:
         raise SpaceError(f"{where}: type must be one of {', '.join(TYPES)}, got {ptype!r}")
+    if ptype == "fitted":
+        return _parse_fitted(where, name, spec)
+    if "phase" in spec:
+        raise SpaceError(f"{where}: phase: belongs to type: fitted parameters")
     if "env" in spec and "server" in spec:
         raise SpaceError(f"{where}: give either env: or server:, not both")
     if "env" in spec:
@@ -378,6 +419,37 @@ def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:
     if target == "server" and SERVER_OPTIONS[key] is bool and ptype != "bool":
         raise SpaceError(f"{where}: server option {key} is a flag; use type: bool")
     return Parameter(name=name, type=ptype, target=target, key=key, **kwargs)
+
+
+def _parse_fitted(where: str, name: str, spec: dict) -> Parameter:
+    """`type: fitted`: a bucket count for one phase, searched as an int (low/high) or from `choices`."""
+    phase = spec.get("phase")
+    if phase not in FITTED_PHASES:
+        raise SpaceError(f"{where}: a fitted parameter needs phase: prompt or phase: decode, got {phase!r}")
+    if "env" in spec or "server" in spec:
+        raise SpaceError(f"{where}: a fitted parameter sets the bucket file; it takes no env: or server:")
+    when = spec.get("when") or {}
+    if not isinstance(when, dict):
+        raise SpaceError(f"{where}: when must map parameter names to allowed values")
+    if "choices" in spec:
+        choices = spec["choices"]
+        if (not isinstance(choices, list) or not choices or set(spec) & {"low", "high", "step", "log"}
+                or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in choices)):
+            raise SpaceError(f"{where}: choices must be a non-empty list of bucket counts (integers >= 1), "
+                             f"without low/high/step/log; got {choices!r}")
+        return Parameter(name=name, type="categorical", target="fitted", key=phase, choices=tuple(choices),
+                         when=dict(when))
+    for bound in ("low", "high"):
+        value = spec.get(bound)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpaceError(f"{where}: {bound} must be a bucket count (an integer >= 1), got {value!r}")
+    if spec["low"] > spec["high"]:
+        raise SpaceError(f"{where}: low={spec['low']} is greater than high={spec['high']}")
+    step = spec.get("step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
+        raise SpaceError(f"{where}: step must be a positive integer, got {step!r}")
+    return Parameter(name=name, type="int", target="fitted", key=phase, low=spec["low"], high=spec["high"],
+                     step=step, log=bool(spec.get("log", False)), when=dict(when))
 
 
 def _mapping(source: str, key: str, value: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 from . import nodes
 from . import trial as trial_mod
 from .errors import StudyError
+from .fittedspace import bind_fitted, pin_to_trial
 from .measured import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
@@ -376,6 +377,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     from .server import cleanup_stale_groups, process_identity
 
     study = open_study(opts, space, objectives)
+    bind_fitted(space, ctx, opts.study_dir)  # fitted bucket sets: placed on the study's workload
     records = opts.study_dir / "run"
     ctx.records_dir = records
     notes = [f"stopped a server group left by an earlier run: pgid {g}" for g in cleanup_stale_groups(records)]
@@ -427,8 +429,9 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                 trial.set_user_attr("slot", slot.index)
                 result, run_ctx = screen.decide(trial, settings, slot.index)
                 if result is None:
-                    result = runner(run_ctx, settings, opts.study_dir / "trials" / f"{trial.number:04d}", slot,
-                                    stop)
+                    trial_dir = opts.study_dir / "trials" / f"{trial.number:04d}"
+                    settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
+                    result = runner(run_ctx, settings, trial_dir, slot, stop)
                 heartbeat.stop()
                 _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
                 with lock:

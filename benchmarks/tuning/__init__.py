@@ -11,4 +11,6 @@
 - scoring.py: curves, aggregates over seeds, the machine-readable summary, the JSON document.
 - replay.py: the upgrade problem's replay of 1.21.2 settings on 1.22.
 - render.py: the markdown tables.
+- fitted.py: problem "fitted" (`--problems fitted`): bucket sets fitted to the workload against
+  min/step/max ranges on one long-tailed chat trace, compared on one scale (its own report).
 """

@@ -27,8 +27,16 @@ def space(**overrides):
 
 
 @pytest.mark.parametrize("path", SPACES, ids=[p.stem for p in SPACES])
-def test_shipped_spaces_load_check_and_sample(path):
+def test_shipped_spaces_load_check_and_sample(path, tmp_path):
     sp = SearchSpace.load(path)
+    if sp.fitted_parameters:  # fitted bucket counts are placed on a workload (tests/fit/test_fitted_space.py)
+        from types import SimpleNamespace
+
+        from tuner.fittedspace import bind_fitted
+        from tuner.workload import RandomWorkload
+
+        bind_fitted(sp, SimpleNamespace(release=sp.release, workload=RandomWorkload(512, 64, num_prompts=50),
+                                        load=SimpleNamespace(max_concurrency=16)), tmp_path)
     if sp.release:  # Gaudi spaces name their release; a generic vLLM space (vllm-cpu) has none
         sp.check_release(sp.release)
     else:
@@ -40,8 +48,10 @@ def test_shipped_spaces_load_check_and_sample(path):
         # Every searched value landed in the env or the server options.
         for p in sp.parameters:
             if p.name in settings.params:
-                where = settings.env if p.target == "env" else settings.server
+                where = {"env": settings.env, "fitted": settings.fitted}.get(p.target, settings.server)
                 assert p.key in where
+        if settings.fitted:
+            assert Path(settings.env["VLLM_BUCKETING_FROM_FILE"]).is_file()
         study.tell(trial, 0.0)
 
 

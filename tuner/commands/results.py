@@ -98,7 +98,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..export import Filters, env_file_text, pick_trial
+    from ..export import Filters, env_file_text, export_bucket_file, pick_trial
 
     study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
@@ -119,7 +119,9 @@ def cmd_export(args) -> int:
     elif args.reuse_cache:
         raise UsageError("--reuse-cache needs --with-cache DIR")
     pick = args.pick if args.trial is None else "--trial"
-    text = env_file_text(study, trial, pick, _release(study), extra=extra, comments=comments)
+    bucket_env, bucket_notes = export_bucket_file(study, trial, args.output)  # a fitted set's file, beside it
+    text = env_file_text(study, trial, pick, _release(study), extra={**bucket_env, **extra},
+                         comments=comments + bucket_notes)
     if args.output:
         prepare_output(args.output, "--output").write_text(text)
         print(f"trial {trial.number} ({pick}) written to {args.output}")
