@@ -170,28 +170,49 @@ def test_fp8_compiles_longer_and_fp8_kv_holds_more_blocks():
     assert fp8.num_blocks > 1.9 * bf16.num_blocks
 
 
+def _boot_with_cache(env, sim, inputs):
+    cache = RecipeCache.from_env(env["PT_HPU_RECIPE_CACHE_CONFIG"])
+    pred = predict_startup("fork-1.21.2", sim, inputs, env, cache.open())
+    run = run_startup_virtual(pred, cache=cache)
+    return pred, int(next(FINISHED.search(l) for l in run.lines if FINISHED.search(l)).group(1))
+
+
 def test_recipe_cache_second_start_hits_and_changed_config_misses(tmp_path):
     env = {"PT_HPU_RECIPE_CACHE_CONFIG": f"{tmp_path}/cache,False,8192"}
-
-    def boot(util):
-        cache = RecipeCache.from_env(env["PT_HPU_RECIPE_CACHE_CONFIG"])
-        pred = predict_startup("fork-1.21.2", SimSettings(gpu_memory_utilization=util), SMALL, env, cache.open())
-        run = run_startup_virtual(pred, cache=cache)
-        return pred, int(next(FINISHED.search(l) for l in run.lines if FINISHED.search(l)).group(1))
-
-    cold_pred, cold = boot(0.9)
+    cold_pred, cold = _boot_with_cache(env, SimSettings(gpu_memory_utilization=0.9), SMALL)
     files = len(list((tmp_path / "cache").iterdir()))
-    warm_pred, warm = boot(0.9)
-    changed_pred, changed = boot(0.8)  # other KV block count: every graph shape differs
-    compile_cold = sum(s.seconds for s in cold_pred.steps if s.kind == "compile")
-    compile_warm = sum(s.seconds for s in warm_pred.steps if s.kind == "compile")
-    print(f"\nrecipe cache: cold {cold} s ({files} recipes written), second start {warm} s "
-          f"(compile x{compile_warm / compile_cold:.2f}), changed config {changed} s")
+    warm_pred, warm = _boot_with_cache(env, SimSettings(gpu_memory_utilization=0.9), SMALL)
+    changed_pred, changed = _boot_with_cache(env, SimSettings(gpu_memory_utilization=0.8), SMALL)
+    capture_cold = sum(s.seconds for s in cold_pred.steps if s.kind == "capture")
+    capture_warm = sum(s.seconds for s in warm_pred.steps if s.kind == "capture")
+    print(f"\nrecipe cache: cold {cold} s ({files} recipes written), second start {warm} s, changed config "
+          f"{changed} s")
     assert files == len(cold_pred.plan.prompt) + len(cold_pred.plan.decode)
-    assert abs(compile_warm / compile_cold - 0.35) < 1e-6
     assert all(s.cache_hit for s in warm_pred.steps if s.kind == "compile")
     assert not any(s.cache_hit for s in changed_pred.steps)
+    assert capture_warm == capture_cold > 0  # a hit skips the graph compiler, never the HPU-graph capture
     assert warm < cold and warm < changed
+
+
+# The README demo's balanced pick (fork-1.21.2, Llama-3.1-8B, Gaudi 2): the guide's figures are for
+# the whole warmup (managing_warm-up.md: 66 s -> 23 s BF16, 504 s -> 34 s FP8), so that is what the
+# simulator must reproduce, within 10%.
+DEMO_PICK = ServerInputs(block_size=128, max_num_seqs=64, max_model_len=2048, max_num_batched_tokens=4096)
+DEMO_ENV = {"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_GRAPH_RESERVED_MEM": "0.3",
+            "VLLM_DECODE_BS_BUCKET_STEP": "32", "VLLM_PROMPT_SEQ_BUCKET_STEP": "512"}
+
+
+@pytest.mark.parametrize("dtype,guide", [("bf16", 23 / 66), ("fp8", 34 / 504)])
+def test_whole_cached_warmup_over_cold_is_the_guides_ratio(tmp_path, dtype, guide):
+    env = {**DEMO_ENV, "PT_HPU_RECIPE_CACHE_CONFIG": f"{tmp_path}/cache,False,65536"}
+    sim = SimSettings(dtype=dtype, kv_dtype=dtype)
+    cold_pred, cold = _boot_with_cache(env, sim, DEMO_PICK)
+    warm_pred, warm = _boot_with_cache(env, sim, DEMO_PICK)
+    ratio = warm_pred.warmup_seconds / cold_pred.warmup_seconds
+    print(f"\n{dtype}: Warmup finished in {cold} secs cold, {warm} secs cached: x{ratio:.3f} (guide x{guide:.3f})")
+    assert all(s.cache_hit for s in warm_pred.steps if s.kind == "compile")
+    assert abs(ratio - guide) <= 0.1 * guide
+    assert abs(warm / cold - guide) <= 0.1 * guide  # the logged figures, rounded to seconds
 
 
 def test_warmup_faults_stop_the_log_where_they_happen():

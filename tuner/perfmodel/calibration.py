@@ -25,7 +25,7 @@ from .corrections import Corrections
 # boot (x2 / x0.5 compile times within about one sd; memory within a few percent).
 PRIOR_SD = {"load": 0.7, "profile": 0.7, "prompt_warmup": 0.7, "decode_warmup": 0.7, "capture": 0.7,
             "kv_block": 0.15, "graph_mem": 0.3, "free_mem_offset_gib": 4.0, "decode_step": 0.4,
-            "prefill_step": 0.4}
+            "prefill_step": 0.4, "cache_hit": 0.7}
 # Floor of the per-configuration scatter (log units; GiB for the offset): never trust a fit tighter.
 MIN_SPREAD = {"kv_block": 0.005, "graph_mem": 0.02, "free_mem_offset_gib": 0.25}
 DEFAULT_SPREAD = 0.15  # per-configuration scatter assumed until there are samples to measure it

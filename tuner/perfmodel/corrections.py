@@ -23,6 +23,7 @@ class Corrections:
     free_mem_offset_gib: float = 0.0  # device memory free after weights and profiling, added
     decode_step: float = 1.0
     prefill_step: float = 1.0
+    cache_hit: float = 1.0  # what a recipe-cache hit still costs of a compile (costs.CACHE_HIT)
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
