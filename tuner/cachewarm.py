@@ -112,7 +112,7 @@ def recipe_files(folder: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file() and p.name != MANIFEST}
 
 
-def _shapes_compiled(steps: dict[str, tuple[int, int]]) -> int:
+def shapes_compiled(steps: dict[str, tuple[int, int]]) -> int:
     """Shapes the warmup compiled: its compile passes, not the fork's separate "Graph/..." capture
     passes over the same buckets."""
     compile_passes = [total for key, (_, total) in steps.items() if "graph" not in key.lower()]
@@ -153,7 +153,7 @@ def boot(backend: Backend, server: dict, env: dict[str, str], folder: Path, dele
     after = recipe_files(folder)
     return Boot(delete=delete, warmup_s=float(s.warmup_finished.seconds) if s.warmup_finished else None,
                 kv_blocks=s.hpu_blocks, software_version=s.engine_version,
-                shapes_compiled=_shapes_compiled(s.warmup_steps),
+                shapes_compiled=shapes_compiled(s.warmup_steps),
                 recipes_before=len(before), recipes_added=len(set(after) - set(before)), log_path=log_path)
 
 

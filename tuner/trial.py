@@ -89,6 +89,8 @@ class TrialContext:
     # the corrections fitted from this study's boots (the study refreshes it after every trial)
     calibration: Calibration | None = None
     predict_serving: bool = True  # also predict the load test's figures (decode-step calibration)
+    # tune --warmup cold|cached and --shared-recipe-cache (warmupmode.WarmupOptions); None: cold, no cache
+    warmup: Any = None
     preboot_reject: bool = True  # False: boot even what the model rejects (exploration)
     # several load points per boot (a loadsweep.LoadSweep; None: one load test with `load`)
     load_sweep: Any = None
@@ -118,6 +120,8 @@ class TrialResult:
     booted: bool = False
     # this boot against the prior model: one sample per correction (perfmodel.calibration)
     calibration_sample: dict[str, float] = field(default_factory=dict)
+    # the warmup the study scores when it is not this boot's own (tune --warmup cached, a cache hit)
+    objective_warmup_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -125,6 +129,8 @@ class TrialResult:
 
     @property
     def warmup_s(self) -> float | None:
+        if self.objective_warmup_s is not None:
+            return self.objective_warmup_s
         return self.observed.get("warmup_s", self.predicted.get("warmup_s") if not self.booted else None)
 
     def to_json(self) -> dict[str, Any]:
@@ -133,16 +139,17 @@ class TrialResult:
 
 # ---------------------------------------------------------------------------------------- pre-boot
 
-def predict(ctx: TrialContext, settings: TrialSettings, corrections=None):
+def predict(ctx: TrialContext, settings: TrialSettings, corrections=None, cached_recipes: frozenset = frozenset()):
     """The release's buckets and the performance model's startup prediction, or None without a model.
-    `corrections`: the calibrated ones (default: the documented prior)."""
+    `corrections`: the calibrated ones (default: the documented prior); `cached_recipes`: recipe keys
+    found in a recipe cache (warmupmode.cached_prediction)."""
     if ctx.release is None or ctx.device_model is None:
         return None
     from .perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
 
     corrections = corrections or Corrections()
     key = json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
-                      corrections.to_dict()], sort_keys=True, default=str)
+                      corrections.to_dict(), sorted(cached_recipes)], sort_keys=True, default=str)
     if key in _PREDICTIONS:
         return _PREDICTIONS[key]
 
@@ -163,7 +170,7 @@ def predict(ctx: TrialContext, settings: TrialSettings, corrections=None):
         prefix_caching=s.get("enable_prefix_caching"),
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
     )
-    pred = predict_startup(ctx.release, sim, inputs, settings.env, corrections=corrections)
+    pred = predict_startup(ctx.release, sim, inputs, settings.env, cached_recipes, corrections=corrections)
     if len(_PREDICTIONS) >= 2048:  # a study asks again for what it predicted (reuse key, screening, the run)
         _PREDICTIONS.pop(next(iter(_PREDICTIONS)))
     _PREDICTIONS[key] = pred
@@ -249,6 +256,12 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     tp = predict_calibrated(ctx, settings)
     predicted, rejected = pre_boot_check(ctx, settings, tp)
     base = dict(params=settings.params, server=settings.server, env=redact_env(settings.env))
+    if rejected is None and ctx.warmup is not None:
+        from .warmupmode import cached_budget_rejection
+
+        refused = cached_budget_rejection(ctx, settings, tp)
+        if refused is not None:
+            rejected = TrialResult(status=refused[0], reason=refused[1], predicted=predicted)
     if rejected is not None:
         rejected.__dict__.update(base)
         rejected.timings = {"total_s": round(time.monotonic() - t0, 3)}
@@ -297,7 +310,12 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
 
     with ServerProcess(records_dir=ctx.records_dir, on_line=watch.on_line) as srv:
         _slot_status(ctx, slot, f"booting {backend.kind} on port {port}")
-        srv.start(argv, server_environment(settings, slot, backend, ctx.release), log_path, port=port)
+        env = server_environment(settings, slot, backend, ctx.release)
+        shared = ctx.warmup.shared if ctx.warmup is not None else None
+        if shared is not None:  # tune --shared-recipe-cache: the study's recipes, never exported
+            env.update(shared.env(settings.server))
+            cache_before = shared.snapshot(settings.server)
+        srv.start(argv, env, log_path, port=port)
         tracker.started_at = (srv.started_at or time.monotonic()) / scale
         outcome = srv.wait_ready(
             base_url,
@@ -337,6 +355,17 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     _observe(result, watch, scale, t_ready - (srv.started_at or t0), outcome.ok)
     if tp is not None:
         record_model_check(measured_ctx, result, tp, watch.read(lambda w: tracker.facts()))
+    if ctx.warmup is not None:
+        from .cachewarm import shapes_compiled
+        from .warmupmode import finish_trial
+
+        hit_rate = None
+        if shared is not None:
+            hit_rate = shared.hit_rate(settings.server, cache_before,
+                                       shapes_compiled(watch.read(lambda w: w.summary()).warmup_steps))
+            for note in shared.take_notes():
+                _status(ctx, note)
+        finish_trial(ctx, settings, result, tp, hit_rate)
     result.timings["total_s"] = round(time.monotonic() - t0, 3)
     return result
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.backends import Backend
-from tuner.cachewarm import Boot, CacheReport, CacheWarmError, _shapes_compiled, backend_from_study, dtype_of
+from tuner.cachewarm import Boot, CacheReport, CacheWarmError, shapes_compiled, backend_from_study, dtype_of
 
 SERVER = {"max_num_seqs": 16, "max_model_len": 1024}
 
@@ -37,10 +37,10 @@ def test_vllm_backend_and_plain_bf16():
         backend_from_study({}, [])
 
 
-def test_shapes_compiled_ignores_the_capture_passes():
+def testshapes_compiled_ignores_the_capture_passes():
     steps = {"Prompt": (23, 23), "Decode": (165, 165), "Graph/Prompt": (23, 23), "Graph/Decode": (165, 165)}
-    assert _shapes_compiled(steps) == 188
-    assert _shapes_compiled({"prompt": (4, 4), "decode": (6, 6)}) == 10
+    assert shapes_compiled(steps) == 188
+    assert shapes_compiled({"prompt": (4, 4), "decode": (6, 6)}) == 10
 
 
 def boot(delete: bool, added: int, shapes: int) -> Boot:

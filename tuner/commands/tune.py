@@ -62,6 +62,13 @@ def register(sub) -> None:
     o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
     o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
     o.add_argument("--warmup-budget", type=float, help="seconds: reject before boot / abort warmup above it")
+    o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
+                   help="the warmup objective and budget: cold (default: every shape compiled) or cached (a "
+                        "deployment with a prepared recipe cache, export --with-cache); the other is shown too")
+    o.add_argument("--shared-recipe-cache", type=Path, metavar="DIR",
+                   help="trials share a recipe cache (PT_HPU_RECIPE_CACHE_CONFIG) in DIR, a subfolder per device, "
+                        "release, model, dtype and TP: faster boots; cold warmups of cache hits are predicted and "
+                        "the Pareto trials are booted once more, cold, at the end. Local disk only (no NFS)")
     o.add_argument("--allow-recompiles", action="store_true", help="do not require zero runtime recompiles")
     o.add_argument("--allow-failed-requests", action="store_true")
     b = p.add_argument_group("budget, sampler, parallelism")
@@ -281,6 +288,9 @@ def cmd_tune(args) -> int:
     if args.remeasure < 1:
         raise UsageError(f"--remeasure must be at least 1, got {args.remeasure}")
     calibration_seeds = _log_samples(args.calibrate_from or [], ctx, space, console)
+    from .tunecache import warmup_options
+
+    ctx.warmup = warmup_options(args, ctx, console)
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
@@ -316,6 +326,10 @@ def cmd_tune(args) -> int:
         run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
     if run.interrupted:
         console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
+    elif ctx.warmup is not None:
+        from .tunecache import after_study
+
+        after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
     if not args.no_report:
         paths = report.write_report(run.study, opts.study_dir)
