@@ -16,6 +16,7 @@ said once, and its trials count as cold.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 import threading
@@ -94,58 +95,61 @@ def fresh_cold_cache(like: SharedCache) -> SharedCache:
                        dtype=like.dtype, max_mb=like.max_mb)
 
 
+REBOOT_ATTR = "cold_reboots"  # study attr: trial number -> what its cold re-boot measured
+
+
 def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None) -> list[int]:
     """Boot every Pareto trial whose cold warmup was not measured once more, cold (a fresh empty
-    cache), and record the measured cold warmup beside the prediction. The objectives told to Optuna
-    stay (a finished trial cannot be told again); the record and the report carry the measurement.
-    Returns the trial numbers re-booted."""
+    cache), and record the measured cold warmup beside the prediction, in the study attribute
+    "cold_reboots" (a finished trial cannot be updated; warmupmode.warmup_figures reads both). The
+    objective told to Optuna stays. A trial that also measured its cached warmup gives the cache
+    factor's calibration sample. Returns the trial numbers re-booted."""
     import dataclasses
     import shutil
 
     from . import trial as trial_mod
+    from .measured import seed_calibration
+    from .perfmodel.costs import CACHE_HIT
     from .warmupmode import cache_hit_sample
 
     opts = ctx.warmup
     if opts is None or opts.shared is None:
         return []
+    reboots = dict(study.user_attrs.get(REBOOT_ATTR) or {})
     done = []
     for t in sorted(study.best_trials, key=lambda t: t.number):
-        observed = dict(t.user_attrs.get("observed") or {})
-        if observed.get("warmup_cold_s") is not None or t.user_attrs.get("status") != "ok":
+        observed = t.user_attrs.get("observed") or {}
+        if observed.get("warmup_cold_s") is not None or str(t.number) in reboots or \
+                t.user_attrs.get("status") != "ok":
             continue
         fresh = fresh_cold_cache(opts.shared)
         cold_ctx = dataclasses.replace(ctx, warmup=dataclasses.replace(opts, shared=fresh, budget_s=None),
                                        limits=dataclasses.replace(ctx.limits, warmup_budget_s=None),
                                        progress=None, on_progress=None)
-        settings = space.settings_for(t.params)
-        say(f"trial {t.number}: cold re-boot (its cold warmup was predicted: "
-            f"{(t.user_attrs.get('predicted') or {}).get('warmup_cold_s', '?')} s)")
+        predicted = t.user_attrs.get("predicted") or {}
+        say(f"trial {t.number}: cold re-boot (its cold warmup was predicted: {predicted.get('warmup_cold_s', '?')} s)")
+        where = study_dir / "trials" / f"{t.number:04d}" / "cold-reboot"
         try:
-            result = trial_mod.run_trial(cold_ctx, settings, study_dir / "trials" / f"{t.number:04d}" / "cold-reboot")
+            result = trial_mod.run_trial(cold_ctx, space.settings_for(t.params), where)
         finally:
             shutil.rmtree(fresh.root, ignore_errors=True)
+        (where / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
         cold = result.observed.get("warmup_cold_s")
         if not result.ok or cold is None:
             say(f"trial {t.number}: the cold re-boot did not measure a cold warmup ({result.status}: "
                 f"{result.reason[:160]})")
             continue
-        observed["warmup_cold_s"] = cold
-        observed["warmup_cold_source"] = "cold re-boot at the end of the study"
-        study._storage.set_trial_user_attr(t._trial_id, "observed", observed)
-        predicted = t.user_attrs.get("predicted") or {}
-        sample = dict(t.user_attrs.get("calibration_sample") or {})
+        reboots[str(t.number)] = {"warmup_cold_s": cold, "predicted_cold_s": predicted.get("warmup_cold_s")}
+        study.set_user_attr(REBOOT_ATTR, reboots)
         cached = observed.get("warmup_cached_s")
         if cached is not None and predicted.get("warmup_cold_s") and predicted.get("warmup_cached_s"):
-            from .perfmodel.costs import CACHE_HIT
-
+            dtype = ctx.device_model.dtype if ctx.device_model else "bf16"
             x = cache_hit_sample(cold, cached, predicted["warmup_cold_s"], predicted["warmup_cached_s"],
-                                 CACHE_HIT.get(ctx.device_model.dtype if ctx.device_model else "bf16", 0.12))
+                                 CACHE_HIT.get(dtype, CACHE_HIT["bf16"]))
             if x is not None:
-                sample["cache_hit"] = round(x, 5)
-                study._storage.set_trial_user_attr(t._trial_id, "calibration_sample", sample)
-        err = (predicted.get("warmup_cold_s") or 0) / cold - 1 if cold else None
+                seed_calibration(study, [{"cache_hit": round(x, 5)}])
+        pred = predicted.get("warmup_cold_s")
         say(f"trial {t.number}: cold warmup measured {cold:.0f} s" + (
-            f" (predicted {predicted['warmup_cold_s']:.0f} s, {100 * err:+.0f}%)" if err is not None
-            and predicted.get("warmup_cold_s") else ""))
+            f" (predicted {pred:.0f} s, {100 * (pred / cold - 1):+.0f}%)" if pred and cold else ""))
         done.append(t.number)
     return done

@@ -130,9 +130,12 @@ class Figure:
         return fmt(self.seconds) + ("" if self.measured else " (pred.)")
 
 
-def warmup_figures(attrs: dict) -> dict[str, Figure]:
-    """{"cold": Figure, "cached": Figure} of a trial from its user attrs ("observed", "predicted")."""
-    obs, pred = attrs.get("observed") or {}, attrs.get("predicted") or {}
+def warmup_figures(attrs: dict, reboot: dict | None = None) -> dict[str, Figure]:
+    """{"cold": Figure, "cached": Figure} of a trial from its user attrs ("observed", "predicted") and
+    its cold re-boot at the end of a shared-cache study (study attr "cold_reboots"), if any."""
+    obs, pred = dict(attrs.get("observed") or {}), attrs.get("predicted") or {}
+    if reboot and reboot.get("warmup_cold_s") is not None:
+        obs["warmup_cold_s"] = reboot["warmup_cold_s"]
     out = {}
     for mode in MODES:
         key = f"warmup_{mode}_s"
@@ -143,6 +146,12 @@ def warmup_figures(attrs: dict) -> dict[str, Figure]:
         else:
             out[mode] = Figure(None, False)
     return out
+
+
+def study_figures(study) -> dict[int, dict[str, Figure]]:
+    """Both warmups of every trial of a study, by trial number."""
+    reboots = study.user_attrs.get("cold_reboots") or {}
+    return {t.number: warmup_figures(t.user_attrs, reboots.get(str(t.number))) for t in study.trials}
 
 
 # --- in a trial (trial.run_trial calls these; the benchmark's virtual runner can too) ------------
