@@ -46,13 +46,17 @@ class Comparison:
         return [h / u if u else 0.0 for h in self.hypervolume]
 
 
-def _summary(t: FrozenTrial | None) -> dict | None:
+def _summary(t: FrozenTrial | None, study: optuna.Study | None = None) -> dict | None:
     if t is None:
         return None
+    from .warmupmode import warmup_figures
+
     obs = t.user_attrs.get("observed", {})
+    reboot = ((study.user_attrs.get("cold_reboots") or {}) if study is not None else {}).get(str(t.number))
     return {"trial": t.number, "values": list(t.values), "params": dict(t.params),
             "prompt_buckets": obs.get("prompt_buckets"), "decode_buckets": obs.get("decode_buckets"),
-            "kv_blocks": obs.get("kv_blocks"), "env": t.user_attrs.get("env", {})}
+            "kv_blocks": obs.get("kv_blocks"), "env": t.user_attrs.get("env", {}),
+            "warmups": warmup_figures(t.user_attrs, reboot)}
 
 
 def _pick(study: optuna.Study, criterion: str):
@@ -94,7 +98,7 @@ def compare_studies(*studies: optuna.Study) -> Comparison:
         fronts=fronts,
     )
     for c in CRITERIA:
-        cmp.best[c] = [_summary(_pick(s, c)) for s in studies]
+        cmp.best[c] = [_summary(_pick(s, c), s) for s in studies]
     for budget in _budgets(fronts):
         row = []
         for f in fronts:
@@ -210,6 +214,7 @@ def print_comparison(cmp: Comparison, console=None) -> None:
         for budget, row in cmp.at_budget:
             t.add_row(units.seconds(budget), *["-" if x is None else units.metric(names[0], x) for x in row])
         console.print(t)
+    _print_warmups(cmp, console)
     if cmp.setting_diffs:
         console.print("[bold]Balanced picks: settings that differ[/]")
         t = Table()
@@ -233,3 +238,17 @@ def print_comparison(cmp: Comparison, console=None) -> None:
 
     if note := release_change_note(cmp.releases):
         console.print(f"Recipe cache: {note}", markup=False)
+
+
+def _print_warmups(cmp: Comparison, console) -> None:
+    """The balanced picks' cold and cached warmups (tune --warmup): measured, or predicted and marked."""
+    from .report import units
+
+    picks = cmp.best.get("balanced") or []
+    known = [(n, s["warmups"]) for n, s in zip(cmp.names, picks) if s and s.get("warmups")]
+    if not any(f.seconds is not None for _, w in known for f in w.values()):
+        return
+    console.print("[bold]Balanced picks: cold / cached warmup[/] ((pred.): predicted by the calibrated model)")
+    for name, w in known:
+        console.print(f"  {name}: cold {w['cold'].text(units.seconds)}, cached {w['cached'].text(units.seconds)}",
+                      markup=False)

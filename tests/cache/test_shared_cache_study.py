@@ -17,6 +17,7 @@ import optuna
 import pytest
 import yaml
 
+from tuner.report import units
 from tuner.warmupmode import study_figures
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
@@ -111,3 +112,19 @@ def test_the_cache_is_per_device_release_model_dtype_tp_and_never_exported(run):
     assert server_log  # booted with the variable: the trial's env record does not carry it
     trial_env = (root / "results/shared/trials/0000/trial.env").read_text()
     assert "PT_HPU_RECIPE_CACHE_CONFIG" not in trial_env
+
+
+def test_report_and_compare_show_both_warmups_with_predicted_ones_marked(run):
+    root, _, study, trials = run
+    figures = study_figures(study)
+    html = (root / "results/shared/report.html").read_text()
+    assert "cold / cached warmup" in html
+    partial = figures[1]  # measured neither
+    assert not partial["cold"].measured and not partial["cached"].measured
+    assert f"{partial['cold'].text(units.seconds)} / {partial['cached'].text(units.seconds)}" in html
+    assert "(pred.)" in partial["cold"].text()
+    proc = cli("compare", "shared", "shared", "--results", str(root / "results"), cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert "cold / cached warmup" in proc.stdout
+    pick = next(line for line in proc.stdout.splitlines() if line.strip().startswith("shared: cold"))
+    print(f"\n{pick}")

@@ -311,9 +311,13 @@ def trials(d: ReportData) -> str:
     params = list(dict.fromkeys(k for t in d.trials for k in t.params))
     swept = any(sweep_points(t.user_attrs) for t in d.trials)  # tune --load-sweep: one column for the curve
     headers = ["trial", "status", "feasible", "seed", *[units.short(n) for n in d.names], *params,
-               "prompt buckets", "decode buckets", "warmup pred / obs", "KV blocks pred / obs", "recompiles",
+               "prompt buckets", "decode buckets", "warmup pred / obs", "cold / cached warmup",
+               "KV blocks pred / obs", "recompiles",
                "acc-hours", *(["load sweep (* reported)"] if swept else []), "reason"]
     rows, classes = [], []
+    from ..warmupmode import study_figures
+
+    warmups = study_figures(d.study)
     for t in d.trials:
         ok = t.user_attrs.get("status") == "ok" and t.values
         obs, pred = t.user_attrs.get("observed") or {}, t.user_attrs.get("predicted") or {}
@@ -324,6 +328,7 @@ def trials(d: ReportData) -> str:
         row += [value_text(t.params[p]) if p in t.params else "-" for p in params]
         row += [s.get("prompt_buckets"), s.get("decode_buckets"),
                 _pred_obs(pred.get("warmup_s"), obs.get("warmup_s"), units.seconds),
+                _cold_cached(warmups.get(t.number)),
                 _pred_obs(pred.get("kv_blocks"), obs.get("kv_blocks"), units.num),
                 (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",
                 (f"{accelerator_hours(t, d.backend):.3f}", accelerator_hours(t, d.backend)),
@@ -335,3 +340,10 @@ def trials(d: ReportData) -> str:
                        {"failed": "failed", "infeasible": "infeasible"}.get(cls, ""))
     out.append(table(headers, rows, cls="sortable", row_classes=classes, table_id="trials-table"))
     return "".join(out) + "</section>"
+
+
+def _cold_cached(w) -> tuple[str, float | None]:
+    """'cold / cached' warmup of a trial, predicted ones marked (tune --warmup); sorted by the cold one."""
+    if not w or all(f.seconds is None for f in w.values()):
+        return ("-", None)
+    return (f"{w['cold'].text(units.seconds)} / {w['cached'].text(units.seconds)}", w["cold"].seconds)
