@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-error", type=float, default=0.15, help="sigma of the real/predicted warmup factor")
     ap.add_argument("--jobs", type=int, default=mp.cpu_count())
     ap.add_argument("--out", help="output stem (default benchmarks/results/tuning_efficiency[-quick])")
+    ap.add_argument("--no-shared-cache", action="store_true",
+                    help="skip the shared-recipe-cache mode (full method, nominal scenario)")
     args = ap.parse_args(argv)
     args.budgets = sorted(int(b) for b in (args.budgets or ("10,20,30" if args.quick else "10,20,30,50")).split(","))
     seeds = list(range(args.seeds or (4 if args.quick else 20)))
@@ -126,8 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     res = collect(args, probs, wanted, scenarios, fronts, runs, len(seeds))
     if fitted:
         res["fitted"] = fitted_problem.run(args, names, seeds, log, run_all)
+    cache_md = ""
+    if not args.no_shared_cache and "nominal" in scenarios and "full" in names:
+        cache_md = shared_cache_mode(args, probs, wanted, seeds, res, log)
     res["wall_s"], res["cpu_s"] = round(time.monotonic() - t0, 1), round(_cpu_s() - c0, 1)
-    table = markdown(res) + (fitted_problem.markdown(res["fitted"]) if fitted else "")
+    table = markdown(res) + (fitted_problem.markdown(res["fitted"]) if fitted else "") + cache_md
     print(table + f"\n(wall time {res['wall_s']:.0f} s, CPU time {res['cpu_s']:.0f} s on {args.jobs} processes)")
     stem = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
         "tuning_efficiency" + ("-quick" if args.quick else ""))
@@ -135,6 +140,25 @@ def main(argv: list[str] | None = None) -> int:
     Path(f"{stem}.json").write_text(json.dumps(finite(res), default=str) + "\n")
     Path(f"{stem}.md").write_text(table + "\n")
     return 0
+
+
+def shared_cache_mode(args, probs, wanted, seeds, res, log) -> str:
+    """The shared-recipe-cache mode (benchmarks/tuning/sharedcache.py): its figures go into
+    summary[problem]["shared_cache"] and res["shared_cache"]; returns its markdown table."""
+    from benchmarks.tuning import sharedcache
+
+    with tempfile.TemporaryDirectory(prefix="tuning-cache-") as root, mp.get_context("fork").Pool(args.jobs) as pool:
+        runs = []
+        for r in pool.imap_unordered(sharedcache.run_shared_cache, sharedcache.tasks(
+                probs, wanted, seeds, args.budgets[-1], args.quick, args.warmup_error, root), chunksize=1):
+            runs.append(r)
+            log(f"{r['problem']}/nominal full + shared recipe cache seed {r['seed']}: {r['wall_s']} s, "
+                f"{r['saved_h']:.3f} accelerator-hours saved")
+    summary = sharedcache.summarize(runs)
+    for key, figures in summary.items():
+        res["summary"].setdefault(key, {})["shared_cache"] = figures
+    res["shared_cache"] = {"runs": runs}
+    return "\n" + sharedcache.markdown(summary)
 
 
 def _cpu_s() -> float:

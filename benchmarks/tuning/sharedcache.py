@@ -1,0 +1,138 @@
+"""Shared-cache mode (`tune --shared-recipe-cache`): the full method's study with one recipe cache for all
+its boots, on the virtual clock.
+
+SharedCacheRunner is the full contender's VirtualRunner plus a virtual recipe cache: the recipe keys the
+true server compiled so far (tuner.perfmodel.costs.recipe_key: shapes and KV block count). A boot hits
+the keys already there; its true warmup is the truth's prediction with those recipes cached (the same
+perturbation factor as its cold warmup), its accelerator time shrinks by the difference, and the tuner
+sees what `tune` would: the warmup of the mixed boot, the hit rate, and (tuner/warmupmode.py) a cold
+warmup predicted from them. At the end the Pareto trials whose cold warmup was predicted are booted
+once more, cold (start to ready, charged). Reported per problem: accelerator-hours saved (cache
+savings minus the re-boots), the median error of the predicted cold warmups (against the true cold
+warmup of the same configuration), and whether every front point carries a measured cold warmup.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.tuning.contenders import _memory_storage
+from benchmarks.tuning.problems import OBJECTIVES
+from benchmarks.tuning.runner import VirtualRunner
+from benchmarks.tuning.truth import TABLES, key_of, truth, warmup_factor
+from tuner import study as study_mod
+from tuner import trial as T
+from tuner.study import Constraints, StudyOptions, run_study
+from tuner.warmupmode import COLD, NO_HIT, WarmupOptions, finish_trial
+
+
+def _keys(pred) -> frozenset[str]:
+    return frozenset(pred.recipe_id(phase, b) for phase, buckets in (("prompt", pred.plan.prompt),
+                                                                     ("decode", pred.plan.decode))
+                     for b in buckets)
+
+
+@dataclass
+class SharedCacheRunner(VirtualRunner):
+    cache: set = field(default_factory=set)
+    boots: dict = field(default_factory=dict)  # params key -> {"true_cold", "hit_rate", "pred_cold"}
+
+    def __call__(self, ctx, settings, trial_dir=None, slot=None, stop_event=None) -> T.TrialResult:
+        res = super().__call__(ctx, settings, trial_dir, slot, stop_event)
+        e = TABLES[(self.problem.key, self.scenario)].get(key_of(settings.params))
+        if not res.booted or res.status.value not in ("ok", "load_errors") or e is None or e.warmup_s is None:
+            return res
+        prior = T.predict(ctx, settings)
+        real_cold = T.predict(ctx, settings, truth(self.scenario))
+        keys = _keys(real_cold)
+        hits = keys & self.cache
+        f = warmup_factor(prior, self.sigma)
+        mixed = T.predict(ctx, settings, truth(self.scenario), frozenset(hits)) if hits else real_cold
+        mixed_s = (sum(s.seconds for s in mixed.steps) + mixed.sampler_seconds) * f
+        self.cache |= keys
+        rate = len(hits) / len(keys) if keys else 0.0
+        saved = max(0.0, e.warmup_s - mixed_s) * self.problem.cards
+        res.observed["warmup_s"] = round(mixed_s)  # "Warmup finished in N secs" is whole seconds
+        res.timings = {"accelerator_s": res.timings.get("accelerator_s", 0.0) - saved, "cache_saved_s": saved}
+        finish_trial(ctx, settings, res, T.predict_calibrated(ctx, settings), rate)
+        self.boots[key_of(settings.params)] = {"true_cold": e.warmup_s, "hit_rate": rate,
+                                               "pred_cold": res.predicted.get("warmup_cold_s"), "saved_s": saved}
+        return res
+
+
+def run_shared_cache(task) -> dict:
+    """The full contender with a shared recipe cache on one problem (nominal scenario), one seed."""
+    problem, scenario, seed, n_trials, quick, sigma, root = task
+    study_mod.make_storage = _memory_storage
+    space = problem.search_space(quick)
+    opts = StudyOptions(name=f"{problem.key}-{scenario}-shared-cache-{seed}", results_root=Path(root), sampler="tpe",
+                        seed=seed, n_trials=n_trials, enqueue_defaults=True, grid_levels=3, remeasure=1,
+                        screening=True)
+    runner = SharedCacheRunner(problem, scenario, sigma, checked=True)
+    ctx, t0 = problem.context(problem.warmup_budget_s), time.monotonic()
+    ctx.warmup = WarmupOptions(mode=COLD, shared=True)  # scored by the cold warmup, predicted on hits
+    constraints = Constraints(warmup_budget_s=problem.warmup_budget_s, allow_recompiles=True)
+    run = run_study(opts, space, ctx, OBJECTIVES, constraints, install_sigint=False, runner=runner)
+    cards, saved = problem.cards, sum(b["saved_s"] for b in runner.boots.values())
+    reboot_s, front_cold, errors = 0.0, [], []
+    for b in runner.boots.values():
+        if b["hit_rate"] > NO_HIT and b["pred_cold"] and b["true_cold"]:
+            errors.append(abs(b["pred_cold"] / b["true_cold"] - 1))
+    table = TABLES[(problem.key, scenario)]
+    for t in run.study.best_trials:
+        b = runner.boots.get(key_of(t.params))
+        obs = t.user_attrs.get("observed") or {}
+        if obs.get("warmup_cold_s") is not None:
+            front_cold.append(True)
+        elif b is not None:  # its cold warmup was predicted: the cold re-boot (start to ready) measures it
+            reboot_s += table[key_of(t.params)].startup_s * cards
+            front_cold.append(True)
+        else:
+            front_cold.append(False)  # told without a boot of its own (a reused record has its figures)
+    spent = sum((t.user_attrs.get("timings") or {}).get("accelerator_s", 0.0) for t in run.study.trials)
+    return {"problem": problem.key, "scenario": scenario, "seed": seed, "wall_s": round(time.monotonic() - t0, 1),
+            "saved_h": (saved - reboot_s) / 3600, "cache_saved_h": saved / 3600, "reboot_h": reboot_s / 3600,
+            "spent_h": spent / 3600 + reboot_s / 3600, "cold_errors": errors,
+            "hit_trials": len(errors), "boots": len(runner.boots),
+            "front": len(front_cold), "front_measured_cold": all(front_cold) and bool(front_cold)}
+
+
+def summarize(runs: list[dict]) -> dict:
+    """problem -> the figures of summary[problem]["shared_cache"], over seeds."""
+    out: dict = {}
+    for key in sorted({r["problem"] for r in runs}):
+        mine = [r for r in runs if r["problem"] == key]
+        errors = [x for r in mine for x in r["cold_errors"]]
+        out[key] = {
+            "seeds": len(mine),
+            "hours_saved": round(statistics.mean(r["saved_h"] for r in mine), 4),
+            "hours_saved_share": round(statistics.mean(r["saved_h"] / (r["spent_h"] + r["saved_h"])
+                                                       for r in mine if r["spent_h"] + r["saved_h"] > 0), 4),
+            "reboot_hours": round(statistics.mean(r["reboot_h"] for r in mine), 4),
+            "median_cold_error": round(statistics.median(errors), 4) if errors else None,
+            "predicted_cold_trials": sum(r["hit_trials"] for r in mine),
+            "front_measured_cold": all(r["front_measured_cold"] for r in mine),
+        }
+    return out
+
+
+def tasks(probs: dict, wanted: list[str], seeds: list[int], n_trials: int, quick: bool, sigma: float,
+          root: str) -> list[tuple]:
+    return [(probs[k], "nominal", s, n_trials, quick, sigma, root) for k in wanted if k != "upgrade" for s in seeds]
+
+
+def markdown(summary: dict) -> str:
+    lines = ["", "Shared recipe cache (tune --shared-recipe-cache; full method, nominal scenario, mean over seeds):",
+             "", "| problem | accelerator-hours saved | share of the study | cold re-boots (h) | median error of "
+             "predicted cold warmups | trials with a predicted cold warmup | front all measured cold |",
+             "|---|---|---|---|---|---|---|"]
+    for key, s in summary.items():
+        err = "-" if s["median_cold_error"] is None else f"{100 * s['median_cold_error']:.1f}%"
+        lines.append(f"| {key} | {s['hours_saved']:.3f} | {100 * s['hours_saved_share']:.0f}% | "
+                     f"{s['reboot_hours']:.3f} | {err} | {s['predicted_cold_trials']} | "
+                     f"{'yes' if s['front_measured_cold'] else 'no'} |")
+    return "\n".join(lines)
+
