@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.backends import Backend
-from tuner.cachewarm import Boot, CacheReport, CacheWarmError, shapes_compiled, backend_from_study, dtype_of
+from tuner.cachewarm import Boot, CacheReport, CacheWarmError, backend_from_study, dtype_of, shapes_compiled
 
 SERVER = {"max_num_seqs": 16, "max_model_len": 1024}
 

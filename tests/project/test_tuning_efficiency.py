@@ -62,6 +62,14 @@ def test_quick_path_on_a_tiny_budget(tmp_path, monkeypatch, capsys):
     assert 0.0 <= full["false_reject_rate"] <= 1.0 and 0.0 <= full["false_abort_rate"] <= 1.0
     assert "gp" not in summary["linear"]["nominal"]  # not installed here: reported as such in the table
     assert "replay" in res and res["replay"]["rows"]
+    # The shared-recipe-cache mode (full method, nominal): its figures per problem, the upgrade excluded.
+    cache = summary["linear"]["shared_cache"]
+    assert "shared_cache" not in summary["upgrade"]
+    assert cache["front_measured_cold"] is True and cache["seeds"] == 1
+    assert cache["median_cold_error"] is None or 0.0 <= cache["median_cold_error"] < 1.0
+    (run,) = res["shared_cache"]["runs"]
+    assert run["boots"] > 0 and abs(cache["hours_saved"] - (run["cache_saved_h"] - run["reboot_h"])) < 1e-3
+    assert "Shared recipe cache" in table
 
 
 def test_boot_events_are_what_the_tracker_reads_from_the_real_log(monkeypatch):
