@@ -120,8 +120,6 @@ class TrialResult:
     booted: bool = False
     # this boot against the prior model: one sample per correction (perfmodel.calibration)
     calibration_sample: dict[str, float] = field(default_factory=dict)
-    # the warmup the study scores when it is not this boot's own (tune --warmup cached, a cache hit)
-    objective_warmup_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,8 +127,10 @@ class TrialResult:
 
     @property
     def warmup_s(self) -> float | None:
-        if self.objective_warmup_s is not None:
-            return self.objective_warmup_s
+        # the warmup the study scores when it is not this boot's own (tune --warmup cached, a cache hit);
+        # kept in "observed" so that a reused record is scored the same way
+        if self.observed.get("warmup_scored_s") is not None:
+            return self.observed["warmup_scored_s"]
         return self.observed.get("warmup_s", self.predicted.get("warmup_s") if not self.booted else None)
 
     def to_json(self) -> dict[str, Any]:

@@ -9,8 +9,10 @@ hit part of the cache measure neither: both are predicted from the mixed warmup 
 
 Per trial the record gets `observed["warmup_cold_s"]` / `observed["warmup_cached_s"]` where measured
 and `predicted[...]` with the same keys (always, when there is a model); `warmup_figures()` reads
-them back for the report and `compare`. The cache factor (the `cache_hit` correction) is calibrated
-from trials that measured both (one cold and one cached boot of the same configuration).
+them back for the report and `compare`. When the study scores a warmup other than the one the boot
+measured, `observed["warmup_scored_s"]` holds it (TrialResult.warmup_s reads it first). The cache
+factor (the `cache_hit` correction) is calibrated from configurations measured both ways (one cold
+and one cached boot of the same configuration: the cold re-boot of a cached trial).
 """
 
 from __future__ import annotations
@@ -191,4 +193,6 @@ def finish_trial(ctx, settings, result, tp, hit_rate: float | None) -> None:
     result.calibration_sample = drop_step_samples(result.calibration_sample, hit_rate)
     opts = ctx.warmup
     if opts is not None and (opts.mode == CACHED or (hit_rate or 0) > NO_HIT):
-        result.objective_warmup_s = objective(result.observed, result.predicted, opts.mode)
+        scored = objective(result.observed, result.predicted, opts.mode)
+        if scored is not None:
+            result.observed["warmup_scored_s"] = scored

@@ -69,10 +69,12 @@ def test_hit_rates_and_which_warmup_is_measured(run):
     assert again["warmup_cached_s"] == again["warmup_s"] < first["warmup_s"]
     assert partial.get("warmup_cached_s") is None  # a partial hit measures neither warmup
     # the same configuration: the cold warmup predicted from the cached boot is the one measured cold
+    # (within 10%: the calibration learns from wall-clock step times of a time-scaled simulator, which a
+    # loaded machine makes noisy; predicting the cached warmup as the cold one would be 3x off)
     predicted_cold = trials[2].user_attrs["predicted"]["warmup_cold_s"]
-    assert abs(predicted_cold - first["warmup_cold_s"]) <= 0.05 * first["warmup_cold_s"]
+    assert abs(predicted_cold - first["warmup_cold_s"]) <= 0.1 * first["warmup_cold_s"]
     assert abs(trials[0].user_attrs["predicted"]["warmup_cached_s"] - again["warmup_cached_s"]) <= \
-        0.05 * again["warmup_cached_s"] + 1
+        0.1 * again["warmup_cached_s"] + 1
 
 
 def test_the_study_scores_the_cached_warmup(run):
