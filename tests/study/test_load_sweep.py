@@ -113,9 +113,10 @@ def test_default_reports_the_last_point(tmp_path):
 
 
 def test_server_dying_at_a_later_point_keeps_the_earlier_ones(tmp_path):
-    # crash-load: the simulator dies after 100 engine steps with work: inside the second point.
+    # crash-load: the simulator dies once the 16th request arrived: 2 warm-up requests and the first
+    # point's 12 are done, so it is the second point's 2nd request (whatever the batching was).
     r = run(tmp_path, sweep_context(tmp_path, "rate=inf,4,8", mode="last", slos={}, prompts=12),
-            env=fault("crash-load:after=100"))
+            env=fault("crash-load:request=16"))
     assert r.status == TrialStatus.CRASH
     assert r.reason.startswith("at rate=4: ") and "1 earlier point(s) kept" in r.reason
     first, second, third = r.observed["load_sweep"]

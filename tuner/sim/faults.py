@@ -8,7 +8,9 @@
                          stuck in native code; only SIGTERM/SIGKILL end it. /health never answers.
 * oom-warmup[:at=0.5]    the HPU out-of-memory error of a graph capture, exit 1.
 * crash-load[:after=20]  after that many engine steps with work, the process dies abruptly (exit 1):
-                         open streams are cut without `data: [DONE]`.
+                         open streams are cut without `data: [DONE]`. With request=N instead, it dies at
+                         the first engine step once the Nth completion request has arrived (a count that
+                         does not depend on how requests were batched, so tests can place the crash).
 * http-500[:every=3]     every Nth completion request gets HTTP 500 with vLLM's error JSON.
 * malformed-sse[:every=3] every Nth streamed completion has one chunk that is not valid JSON.
 * stall-stream[:every=3,after=2] every Nth stream stops after `after` tokens and never finishes.
@@ -27,7 +29,7 @@ DEFAULTS: dict[str, dict[str, float]] = {
     "crash-warmup": {"at": 0.5},
     "hang-warmup": {"at": 0.5},
     "oom-warmup": {"at": 0.5},
-    "crash-load": {"after": 20},
+    "crash-load": {"after": 20, "request": 0},
     "http-500": {"every": 3},
     "malformed-sse": {"every": 3},
     "stall-stream": {"every": 3, "after": 2},

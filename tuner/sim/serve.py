@@ -212,12 +212,18 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
                     cached_recipes=frozenset(cache.present) if cache else frozenset())
     stats = _StatsLogger(pred, log, engine)
     crash_after = int(faults.get("crash-load", "after")) if "crash-load" in faults else None
+    crash_request = int(faults.get("crash-load", "request")) if "crash-load" in faults else 0
     busy_steps = [0]
+
+    def crash_due() -> bool:
+        if crash_request > 0:
+            return front.requests_seen >= crash_request
+        return crash_after is not None and busy_steps[0] >= crash_after
 
     def on_step(res, start, end):
         stats.step(res, end)
         busy_steps[0] += 1
-        if crash_after is not None and busy_steps[0] >= crash_after:
+        if crash_due():
             log.error("api", "Engine background task failed")
             log.raw(COMPILE_ERROR, stderr=True)
             os._exit(1)  # abrupt: every open connection is cut
