@@ -29,6 +29,7 @@ from . import nodes
 from . import trial as trial_mod
 from .errors import StudyError
 from .fittedspace import bind_fitted, pin_to_trial
+from .guided import Guide
 from .measured import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
 from .redact import redact_env
 from .space import SearchSpace, TrialSettings
@@ -392,6 +393,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
     run = StudyRun(study=study, seeds=seeds, notes=notes)
     screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
+    guide = Guide(study, space, ctx, objectives, screen, opts.seed)  # the calibrated model's proposals
     known = study.user_attrs.get(SEED_ATTR) or []
     fresh_logs = [x for x in opts.calibration_seeds if x not in known]  # a re-run adds nothing twice
     if fresh_logs:
@@ -440,6 +442,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                     run.ran += 1
                     if result.calibration_sample:
                         refresh_calibration(study, ctx)
+                    guide.after_tell(result.booted)
                 if on_trial:
                     on_trial(trial.number, result)
             except optuna.exceptions.UpdateFinishedTrialError:

@@ -1,0 +1,145 @@
+"""Proposals of the calibrated performance model: what the sampler cannot know, handed to it as enqueued trials.
+
+After a boot has calibrated the model, the neighbours of the measured Pareto front (one parameter moved to
+another of its choices) are predicted with the calibrated model: warmup from the startup prediction,
+throughput and latency from the model's serving clock scaled by the calibrated step-time factors. The
+neighbour whose predicted objectives add the most hypervolume to the measured front is enqueued, every
+other trial, so that the sampler's own proposals keep half of the boots (exploration). Nothing is told
+from a prediction: an enqueued point is booted and measured like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from .measured import effective_key
+from .pareto import hypervolume, pareto_indices
+from .perfmodel.checks import rejection
+from .trial import TrialContext, predict, predict_calibrated, predict_serving
+
+GUIDE_ATTR = "seed"
+GUIDE_LABEL = "performance model: predicted front"
+MAX_NEIGHBOURS = 24  # neighbours predicted per proposal (sampled beyond that; each costs one serving run once)
+EVERY = 2  # one model proposal per EVERY booted trials
+_SERVING: dict[str, dict[str, float]] = {}  # the prior's serving figures per configuration (pure, reused)
+
+
+def _prior_serving(ctx: TrialContext, settings) -> dict[str, float]:
+    """The load test's figures as the prior model predicts them; the serving clock is the costly part,
+    and the calibrated figures are these scaled (serving_estimate), so it runs once per configuration."""
+    key = json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
+                      ctx.workload.describe(), asdict(ctx.load)], sort_keys=True, default=str)
+    if key not in _SERVING:
+        pred = predict(ctx, settings)
+        _SERVING[key] = predict_serving(ctx, pred) if pred is not None and pred.failure is None else {}
+        if len(_SERVING) > 4096:
+            _SERVING.pop(next(iter(_SERVING)))
+    return _SERVING[key]
+
+
+def serving_estimate(prior: dict[str, float], corrections) -> dict[str, float]:
+    """Calibrated serving figures from the prior's: throughput and TPOT follow the decode step time,
+    TTFT the prefill step time (to first order: the same schedule, each step slower or faster)."""
+    d, p = corrections.decode_step, corrections.prefill_step
+    out = {}
+    for k, v in prior.items():
+        if k == "output_throughput":
+            out[k] = v / d
+        elif "tpot" in k or "itl" in k:
+            out[k] = v * d
+        elif "ttft" in k:
+            out[k] = v * p
+        else:
+            out[k] = v * d  # e2el and the rest: dominated by decode
+    return out
+
+
+class Guide:
+    """Enqueues the calibrated model's most promising unmeasured neighbour of the measured front."""
+
+    def __init__(self, study: optuna.Study, space, ctx: TrialContext, objectives, screen, seed: int | None = 0):
+        self.study, self.space, self.ctx, self.objectives, self.screen = study, space, ctx, objectives, screen
+        self.rng = random.Random(seed)
+        self.booted_since = 0
+
+    def after_tell(self, booted: bool) -> dict[str, Any] | None:
+        """Called once a trial is told; returns the enqueued parameters, if any."""
+        self.booted_since += bool(booted)
+        if self.booted_since < EVERY or not self._ready():
+            return None
+        if self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return None  # seeds still queued go first
+        best = self.propose()
+        self.booted_since = 0
+        if best is not None:
+            self.study.enqueue_trial(best, user_attrs={GUIDE_ATTR: GUIDE_LABEL})
+        return best
+
+    def _ready(self) -> bool:
+        cal = self.ctx.calibration
+        return (self.screen.screening and self.ctx.release is not None and self.ctx.device_model is not None
+                and cal is not None and cal.n > 0)
+
+    def measured_front(self) -> list[tuple[dict, tuple[float, float, float]]]:
+        done = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get("feasible") and t.user_attrs.get("status") == "ok" and t.values]
+        vecs = [tuple(t.values) for t in done]
+        return [(done[i].params, vecs[i]) for i in pareto_indices(vecs, self.objectives.directions)]
+
+    def neighbours(self, front: list[dict]) -> list[dict]:
+        grid, seen, out = self.space.grid(), set(), []
+        for params in front:
+            for name, choices in grid.items():
+                for c in choices:
+                    if params.get(name) == c:
+                        continue
+                    cand = dict(params, **{name: c})
+                    for p in self.space.parameters:  # a parameter whose condition now holds: its middle value
+                        if p.name not in cand:
+                            cand[p.name] = grid[p.name][len(grid[p.name]) // 2]
+                    settings = self.space.settings_for(cand)
+                    k = json.dumps(settings.params, sort_keys=True, default=str)
+                    if k not in seen:
+                        seen.add(k)
+                        out.append(settings.params)
+        self.rng.shuffle(out)
+        return out
+
+    def propose(self) -> dict | None:
+        front = self.measured_front()
+        if not front:
+            return None
+        directions, latency = self.objectives.directions, self.objectives.latency_key
+        vecs = [v for _, v in front]
+        budget = self.ctx.limits.warmup_budget_s
+        reference = (0.0, max(v[1] for v in vecs) * 1.5, budget or max(v[2] for v in vecs) * 1.5)
+        base = hypervolume(vecs, reference, directions)
+        corrections = self.ctx.calibration.corrections
+        best, gain, tried = None, 0.0, 0
+        for params in self.neighbours([p for p, _ in front]):
+            if tried >= MAX_NEIGHBOURS:
+                break
+            settings = self.space.settings_for(params)
+            if self.screen.measurements(effective_key(self.ctx, settings)):
+                continue
+            tp = predict_calibrated(self.ctx, settings)
+            if tp is None or tp.calibrated.failure is not None or rejection(tp, budget) is not None:
+                continue
+            warmup = tp.calibrated.warmup_seconds
+            if budget is not None and warmup > budget:
+                continue
+            tried += 1
+            serving = serving_estimate(_prior_serving(self.ctx, settings), corrections)
+            if "output_throughput" not in serving or latency not in serving:
+                continue
+            vec = (serving["output_throughput"], serving[latency], warmup)
+            g = hypervolume(vecs + [vec], reference, directions) - base
+            if g > gain:
+                best, gain = params, g
+        return best
