@@ -68,10 +68,10 @@ class Guide:
         self.rng = random.Random(seed)
         self.booted_since = 0
 
-    def after_tell(self, booted: bool) -> dict[str, Any] | None:
-        """Called once a trial is told; returns the enqueued parameters, if any."""
+    def after_tell(self, booted: bool, more: bool = True) -> dict[str, Any] | None:
+        """Called once a trial is told (`more`: the study wants more trials); the enqueued parameters, if any."""
         self.booted_since += bool(booted)
-        if self.booted_since < EVERY or not self._ready():
+        if not more or self.booted_since < EVERY or not self._ready():
             return None
         if self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return None  # seeds still queued go first

@@ -76,11 +76,20 @@ def effective_key(ctx: TrialContext, settings: TrialSettings) -> str:
 
 # ------------------------------------------------------------------------------------- calibration
 
-def study_calibration(study: optuna.Study) -> Calibration:
-    """The corrections every node of this study uses: seeded samples plus every booted trial's."""
+def study_calibration(study: optuna.Study, generic: bool = False) -> Calibration:
+    """The corrections every node of this study uses: seeded samples plus every booted trial's.
+    `generic`: the device or model is not in the tables (a wide prior the boots replace)."""
     samples = list(study.user_attrs.get(SEED_ATTR) or [])
     samples += [t.user_attrs.get(SAMPLE_ATTR) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
-    return Calibration.from_samples(samples)
+    return Calibration.from_samples(samples, generic=generic)
+
+
+def generic_prior(ctx: TrialContext) -> bool:
+    """The performance model knows this device and model only as a generic prior (hardware.is_generic)."""
+    from .perfmodel.hardware import is_generic
+
+    dm = ctx.device_model
+    return dm is not None and is_generic(dm.device, dm.model)
 
 
 def seed_calibration(study: optuna.Study, samples: list[dict[str, float]]) -> None:
@@ -89,7 +98,7 @@ def seed_calibration(study: optuna.Study, samples: list[dict[str, float]]) -> No
 
 
 def refresh_calibration(study: optuna.Study, ctx: TrialContext) -> Calibration:
-    cal = study_calibration(study)
+    cal = study_calibration(study, generic_prior(ctx))
     ctx.calibration = cal
     study.set_user_attr(CAL_ATTR, cal.summary())
     return cal

@@ -442,7 +442,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                     run.ran += 1
                     if result.calibration_sample:
                         refresh_calibration(study, ctx)
-                    guide.after_tell(result.booted)
+                    guide.after_tell(result.booted, more=want_more())
                 if on_trial:
                     on_trial(trial.number, result)
             except optuna.exceptions.UpdateFinishedTrialError:

@@ -115,6 +115,7 @@ CASES = [
     Case([*TUNE, "--devices", ";;"], 2, "--devices ';;'"),
     Case([*TUNE, "--max-concurrency", "0"], 2, "--max-concurrency"),
     Case([*TUNE, "--model-shape", "llama-9b"], 2, "llama-9b"),
+    Case([*TUNE, "--device", "gaudi9"], 2, "gaudi9"),  # the simulator knows its devices; prediction alone would not
     Case(["tune", "--space", "deploy"], 2, "deploy: is a folder"),
     Case([*TUNE, "--release", "fork-9.9"], 2, "fork-9.9"),
     Case([*TUNE, "--dataset-name", "trace", "--dataset-path", "trace.jsonl"], 2, "trace.jsonl:2"),

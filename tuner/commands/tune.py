@@ -41,8 +41,9 @@ def register(sub) -> None:
     g.add_argument("--server-args", default="", metavar="ARGS",
                    help="extra arguments for the server command line, e.g. '--load-format dummy' "
                         "(split like a shell would, never run through one)")
-    g.add_argument("--device", default="gaudi2", choices=("gaudi2", "gaudi3"),
-                   help="target device, for pre-boot prediction (and the simulator)")
+    g.add_argument("--device", default="gaudi2",
+                   help="target device, for pre-boot prediction (and the simulator: gaudi2, gaudi3); one the "
+                        "performance model lacks gets a generic prior that the first boots calibrate")
     g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
     g.add_argument("--no-prediction", action="store_true", help="no pre-boot prediction / rejection")
@@ -193,9 +194,11 @@ def build_context(args, space):
     _check_numbers(args)
     check_load_flags(args)
     if args.backend == "sim":
-        from ..perfmodel.hardware import model_for
+        from ..perfmodel.hardware import DEVICES, model_for
 
         model_for(args.model_shape)  # an unknown --model-shape now, not after the study started
+        if args.device not in DEVICES:
+            raise UsageError(f"--device {args.device!r}: the simulator knows {', '.join(sorted(DEVICES))}")
     try:
         vllm_command, extra_args = shlex.split(args.vllm_command), shlex.split(args.server_args)
     except ValueError as exc:  # an unclosed quote

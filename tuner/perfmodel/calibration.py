@@ -26,6 +26,10 @@ from .corrections import Corrections
 PRIOR_SD = {"load": 0.7, "profile": 0.7, "prompt_warmup": 0.7, "decode_warmup": 0.7, "capture": 0.7,
             "kv_block": 0.15, "graph_mem": 0.3, "free_mem_offset_gib": 4.0, "decode_step": 0.4,
             "prefill_step": 0.4, "cache_hit": 0.7}
+# A device or model the tables lack (hardware.generic_shape / device_for): the prior is a stand-in, so
+# every factor may be far off (weights and HBM unknown: the free-memory offset by tens of GiB) and the
+# first boot sets each correction almost alone.
+GENERIC_PRIOR_SD = {**{k: 1.2 for k in PRIOR_SD}, "kv_block": 1.0, "graph_mem": 1.0, "free_mem_offset_gib": 32.0}
 # Floor of the per-configuration scatter (log units; GiB for the offset): never trust a fit tighter.
 MIN_SPREAD = {"kv_block": 0.005, "graph_mem": 0.02, "free_mem_offset_gib": 0.25}
 DEFAULT_SPREAD = 0.15  # per-configuration scatter assumed until there are samples to measure it
@@ -57,6 +61,7 @@ class Calibration:
     """Corrections fitted from samples; `update` takes one boot's (or one log's) sample."""
 
     samples: list[dict[str, float]] = field(default_factory=list)
+    generic: bool = False  # the prior is a generic stand-in (GENERIC_PRIOR_SD)
 
     def update(self, sample: Mapping[str, float]) -> Calibration:
         clean = {k: float(v) for k, v in sample.items() if k in PRIOR_SD and v is not None and math.isfinite(v)}
@@ -66,7 +71,7 @@ class Calibration:
 
     def fit(self, name: str) -> FactorFit:
         xs = [s[name] for s in self.samples if name in s]
-        n, prior_sd = len(xs), PRIOR_SD[name]
+        n, prior_sd = len(xs), (GENERIC_PRIOR_SD if self.generic else PRIOR_SD)[name]
         floor = MIN_SPREAD.get(name, 0.03)
         if n >= 3:
             m = sum(xs) / n
@@ -105,7 +110,7 @@ class Calibration:
 
     def summary(self) -> dict[str, Any]:
         """For the study attribute and the report: value, 95% interval and sample count per correction."""
-        out: dict[str, Any] = {"boots": self.n}
+        out: dict[str, Any] = {"boots": self.n, **({"prior": "generic"} if self.generic else {})}
         for name, f in self.fits().items():
             lo, hi = (f.mean - 2 * f.se, f.mean + 2 * f.se)
             if name not in ADDITIVE:
@@ -114,8 +119,8 @@ class Calibration:
         return out
 
     @classmethod
-    def from_samples(cls, samples: Iterable[Mapping[str, float] | None]) -> Calibration:
-        cal = cls()
+    def from_samples(cls, samples: Iterable[Mapping[str, float] | None], generic: bool = False) -> Calibration:
+        cal = cls(generic=generic)
         for s in samples:
             if s:
                 cal.update(s)

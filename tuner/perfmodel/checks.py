@@ -10,7 +10,7 @@ from typing import Any
 from ..status import TrialStatus
 from .calibration import TIME_FACTORS, Calibration
 from .corrections import Corrections
-from .hardware import GiB
+from .hardware import GiB, is_generic
 from .prediction import StartupPrediction
 from .projection import correction_of, prediction_facts
 
@@ -52,10 +52,10 @@ class TrialPrediction:
 def predict_trial(predict: Callable[[Corrections], StartupPrediction | None],
                   calibration: Calibration | None, z: float = 2.0) -> TrialPrediction | None:
     """`predict(corrections)` -> a StartupPrediction of the configuration (None: no model)."""
-    cal = calibration or Calibration()
     prior = predict(Corrections())
     if prior is None:
         return None
+    cal = calibration or Calibration(generic=is_generic(prior.sim.device, prior.sim.model))
     central = cal.corrections
     pred = predict(central) if cal.n else prior
     tp = TrialPrediction(prior, pred, cal)

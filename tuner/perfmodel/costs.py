@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..buckets import ServerConfig
 from .corrections import Corrections
-from .hardware import BF16, DEVICES, FP8, Device, GiB, MiB, ModelShape, model_for
+from .hardware import BF16, FP8, Device, GiB, MiB, ModelShape, device_for, shape_for
 from .rules import ReleaseRules, default_batched_tokens
 
 # --- constants of section 7 (GUESS where the spec says so) ------------------------------------
@@ -70,8 +70,8 @@ class CostModel:
                  corrections: Corrections = Corrections()):
         self.sim = sim
         self.corr = corrections
-        self.model: ModelShape = model_for(sim.model)
-        self.device: Device = DEVICES[sim.device]
+        self.model: ModelShape = shape_for(sim.model)  # generic for a model the tables lack
+        self.device: Device = device_for(sim.device)
         self.block_size = block_size
         self.compiled_mode = compiled_mode  # PT_HPU_LAZY_MODE=0 without --enforce-eager
         tp = sim.tp

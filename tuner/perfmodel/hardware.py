@@ -6,6 +6,7 @@ stay guesses here. Everything is per card: tensor parallelism divides weights, K
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 GiB = 1024**3
@@ -28,6 +29,7 @@ class ModelShape:
     vocab: int
     max_position: int  # max_model_len when the user gives none
     graph_mem_mib: float  # HPU-graph memory per captured bucket, current plugin era (Intel autocalc)
+    generic: bool = False  # not in the tables: estimated from the name, to be calibrated by the first boots
 
     def weight_bytes(self, dtype: str, tp: int = 1) -> int:
         return self.params * DTYPE_BYTES[dtype] // tp
@@ -72,6 +74,7 @@ class Device:
     eta_c: float  # achieved fraction of peak matrix FLOPS in prefill
     c_dec: float  # fixed seconds per decode step (launch, sampler, host)
     c_pre: float  # fixed seconds per prefill step
+    generic: bool = False  # not in the tables: a stand-in, to be calibrated by the first boots
 
     def flops(self, dtype: str) -> float:
         return self.flops_fp8 if dtype == FP8 else self.flops_bf16
@@ -106,3 +109,44 @@ def normalize_kv_dtype(kv_cache_dtype: str | None, dtype: str) -> str:
     if k in ("bf16", "bfloat16"):
         return BF16
     raise ValueError(f"unsupported --kv-cache-dtype {kv_cache_dtype!r}")
+
+
+# --- shapes and devices the tables lack --------------------------------------------------------
+# The tuner still predicts for them, from a generic prior the first boots calibrate (wide uncertainty
+# until then: calibration.GENERIC_PRIOR_SD). The simulator keeps to the tables.
+
+GENERIC_PARAMS = 8e9  # a name without a size ("my-org/custom") is taken for an 8B model
+
+
+def generic_shape(name: str) -> ModelShape:
+    """A Llama-like shape for a model the tables lack, sized by the parameter count in its name ("13b"):
+    hidden and layers scaled as between Llama-3.1-8B and 70B, 8 KV heads of 128."""
+    m = re.search(r"(\d+(?:\.\d+)?)\s*b(?![a-z])", name.lower())
+    params = float(m.group(1)) * 1e9 if m else GENERIC_PARAMS
+    r = params / 8e9
+    hidden = max(1024, 1024 * round(4096 * r**0.32 / 1024))  # heads a multiple of 8, like the known shapes
+    layers = max(8, round(32 * r**0.42))
+    return ModelShape(name, int(params), layers, hidden, hidden // 128, 8, 128, 128_256, 131_072,
+                      10.0 * r**0.32, generic=True)
+
+
+def shape_for(name: str) -> ModelShape:
+    """The table's shape (model_for), or a generic one for a model the tables lack."""
+    try:
+        return model_for(name)
+    except ValueError:
+        return generic_shape(name)
+
+
+def device_for(name: str) -> Device:
+    """The table's device, or for one the tables lack Gaudi 2's constants as a generic prior."""
+    if name in DEVICES:
+        return DEVICES[name]
+    g = DEVICES["gaudi2"]
+    return Device(name, g.visible_bytes, g.bandwidth, g.flops_bf16, g.flops_fp8, g.eta_m, g.eta_c, g.c_dec, g.c_pre,
+                  generic=True)
+
+
+def is_generic(device: str, model: str) -> bool:
+    """True when the tables know the device or the model only as a generic prior."""
+    return shape_for(model).generic or device_for(device).generic

@@ -1,0 +1,80 @@
+"""A device or model the performance model's tables lack: a generic prior from the name, predictions from the
+first trial on, and corrections that the first boots set (the tuner is told nothing of the real shape)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+from tuner import trial as T
+from tuner.backends import Backend
+from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
+from tuner.perfmodel.calibration import Calibration
+from tuner.perfmodel.hardware import MODELS, device_for, generic_shape, is_generic, shape_for
+from tuner.report.sections import _calibration
+from tuner.space import SearchSpace
+from tuner.status import TrialStatus
+from tuner.study import Constraints, Objectives, StudyOptions, run_study
+from tuner.workload import RandomWorkload
+
+SPACE = {
+    "name": "generic",
+    "release": "fork-1.22",
+    "server": {"max_model_len": 1024, "block_size": 128, "max_num_batched_tokens": 2048},
+    "parameters": {"max_num_seqs": {"type": "categorical", "choices": [8, 16, 32]},
+                   "gpu_memory_utilization": {"type": "categorical", "choices": [0.8, 0.9]}},
+}
+
+
+def test_a_shape_the_tables_lack_is_sized_from_its_name():
+    s = shape_for("my-org/custom-13b")
+    assert s.generic and s.params == 13_000_000_000 and s.heads % 8 == 0
+    assert MODELS["llama-3.1-8b"].layers < s.layers < MODELS["llama-3.1-70b"].layers
+    assert generic_shape("my-org/custom").params == 8_000_000_000  # no size in the name
+    assert not shape_for("llama-3.1-8b").generic and not shape_for("meta-llama/Llama-3.1-70B").generic
+    assert device_for("gaudi9").generic and device_for("gaudi9").name == "gaudi9"
+    assert not is_generic("gaudi2", "llama-3.1-8b") and is_generic("gaudi9", "llama-3.1-8b")
+    assert is_generic("gaudi2", "my-org/custom-13b")
+
+
+def test_a_generic_prior_predicts_and_its_uncertainty_is_wide():
+    pred = predict_startup("fork-1.22", SimSettings(model="my-org/custom-13b", device="gaudi9"),
+                           ServerInputs(max_model_len=1024, max_num_seqs=16), {})
+    assert pred.failure is None and pred.num_blocks > 0 and pred.warmup_seconds > 0
+    known, generic = Calibration().fit("kv_block"), Calibration(generic=True).fit("kv_block")
+    assert generic.se > 5 * known.se
+    # One sample nearly sets a generic correction; the documented prior moves only part of the way.
+    sample = {"kv_block": math.log(0.8)}
+    assert abs(Calibration(generic=True).update(sample).corrections.kv_block - 0.8) < 0.01
+    assert Calibration().update(sample).corrections.kv_block > 0.85
+
+
+def test_a_study_on_a_model_the_tuner_does_not_know_calibrates_from_its_first_boot(tmp_path):
+    # The simulator serves Llama-3.1-8B; the tuner is told only "my-org/custom-13b" (no table entry).
+    backend = Backend("sim", model="my-org/custom-13b", sim_release="fork-1.22", sim_device="gaudi2",
+                      sim_model="llama-3.1-8b", time_scale=0.2, startup_time_scale=0.02)  # step times well above jitter
+    ctx = T.TrialContext(backend=backend, workload=RandomWorkload(200, 16, num_prompts=16), release="fork-1.22",
+                         device_model=T.DeviceModel("gaudi2", "my-org/custom-13b", "bf16"),
+                         load=T.LoadOptions(max_concurrency=8, warmup_requests=2))
+    opts = StudyOptions(name="generic", results_root=tmp_path, n_trials=4, enqueue_defaults=False)
+    space = SearchSpace.from_dict(SPACE)
+    run = run_study(opts, space, ctx, Objectives(), Constraints(), install_sigint=False)
+    trials = [t for t in sorted(run.study.trials, key=lambda t: t.number) if t.user_attrs.get("booted")]
+    assert len(trials) >= 3 and all(t.user_attrs["status"] == TrialStatus.OK.value for t in trials)
+
+    def error(t, key):  # |log(predicted / observed)|
+        return abs(math.log(t.user_attrs["predicted"][key] / t.user_attrs["observed"][key]))
+
+    first, later = trials[0], trials[1:]
+    assert first.user_attrs["predicted"]["calibrated_from"] == 0  # the generic prior itself
+    assert error(first, "kv_blocks") > 0.2 and error(first, "warmup_s") > 0.1  # 13B guessed, 8B served
+    for t in later:  # from the second boot on, calibrated by the first: close to what the boot shows
+        assert t.user_attrs["predicted"]["calibrated_from"] >= 1
+        assert error(t, "kv_blocks") < 0.02
+        assert error(t, "warmup_s") < 0.1
+    assert sum(error(t, "warmup_s") for t in later) / len(later) < error(first, "warmup_s") / 2
+    cal = run.study.user_attrs["calibration"]
+    assert cal["prior"] == "generic" and cal["boots"] == len(trials)
+    assert not [t for t in run.study.trials if t.state.name == "WAITING"]  # no proposal left behind
+    assert cal["free_mem_offset_gib"]["value"] > 5  # the 8B weights leave ~10 GiB more than a 13B guess
+    assert "generic stand-in" in _calibration(SimpleNamespace(study=run.study))  # the report says so
