@@ -4,13 +4,18 @@ After a boot has calibrated the model, the neighbours of the measured Pareto fro
 another of its choices) are predicted with the calibrated model: warmup from the startup prediction,
 throughput and latency from the model's serving clock scaled by the calibrated step-time factors. The
 neighbour whose predicted objectives add the most hypervolume to the measured front is enqueued, every
-other trial, so that the sampler's own proposals keep half of the boots (exploration). Nothing is told
-from a prediction: an enqueued point is booted and measured like any other.
+other trial, so that the sampler's own proposals keep half of the boots (exploration); an enqueued point
+is booted and measured like any other.
+
+A sampler's proposal that a measured point beats everywhere, even at the favourable end of the calibrated
+prediction's uncertainty, is not booted (measured.Screen, with a small exploration share): it is told its
+predicted figures, marked screened "dominated", never counted as a measurement nor on the measured front.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import asdict
 from typing import Any
@@ -18,29 +23,43 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from .measured import effective_key
+from .measured import SCREENED_ATTR, effective_key
 from .pareto import hypervolume, pareto_indices
 from .perfmodel.checks import rejection
-from .trial import TrialContext, predict, predict_calibrated, predict_serving
+from .status import TrialStatus
+from .trial import TrialContext, TrialResult, predict, predict_calibrated, predict_serving
 
 GUIDE_ATTR = "seed"
 GUIDE_LABEL = "performance model: predicted front"
 MAX_NEIGHBOURS = 24  # neighbours predicted per proposal (sampled beyond that; each costs one serving run once)
 EVERY = 2  # one model proposal per EVERY booted trials
+Z_DOMINATED = 2.0  # how far the favourable end of a prediction lies (predictive standard deviations)
+DOMINATED = "dominated"  # the screened attribute of a proposal told from its prediction
 _SERVING: dict[str, dict[str, float]] = {}  # the prior's serving figures per configuration (pure, reused)
+
+
+def _serving_key(ctx: TrialContext, settings) -> str:
+    return json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
+                       ctx.workload.describe(), asdict(ctx.load)], sort_keys=True, default=str)
 
 
 def _prior_serving(ctx: TrialContext, settings) -> dict[str, float]:
     """The load test's figures as the prior model predicts them; the serving clock is the costly part,
     and the calibrated figures are these scaled (serving_estimate), so it runs once per configuration."""
-    key = json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
-                      ctx.workload.describe(), asdict(ctx.load)], sort_keys=True, default=str)
+    key = _serving_key(ctx, settings)
     if key not in _SERVING:
         pred = predict(ctx, settings)
-        _SERVING[key] = predict_serving(ctx, pred) if pred is not None and pred.failure is None else {}
-        if len(_SERVING) > 4096:
-            _SERVING.pop(next(iter(_SERVING)))
+        remember_prior_serving(ctx, settings, predict_serving(ctx, pred)
+                               if pred is not None and pred.failure is None else {})
     return _SERVING[key]
+
+
+def remember_prior_serving(ctx: TrialContext, settings, figures: dict[str, float]) -> None:
+    """What trial.predict_serving gives for these settings on the prior model, known already (the
+    tuning-efficiency benchmark has run that very clock for its nominal table)."""
+    if len(_SERVING) >= 16384:
+        _SERVING.pop(next(iter(_SERVING)))
+    _SERVING[_serving_key(ctx, settings)] = figures
 
 
 def serving_estimate(prior: dict[str, float], corrections) -> dict[str, float]:
@@ -67,6 +86,7 @@ class Guide:
         self.study, self.space, self.ctx, self.objectives, self.screen = study, space, ctx, objectives, screen
         self.rng = random.Random(seed)
         self.booted_since = 0
+        screen.guide = self
 
     def after_tell(self, booted: bool, more: bool = True) -> dict[str, Any] | None:
         """Called once a trial is told (`more`: the study wants more trials); the enqueued parameters, if any."""
@@ -86,11 +106,43 @@ class Guide:
         return (self.screen.screening and self.ctx.release is not None and self.ctx.device_model is not None
                 and cal is not None and cal.n > 0)
 
-    def measured_front(self) -> list[tuple[dict, tuple[float, float, float]]]:
+    def measured_front(self) -> list[tuple[int, dict, tuple[float, float, float]]]:
+        """(trial number, parameters, objectives) of the measured Pareto front (booted or reused trials)."""
         done = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get("feasible") and t.user_attrs.get("status") == "ok" and t.values]
+                if t.user_attrs.get("feasible") and t.user_attrs.get("status") == "ok" and t.values
+                and t.user_attrs.get(SCREENED_ATTR) != DOMINATED]
         vecs = [tuple(t.values) for t in done]
-        return [(done[i].params, vecs[i]) for i in pareto_indices(vecs, self.objectives.directions)]
+        return [(done[i].number, done[i].params, vecs[i]) for i in pareto_indices(vecs, self.objectives.directions)]
+
+    def predicted(self, settings, tp) -> tuple[float, float, float] | None:
+        """(throughput, latency, warmup) of the calibrated model, or None when it cannot say."""
+        if tp is None or tp.calibrated.failure is not None:
+            return None
+        serving = serving_estimate(_prior_serving(self.ctx, settings), self.ctx.calibration.corrections)
+        latency = self.objectives.latency_key
+        if "output_throughput" not in serving or latency not in serving:
+            return None
+        return (serving["output_throughput"], serving[latency], tp.calibrated.warmup_seconds)
+
+    def dominated(self, settings, tp) -> TrialResult | None:
+        """A result told without a boot when a measured point beats this configuration's prediction
+        everywhere even at the favourable end of its uncertainty (serving: the calibrated decode-step
+        scatter; warmup: its lower bound); None otherwise."""
+        if not self._ready() or (vec := self.predicted(settings, tp)) is None:
+            return None
+        fit = self.ctx.calibration.fits()["decode_step"]
+        u = math.exp(Z_DOMINATED * math.hypot(fit.se, fit.spread))
+        best = (vec[0] * u, vec[1] / u, tp.warmup_low_s if tp.warmup_low_s is not None else vec[2])
+        for number, _, m in self.measured_front():
+            if m[0] >= best[0] and m[1] <= best[1] and m[2] <= best[2]:
+                latency = self.objectives.latency_key
+                return TrialResult(status=TrialStatus.OK, booted=False, params=settings.params,
+                                   server=settings.server, predicted=tp.summary(),
+                                   metrics={"output_throughput": vec[0], latency: vec[1]},
+                                   reason=f"not booted: predicted dominated by trial {number} (calibrated model: "
+                                          f"{vec[0]:.0f} tok/s, {latency} {vec[1]:.0f}, warmup {vec[2]:.0f} s)",
+                                   timings={"accelerator_s": 0.0})
+        return None
 
     def neighbours(self, front: list[dict]) -> list[dict]:
         grid, seen, out = self.space.grid(), set(), []
@@ -115,14 +167,13 @@ class Guide:
         front = self.measured_front()
         if not front:
             return None
-        directions, latency = self.objectives.directions, self.objectives.latency_key
-        vecs = [v for _, v in front]
+        directions = self.objectives.directions
+        vecs = [v for _, _, v in front]
         budget = self.ctx.limits.warmup_budget_s
         reference = (0.0, max(v[1] for v in vecs) * 1.5, budget or max(v[2] for v in vecs) * 1.5)
         base = hypervolume(vecs, reference, directions)
-        corrections = self.ctx.calibration.corrections
         best, gain, tried = None, 0.0, 0
-        for params in self.neighbours([p for p, _ in front]):
+        for params in self.neighbours([p for _, p, _ in front]):
             if tried >= MAX_NEIGHBOURS:
                 break
             settings = self.space.settings_for(params)
@@ -131,14 +182,11 @@ class Guide:
             tp = predict_calibrated(self.ctx, settings)
             if tp is None or tp.calibrated.failure is not None or rejection(tp, budget) is not None:
                 continue
-            warmup = tp.calibrated.warmup_seconds
-            if budget is not None and warmup > budget:
+            if budget is not None and tp.calibrated.warmup_seconds > budget:
                 continue
             tried += 1
-            serving = serving_estimate(_prior_serving(self.ctx, settings), corrections)
-            if "output_throughput" not in serving or latency not in serving:
+            if (vec := self.predicted(settings, tp)) is None:
                 continue
-            vec = (serving["output_throughput"], serving[latency], warmup)
             g = hypervolume(vecs + [vec], reference, directions) - base
             if g > gain:
                 best, gain = params, g

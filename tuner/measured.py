@@ -116,6 +116,7 @@ class Screen:
         self.screening = screening
         self.rng = random.Random(seed)
         self.in_a_row: dict[int, int] = {}
+        self.guide = None  # guided.Guide: predicted-dominated proposals are not booted either
 
     def measurements(self, key: str) -> list[optuna.trial.FrozenTrial]:
         return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -148,6 +149,11 @@ class Screen:
                                      params=settings.params, server=settings.server,
                                      timings={"accelerator_s": 0.0})
                 trial.set_user_attr(SCREENED_ATTR, "rejected")
+                return result, self.ctx
+            result = self.guide.dominated(settings, tp) if self.guide is not None else None
+            if result is not None and self.rng.random() >= EXPLORE_SHARE:  # a share boots: checks the model
+                self.in_a_row[slot] = self.in_a_row.get(slot, 0) + 1
+                trial.set_user_attr(SCREENED_ATTR, "dominated")
                 return result, self.ctx
         self.in_a_row[slot] = 0
         return None, self.ctx

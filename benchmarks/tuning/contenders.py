@@ -8,8 +8,10 @@ from pathlib import Path
 
 import optuna
 
-from benchmarks.tuning.problems import OBJECTIVES
+from benchmarks.tuning.problems import OBJECTIVES, Problem
 from benchmarks.tuning.runner import VirtualRunner
+from benchmarks.tuning.truth import TABLES
+from tuner import guided
 from tuner import study as study_mod
 from tuner.study import Constraints, StudyError, StudyOptions, run_study
 
@@ -52,6 +54,19 @@ def _memory_storage(url: str, *args, **kwargs):
 _SQLITE_STORAGE = study_mod.make_storage
 
 
+def share_prior_serving(problem: Problem, space, ctx) -> None:
+    """The nominal table ran the prior model's serving clock for every configuration, exactly as
+    trial.predict_serving does (same workload, arrivals and prediction): the guided proposals
+    (tuner/guided.py) read those figures instead of running the clock again (speed only)."""
+    for e in TABLES[(problem.key, "nominal")].values():
+        if e.failure is None:
+            guided.remember_prior_serving(ctx, space.settings_for(e.params),
+                                          {k: e.metrics[k] for k in SHARED_SERVING if k in e.metrics})
+
+
+SHARED_SERVING = ("output_throughput", "median_ttft_ms", "p99_ttft_ms")
+
+
 def run_contender(task) -> dict:
     """One study (the real loop) of one contender on one problem and scenario; its trials in order."""
     problem, scenario, name, seed, n_trials, quick, sigma, root = task
@@ -65,6 +80,8 @@ def run_contender(task) -> dict:
     runner = VirtualRunner(problem, scenario, sigma, checked=c.full)
     constraints = Constraints(warmup_budget_s=problem.warmup_budget_s, allow_recompiles=True)
     ctx, t0 = problem.context(problem.warmup_budget_s if c.full else None), time.monotonic()
+    if c.full:
+        share_prior_serving(problem, space, ctx)
     try:
         run = run_study(opts, space, ctx, OBJECTIVES, constraints, install_sigint=False, runner=runner)
     except StudyError as exc:

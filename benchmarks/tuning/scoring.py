@@ -22,7 +22,7 @@ def score(run: dict, problem: Problem, true_hv: float, budgets: list[int]) -> di
     (screened proposals cost nothing and do not count as trials; their hours, zero, still add up)."""
     table = TABLES[(problem.key, run["scenario"])]
     pts, hours, curve, wasted, booted = [], 0.0, [], 0.0, set()
-    counts = {"repeat_boots": 0, "aborted": 0, "rejected": 0, "reused": 0, "screened": 0}
+    counts = {"repeat_boots": 0, "aborted": 0, "rejected": 0, "reused": 0, "screened": 0, "dominated": 0}
     good, false_rej, false_abort = set(), set(), set()
     for t in run["trials"]:
         h, k = t["accelerator_s"] / 3600, key_of(t["params"])
@@ -31,13 +31,14 @@ def score(run: dict, problem: Problem, true_hv: float, budgets: list[int]) -> di
         if is_good:
             good.add(k)
         hours += h
-        if t["feasible"] and t["status"] == TrialStatus.OK.value:
+        if t["feasible"] and t["status"] == TrialStatus.OK.value and t["screened"] != "dominated":  # measured
             pts.append(tuple(t["values"]))
         elif h > 0:
             wasted += h
         counts["repeat_boots"] += h > 0 and k in booted
         counts["reused"] += t["screened"] == "reused"
         counts["screened"] += bool(t["screened"])
+        counts["dominated"] += t["screened"] == "dominated"
         if h == 0 and t["status"] in REJECTED and t["screened"] != "reused":
             counts["rejected"] += 1
             if is_good:
@@ -76,7 +77,7 @@ def aggregate(scores: list[dict], budgets: list[int], hours: float | None) -> di
         v = [s[f"hours_to_{x}"] for s in scores]
         out[f"to{x}"] = (statistics.median(v), sum(math.isfinite(y) for y in v))
     for k in ("wasted_frac", "repeat_boots", "rejected", "aborted", "false_aborts", "false_rejects", "reused",
-              "screened", "false_reject_rate", "false_abort_rate", "good"):
+              "screened", "dominated", "false_reject_rate", "false_abort_rate", "good"):
         out[k] = statistics.mean(s[k] for s in scores)
     return out
 

@@ -1,0 +1,84 @@
+"""The calibrated model's part in a study (tuner/guided.py): proposals near the measured front, and
+proposals a measured point beats even at the favourable end of their prediction not booted."""
+
+from __future__ import annotations
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+
+from tuner import measured
+from tuner import trial as T
+from tuner.backends import Backend
+from tuner.guided import Guide, serving_estimate
+from tuner.measured import Screen
+from tuner.perfmodel import Corrections
+from tuner.perfmodel.calibration import Calibration
+from tuner.space import SearchSpace
+from tuner.status import TrialStatus
+from tuner.study import Constraints, Objectives, tell_result
+from tuner.workload import RandomWorkload
+
+CHOICES = {"max_num_seqs": [8, 16, 32], "VLLM_DECODE_BS_BUCKET_STEP": [8, 16]}
+SPACE = {"name": "guided", "release": "fork-1.21.2",
+         "server": {"max_model_len": 1024, "block_size": 128, "max_num_batched_tokens": 2048},
+         "parameters": {k: {"type": "categorical", "choices": v} for k, v in CHOICES.items()}}
+
+
+def setup(values):
+    """A study holding one measured configuration (max_num_seqs 8, step 8) with these objective values."""
+    space = SearchSpace.from_dict(SPACE)
+    ctx = T.TrialContext(backend=Backend("sim", model="m", sim_release="fork-1.21.2"),
+                         workload=RandomWorkload(200, 16, num_prompts=16), release="fork-1.21.2",
+                         device_model=T.DeviceModel(), load=T.LoadOptions(max_concurrency=8, warmup_requests=2),
+                         limits=T.Limits(warmup_budget_s=10_000.0))
+    ctx.calibration = Calibration().update({"decode_step": 0.0, "prompt_warmup": 0.0, "decode_warmup": 0.0})
+    study = optuna.create_study(directions=Objectives.directions)
+    study.add_trial(optuna.trial.create_trial(
+        params={"max_num_seqs": 8, "VLLM_DECODE_BS_BUCKET_STEP": 8}, values=values,
+        distributions={k: CategoricalDistribution(v) for k, v in CHOICES.items()},
+        user_attrs={"feasible": True, "status": "ok", "booted": True}))
+    screen = Screen(study, ctx)
+    return space, ctx, study, Guide(study, space, ctx, Objectives(), screen), screen
+
+
+def test_a_proposal_beaten_everywhere_by_a_measured_point_is_not_booted(monkeypatch):
+    space, ctx, study, guide, screen = setup([1e6, 1.0, 1.0])  # a measured point nothing can beat
+    settings = space.settings_for({"max_num_seqs": 32, "VLLM_DECODE_BS_BUCKET_STEP": 16})
+    result = guide.dominated(settings, T.predict_calibrated(ctx, settings))
+    assert result is not None and result.status is TrialStatus.OK and not result.booted
+    assert "predicted dominated by trial 0" in result.reason and result.timings["accelerator_s"] == 0.0
+    assert result.metrics["output_throughput"] > 0 and result.warmup_s == result.predicted["warmup_s"]
+    # In the study loop: told without a boot, marked, not counted, not a measurement to reuse.
+    monkeypatch.setattr(measured, "EXPLORE_SHARE", 0.0)  # no exploration share this time
+    trial = study.ask({k: CategoricalDistribution(v) for k, v in CHOICES.items()})
+    told, _ = screen.decide(trial, settings, 0)
+    assert told is not None and not told.booted and trial.user_attrs["screened"] == "dominated"
+    screen.record(trial, told)
+    tell_result(study, trial, told, Objectives(), Constraints(warmup_budget_s=10_000.0))
+    frozen = study.trials[-1]
+    assert not measured.counts_toward_budget(frozen) and frozen.user_attrs["feasible"]
+    assert not screen.measurements(frozen.user_attrs["effective_key"])
+    assert [n for n, _, _ in guide.measured_front()] == [0]  # the prediction is not a measured point
+
+
+def test_a_proposal_the_measured_front_does_not_beat_boots():
+    space, ctx, study, guide, _ = setup([1.0, 1e9, 1e9])  # a measured point everything beats
+    settings = space.settings_for({"max_num_seqs": 32, "VLLM_DECODE_BS_BUCKET_STEP": 16})
+    assert guide.dominated(settings, T.predict_calibrated(ctx, settings)) is None
+
+
+def test_the_guide_enqueues_the_neighbour_with_the_largest_predicted_gain_every_other_boot():
+    space, ctx, study, guide, _ = setup([1.0, 1e5, 1e4])
+    assert guide.after_tell(booted=True) is None  # one boot since the last proposal: the sampler's turn
+    proposed = guide.after_tell(booted=True)
+    assert proposed is not None and proposed != {"max_num_seqs": 8, "VLLM_DECODE_BS_BUCKET_STEP": 8}
+    assert sum(proposed[k] != v for k, v in {"max_num_seqs": 8, "VLLM_DECODE_BS_BUCKET_STEP": 8}.items()) == 1
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert len(waiting) == 1 and waiting[0].user_attrs["seed"].startswith("performance model")
+    assert guide.after_tell(booted=True, more=False) is None  # the study is done: nothing left behind
+
+
+def test_calibrated_serving_follows_the_step_factors():
+    prior = {"output_throughput": 100.0, "p99_ttft_ms": 50.0, "median_tpot_ms": 10.0}
+    est = serving_estimate(prior, Corrections(decode_step=1.25, prefill_step=2.0))
+    assert est == {"output_throughput": 80.0, "p99_ttft_ms": 100.0, "median_tpot_ms": 12.5}
