@@ -7,6 +7,8 @@
 * Screening: a proposal the calibrated model confidently rejects (the release refuses it, out of memory
   even with favourable corrections, warmup lower bound over the budget) is told as infeasible without
   a boot; a small exploration share of the over-budget ones is booted anyway, to check the model.
+  So is a proposal a measured point beats everywhere even at the favourable end of its calibrated
+  prediction (guided.Guide.dominated; told its predicted figures, screened "dominated").
 Screened proposals (reused or rejected) cost no accelerator time and do not count toward --n-trials;
 at most MAX_SCREENED in a row, so that a study whose sampler only proposes known points still ends.
 `--no-screening` turns reuse, screening and the model seeds off: every proposal runs and counts.
