@@ -20,7 +20,7 @@ from tuner.sim.startup import startup_events
 from tuner.space import SearchSpace, TrialSettings
 from tuner.workload import gamma_send_offsets
 
-KEEP = ("output_throughput", "p99_ttft_ms", "median_ttft_ms", "p99_tpot_ms", "completed", "failed", "duration",
+KEEP = ("output_throughput", "p99_ttft_ms", "median_ttft_ms", "p99_tpot_ms", "median_tpot_ms", "completed", "failed", "duration",
         "runtime_compiles", "num_preemptions")
 
 # What the hardware really does differently from the documented model; the tuner is not told.
