@@ -1,9 +1,10 @@
 """Proposals of the calibrated performance model: what the sampler cannot know, handed to it as enqueued trials.
 
-After a boot has calibrated the model, the neighbours of the measured Pareto front (one parameter moved to
-another of its choices) are predicted with the calibrated model: warmup from the startup prediction,
+After a boot has calibrated the model, candidates are predicted with the calibrated model (the neighbours of
+the measured Pareto front, one parameter moved to another of its choices; the neighbours of the other
+measured points; a few points anywhere): warmup from the startup prediction,
 throughput and latency from the model's serving clock scaled by the calibrated step-time factors. The
-neighbour whose predicted objectives add the most hypervolume to the measured front is enqueued, every
+candidate whose predicted objectives add the most hypervolume to the measured front is enqueued, every
 other trial, so that the sampler's own proposals keep half of the boots (exploration); an enqueued point
 is booted and measured like any other.
 
@@ -31,7 +32,8 @@ from .trial import TrialContext, TrialResult, predict, predict_calibrated, predi
 
 GUIDE_ATTR = "seed"
 GUIDE_LABEL = "performance model: predicted front"
-MAX_NEIGHBOURS = 24  # neighbours predicted per proposal (sampled beyond that; each costs one serving run once)
+MAX_CANDIDATES = 48  # configurations predicted per proposal (each costs one serving run, once per study)
+RANDOM_CANDIDATES = 16  # of them, drawn anywhere in the space
 EVERY = 2  # one model proposal per EVERY booted trials
 Z_DOMINATED = 2.0  # how far the favourable end of a prediction lies (predictive standard deviations)
 DOMINATED = "dominated"  # the screened attribute of a proposal told from its prediction
@@ -106,13 +108,17 @@ class Guide:
         return (self.screen.screening and self.ctx.release is not None and self.ctx.device_model is not None
                 and cal is not None and cal.n > 0)
 
-    def measured_front(self) -> list[tuple[int, dict, tuple[float, float, float]]]:
-        """(trial number, parameters, objectives) of the measured Pareto front (booted or reused trials)."""
-        done = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    def measured(self) -> list[tuple[int, dict, tuple[float, float, float]]]:
+        """(trial number, parameters, objectives) of every measured feasible configuration (booted or reused)."""
+        return [(t.number, t.params, tuple(t.values))
+                for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if t.user_attrs.get("feasible") and t.user_attrs.get("status") == "ok" and t.values
                 and t.user_attrs.get(SCREENED_ATTR) != DOMINATED]
-        vecs = [tuple(t.values) for t in done]
-        return [(done[i].number, done[i].params, vecs[i]) for i in pareto_indices(vecs, self.objectives.directions)]
+
+    def measured_front(self) -> list[tuple[int, dict, tuple[float, float, float]]]:
+        """The measured Pareto front, as `measured`."""
+        done = self.measured()
+        return [done[i] for i in pareto_indices([v for _, _, v in done], self.objectives.directions)]
 
     def predicted(self, settings, tp) -> tuple[float, float, float] | None:
         """(throughput, latency, warmup) of the calibrated model, or None when it cannot say."""
@@ -144,9 +150,20 @@ class Guide:
                                    timings={"accelerator_s": 0.0})
         return None
 
-    def neighbours(self, front: list[dict]) -> list[dict]:
-        grid, seen, out = self.space.grid(), set(), []
-        for params in front:
+    def candidates(self, front: list[dict], others: list[dict]) -> list[dict]:
+        """Where to look: neighbours of the front first (MAX_CANDIDATES // 2 of them), then, mixed, the
+        neighbours of the other measured points (a better point may lie next to a dominated one) and
+        points anywhere in the space."""
+        seen: set[str] = set()
+        near = self._neighbours(front, seen)
+        rest = self._neighbours(others, seen) + self._anywhere(RANDOM_CANDIDATES, seen)
+        self.rng.shuffle(rest)
+        half = MAX_CANDIDATES // 2
+        return near[:half] + rest + near[half:]
+
+    def _neighbours(self, points: list[dict], seen: set[str]) -> list[dict]:
+        grid, out = self.space.grid(), []
+        for params in points:
             for name, choices in grid.items():
                 for c in choices:
                     if params.get(name) == c:
@@ -155,16 +172,27 @@ class Guide:
                     for p in self.space.parameters:  # a parameter whose condition now holds: its middle value
                         if p.name not in cand:
                             cand[p.name] = grid[p.name][len(grid[p.name]) // 2]
-                    settings = self.space.settings_for(cand)
-                    k = json.dumps(settings.params, sort_keys=True, default=str)
-                    if k not in seen:
-                        seen.add(k)
-                        out.append(settings.params)
+                    self._add(cand, seen, out)
         self.rng.shuffle(out)
         return out
 
+    def _anywhere(self, n: int, seen: set[str]) -> list[dict]:
+        grid, out = self.space.grid(), []
+        for _ in range(n):
+            self._add({name: self.rng.choice(choices) for name, choices in grid.items()}, seen, out)
+        return out
+
+    def _add(self, values: dict, seen: set[str], out: list[dict]) -> None:
+        params = self.space.settings_for(values).params
+        k = json.dumps(params, sort_keys=True, default=str)
+        if k not in seen:
+            seen.add(k)
+            out.append(params)
+
     def propose(self) -> dict | None:
-        front = self.measured_front()
+        done = self.measured()
+        on_front = set(pareto_indices([v for _, _, v in done], self.objectives.directions))
+        front = [done[i] for i in sorted(on_front)]
         if not front:
             return None
         directions = self.objectives.directions
@@ -173,8 +201,9 @@ class Guide:
         reference = (0.0, max(v[1] for v in vecs) * 1.5, budget or max(v[2] for v in vecs) * 1.5)
         base = hypervolume(vecs, reference, directions)
         best, gain, tried = None, 0.0, 0
-        for params in self.neighbours([p for _, p, _ in front]):
-            if tried >= MAX_NEIGHBOURS:
+        others = [p for i, (_, p, _) in enumerate(done) if i not in on_front]
+        for params in self.candidates([p for _, p, _ in front], others):
+            if tried >= MAX_CANDIDATES:
                 break
             settings = self.space.settings_for(params)
             if self.screen.measurements(effective_key(self.ctx, settings)):

@@ -72,7 +72,6 @@ def test_the_guide_enqueues_the_neighbour_with_the_largest_predicted_gain_every_
     assert guide.after_tell(booted=True) is None  # one boot since the last proposal: the sampler's turn
     proposed = guide.after_tell(booted=True)
     assert proposed is not None and proposed != {"max_num_seqs": 8, "VLLM_DECODE_BS_BUCKET_STEP": 8}
-    assert sum(proposed[k] != v for k, v in {"max_num_seqs": 8, "VLLM_DECODE_BS_BUCKET_STEP": 8}.items()) == 1
     waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert len(waiting) == 1 and waiting[0].user_attrs["seed"].startswith("performance model")
     assert guide.after_tell(booted=True, more=False) is None  # the study is done: nothing left behind
