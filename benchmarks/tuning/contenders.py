@@ -36,7 +36,9 @@ CONTENDERS = {c.name: c for c in (
     Contender("full", "tpe", "bucket-tuner: TPE + release-default and calculator seeds + the performance model "
                              "calibrated from every boot (pre-boot rejection only when confidently invalid, out of "
                              "memory or over budget; the warmup abort on the known bucket list) + measured "
-                             "configurations reused + screened proposals not counted", full=True),
+                             "configurations reused + every other trial the calibrated model's proposal (largest "
+                             "predicted hypervolume gain) + predicted-dominated proposals not booted + screened "
+                             "proposals not counted", full=True),
     Contender("full+seed-from", "tpe", "full, also seeded with the Pareto set of the same seed's 1.21.2 full study",
               full=True, seed_from=True),
 )}
