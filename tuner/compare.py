@@ -145,7 +145,7 @@ def _budgets(fronts: list[list[FrozenTrial]]) -> list[float]:
 
 def regressions(cmp: Comparison) -> list[str]:
     """Plain sentences: where a study does worse than the first one."""
-    from .report.units import metric, seconds, short
+    from .display import metric, seconds, short
 
     out = []
     base = cmp.names[0]
@@ -180,7 +180,7 @@ def print_comparison(cmp: Comparison, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .report import units
+    from . import display
 
     console = console or Console()
     names = cmp.objective_names
@@ -198,21 +198,21 @@ def print_comparison(cmp: Comparison, console=None) -> None:
     t = Table()
     t.add_column("pick", no_wrap=True)
     t.add_column("study", overflow="fold", ratio=1)
-    for h in ("#", *[units.short(n) for n in names]):
+    for h in ("#", *[display.short(n) for n in names]):
         t.add_column(h, justify="right", no_wrap=True, min_width=len(h))
     for c, row in cmp.best.items():
         for name, s in zip(cmp.names, row):
-            vals = [units.metric(n, v) for n, v in zip(names, s["values"])] if s else ["-"] * len(names)
+            vals = [display.metric(n, v) for n, v in zip(names, s["values"])] if s else ["-"] * len(names)
             t.add_row(c, name, str(s["trial"]) if s else "-", *vals)
     console.print(t)
     if cmp.at_budget:
-        console.print(f"[bold]Best {units.short(names[0])} within a warmup budget[/]")
+        console.print(f"[bold]Best {display.short(names[0])} within a warmup budget[/]")
         t = Table()
         t.add_column("warmup", justify="right", no_wrap=True)
         for n in cmp.names:
             t.add_column(n, justify="right", overflow="fold")
         for budget, row in cmp.at_budget:
-            t.add_row(units.seconds(budget), *["-" if x is None else units.metric(names[0], x) for x in row])
+            t.add_row(display.seconds(budget), *["-" if x is None else display.metric(names[0], x) for x in row])
         console.print(t)
     _print_warmups(cmp, console)
     if cmp.setting_diffs:
@@ -242,7 +242,7 @@ def print_comparison(cmp: Comparison, console=None) -> None:
 
 def _print_warmups(cmp: Comparison, console) -> None:
     """The balanced picks' cold and cached warmups (tune --warmup): measured, or predicted and marked."""
-    from .report import units
+    from . import display
 
     picks = cmp.best.get("balanced") or []
     known = [(n, s["warmups"]) for n, s in zip(cmp.names, picks) if s and s.get("warmups")]
@@ -250,5 +250,5 @@ def _print_warmups(cmp: Comparison, console) -> None:
         return
     console.print("[bold]Balanced picks: cold / cached warmup[/] ((pred.): predicted by the calibrated model)")
     for name, w in known:
-        console.print(f"  {name}: cold {w['cold'].text(units.seconds)}, cached {w['cached'].text(units.seconds)}",
+        console.print(f"  {name}: cold {w['cold'].text(display.seconds)}, cached {w['cached'].text(display.seconds)}",
                       markup=False)

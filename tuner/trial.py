@@ -259,7 +259,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     if rejected is None and ctx.warmup is not None:
         from .warmupmode import cached_budget_rejection
 
-        refused = cached_budget_rejection(ctx, settings, tp)
+        refused = cached_budget_rejection(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), tp)
         if refused is not None:
             rejected = TrialResult(status=refused[0], reason=refused[1], predicted=predicted)
     if rejected is not None:
@@ -365,7 +365,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
                                        shapes_compiled(watch.read(lambda w: w.summary()).warmup_steps))
             for note in shared.take_notes():
                 _status(ctx, note)
-        finish_trial(ctx, settings, result, tp, hit_rate)
+        finish_trial(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), result, tp, hit_rate)
     result.timings["total_s"] = round(time.monotonic() - t0, 3)
     return result
 

@@ -158,15 +158,15 @@ def study_figures(study) -> dict[int, dict[str, Figure]]:
 
 # --- in a trial (trial.run_trial calls these; the benchmark's virtual runner can too) ------------
 
-def cached_budget_rejection(ctx, settings, tp) -> tuple | None:
-    """(status, reason) when the cached warmup is confidently over the budget, before any boot."""
+def cached_budget_rejection(ctx, predict_fn, tp) -> tuple | None:
+    """(status, reason) when the cached warmup is confidently over the budget, before any boot.
+    `predict_fn(corrections, cached_recipes)` -> StartupPrediction of the trial's settings."""
     opts = ctx.warmup
     if opts is None or opts.mode != CACHED or opts.budget_s is None or tp is None:
         return None
     from .status import TrialStatus
-    from .trial import predict
 
-    cached = cached_prediction(lambda corr, keys: predict(ctx, settings, corr, keys), tp.calibrated.corrections)
+    cached = cached_prediction(predict_fn, tp.calibrated.corrections)
     if cached is None or tp.warmup_low_s is None or not tp.calibrated.warmup_seconds:
         return None
     low = cached.warmup_seconds * tp.warmup_low_s / tp.calibrated.warmup_seconds
@@ -177,16 +177,13 @@ def cached_budget_rejection(ctx, settings, tp) -> tuple | None:
     return None
 
 
-def finish_trial(ctx, settings, result, tp, hit_rate: float | None) -> None:
+def finish_trial(ctx, predict_fn, result, tp, hit_rate: float | None) -> None:
     """Both warmup figures of a booted trial, the warmup it is scored by, and its calibration sample
-    cleaned of steps a cache hit shortened."""
-    from .trial import predict
-
+    cleaned of steps a cache hit shortened. `predict_fn` as for cached_budget_rejection."""
     cold_pred_s = cached_pred_s = None
     if tp is not None:
-        corr = tp.calibrated.corrections
         cold_pred_s, cached_pred_s = model_figures(
-            tp.calibrated, cached_prediction(lambda c, keys: predict(ctx, settings, c, keys), corr))
+            tp.calibrated, cached_prediction(predict_fn, tp.calibrated.corrections))
     if result.observed.get("warmup_source") == "launch to ready":
         hit_rate = None  # no Gaudi warmup at all: what was measured is the (only) cold start
     settle(result.observed, result.predicted, cold_pred_s, cached_pred_s, hit_rate)

@@ -57,7 +57,8 @@ class SharedCacheRunner(VirtualRunner):
         saved = max(0.0, e.warmup_s - mixed_s) * self.problem.cards
         res.observed["warmup_s"] = round(mixed_s)  # "Warmup finished in N secs" is whole seconds
         res.timings = {"accelerator_s": res.timings.get("accelerator_s", 0.0) - saved, "cache_saved_s": saved}
-        finish_trial(ctx, settings, res, T.predict_calibrated(ctx, settings), rate)
+        finish_trial(ctx, lambda corr, keys: T.predict(ctx, settings, corr, keys), res,
+                     T.predict_calibrated(ctx, settings), rate)
         self.boots[key_of(settings.params)] = {"true_cold": e.warmup_s, "hit_rate": rate,
                                                "pred_cold": res.predicted.get("warmup_cold_s"), "saved_s": saved}
         return res

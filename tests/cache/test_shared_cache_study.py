@@ -17,7 +17,7 @@ import optuna
 import pytest
 import yaml
 
-from tuner.report import units
+from tuner import display as units
 from tuner.warmupmode import study_figures
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")

@@ -10,8 +10,8 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
+from tuner import display as units
 from tuner.logparse import GeneratedBuckets
-from tuner.report import units
 from tuner.report.convergence import convergence
 from tuner.report.facts import accelerator_hours, cards, seed_trial
 from tuner.report.padding import padding

@@ -169,8 +169,8 @@ def print_release_diff(diff, source: str, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from .. import display
     from ..bucketdiff import SHOWN
-    from ..report import units
 
     console = console or Console()
     a, b = diff.builds
@@ -191,7 +191,7 @@ def print_release_diff(diff, source: str, console=None) -> None:
     plan_row("decode buckets", lambda x: str(len(x.plan.decode)))
     if any(x.plan is not None and x.plan.unified for x in (a, b)):
         plan_row("unified buckets", lambda x: str(len(x.plan.unified)))
-    t.add_row("predicted warmup", *[units.seconds(x.predicted.get("warmup_s")) if "warmup_s" in x.predicted
+    t.add_row("predicted warmup", *[display.seconds(x.predicted.get("warmup_s")) if "warmup_s" in x.predicted
                                     else x.predicted.get("failure", "-") for x in (a, b)])
     for key in ("prompt_graphs", "decode_graphs"):
         t.add_row(f"predicted {key.replace('_', ' ')}", *[str(x.predicted.get(key, "-")) for x in (a, b)])

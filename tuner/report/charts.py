@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from .units import short
+from ..display import short
 
 CLASS_STYLE = {  # trial class -> (colour, marker symbol)
     "Pareto front": ("#d62728", "star"),

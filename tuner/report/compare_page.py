@@ -10,8 +10,9 @@ import optuna
 import plotly.graph_objects as go
 from optuna.trial import TrialState
 
+from .. import display
 from ..compare import Comparison
-from . import charts, units
+from . import charts
 from .convergence import front_volume
 from .data import ReportData, gather
 from .facts import accelerator_hours, settings_text
@@ -24,7 +25,8 @@ COMPARE_IDS = SECTION_IDS
 
 
 def _hover(name: str, t, names) -> str:
-    lines = [f"{name} trial {t.number}", *[f"{units.short(n)}: {units.metric(n, v)}" for n, v in zip(names, t.values)],
+    lines = [f"{name} trial {t.number}",
+             *[f"{display.short(n)}: {display.metric(n, v)}" for n, v in zip(names, t.values)],
              settings_text(t, " ")]
     return "<br>".join(esc(x) for x in lines)
 
@@ -42,8 +44,8 @@ def _fronts_3d(cmp: Comparison) -> go.Figure:
                                    marker={"color": charts.SERIES[i % len(charts.SERIES)], "size": 5},
                                    text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
     names = cmp.objective_names
-    fig.update_layout(scene={"xaxis_title": units.short(names[1]), "yaxis_title": units.short(names[2]),
-                             "zaxis_title": units.short(names[0])})
+    fig.update_layout(scene={"xaxis_title": display.short(names[1]), "yaxis_title": display.short(names[2]),
+                             "zaxis_title": display.short(names[0])})
     return charts._layout(fig, "The fronts in 3-D (drag to turn)", height=520)
 
 
@@ -100,22 +102,22 @@ def _summary(cmp: Comparison) -> str:
     rows = []
     for c, picks in cmp.best.items():
         for n, s in zip(cmp.names, picks):
-            vals = [(units.metric(o, v), v) for o, v in zip(names, s["values"])] if s else ["-"] * len(names)
+            vals = [(display.metric(o, v), v) for o, v in zip(names, s["values"])] if s else ["-"] * len(names)
             rows.append((c, n, s["trial"] if s else "-", *vals, s["prompt_buckets"] if s else "-",
                          s["decode_buckets"] if s else "-"))
     out.append("<h3>Best trial per criterion</h3>"
-               + table(["pick", "study", "trial", *[units.short(n) for n in names], "prompt buckets",
+               + table(["pick", "study", "trial", *[display.short(n) for n in names], "prompt buckets",
                         "decode buckets"], rows, cls="sortable"))
     return "".join(out) + "</section>"
 
 
 def _pareto(cmp: Comparison) -> str:
     names = cmp.objective_names
-    rows = [((units.seconds(b), b), *[("-", None) if x is None else (units.metric(names[0], x), x) for x in row])
+    rows = [((display.seconds(b), b), *[("-", None) if x is None else (display.metric(names[0], x), x) for x in row])
             for b, row in cmp.at_budget]
     return ("<section id='pareto'><h2>The fronts</h2><div class='grid'>"
-            + chart(charts.fronts(_points(cmp, 1, 0), units.short(names[1]), "output tok/s",
-                                  f"Throughput vs {units.short(names[1])}"), "chart-compare-latency")
+            + chart(charts.fronts(_points(cmp, 1, 0), display.short(names[1]), "output tok/s",
+                                  f"Throughput vs {display.short(names[1])}"), "chart-compare-latency")
             + chart(charts.fronts(_points(cmp, 2, 0), "warmup (s)", "output tok/s", "Throughput vs warmup"),
                     "chart-compare-warmup")
             + "</div>" + chart(_fronts_3d(cmp), "chart-compare-3d")
@@ -134,12 +136,12 @@ def _warmup(cmp: Comparison, data: list[ReportData]) -> str:
         return out[0] + "<p class='none'>No study has a feasible trial.</p></section>"
     rows = []
     for key in ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks"):
-        rows.append([key.replace("_", " "), *[(units.num(stats(d, t).get(key)), stats(d, t).get(key))
+        rows.append([key.replace("_", " "), *[(display.num(stats(d, t).get(key)), stats(d, t).get(key))
                                               for _, d, t in picks]])
     bars = {}
     for phase in PHASES:
         vals = [(d.log(t).phase_s.get(phase) if d.log(t) else None) for _, d, t in picks]
-        rows.append([f"{phase} (s)", *[(units.seconds(v), v) for v in vals]])
+        rows.append([f"{phase} (s)", *[(display.seconds(v), v) for v in vals]])
     for label, d, t in picks:
         if d.log(t) and d.log(t).phase_s:
             bars[f"{label} (trial {t.number})"] = d.log(t).phase_s
@@ -191,13 +193,13 @@ def _trials(cmp: Comparison, studies: list[optuna.Study]) -> str:
         backend = s.user_attrs.get("backend") or {}
         for t in sorted(s.get_trials(deepcopy=False), key=lambda t: t.number):
             ok = t.user_attrs.get("status") == "ok" and t.values
-            values = [(units.metric(n, v), v) if ok else ("-", None) for n, v in zip(names, t.values or [None] * 3)]
+            values = [(display.metric(n, v), v) if ok else ("-", None) for n, v in zip(names, t.values or [None] * 3)]
             hours = accelerator_hours(t, backend)
             rows.append((label, t.number, t.user_attrs.get("status", t.state.name.lower()),
                          "yes" if t.user_attrs.get("feasible") else "no", *values, (f"{hours:.3f}", hours),
                          settings_text(t)))
     return ("<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"
-            + table(["study", "trial", "status", "feasible", *[units.short(n) for n in names], "acc-hours",
+            + table(["study", "trial", "status", "feasible", *[display.short(n) for n in names], "acc-hours",
                      "settings"], rows, cls="sortable", table_id="trials-table") + "</section>")
 
 

@@ -10,7 +10,8 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from . import charts, units
+from .. import display
+from . import charts
 from .convergence import convergence
 from .data import ReportData
 from .facts import accelerator_hours, settings_text, trial_class, value_text
@@ -25,7 +26,7 @@ Chart = Callable[[object, str], str]  # (figure, div id) -> html
 def hover(d: ReportData, t: FrozenTrial, cls: str) -> str:
     lines = [f"trial {t.number} ({cls}, {t.user_attrs.get('status', t.state.name.lower())})"]
     if t.values and t.user_attrs.get("status") == "ok":
-        lines += [f"{units.short(n)}: {units.metric(n, v)}" for n, v in zip(d.names, t.values)]
+        lines += [f"{display.short(n)}: {display.metric(n, v)}" for n, v in zip(d.names, t.values)]
     lines += [f"{k}={value_text(v)}" for k, v in t.params.items()]
     return "<br>".join(esc(x) for x in lines)
 
@@ -61,21 +62,21 @@ def pareto(d: ReportData, chart: Chart) -> str:
     out.append(f"<p>{len(d.front)} of {len(d.trials)} trials on the feasible front. Red stars: the front; blue: "
                "feasible; orange: measured but outside a limit; grey crosses: failed (no measurement; drawn at "
                f"zero throughput in the warmup view). {failed} failed trials have no latency.</p><div class='grid'>")
-    out.append(chart(charts.scatter_2d(_ordered(by_xy["lat"]), units.short(lat), "output tok/s",
-                                       f"Throughput vs {units.short(lat)}"), "chart-pareto-latency"))
+    out.append(chart(charts.scatter_2d(_ordered(by_xy["lat"]), display.short(lat), "output tok/s",
+                                       f"Throughput vs {display.short(lat)}"), "chart-pareto-latency"))
     out.append(chart(charts.scatter_2d(_ordered(by_xy["warm"]), "warmup (s)", "output tok/s",
                                        "Throughput vs warmup"), "chart-pareto-warmup"))
     out.append("</div>")
     out.append(chart(charts.scatter_3d(_ordered(cloud), d.names), "chart-pareto-3d"))
     out.append("<h3>Best throughput within a warmup budget</h3>")
-    rows = [((units.seconds(w), w), (units.metric(thr, t.values[0]), t.values[0]),
-             (units.metric(lat, t.values[1]), t.values[1]), t.number, settings_text(t)) for w, t in budget_steps(d)]
-    out.append(table(["warmup budget", "best tok/s", units.short(lat), "trial", "settings"], rows,
+    rows = [((display.seconds(w), w), (display.metric(thr, t.values[0]), t.values[0]),
+             (display.metric(lat, t.values[1]), t.values[1]), t.number, settings_text(t)) for w, t in budget_steps(d)]
+    out.append(table(["warmup budget", "best tok/s", display.short(lat), "trial", "settings"], rows,
                      table_id="budget-table"))
     out.append("<h3>Front trials</h3>")
-    rows = [(t.number, *[(units.metric(n, v), v) for n, v in zip(d.names, t.values)], settings_text(t))
+    rows = [(t.number, *[(display.metric(n, v), v) for n, v in zip(d.names, t.values)], settings_text(t))
             for t in d.front]
-    out.append(table(["trial", *[units.short(n) for n in d.names], "settings"], rows, cls="sortable"))
+    out.append(table(["trial", *[display.short(n) for n in d.names], "settings"], rows, cls="sortable"))
     imp = _importances(d.study, d.names)
     if imp:
         out.append(chart(charts.importances(imp), "chart-importances"))
@@ -116,13 +117,13 @@ def warmup(d: ReportData, chart: Chart) -> str:
     facts = {label: d.log(t) for label, t in who}
     rows = []
     for key in ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks"):
-        rows.append([key.replace("_", " "), *[(units.num(stats(d, t).get(key)), stats(d, t).get(key))
+        rows.append([key.replace("_", " "), *[(display.num(stats(d, t).get(key)), stats(d, t).get(key))
                                               for _, t in who]])
     for phase in PHASES:
         vals = [(facts[label].phase_s.get(phase) if facts[label] else None) for label, _ in who]
-        rows.append([f"{phase} (s)", *[(units.seconds(v), v) for v in vals]])
+        rows.append([f"{phase} (s)", *[(display.seconds(v), v) for v in vals]])
     vals = [(t.user_attrs.get("observed") or {}).get("warmup_s") for _, t in who]
-    rows.append(["warmup total (server's own count)", *[(units.seconds(v), v) for v in vals]])
+    rows.append(["warmup total (server's own count)", *[(display.seconds(v), v) for v in vals]])
     out.append(table(["", *[f"{label}: trial {t.number}" for label, t in who]], rows))
     bars = {f"{label} (trial {t.number})": facts[label].phase_s for label, t in who
             if facts[label] and facts[label].phase_s}
@@ -175,8 +176,8 @@ def _predicted_vs_observed(t: FrozenTrial) -> str:
     rows = []
     for k in keys:
         o = obs.get(k)
-        _, pct = units.change(pred[k], o) if isinstance(o, (int, float)) else (None, None)
-        rows.append([k, pred[k], o if isinstance(o, (int, float)) else "-", (units.percent(pct, 1), pct)])
+        _, pct = display.change(pred[k], o) if isinstance(o, (int, float)) else (None, None)
+        rows.append([k, pred[k], o if isinstance(o, (int, float)) else "-", (display.percent(pct, 1), pct)])
     extra = {k: v for k, v in t.user_attrs.items() if k.startswith(("perfmodel", "calibrat", "prediction"))}
     html = table(["quantity", "predicted", "observed", "prediction error"], rows) if rows else \
         "<p class='none'>No prediction was recorded for this trial (--no-prediction, or no release profile).</p>"
@@ -240,14 +241,14 @@ def violations(t: FrozenTrial) -> str:
     cons = {k.split(":", 1)[1]: v for k, v in t.system_attrs.items() if k.startswith("constraints:") and v > 0}
     def amount(key: str, v: float) -> str:
         if key.startswith("slo_"):
-            return f"{key[4:]} over its limit by {units.metric(key[4:], v)}"
+            return f"{key[4:]} over its limit by {display.metric(key[4:], v)}"
         if key == "warmup_budget":
-            return f"warmup over the budget by {units.seconds(v)}"
+            return f"warmup over the budget by {display.seconds(v)}"
         if key == "recompiles":
-            return f"{units.num(v)} runtime recompiles (--allow-recompiles lifts this limit)"
+            return f"{display.num(v)} runtime recompiles (--allow-recompiles lifts this limit)"
         if key == "failed_requests":
-            return f"{units.num(v)} failed requests"
-        return f"{key} over its limit by {units.num(v)}"
+            return f"{display.num(v)} failed requests"
+        return f"{key} over its limit by {display.num(v)}"
 
     return "; ".join(amount(k, v) for k, v in cons.items())
 
@@ -313,7 +314,7 @@ def trials(d: ReportData) -> str:
     out = ["<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"]
     params = list(dict.fromkeys(k for t in d.trials for k in t.params))
     swept = any(sweep_points(t.user_attrs) for t in d.trials)  # tune --load-sweep: one column for the curve
-    headers = ["trial", "status", "feasible", "seed", *[units.short(n) for n in d.names], *params,
+    headers = ["trial", "status", "feasible", "seed", *[display.short(n) for n in d.names], *params,
                "prompt buckets", "decode buckets", "warmup pred / obs", "cold / cached warmup",
                "KV blocks pred / obs", "recompiles",
                "acc-hours", *(["load sweep (* reported)"] if swept else []), "reason"]
@@ -327,12 +328,12 @@ def trials(d: ReportData) -> str:
         s = {k: obs.get(k, pred.get(k)) for k in ("prompt_buckets", "decode_buckets")}  # no log reading here
         row = [t.number, t.user_attrs.get("status", t.state.name.lower()),
                "yes" if t.user_attrs.get("feasible") else "no", t.user_attrs.get("seed", "")]
-        row += [(units.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
+        row += [(display.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
         row += [value_text(t.params[p]) if p in t.params else "-" for p in params]
         row += [s.get("prompt_buckets"), s.get("decode_buckets"),
-                _pred_obs(pred.get("warmup_s"), obs.get("warmup_s"), units.seconds),
+                _pred_obs(pred.get("warmup_s"), obs.get("warmup_s"), display.seconds),
                 _cold_cached(warmups.get(t.number)),
-                _pred_obs(pred.get("kv_blocks"), obs.get("kv_blocks"), units.num),
+                _pred_obs(pred.get("kv_blocks"), obs.get("kv_blocks"), display.num),
                 (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",
                 (f"{accelerator_hours(t, d.backend):.3f}", accelerator_hours(t, d.backend)),
                 *([sweep_cell(t.user_attrs)] if swept else []),
@@ -349,4 +350,4 @@ def _cold_cached(w) -> tuple[str, float | None]:
     """'cold / cached' warmup of a trial, predicted ones marked (tune --warmup); sorted by the cold one."""
     if not w or all(f.seconds is None for f in w.values()):
         return ("-", None)
-    return (f"{w['cold'].text(units.seconds)} / {w['cached'].text(units.seconds)}", w["cold"].seconds)
+    return (f"{w['cold'].text(display.seconds)} / {w['cached'].text(display.seconds)}", w["cold"].seconds)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from optuna.trial import FrozenTrial, TrialState
 
+from .. import display
 from ..export import ExportError, env_file_text
-from . import units
 from .data import ReportData
 from .tables import esc, table
 
@@ -36,19 +36,19 @@ BETTER_LOW = {"prompt_buckets", "decode_buckets", "recompiles", "prompt padding"
 
 def _show(name: str, v) -> str:
     if name.endswith("padding"):
-        return "-" if units.missing(v) else f"{v:.0f}%"
-    return units.metric(name, v)
+        return "-" if display.missing(v) else f"{v:.0f}%"
+    return display.metric(name, v)
 
 
 def _delta(name: str, new, old) -> tuple[str, float | None]:
-    diff, pct = units.change(new, old)
+    diff, pct = display.change(new, old)
     if diff is None:
         return "-", None
     if name.endswith("padding"):
         return f"{diff:+.0f} pts", diff
     text = _show(name, abs(diff))
     text = ("+" if diff > 0 else "-" if diff < 0 else "") + text
-    return (f"{text} ({units.percent(pct)})" if pct is not None else text), pct
+    return (f"{text} ({display.percent(pct)})" if pct is not None else text), pct
 
 
 def comparison_table(d: ReportData, columns: list[tuple[str, FrozenTrial]]) -> str:
@@ -58,9 +58,9 @@ def comparison_table(d: ReportData, columns: list[tuple[str, FrozenTrial]]) -> s
         headers += [f"{label}: trial {t.number}", f"pick vs {label}"]
     rows = []
     for name in [*d.names, *ROWS]:
-        if all(units.missing(s.get(name)) for s in all_stats):
+        if all(display.missing(s.get(name)) for s in all_stats):
             continue
-        row = [units.short(name) if name in d.names else name.replace("_", " "), (_show(name, all_stats[0].get(name)),
+        row = [display.short(name) if name in d.names else name.replace("_", " "), (_show(name, all_stats[0].get(name)),
                                                                                      all_stats[0].get(name))]
         for (_, t), s in zip(columns[1:], all_stats[1:]):
             status = t.user_attrs.get("status", t.state.name.lower())
@@ -76,17 +76,18 @@ def why(d: ReportData, t: FrozenTrial) -> str:
     """One paragraph in plain words: the gain, the settings that differ, buckets, padding, graphs."""
     me = stats(d, t)
     thr, lat, warm = d.names[0], d.names[1], d.names[2]
-    say = [f"Trial {t.number} serves {units.metric(thr, me.get(thr))} at {units.short(lat)} "
-           f"{units.metric(lat, me.get(lat))} after a warmup of {units.seconds(me.get(warm))}."]
+    say = [f"Trial {t.number} serves {display.metric(thr, me.get(thr))} at {display.short(lat)} "
+           f"{display.metric(lat, me.get(lat))} after a warmup of {display.seconds(me.get(warm))}."]
     base = d.defaults
     if base is not None and base.number != t.number:
         b = stats(d, base)
         if base.user_attrs.get("status") == "ok":
-            _, p_thr = units.change(me.get(thr), b.get(thr))
-            _, p_lat = units.change(me.get(lat), b.get(lat))
-            _, p_warm = units.change(me.get(warm), b.get(warm))
-            say.append(f"Against the release defaults (trial {base.number}) that is {units.percent(p_thr)} "
-                       f"throughput, {units.percent(p_lat)} {units.short(lat)} and {units.percent(p_warm)} warmup.")
+            _, p_thr = display.change(me.get(thr), b.get(thr))
+            _, p_lat = display.change(me.get(lat), b.get(lat))
+            _, p_warm = display.change(me.get(warm), b.get(warm))
+            say.append(f"Against the release defaults (trial {base.number}) that is {display.percent(p_thr)} "
+                       f"throughput, {display.percent(p_lat)} {display.short(lat)} and "
+                       f"{display.percent(p_warm)} warmup.")
         else:
             say.append(f"The release defaults (trial {base.number}) did not even serve: "
                        f"{base.user_attrs.get('status')} ({str(base.user_attrs.get('reason', ''))[:120]}).")
@@ -146,8 +147,8 @@ def section(d: ReportData) -> str:
     if base is not None and base.number == t.number:
         headline += ": the release defaults themselves (0% throughput over the release defaults)"
     elif base is not None and base.user_attrs.get("status") == "ok":
-        _, p = units.change(t.values[0], base.values[0])
-        headline += f": {units.percent(p)} throughput over the release defaults (trial {base.number})"
+        _, p = display.change(t.values[0], base.values[0])
+        headline += f": {display.percent(p)} throughput over the release defaults (trial {base.number})"
     elif base is not None:
         headline += f"; the release defaults (trial {base.number}) failed: {base.user_attrs.get('status')}"
     parts.append(f"<p class='answer' id='answer'>{esc(headline)}.</p>")
@@ -156,9 +157,9 @@ def section(d: ReportData) -> str:
                  "or runtime recompiles counts as feasible.</p>")
     if d.best is not None and d.best.number != t.number:
         parts.append(f"<p>Highest throughput within the limits: trial {d.best.number} "
-                     f"({esc(units.metric(d.names[0], d.best.values[0]))}, {esc(units.short(d.names[1]))} "
-                     f"{esc(units.metric(d.names[1], d.best.values[1]))}, warmup "
-                     f"{esc(units.seconds(d.best.values[2]))}); <code>bucket-tuner export "
+                     f"({esc(display.metric(d.names[0], d.best.values[0]))}, {esc(display.short(d.names[1]))} "
+                     f"{esc(display.metric(d.names[1], d.best.values[1]))}, warmup "
+                     f"{esc(display.seconds(d.best.values[2]))}); <code>bucket-tuner export "
                      f"{esc(d.study.study_name)} --pick throughput</code> writes it.</p>")
     columns = [("pick", t)]
     if d.best is not None and d.best.number != t.number:

@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 import pandas as pd
 
-from . import units
+from .. import display
 
 THROUGHPUT = "output_throughput"
 CSV_NAME = "load_sweep.csv"
@@ -69,7 +69,7 @@ def sweep_cell(user_attrs: dict[str, Any]) -> tuple[str, float | None]:
     parts, chosen = [], None
     for p in sweep_points(user_attrs):
         m = p.get("metrics") or {}
-        text = f"{p['point']} " + (units.metric(THROUGHPUT, m[THROUGHPUT]) if m.get(THROUGHPUT) is not None
+        text = f"{p['point']} " + (display.metric(THROUGHPUT, m[THROUGHPUT]) if m.get(THROUGHPUT) is not None
                                    else p.get("status", "-"))
         if m and p.get("meets_slo") is False:
             text += " (misses SLO)" if p.get("status") == "ok" else f" ({p.get('status')})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import optuna
 
-from . import units
+from .. import display
 from .facts import settings_text
 
 MIN_SETTINGS = 24  # below this the settings go on their own lines under the table
@@ -44,12 +44,12 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
     if not d.front:
         console.print("No feasible trial yet: no Pareto front. See trials.csv or report.html for the reasons.")
         return
-    headers = ["#", *[units.short(n) for n in d.names]]
+    headers = ["#", *[display.short(n) for n in d.names]]
     plural = "s" if len(d.front) != 1 else ""
     table = numeric_table(f"Pareto front: {len(d.front)} feasible trial{plural}", headers, console)
     for t in d.front[:limit]:
         mark = "*" if d.pick is not None and t.number == d.pick.number else ""
-        table.add_row(f"{mark}{t.number}", *[units.metric(n, v) for n, v in zip(d.names, t.values)],
+        table.add_row(f"{mark}{t.number}", *[display.metric(n, v) for n, v in zip(d.names, t.values)],
                       settings_text(t, " ", drop_prefix="VLLM_"))
     console.print(table)
     if any(k.startswith("VLLM_") for t in d.front for k in t.params):
@@ -60,6 +60,6 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
         line = f"* balanced pick: trial {d.pick.number}"
         base = d.defaults
         if base is not None and base.user_attrs.get("status") == "ok" and base.number != d.pick.number:
-            _, p = units.change(d.pick.values[0], base.values[0])
-            line += f", {units.percent(p)} throughput vs the release defaults (trial {base.number})"
+            _, p = display.change(d.pick.values[0], base.values[0])
+            line += f", {display.percent(p)} throughput vs the release defaults (trial {base.number})"
         console.print(line)
