@@ -100,7 +100,7 @@ REBOOT_ATTR = "cold_reboots"  # study attr: trial number -> what its cold re-boo
 
 def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None) -> list[int]:
     """Boot every Pareto trial whose cold warmup was not measured once more, cold (a fresh empty
-    cache), and record the measured cold warmup beside the prediction, in the study attribute
+    cache; to ready and stopped, no load test: its serving was measured already), and record the measured cold warmup beside the prediction, in the study attribute
     "cold_reboots" (a finished trial cannot be updated; warmupmode.warmup_figures reads both). The
     objective told to Optuna stays. A trial that also measured its cached warmup gives the cache
     factor's calibration sample. Returns the trial numbers re-booted."""
@@ -125,7 +125,8 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
         fresh = fresh_cold_cache(opts.shared)
         cold_ctx = dataclasses.replace(ctx, warmup=dataclasses.replace(opts, shared=fresh, budget_s=None),
                                        limits=dataclasses.replace(ctx.limits, warmup_budget_s=None),
-                                       progress=None, on_progress=None)
+                                       progress=None, on_progress=None,
+                                       measure_load=False)  # its serving was measured: only the warmup
         predicted = t.user_attrs.get("predicted") or {}
         say(f"trial {t.number}: cold re-boot (its cold warmup was predicted: {predicted.get('warmup_cold_s', '?')} s)")
         where = study_dir / "trials" / f"{t.number:04d}" / "cold-reboot"

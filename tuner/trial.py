@@ -94,6 +94,7 @@ class TrialContext:
     preboot_reject: bool = True  # False: boot even what the model rejects (exploration)
     # several load points per boot (a loadsweep.LoadSweep; None: one load test with `load`)
     load_sweep: Any = None
+    measure_load: bool = True  # False: stop once ready (a boot that only measures the warmup)
 
 
 @dataclass
@@ -334,6 +335,8 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
             if outcome.kind is OutcomeKind.WARMUP_OVER_BUDGET and outcome.reason == "interrupted":
                 result.status = TrialStatus.INTERRUPTED
             result.reason = outcome.reason + _last_error(outcome.log_tail)
+        elif not ctx.measure_load:
+            _slot_status(ctx, slot, "ready; warmup measured, no load test")
         else:
             _slot_status(ctx, slot, "ready; load test")
             if ctx.load_sweep is not None:  # the serving prediction below is for the chosen point's load

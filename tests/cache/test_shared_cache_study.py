@@ -98,6 +98,7 @@ def test_every_front_point_has_a_measured_cold_warmup(run):
             reboot = json.loads((root / "results/shared/trials" / f"{t.number:04d}" / "cold-reboot" /
                                  "result.json").read_text())
             assert reboot["observed"]["recipe_cache_hit_rate"] == 0.0
+            assert reboot["metrics"] == {} and not (reboot.get("artifacts") or {}).get("bench_json")  # no load
             assert figures[t.number]["cold"].seconds == reboot["observed"]["warmup_s"]
     assert {int(n) for n in reboots} <= {t.number for t in front}
     if reboots:
