@@ -102,8 +102,9 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
     """Boot every Pareto trial whose cold warmup was not measured once more, cold (a fresh empty
     cache; to ready and stopped, no load test: its serving was measured already), and record the
     measured cold warmup beside the prediction, in the study attribute "cold_reboots" (a finished
-    trial cannot be updated; warmupmode.warmup_figures reads both). The objective told to Optuna stays.
-    A trial that also measured its cached warmup gives the cache factor's calibration sample. Returns the trial numbers re-booted."""
+    trial cannot be updated; warmupmode.warmup_figures reads both). The objective told to Optuna
+    stays. A trial that also measured its cached warmup gives the cache factor's calibration
+    sample. Returns the trial numbers re-booted."""
     import dataclasses
     import shutil
 
