@@ -19,17 +19,15 @@ import sys
 import optuna
 import pytest
 
-from .test_realvllm import (  # noqa: F401  (fixtures: the env, one server at a time)
+from .conftest import _say
+from .test_realvllm import (  # the fixtures (vllm_env, one server at a time) come from conftest.py
     BOOT_LIMIT_S,
     KV_BYTES,
     SERVED,
     SPACE,
     VOCAB,
-    _one_server_at_a_time,
-    _say,
     bucket_tuner,
     server_env,
-    vllm_env,
 )
 
 pytestmark = [
@@ -40,7 +38,7 @@ pytestmark = [
 PROMPTS = 16
 
 
-def test_load_sweep_and_cached_warmup_fallback_in_one_boot(vllm_env, tmp_path, request):  # noqa: F811
+def test_load_sweep_and_cached_warmup_fallback_in_one_boot(vllm_env, tmp_path, request):
     results, recipes = tmp_path / "results", tmp_path / "recipes"
     cmd = [*bucket_tuner(), "tune", "--space", str(SPACE), "--backend", "vllm",
            "--vllm-command", str(vllm_env.vllm), "--model", str(vllm_env.model), "--served-model-name", SERVED,

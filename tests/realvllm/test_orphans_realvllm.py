@@ -17,16 +17,14 @@ from tuner.backends import Backend
 from tuner.server import find_free_port
 
 from ..conftest import ROOT
-from .test_realvllm import (  # noqa: F401  (fixtures: the env, one server at a time)
+from .test_realvllm import (  # the fixtures (vllm_env, one server at a time) come from conftest.py
     BOOT_LIMIT_S,
     KV_BYTES,
     SERVED,
     TreeRecorder,
-    _one_server_at_a_time,
     listening,
     proc_table,
     server_env,
-    vllm_env,
 )
 
 pytestmark = [
@@ -45,7 +43,7 @@ time.sleep(900)
 """
 
 
-def test_killed_tuner_leaves_no_vllm_process(vllm_env, tmp_path):  # noqa: F811 (a fixture)
+def test_killed_tuner_leaves_no_vllm_process(vllm_env, tmp_path):
     port = find_free_port()
     backend = Backend("vllm", model=str(vllm_env.model), served_model_name=SERVED, vllm_command=[str(vllm_env.vllm)],
                       extra_args=["--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES)])

@@ -7,15 +7,14 @@ first run pays ~3 min of pip, later runs ~15 s of checking. The tier is skipped 
 environment cannot be built, and then says why (pip's last lines). Deselect it with -m "not realvllm".
 
 Every test here runs one real server at a time (an fcntl lock also keeps other pytest processes on
-this machine from starting one meanwhile). A server cycle costs ~30-60 s on 2 cores, and the tier has
-six: one shared by the bench and clean-stop tests, two for the stops with open streams, three for the
-study; ~4 min in all. Facts relied on: docs/real-vllm-cpu.md.
+this machine from starting one meanwhile). A server cycle costs ~30-60 s on 2 cores, and this module
+has five: one shared by the bench and clean-stop tests, two for the stops with open streams, two for
+the study (the tier's other modules add one each); ~5 min in all. Facts relied on: docs/real-vllm-cpu.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import csv
 import json
 import os
@@ -37,6 +36,7 @@ from tuner.server import ServerProcess, find_free_port
 from ..conftest import ROOT
 from . import dropin
 from . import env as realenv
+from .conftest import _FIGURES
 
 pytestmark = [
     pytest.mark.realvllm,
@@ -50,7 +50,6 @@ VOCAB = 2000              # prompt token ids stay below the tiny tokenizer's 204
 SPACE = ROOT / "search_spaces" / "vllm-cpu.yaml"
 ROLES = ("api_server", "EngineCore", "Worker", "resource_tracker")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-_FIGURES: list[str] = []  # printed at the end of the module (timings and the study's results)
 
 
 # ------------------------------------------------------------------------------------ /proc, our own
@@ -167,46 +166,6 @@ def venv_processes(venv: Path) -> dict[int, str]:
     """Live processes that run the real-vLLM venv (API server, resource_tracker) or carry vLLM's titles."""
     return {pid: p["cmd"] for pid, p in proc_table().items()
             if p["state"] not in "ZX" and (str(venv) in p["cmd"] or p["cmd"].startswith("VLLM::"))}
-
-
-# ------------------------------------------------------------------------------------ fixtures
-def _say(request):
-    """Print to the terminal now, past pytest's output capture (like capsys.disabled())."""
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capman = request.config.pluginmanager.get_plugin("capturemanager")
-
-    def say(msg: str) -> None:
-        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-            if reporter is not None:
-                reporter.write_line(f"[realvllm] {msg}")
-            else:
-                print(f"[realvllm] {msg}", file=sys.stderr)
-    return say
-
-
-@pytest.fixture(scope="session")
-def vllm_env(request):
-    say = _say(request)
-    t0 = time.monotonic()
-    try:
-        env = realenv.ensure(say=say)
-    except realenv.EnvBuildError as e:
-        say(f"SKIPPING the real-vLLM tier: the environment cannot be built: {e}")
-        pytest.skip(f"real-vLLM environment cannot be built: {e}")
-    _FIGURES.append(f"environment: {'built' if env.built else 'cached'} in {time.monotonic() - t0:.1f} s "
-                    f"({env.version}; {json.dumps(env.timings)}) at {env.venv}")
-    return env
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_server_at_a_time(request):
-    """Holds the machine-wide server lock for the module; prints the figures collected at the end."""
-    env = request.getfixturevalue("vllm_env")
-    say = _say(request)
-    with realenv.server_lock(env.venv, say):
-        yield
-    for line in _FIGURES:
-        say(line)
 
 
 def server_env(tmp: Path) -> dict[str, str]:
@@ -499,20 +458,20 @@ def test_stop_with_open_streams_does_not_hang(vllm_env, tmp_path, how):
 
 
 # ------------------------------------------------------------------------------------ 4
-def test_three_trial_study_end_to_end(vllm_env, tmp_path):
+def test_two_trial_study_end_to_end(vllm_env, tmp_path):
     results = tmp_path / "results"
     env = server_env(tmp_path)
     cmd = [*bucket_tuner(), "tune", "--space", str(SPACE), "--backend", "vllm",
            "--vllm-command", str(vllm_env.vllm), "--model", str(vllm_env.model), "--served-model-name", SERVED,
            "--server-args", f"--load-format dummy --kv-cache-memory-bytes {KV_BYTES}",
-           "--n-trials", "3", "--results", str(results), "--vocab-size", str(VOCAB),
+           "--n-trials", "2", "--results", str(results), "--vocab-size", str(VOCAB),
            "--dataset-name", "fixed", "--random-input-len", "64", "--random-output-len", "32",
            "--num-prompts", "32", "--max-concurrency", "8", "--num-warmups", "2",
            "--boot-timeout", str(BOOT_LIMIT_S), "--warmup-timeout", str(BOOT_LIMIT_S),
            "--sampler-seed", "2", "--no-seed-defaults"]
     # TPE starts with random proposals; seed 2 gives (max_num_seqs, max_num_batched_tokens, enforce_eager)
-    # = (64, 256, False), (4, 256, True), (64, 2048, True): the torch.compile path and both extremes
-    # of the one knob with a visible effect.
+    # = (64, 256, False), (4, 256, True): the torch.compile path and the eager one, and both extremes
+    # of the one knob with a visible effect (two trials: the tier's time is the suite's).
     before = set(venv_processes(vllm_env.venv))
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -543,8 +502,8 @@ def test_three_trial_study_end_to_end(vllm_env, tmp_path):
         assert "VLLM_CPU_KVCACHE_SPACE=1" in best.splitlines(), best
 
         rows = list(csv.DictReader((study_dir / "trials.csv").open()))
-        assert len(rows) == 3, rows
-        _FIGURES.append(f"study: 3 trials in {wall:.0f} s wall")
+        assert len(rows) == 2, rows
+        _FIGURES.append(f"study: 2 trials in {wall:.0f} s wall")
         for row in sorted(rows, key=lambda r: int(r["number"])):
             number = int(row["number"])
             result = json.loads((study_dir / "trials" / f"{number:04d}" / "result.json").read_text())
@@ -567,10 +526,10 @@ def test_three_trial_study_end_to_end(vllm_env, tmp_path):
                 f"p99 TTFT {metrics['p99_ttft_ms']:.0f} ms, median TPOT {metrics['median_tpot_ms']:.1f} ms, "
                 f"warmup (launch to ready) {obs['warmup_s']:.1f} s, trial {result['timings']['total_s']:.0f} s")
 
-        # Three servers ran (each a full tree), one at a time, and none of their processes is left.
+        # Two servers ran (each a full tree), one at a time, and none of their processes is left.
         # (Counted as the tuner's own children: a transient fork of an API server carries its command line.)
         apis = [pid for pid, rec in recorder.seen.items() if rec["ppid"] == proc.pid and "api_server" in rec["roles"]]
-        assert len(apis) == 3, recorder.seen
+        assert len(apis) == 2, recorder.seen
         assert {"EngineCore", "Worker", "resource_tracker"} <= recorder.roles()
         assert not recorder.alive(), f"left behind: {recorder.alive()}"
         assert not set(venv_processes(vllm_env.venv)) - before
