@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from .export import ExportError, Filters, pick_trial
-from .pareto import hypervolume, pareto_indices
+from .pareto import hypervolume, measured_front, pareto_indices
 
 CRITERIA = ("throughput", "latency", "warmup", "balanced")
 REGRESSION = 0.05  # worse by more than 5% (or 5 points of front share) is flagged
@@ -84,7 +84,7 @@ def compare_studies(*studies: optuna.Study) -> Comparison:
             raise ValueError(f"the studies have different objectives: {names} vs {s.metric_names} "
                              f"({studies[0].study_name} vs {s.study_name})")
     directions = [d.name.lower() for d in studies[0].directions]
-    fronts = [sorted(s.best_trials, key=lambda t: -t.values[0]) for s in studies]
+    fronts = [sorted(measured_front(s), key=lambda t: -t.values[0]) for s in studies]
     points = [t.values for f in fronts for t in f]
     reference = common_reference(points, directions)
     union = [points[i] for i in pareto_indices(points, directions)] if points else []

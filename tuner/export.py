@@ -21,7 +21,7 @@ import optuna
 
 from .backends import server_flags
 from .buckets import BucketConfigError, ServerConfig, get_profile
-from .pareto import balanced_index
+from .pareto import balanced_index, measured_front
 from .redact import is_secret_name
 from .releases import DIAGNOSTIC_VARIABLES, runtime_variables
 
@@ -45,7 +45,7 @@ class Filters:
 def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial.FrozenTrial:
     if pick not in PICKS:
         raise ExportError(f"unknown --pick {pick!r}; choose one of {', '.join(PICKS)}")
-    candidates = list(study.best_trials)
+    candidates = measured_front(study)
     if not candidates:
         raise ExportError(f"study {study.study_name!r} has no feasible completed trial to export")
     names = study.metric_names or []

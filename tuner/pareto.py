@@ -69,3 +69,11 @@ def balanced_index(points: Sequence[Vector], directions: Sequence[str], weights:
     norm = normalised(points, directions)
     w = weights or [1.0] * len(directions)
     return min(range(len(norm)), key=lambda i: sum((wi * x) ** 2 for wi, x in zip(w, norm[i])))
+
+
+def measured_front(study) -> list:
+    """Optuna's feasible best trials (set_constraint honoured) without copies: a trial that reused an
+    earlier trial's measurement (observed.reused_from) stands for that same boot, so it is listed once."""
+    best = study.best_trials
+    numbers = {t.number for t in best}
+    return [t for t in best if (t.user_attrs.get("observed") or {}).get("reused_from") not in numbers]

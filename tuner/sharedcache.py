@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .pareto import measured_front
 from .recipecache import DEFAULT_MAX_MB, MANIFEST, VARIABLE, format_value, normalize_dtype
 
 IGNORED_NOTE = (f"the server wrote no recipe and compiled no warmup shape: it ignores {VARIABLE} (not a Gaudi "
@@ -118,7 +119,7 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
         return []
     reboots = dict(study.user_attrs.get(REBOOT_ATTR) or {})
     done = []
-    for t in sorted(study.best_trials, key=lambda t: t.number):
+    for t in sorted(measured_front(study), key=lambda t: t.number):
         observed = t.user_attrs.get("observed") or {}
         if observed.get("warmup_cold_s") is not None or str(t.number) in reboots or \
                 t.user_attrs.get("status") != "ok":

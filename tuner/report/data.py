@@ -9,6 +9,7 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
+from ..pareto import measured_front
 from .facts import (
     CALCULATOR_SEED,
     DEFAULTS_SEED,
@@ -74,7 +75,7 @@ class ReportData:
 
 def gather(study: optuna.Study) -> ReportData:
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    front = sorted(study.best_trials, key=lambda t: -t.values[0]) if trials else []
+    front = sorted(measured_front(study), key=lambda t: -t.values[0]) if trials else []
     return ReportData(
         study=study, names=objective_names(study), dirs=directions(study), frame=trials_frame(study),
         trials=trials, front=front, limits=study_limits(study), release=release_of(study),

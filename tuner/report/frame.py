@@ -13,7 +13,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from ..pareto import hypervolume
+from ..pareto import hypervolume, measured_front
 from .sweep import sweep_columns
 
 KEY_METRICS = ("output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
@@ -64,7 +64,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
 def pareto_frame(study: optuna.Study, frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """The feasible Pareto set (Optuna's best_trials honours set_constraint), best throughput first."""
     frame = trials_frame(study) if frame is None else frame
-    numbers = {t.number for t in study.best_trials}
+    numbers = {t.number for t in measured_front(study)}
     if frame.empty:
         return frame
     out = frame[frame["number"].isin(numbers)]
@@ -74,7 +74,7 @@ def pareto_frame(study: optuna.Study, frame: pd.DataFrame | None = None) -> pd.D
 
 
 def study_hypervolume(study: optuna.Study, reference: list[float]) -> float:
-    best = [t.values for t in study.best_trials]
+    best = [t.values for t in measured_front(study)]
     return hypervolume(best, reference, directions(study))
 
 
