@@ -4,12 +4,15 @@ front that report, pareto.csv, export and compare show lists the measurement onc
 from __future__ import annotations
 
 import optuna
+import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
 from tuner.export import Filters, pick_trial
 from tuner.pareto import measured_front
 from tuner.report.frame import pareto_frame
+
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # set_metric_names
 
 
 def _study() -> optuna.Study:
