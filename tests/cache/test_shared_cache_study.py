@@ -22,8 +22,9 @@ from tuner.warmupmode import study_figures
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
+STUDY = "cachestudy"
 SPACE = {
-    "name": "shared",
+    "name": STUDY,
     "release": "fork-1.21.2",
     "server": {"max_model_len": 512, "block_size": 128, "max_num_batched_tokens": 2048, "max_num_seqs": 8},
     # graph memory fixed: the KV block count (part of every recipe) is the same for all trials
@@ -42,18 +43,18 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("shared")
+    root = tmp_path_factory.mktemp(STUDY)
     (root / "space.yaml").write_text(yaml.safe_dump(SPACE))
-    folder = root / "results" / "shared"
+    folder = root / "results" / STUDY
     folder.mkdir(parents=True)
-    study = optuna.create_study(study_name="shared", storage=f"sqlite:///{folder / 'study.db'}",
+    study = optuna.create_study(study_name=STUDY, storage=f"sqlite:///{folder / 'study.db'}",
                                 directions=["maximize", "minimize", "minimize"])
     for step in (256, 128, 256):
         study.enqueue_trial({"VLLM_PROMPT_SEQ_BUCKET_STEP": step})
     proc = cli("tune", "--space", str(root / "space.yaml"), "--results", str(root / "results"), "--n-trials", "3",
                "--warmup", "cached", "--shared-recipe-cache", str(root / "recipes"), *FAST, cwd=root)
     assert proc.returncode == 0, proc.stderr
-    study = optuna.load_study(study_name="shared", storage=f"sqlite:///{folder / 'study.db'}")
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{folder / 'study.db'}")
     return root, proc, study, sorted(study.trials, key=lambda t: t.number)
 
 
@@ -95,7 +96,7 @@ def test_every_front_point_has_a_measured_cold_warmup(run):
         assert figures[t.number]["cold"].measured, (t.number, t.user_attrs["observed"])
         if t.user_attrs["observed"]["recipe_cache_hit_rate"] > 0:  # its own boot hit: re-booted cold
             assert str(t.number) in reboots, reboots
-            reboot = json.loads((root / "results/shared/trials" / f"{t.number:04d}" / "cold-reboot" /
+            reboot = json.loads((root / "results" / STUDY / "trials" / f"{t.number:04d}" / "cold-reboot" /
                                  "result.json").read_text())
             assert reboot["observed"]["recipe_cache_hit_rate"] == 0.0
             assert reboot["metrics"] == {} and not (reboot.get("artifacts") or {}).get("bench_json")  # no load
@@ -110,24 +111,24 @@ def test_the_cache_is_per_device_release_model_dtype_tp_and_never_exported(run):
     folders = [p.name for p in (root / "recipes").iterdir()]
     assert folders == ["gaudi2-fork-1.21.2-meta-llama_Llama-3.1-8B-Instruct-bf16-tp1"], folders
     assert len(list((root / "recipes" / folders[0]).iterdir())) > 10
-    assert "PT_HPU_RECIPE_CACHE_CONFIG" not in (root / "results/shared/best.env").read_text()
-    server_log = (root / "results/shared/trials/0000/server.log").read_text()
+    assert "PT_HPU_RECIPE_CACHE_CONFIG" not in (root / "results" / STUDY / "best.env").read_text()
+    server_log = (root / "results" / STUDY / "trials/0000/server.log").read_text()
     assert server_log  # booted with the variable: the trial's env record does not carry it
-    trial_env = (root / "results/shared/trials/0000/trial.env").read_text()
+    trial_env = (root / "results" / STUDY / "trials/0000/trial.env").read_text()
     assert "PT_HPU_RECIPE_CACHE_CONFIG" not in trial_env
 
 
 def test_report_and_compare_show_both_warmups_with_predicted_ones_marked(run):
     root, _, study, trials = run
     figures = study_figures(study)
-    html = (root / "results/shared/report.html").read_text()
+    html = (root / "results" / STUDY / "report.html").read_text()
     assert "cold / cached warmup" in html
     first = figures[0]  # booted cold: cold measured, cached predicted
     assert first["cold"].measured and not first["cached"].measured
     cell = f"{first['cold'].text(units.seconds)} / {first['cached'].text(units.seconds)}"
     assert cell in html and cell.count("(pred.)") == 1 and cell.endswith("(pred.)")
-    proc = cli("compare", "shared", "shared", "--results", str(root / "results"), cwd=root)
+    proc = cli("compare", STUDY, STUDY, "--results", str(root / "results"), cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert "cold / cached warmup" in proc.stdout
-    pick = next(line for line in proc.stdout.splitlines() if line.strip().startswith("shared: cold"))
+    pick = next(line for line in proc.stdout.splitlines() if line.strip().startswith(f"{STUDY}: cold"))
     print(f"\n{pick}")
