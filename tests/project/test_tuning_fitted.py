@@ -1,23 +1,13 @@
-"""Smoke test of the tuning-efficiency benchmark's problem "fitted" (benchmarks/tuning_fitted.py), shrunk to
+"""Smoke test of the tuning-efficiency benchmark's problem "fitted" (benchmarks/tuning/fitted.py), shrunk to
 a few grid points and a tiny trial budget: both spaces get a true table, the real study loop runs on
 each, and the report puts them on one scale. Nothing about which way wins is asserted (the benchmark
 measures that)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
-from ..conftest import ROOT
-
-
-def load_benchmark(monkeypatch):
-    spec = importlib.util.spec_from_file_location("tuning_efficiency", ROOT / "benchmarks" / "tuning_efficiency.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses and the worker pool look it up there
-    spec.loader.exec_module(module)
-    return module
+from .test_tuning_efficiency import load_benchmark
 
 
 def test_fitted_problem_on_a_tiny_budget(tmp_path, monkeypatch, capsys):
