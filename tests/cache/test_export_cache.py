@@ -5,16 +5,15 @@ configuration with another KV block count misses that cache and the verification
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import optuna
 import pytest
-import yaml
 
 from tuner.recipecache import Manifest, parse_value, read_manifest
+
+from .studies import cli, tune_enqueued
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
@@ -31,23 +30,10 @@ FAST = ["--num-prompts", "8", "--num-warmups", "1", "--max-concurrency", "4", "-
         "--slo", "p99_ttft_ms=60000", "--warmup-budget", "5000", "--allow-recompiles"]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
-                          env=dict(os.environ, COLUMNS="100"), timeout=300)
-
-
 @pytest.fixture(scope="module")
 def study_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("warm")
-    (root / "space.yaml").write_text(yaml.safe_dump(SPACE))
-    folder = root / "results" / "warm"
-    folder.mkdir(parents=True)
-    study = optuna.create_study(study_name="warm", storage=f"sqlite:///{folder / 'study.db'}",
-                                directions=["maximize", "minimize", "minimize"])
-    for mem in (0.1, 0.3):
-        study.enqueue_trial({"VLLM_GRAPH_RESERVED_MEM": mem})
-    run = cli("tune", "--space", str(root / "space.yaml"), "--results", str(root / "results"), "--n-trials", "2",
-              *FAST)
+    run = tune_enqueued(root, SPACE, [{"VLLM_GRAPH_RESERVED_MEM": mem} for mem in (0.1, 0.3)], *FAST)
     assert run.returncode == 0, run.stderr
     return root
 

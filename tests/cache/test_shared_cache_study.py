@@ -8,17 +8,15 @@ every Pareto trial ends with a measured cold warmup (the cold re-boot at the end
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import optuna
 import pytest
-import yaml
 
 from tuner import display as units
 from tuner.warmupmode import study_figures
+
+from .studies import cli, tune_enqueued
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
@@ -36,25 +34,13 @@ FAST = ["--num-prompts", "8", "--num-warmups", "1", "--max-concurrency", "4", "-
         "--allow-recompiles", "--no-screening"]
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=dict(os.environ, COLUMNS="100"), timeout=300)
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp(STUDY)
-    (root / "space.yaml").write_text(yaml.safe_dump(SPACE))
-    folder = root / "results" / STUDY
-    folder.mkdir(parents=True)
-    study = optuna.create_study(study_name=STUDY, storage=f"sqlite:///{folder / 'study.db'}",
-                                directions=["maximize", "minimize", "minimize"])
-    for step in (256, 128, 256):
-        study.enqueue_trial({"VLLM_PROMPT_SEQ_BUCKET_STEP": step})
-    proc = cli("tune", "--space", str(root / "space.yaml"), "--results", str(root / "results"), "--n-trials", "3",
-               "--warmup", "cached", "--shared-recipe-cache", str(root / "recipes"), *FAST, cwd=root)
+    proc = tune_enqueued(root, SPACE, [{"VLLM_PROMPT_SEQ_BUCKET_STEP": step} for step in (256, 128, 256)],
+                         "--warmup", "cached", "--shared-recipe-cache", str(root / "recipes"), *FAST)
     assert proc.returncode == 0, proc.stderr
-    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{folder / 'study.db'}")
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{root / 'results' / STUDY / 'study.db'}")
     return root, proc, study, sorted(study.trials, key=lambda t: t.number)
 
 
