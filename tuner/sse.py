@@ -104,12 +104,7 @@ class StreamRecorder:
             payload = line[5:].strip()
             if (not self.keep_text and (b'"choices":[{' in payload or b'"choices": [{' in payload)
                     and b'"usage":' not in payload and b'"error"' not in payload):
-                if self.ttft is None:
-                    self.ttft = ts - self.start
-                else:
-                    self.itl.append(ts - self.last_token_ts)
-                self.last_token_ts = ts
-                self.chunks += 1
+                self._token(ts)
             else:
                 self._on_payload(payload, ts)
 
@@ -118,6 +113,15 @@ class StreamRecorder:
             line = line.encode()
         if line.startswith(b"data:"):
             self._on_payload(line[5:].strip(), ts)
+
+    def _token(self, ts: float) -> None:
+        """A chunk with a token at `ts`: the first sets TTFT, the others add an inter-token latency."""
+        if self.ttft is None:
+            self.ttft = ts - self.start
+        else:
+            self.itl.append(ts - self.last_token_ts)
+        self.last_token_ts = ts
+        self.chunks += 1
 
     def _on_payload(self, payload: bytes, ts: float) -> None:
         if payload == b"[DONE]":
@@ -133,12 +137,7 @@ class StreamRecorder:
             return
         choices = msg.get("choices")
         if choices:
-            if self.ttft is None:
-                self.ttft = ts - self.start
-            else:
-                self.itl.append(ts - self.last_token_ts)
-            self.last_token_ts = ts
-            self.chunks += 1
+            self._token(ts)
             c = choices[0]
             text = (c.get("delta") or {}).get("content") if self.chat else c.get("text")
             if text:
