@@ -24,9 +24,10 @@ from .buckets import BucketConfigError, ServerConfig, get_profile
 from .pareto import balanced_index, measured_front
 from .redact import is_secret_name
 from .releases import DIAGNOSTIC_VARIABLES, runtime_variables
+from .space import BUCKET_FILE_VARIABLE
 
 PICKS = ("throughput", "latency", "balanced", "warmup")
-BUCKET_FILE_VARIABLE = "VLLM_BUCKETING_FROM_FILE"
+FLAGS_HEADER = "# vllm serve flags:"  # the env file's line of server flags (compare --env-file reads it back)
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]*$")
 
 
@@ -172,7 +173,7 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
     ]
     if release:
         lines.append(f"# release profile: {release}; every variable it reads is listed")
-    lines.append("# vllm serve flags: " + " ".join(server_flags(server)))
+    lines.append(f"{FLAGS_HEADER} " + " ".join(server_flags(server)))
     lines += [f"# {n}" for n in notes + list(comments or [])]
     for name in sorted(env):
         value = str(env[name])

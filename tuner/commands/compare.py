@@ -10,9 +10,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ..export import FLAGS_HEADER
 from . import UsageError, parse_env_pairs
 
-FLAGS_HEADER = "# vllm serve flags:"
 _SERVER_FLAGS = ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size")
 
 
