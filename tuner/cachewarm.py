@@ -22,13 +22,13 @@ from .backends import Backend
 from .logparse import LogWatcher
 from .recipecache import (
     GUIDE_RATIO,
-    MANIFEST,
     VARIABLE,
     Manifest,
     format_value,
     is_compatible,
     normalize_dtype,
     read_manifest,
+    recipe_files,
     write_manifest,
 )
 from .server import ServerProcess, find_free_port
@@ -103,13 +103,6 @@ class CacheReport:
 
 def _pct(x: float | None) -> str:
     return "unknown" if x is None else f"{x:.0%}"
-
-
-def recipe_files(folder: Path) -> dict[str, int]:
-    """Recipe files in the folder (name -> bytes); our manifest is not a recipe."""
-    if not folder.is_dir():
-        return {}
-    return {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file() and p.name != MANIFEST}
 
 
 def shapes_compiled(steps: dict[str, tuple[int, int]]) -> int:

@@ -40,6 +40,13 @@ class CacheConfig:
         return format_value(self.path, self.delete, self.max_mb)
 
 
+def recipe_files(folder: Path) -> dict[str, int]:
+    """Recipe files in the folder (name -> bytes); our manifest is not a recipe."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file() and p.name != MANIFEST}
+
+
 def parse_value(value: str) -> CacheConfig:
     """`<path>,<delete>,<max MB>` -> CacheConfig; a one-line error names the part that is wrong.
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .pareto import measured_front
-from .recipecache import DEFAULT_MAX_MB, MANIFEST, VARIABLE, format_value, normalize_dtype
+from .recipecache import DEFAULT_MAX_MB, VARIABLE, format_value, normalize_dtype, recipe_files
 
 IGNORED_NOTE = (f"the server wrote no recipe and compiled no warmup shape: it ignores {VARIABLE} (not a Gaudi "
                 "server); the shared recipe cache is off and warmups are cold")
@@ -61,13 +61,13 @@ class SharedCache:
         return {VARIABLE: format_value(folder, False, self.max_mb)}
 
     def snapshot(self, server: dict) -> frozenset[str]:
-        return frozenset(recipe_names(self.folder(server))) if self.enabled else frozenset()
+        return frozenset(recipe_files(self.folder(server))) if self.enabled else frozenset()
 
     def hit_rate(self, server: dict, before: frozenset[str], shapes_compiled: int) -> float | None:
         """The boot's share of shapes found in the cache; None when the cache was off or unusable."""
         if not self.enabled:
             return None
-        added = len(set(recipe_names(self.folder(server))) - set(before))
+        added = len(set(recipe_files(self.folder(server))) - set(before))
         if shapes_compiled <= 0 and added == 0:
             with self._lock:
                 if self.enabled:
@@ -81,12 +81,6 @@ class SharedCache:
         with self._lock:
             out, self.notes = self.notes, []
         return out
-
-
-def recipe_names(folder: Path) -> list[str]:
-    if not folder.is_dir():
-        return []
-    return [p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST]
 
 
 def fresh_cold_cache(like: SharedCache) -> SharedCache:
