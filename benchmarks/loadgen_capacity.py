@@ -41,8 +41,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tuner.loadgen import run_benchmark  # noqa: E402
-from tuner.workload import FixedWorkload  # noqa: E402
+from tuner.load.client import run_benchmark  # noqa: E402
+from tuner.load.workload import FixedWorkload  # noqa: E402
 
 SERVER = ROOT / "tests" / "fake_openai_server.py"
 

@@ -17,11 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tuner import trial as T  # noqa: E402
-from tuner.backends import Backend  # noqa: E402
+from tuner.load.workload import RandomWorkload  # noqa: E402
+from tuner.serve.backends import Backend  # noqa: E402
 from tuner.sim.clocks import run_virtual, summarize  # noqa: E402
-from tuner.space import TrialSettings  # noqa: E402
-from tuner.workload import RandomWorkload  # noqa: E402
+from tuner.space.schema import TrialSettings  # noqa: E402
+from tuner.trial import run as T  # noqa: E402
 
 SERVER = {"max_num_seqs": 32, "max_model_len": 2048, "block_size": 128, "max_num_batched_tokens": 4096}
 ENV = {"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_PROMPT_SEQ_BUCKET_STEP": "128"}

@@ -2,7 +2,7 @@
 
 Every configuration of a discretised reference space is evaluated on the simulator's virtual clock
 (`predict_startup` + `run_virtual`), which gives the true Pareto front and its hypervolume on a fixed
-reference point. Each contender then runs the REAL study loop (`tuner.study.run_study`: samplers,
+reference point. Each contender then runs the REAL study loop (`tuner.study.run.run_study`: samplers,
 seeding, constraints, penalties) with a virtual runner that answers from that table and charges the
 simulated accelerator time (x cards) a real trial would cost: 0 if rejected before boot; the startup
 timeline up to the failure if it fails at boot; up to the abort if the warmup-budget abort fires

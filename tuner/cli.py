@@ -18,8 +18,8 @@ from pathlib import Path
 
 from .commands import bench, buckets, calc, explain, fit, results, sim, tune
 from .errors import TunerError
-from .redact import redact_argv, redact_env
-from .storage import url_password
+from .serve.redact import redact_argv, redact_env
+from .study.storage import url_password
 
 DEBUG_ENV = "BUCKET_TUNER_DEBUG"
 _PACKAGE_DIR = Path(__file__).resolve().parent

@@ -35,7 +35,7 @@ class RuntimeFailure(TunerError):
 
 
 class StudyError(UserError):
-    """A study-level problem (storage, sampler, seed study) named clearly; `tuner.study.StudyError`."""
+    """A study-level problem (storage, sampler, seed study) named clearly; `tuner.study.run.StudyError`."""
 
 
 class StorageUnavailable(StudyError, RuntimeFailure):

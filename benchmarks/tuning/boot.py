@@ -7,10 +7,10 @@ import random
 
 from benchmarks.tuning.problems import Problem
 from benchmarks.tuning.truth import TABLES, true_prediction
-from tuner import trial as T
 from tuner.logparse import events as ev
 from tuner.perfmodel.calibration import Calibration
 from tuner.perfmodel.projection import BootTracker
+from tuner.trial import run as T
 
 
 def boot_events(real) -> list[tuple[float, object]]:

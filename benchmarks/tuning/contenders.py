@@ -11,9 +11,9 @@ import optuna
 from benchmarks.tuning.problems import OBJECTIVES, Problem
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES
-from tuner import guided
-from tuner import study as study_mod
-from tuner.study import Constraints, StudyError, StudyOptions, run_study
+from tuner.study import proposals as guided
+from tuner.study import run as study_mod
+from tuner.study.run import Constraints, StudyError, StudyOptions, run_study
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ _SQLITE_STORAGE = study_mod.make_storage
 def share_prior_serving(problem: Problem, space, ctx) -> None:
     """The nominal table ran the prior model's serving clock for every configuration, exactly as
     trial.predict_serving does (same workload, arrivals and prediction): the guided proposals
-    (tuner/guided.py) read those figures instead of running the clock again (speed only)."""
+    (tuner/study/proposals.py) read those figures instead of running the clock again (speed only)."""
     for e in TABLES[(problem.key, "nominal")].values():
         if e.failure is None:
             guided.remember_prior_serving(ctx, space.settings_for(e.params),

@@ -4,7 +4,7 @@ min/step/max ranges, on the same skewed chat workload, hardware and release (iss
 Two spaces on gaudi-main (Gaudi 2, Llama-3.1-8B bf16, lazy mode so graphs cost memory), both with the
 same memory knobs (max_num_seqs, VLLM_GRAPH_RESERVED_MEM):
   fitted         prompt and decode bucket counts (`type: fitted`): each proposal boots the least-padding
-                 set for those counts, fitted to the workload (tuner/fittedspace.py)
+                 set for those counts, fitted to the workload (tuner/space/fitted.py)
   fitted-ranges  the release's own range strategies: exponential (its default), or linear with the
                  prompt-query, decode-block and decode-batch steps searched
 The workload is a chat trace with a long tail (log-normal lengths: prompts median ~340, p90 ~1,050, max
@@ -30,14 +30,14 @@ import numpy as np
 from benchmarks.tuning.problems import DIRECTIONS, Problem, cat
 from benchmarks.tuning.scoring import score
 from benchmarks.tuning.truth import TABLES, feasible, front, objective_vector
-from tuner import trial as T
 from tuner.buckets import get_profile
-from tuner.fit.shapes import decode_block_totals
-from tuner.fittedspace import bind_fitted
-from tuner.pareto import hypervolume
+from tuner.load.workload import TraceWorkload, gamma_send_offsets
 from tuner.sim import run_virtual
+from tuner.space.fit.shapes import decode_block_totals
+from tuner.space.fitted import bind_fitted
 from tuner.status import TrialStatus
-from tuner.workload import TraceWorkload, gamma_send_offsets
+from tuner.study.pareto import hypervolume
+from tuner.trial import run as T
 
 KEYS = ("fitted", "fitted-ranges")
 N_PROMPTS = 200

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from tuner import trial as T
-from tuner.backends import Backend
-from tuner.space import SearchSpace
-from tuner.study import Objectives
-from tuner.workload import RandomWorkload
+from tuner.load.workload import RandomWorkload
+from tuner.serve.backends import Backend
+from tuner.space.schema import SearchSpace
+from tuner.study.run import Objectives
+from tuner.trial import run as T
 
 OBJECTIVES = Objectives()  # output_throughput (max), p99_ttft_ms (min), warmup_s (min)
 DIRECTIONS = OBJECTIVES.directions
@@ -19,7 +19,7 @@ DIRECTIONS = OBJECTIVES.directions
 class Problem:
     key: str
     title: str
-    space: dict  # tuner.space schema; every parameter categorical, so every proposal is a grid point
+    space: dict  # tuner.space.schema schema; every parameter categorical, so every proposal is a grid point
     quick_choices: dict  # parameter -> the fewer choices --quick keeps
     device: str
     model: str

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from benchmarks.tuning.boot import boot_events, replay_boot
 from benchmarks.tuning.problems import Problem
 from benchmarks.tuning.truth import TABLES, Eval, evaluate, key_of, true_prediction
-from tuner import trial as T
 from tuner.perfmodel.calibration import observation_sample
 from tuner.perfmodel.projection import BootTracker
 from tuner.status import TrialStatus
+from tuner.trial import run as T
 
 
 @dataclass

@@ -5,7 +5,7 @@ SharedCacheRunner is the full contender's VirtualRunner plus a virtual recipe ca
 true server compiled so far (tuner.perfmodel.costs.recipe_key: shapes and KV block count). A boot hits
 the keys already there; its true warmup is the truth's prediction with those recipes cached (the same
 perturbation factor as its cold warmup), its accelerator time shrinks by the difference, and the tuner
-sees what `tune` would: the warmup of the mixed boot, the hit rate, and (tuner/warmupmode.py) a cold
+sees what `tune` would: the warmup of the mixed boot, the hit rate, and (tuner/recipecache/warmupmode.py) a cold
 warmup predicted from them. At the end the Pareto trials whose cold warmup was predicted are booted
 once more, cold (start to ready, charged). Reported per problem: accelerator-hours saved (cache
 savings minus the re-boots), the median error of the predicted cold warmups (against the true cold
@@ -23,10 +23,10 @@ from benchmarks.tuning.contenders import _memory_storage
 from benchmarks.tuning.problems import OBJECTIVES
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES, key_of, truth, warmup_factor
-from tuner import study as study_mod
-from tuner import trial as T
-from tuner.study import Constraints, StudyOptions, run_study
-from tuner.warmupmode import COLD, NO_HIT, WarmupOptions, finish_trial
+from tuner.recipecache.warmupmode import COLD, NO_HIT, WarmupOptions, finish_trial
+from tuner.study import run as study_mod
+from tuner.study.run import Constraints, StudyOptions, run_study
+from tuner.trial import run as T
 
 
 def _keys(pred) -> frozenset[str]:

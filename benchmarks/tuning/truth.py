@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from benchmarks.tuning.problems import DIRECTIONS, OBJECTIVES, Problem
-from tuner import trial as T
-from tuner.pareto import balanced_index, hypervolume
+from tuner.load.workload import gamma_send_offsets
 from tuner.perfmodel import Corrections
 from tuner.sim import run_virtual
 from tuner.sim.startup import startup_events
-from tuner.space import SearchSpace, TrialSettings
-from tuner.workload import gamma_send_offsets
+from tuner.space.schema import SearchSpace, TrialSettings
+from tuner.study.pareto import balanced_index, hypervolume
+from tuner.trial import run as T
 
 KEEP = ("output_throughput", "p99_ttft_ms", "median_ttft_ms", "p99_tpot_ms", "median_tpot_ms", "completed", "failed",
         "duration", "runtime_compiles", "num_preemptions")  # median TPOT: the decode-step calibration sample
@@ -149,7 +149,7 @@ def fits(e: Eval, budget: float) -> bool:
 
 
 def front(points: list) -> list:
-    """The non-dominated points (numpy; tuner.pareto's pure-Python version is O(n^2) per call)."""
+    """The non-dominated points (numpy; tuner.study.pareto's pure-Python version is O(n^2) per call)."""
     if not points:
         return []
     a = np.array(points, dtype=float) * np.array([-1.0, 1.0, 1.0])  # all minimised

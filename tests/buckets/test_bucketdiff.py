@@ -15,9 +15,9 @@ import json
 import optuna
 import pytest
 
-from tuner.bucketdiff import build_release, diff_releases, phase_diffs
 from tuner.buckets import BucketConfigError
 from tuner.cli import main
+from tuner.results.releasediff import build_release, diff_releases, phase_diffs
 
 SERVER = {"max_num_seqs": 4, "max_model_len": 1024, "max_num_batched_tokens": 4096, "block_size": 128}
 ENV = {"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_DECODE_BLOCK_BUCKET_STEP": "128"}

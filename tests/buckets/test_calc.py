@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tuner import calc
+from tuner.buckets import calc
 from tuner.cli import main
 
 EXAMPLE_ARGS = ["calc", "--input-len", "8096", "--output-len", "1024", "--range-ratio", "0.8",

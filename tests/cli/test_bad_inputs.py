@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tuner.cli import main
-from tuner.server import find_free_port
+from tuner.serve.process import find_free_port
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
@@ -306,7 +306,7 @@ def test_a_storage_failing_mid_run_is_a_runtime_failure(here: Path, capsys, monk
 
 
 def test_other_releases_variables_stay_a_warning_listed_once(here: Path):
-    from tuner.space import SearchSpace
+    from tuner.space.schema import SearchSpace
 
     # fork-1.17 has no decode block dimension; fork-1.18+ reads it. Two parameters set it.
     sp = SearchSpace.from_dict(dict(SPACE, release="fork-1.17", env={}, parameters={

@@ -1,4 +1,4 @@
-"""tuner/storage.py: readers open read-only (nothing created, nothing changed), writers refuse what is
+"""tuner/study/storage.py: readers open read-only (nothing created, nothing changed), writers refuse what is
 not theirs, and a URL's password never shows."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tuner.errors import RuntimeFailure, StorageUnavailable, StudyError, UserError
-from tuner.storage import open_storage, open_storage_readonly, redact_url, url_password
+from tuner.study.storage import open_storage, open_storage_readonly, redact_url, url_password
 
 
 def _tree(root: Path) -> dict[str, str]:

@@ -16,12 +16,12 @@ import time
 
 import pytest
 
-from tuner.logcalibration import LogCalibrationError, log_sample, settings_from_log
+from tuner.load.workload import FixedWorkload
 from tuner.perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
 from tuner.perfmodel.calibration import Calibration
 from tuner.sim.startup import run_startup_virtual
-from tuner.trial import DeviceModel, TrialContext, predict
-from tuner.workload import FixedWorkload
+from tuner.study.logcalibration import LogCalibrationError, log_sample, settings_from_log
+from tuner.trial.run import DeviceModel, TrialContext, predict
 
 from ..conftest import ROOT
 
@@ -84,7 +84,7 @@ def test_tune_calibrate_from_end_to_end(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("name: cal\nrelease: fork-1.22\nserver: {max_model_len: 2048, block_size: 128, "
                      "max_num_batched_tokens: 4096}\nparameters:\n  max_num_seqs: {type: categorical, choices: [16]}\n")
-    from tuner.server import find_free_port
+    from tuner.serve.process import find_free_port
 
     sim = [sys.executable, "-m", "tuner.sim", "meta-llama/Llama-3.1-8B-Instruct", "--sim-release", "fork-1.22",
            "--max-num-seqs", "16", "--max-model-len", "2048", "--max-num-batched-tokens", "4096",

@@ -6,16 +6,16 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
-from tuner import trial as T
-from tuner.backends import Backend
+from tuner.load.workload import RandomWorkload
 from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 from tuner.perfmodel.calibration import Calibration
 from tuner.perfmodel.hardware import MODELS, device_for, generic_shape, is_generic, shape_for
 from tuner.report.sections import _calibration
-from tuner.space import SearchSpace
+from tuner.serve.backends import Backend
+from tuner.space.schema import SearchSpace
 from tuner.status import TrialStatus
-from tuner.study import Constraints, Objectives, StudyOptions, run_study
-from tuner.workload import RandomWorkload
+from tuner.study.run import Constraints, Objectives, StudyOptions, run_study
+from tuner.trial import run as T
 
 SPACE = {
     "name": "generic",

@@ -1,4 +1,4 @@
-"""The calibrated model's part in a study (tuner/guided.py): proposals near the measured front, and
+"""The calibrated model's part in a study (tuner/study/proposals.py): proposals near the measured front, and
 proposals a measured point beats even at the favourable end of their prediction not booted."""
 
 from __future__ import annotations
@@ -6,17 +6,17 @@ from __future__ import annotations
 import optuna
 from optuna.distributions import CategoricalDistribution
 
-from tuner import measured
-from tuner import trial as T
-from tuner.backends import Backend
-from tuner.guided import Guide, serving_estimate
-from tuner.measured import Screen
+from tuner.load.workload import RandomWorkload
 from tuner.perfmodel import Corrections
 from tuner.perfmodel.calibration import Calibration
-from tuner.space import SearchSpace
+from tuner.serve.backends import Backend
+from tuner.space.schema import SearchSpace
 from tuner.status import TrialStatus
-from tuner.study import Constraints, Objectives, tell_result
-from tuner.workload import RandomWorkload
+from tuner.study import screen as measured
+from tuner.study.proposals import Guide, serving_estimate
+from tuner.study.run import Constraints, Objectives, tell_result
+from tuner.study.screen import Screen
+from tuner.trial import run as T
 
 CHOICES = {"max_num_seqs": [8, 16, 32], "VLLM_DECODE_BS_BUCKET_STEP": [8, 16]}
 SPACE = {"name": "guided", "release": "fork-1.21.2",

@@ -7,7 +7,7 @@ import pytest
 from tuner.logparse import LogWatcher
 from tuner.perfmodel import Corrections
 from tuner.perfmodel.projection import BootTracker
-from tuner.trial import warmup_abort_reason
+from tuner.trial.run import warmup_abort_reason
 
 from .helpers import boot, predict
 

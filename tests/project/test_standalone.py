@@ -11,13 +11,15 @@ from pathlib import Path
 
 from ..conftest import ROOT
 
-SKIP_DIRS = {".git", ".venv", "results", "__pycache__", ".pytest_cache", "build", "dist", ".ruff_cache"}
+SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", "build", "dist", ".ruff_cache"}
+OUTPUT_ROOT = "results"  # the default output folder at the top (tuner/results/ is a package)
 
 
 def _tracked_files() -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(ROOT):
-        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")]
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                       and not (Path(dirpath) == ROOT and d == OUTPUT_ROOT)]
         out += [Path(dirpath) / f for f in filenames if not f.endswith(".pyc")]
     return out
 

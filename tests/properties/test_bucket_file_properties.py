@@ -1,4 +1,4 @@
-"""vllm-gaudi bucket files (`VLLM_BUCKETING_FROM_FILE`, tuner/fit/bucketfile.py): any text is read into
+"""vllm-gaudi bucket files (`VLLM_BUCKETING_FROM_FILE`, tuner/space/fit/bucketfile.py): any text is read into
 buckets or refused with a BucketFileError naming the file and line; the engine's model of the server's
 reading takes, skips or stops on it with a BucketConfigError."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tuner.fit.bucketfile import BucketFileError, format_bucket_file, parse_bucket_file, read_bucket_file
+from tuner.space.fit.bucketfile import BucketFileError, format_bucket_file, parse_bucket_file, read_bucket_file
 
 SMALL = st.integers(-2, 300)
 ELEMENT = (SMALL.map(str) | st.lists(SMALL, max_size=4).map(str)

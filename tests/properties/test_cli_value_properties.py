@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tuner.calc import CalcInputError, parse_bs_list
+from tuner.buckets.calc import CalcInputError, parse_bs_list
 from tuner.commands import UsageError, parse_env_pairs, parse_key_values
 from tuner.commands.bench import parse_percentiles
 from tuner.errors import UserError

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tuner.space import SearchSpace, SpaceError
+from tuner.space.schema import SearchSpace, SpaceError
 
 from ..conftest import ROOT
 

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tuner.backends import Backend
-from tuner.server import find_free_port
+from tuner.serve.backends import Backend
+from tuner.serve.process import find_free_port
 
 from ..conftest import ROOT
 from .test_realvllm import (  # the fixtures (vllm_env, one server at a time) come from conftest.py
@@ -34,7 +34,7 @@ pytestmark = [
 
 TUNER = r"""
 import json, sys, time
-from tuner.server import ServerProcess
+from tuner.serve.process import ServerProcess
 argv, env, log, records, url, port, limit = json.loads(sys.argv[1])
 srv = ServerProcess(records_dir=records).start(argv, env, log, port=port)
 out = srv.wait_ready(url, boot_timeout_s=limit, warmup_timeout_s=limit)

@@ -29,9 +29,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tuner.backends import Backend
 from tuner.logparse import LogWatcher
-from tuner.server import ServerProcess, find_free_port
+from tuner.serve.backends import Backend
+from tuner.serve.process import ServerProcess, find_free_port
 
 from ..conftest import ROOT
 from . import dropin
@@ -55,7 +55,7 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # ------------------------------------------------------------------------------------ /proc, our own
 def proc_table() -> dict[int, dict]:
     """pid -> state, ppid, pgid, start (clock ticks), command line. Read here, not through
-    tuner.server, so the launcher's claims are checked by independent code."""
+    tuner.serve.process, so the launcher's claims are checked by independent code."""
     out = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():

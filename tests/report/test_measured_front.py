@@ -8,9 +8,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import create_trial
 
-from tuner.export import Filters, pick_trial
-from tuner.pareto import measured_front
 from tuner.report.frame import pareto_frame
+from tuner.results.export import Filters, pick_trial
+from tuner.study.pareto import measured_front
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # set_metric_names
 

@@ -256,9 +256,9 @@ def test_two_workers_share_one_study(tmp_path):
 def test_optuna_dashboard_opens_the_storage(tmp_path):
     from optuna_dashboard import wsgi
 
-    from tuner.space import SearchSpace
-    from tuner.study import Constraints, Objectives, StudyOptions, open_study, tell_result
-    from tuner.trial import TrialResult
+    from tuner.space.schema import SearchSpace
+    from tuner.study.run import Constraints, Objectives, StudyOptions, open_study, tell_result
+    from tuner.trial.run import TrialResult
 
     space = SearchSpace.from_dict(SPACE)
     opts = StudyOptions(name="dash", results_root=tmp_path)
@@ -359,14 +359,14 @@ def test_parallel_slots_run_trials_at_once(tmp_path):
 
 def test_grid_sampler_runs_past_its_grid_with_ask_and_tell(tmp_path):
     """Optuna's GridSampler calls study.stop() when its grid is covered; ask/tell refuses that."""
-    from tuner.space import SearchSpace
-    from tuner.study import Constraints, Objectives, StudyOptions, run_study
-    from tuner.trial import TrialContext, TrialResult
+    from tuner.space.schema import SearchSpace
+    from tuner.study.run import Constraints, Objectives, StudyOptions, run_study
+    from tuner.trial.run import TrialContext, TrialResult
 
     space = SearchSpace.from_dict({**SPACE, "parameters": {"max_num_seqs": {"type": "categorical",
                                                                             "choices": [8, 16]}}})
-    from tuner.backends import Backend
-    from tuner.workload import FixedWorkload
+    from tuner.load.workload import FixedWorkload
+    from tuner.serve.backends import Backend
 
     ctx = TrialContext(backend=Backend(kind="sim", model="m"), workload=FixedWorkload(10, 10, num_prompts=1))
 

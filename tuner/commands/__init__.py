@@ -72,7 +72,7 @@ def prepare_output(path, flag: str) -> Path:
 
 def check_reachable(base_url: str, flag: str = "--base-url", timeout_s: float = 5.0) -> None:
     """Fail early, naming the URL, when nothing listens there (instead of a table of failed requests)."""
-    from ..storage import redact_url
+    from ..study.storage import redact_url
 
     shown = redact_url(base_url)
     parts = urllib.parse.urlsplit(base_url)

@@ -162,7 +162,7 @@ def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def _check(args) -> None:
-    from ..metrics import PERCENTILE_METRICS, QUEUE_METRICS
+    from ..load.metrics import PERCENTILE_METRICS, QUEUE_METRICS
 
     if not 0 < args.time_scale <= 1:
         raise UsageError(f"--time-scale must be in (0, 1], got {args.time_scale}")
@@ -197,7 +197,7 @@ async def _first_model(base_url: str, headers: dict) -> str:
 
 async def _resolve_vocab(args, gen, needs_ids: bool):
     """The vocabulary: --vocab-size, else the tokenizer read offline, else the server's answers."""
-    from ..tokenizer import NO_VOCAB_HINT, VocabNotFound, discover_vocab, probe_vocab_size
+    from ..load.tokenizer import NO_VOCAB_HINT, VocabNotFound, discover_vocab, probe_vocab_size
 
     vocab = discover_vocab(args.tokenizer, args.model)
     if vocab is not None or args.vocab_size is not None or not needs_ids:
@@ -216,10 +216,10 @@ async def _resolve_vocab(args, gen, needs_ids: bool):
 
 
 async def _bench(args) -> tuple[dict, object]:
-    from ..datasets import build_workload
-    from ..loadgen import LoadGenerator, ReadyCheckFailed
-    from ..metrics import rescale_time
-    from ..tokenizer import text_tools
+    from ..load.client import LoadGenerator, ReadyCheckFailed
+    from ..load.datasets import build_workload
+    from ..load.metrics import rescale_time
+    from ..load.tokenizer import text_tools
 
     base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
     headers = parse_pairs(args.header, "--header")
@@ -275,14 +275,14 @@ async def _bench(args) -> tuple[dict, object]:
 
 
 def _auth() -> dict:
-    from ..loadgen import auth_headers
+    from ..load.client import auth_headers
 
     return {k: v for k, v in auth_headers().items() if k == "Authorization"}
 
 
 def cmd_bench(args) -> int:
-    from ..datasets import build_workload
-    from ..metrics import validate_goodput_slos
+    from ..load.datasets import build_workload
+    from ..load.metrics import validate_goodput_slos
 
     _check(args)
     check_load_flags(args)
@@ -365,7 +365,7 @@ def print_failures(d: dict) -> None:
 
 def print_summary(d: dict, metrics=("ttft", "tpot", "itl", "e2el"), percentiles=(99,)) -> None:
     """vllm bench serve 0.32.0's result table, line for line (scripts grep these labels)."""
-    from ..metrics import percentile_key
+    from ..load.metrics import percentile_key
 
     def row(label, value, fmt="{:<10}"):
         print(("{:<40} " + fmt).format(label, value))

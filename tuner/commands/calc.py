@@ -28,7 +28,7 @@ def _add_calc(sub):
 
 
 def cmd_calc(args) -> int:
-    from .. import calc
+    from ..buckets import calc
 
     inputs = calc.CalcInputs(
         input_len=args.input_len,

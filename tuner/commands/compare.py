@@ -1,5 +1,5 @@
 """`bucket-tuner compare --releases BASE OTHER`: the bucket sets two releases build from the same settings,
-diffed offline (tuner/bucketdiff.py). The settings come from an env file (`--env-file best.env`, its
+diffed offline (tuner/results/releasediff.py). The settings come from an env file (`--env-file best.env`, its
 `# vllm serve flags:` header line included), from a study's balanced pick or `--trial N` (the study
 given as the positional), or from flags; --env and the server flags given here override them."""
 
@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..export import FLAGS_HEADER
+from ..results.export import FLAGS_HEADER
 from . import UsageError, parse_env_pairs
 
 _SERVER_FLAGS = ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size")
@@ -48,7 +48,7 @@ def refuse_release_flags(args) -> None:
 
 def read_env_file(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
     """(variables, server options) of an env file: NAME=VALUE lines, and the export's flags header."""
-    from ..backends import server_options
+    from ..serve.backends import server_options
 
     if not path.is_file():
         raise UsageError(f"--env-file {path}: " + ("not a file" if path.exists() else "file not found"))
@@ -73,8 +73,8 @@ def read_env_file(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
 
 def _from_study(study, trial) -> tuple[dict[str, str], dict[str, Any], dict[str, str], str]:
     """(env, server options, device and model, a description) of a study's trial."""
-    from ..redact import is_secret_name
-    from ..releases import DIAGNOSTIC_VARIABLES
+    from ..buckets.runtime import DIAGNOSTIC_VARIABLES
+    from ..serve.redact import is_secret_name
 
     env = {k: v for k, v in (trial.user_attrs.get("env") or {}).items()
            if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
@@ -104,7 +104,7 @@ def check_release_args(args) -> None:
 
 def cmd_release_diff(args, study=None, trial=None) -> int:
     """The diff of args.releases for the settings of `trial` (of `study`), --env-file, or the flags."""
-    from ..bucketdiff import diff_releases
+    from ..results.releasediff import diff_releases
 
     check_release_args(args)
     env: dict[str, str] = {}
@@ -170,7 +170,7 @@ def print_release_diff(diff, source: str, console=None) -> None:
     from rich.table import Table
 
     from .. import display
-    from ..bucketdiff import SHOWN
+    from ..results.releasediff import SHOWN
 
     console = console or Console()
     a, b = diff.builds

@@ -62,8 +62,8 @@ def cmd_explain(args) -> int:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     x = explain(lines, source=args.log, advise_opts=opts)
     if args.model_shape:
-        from ..logcalibration import LogCalibrationError, model_advice
         from ..perfmodel.hardware import MODELS
+        from ..study.logcalibration import LogCalibrationError, model_advice
 
         if args.model_shape not in MODELS:
             raise UsageError(f"--model-shape {args.model_shape!r} is unknown; known: {', '.join(sorted(MODELS))}")

@@ -42,7 +42,7 @@ def register(sub) -> None:
 
 
 def _workload(args):
-    from ..workload import RandomWorkload, TraceFormatError, TraceWorkload
+    from ..load.workload import RandomWorkload, TraceFormatError, TraceWorkload
 
     try:
         if args.dataset_path:
@@ -57,9 +57,9 @@ def _workload(args):
 
 def cmd_fit(args) -> int:
     from ..buckets import get_profile
-    from ..fit import FitError, fit_workload
-    from ..fit.bucketfile import format_bucket_file
-    from ..fit.shapes import parse_int_list
+    from ..space.fit import FitError, fit_workload
+    from ..space.fit.bucketfile import format_bucket_file
+    from ..space.fit.shapes import parse_int_list
 
     get_profile(args.profile)  # an unknown name fails here, listing the known ones
     for flag in ("prompt_buckets", "decode_buckets", "max_buckets", "block_size", "max_concurrency"):
@@ -98,14 +98,14 @@ def cmd_fit(args) -> int:
 
 
 def _reads_bucket_files(profile: str) -> bool:
-    from ..releases import reads_variable
+    from ..buckets.runtime import reads_variable
 
     return reads_variable(profile, "VLLM_BUCKETING_FROM_FILE")
 
 
 def _curve_rows(curve, linear, stem: str, unit: str) -> list[dict]:
     """One row per bucket count: the fitted set, and the linear MIN/STEP/MAX with at most that many."""
-    from ..fit import closest_linear
+    from ..space.fit import closest_linear
 
     rows = []
     for f in curve:

@@ -64,7 +64,7 @@ def named_study(args) -> str:
 
 def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.Study, Path]:
     """The study, opened read-only: a reader never creates or changes anything in what it reads."""
-    from ..storage import open_storage_readonly
+    from ..study.storage import open_storage_readonly
 
     folder = Path(name) if Path(name).is_dir() else results / name
     if storage is None:
@@ -98,7 +98,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..export import Filters, env_file_text, export_bucket_file, pick_trial
+    from ..results.export import Filters, env_file_text, export_bucket_file, pick_trial
 
     study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
@@ -142,12 +142,12 @@ def _numbered_trial(study, number: int):
 
 
 def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]:
-    """Boot the pick twice on the study's backend (see tuner/cachewarm.py); print what was measured."""
+    """Boot the pick twice on the study's backend (see tuner/recipecache/prepare.py); print what was measured."""
     import sys
 
-    from ..cachewarm import CacheWarmError, backend_from_study, dtype_of, prepare
-    from ..export import export_env
-    from ..recipecache import VARIABLE, RecipeCacheError
+    from ..recipecache.manifest import VARIABLE, RecipeCacheError
+    from ..recipecache.prepare import CacheWarmError, backend_from_study, dtype_of, prepare
+    from ..results.export import export_env
 
     release = _release(study)
     described = study.user_attrs.get("backend") or {}
@@ -176,14 +176,14 @@ def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]
 
 
 def cmd_compare(args) -> int:
-    from ..compare import compare_studies, print_comparison
     from ..report.compare_page import write_compare_html
+    from ..results.compare import compare_studies, print_comparison
 
     if args.releases:
         check_release_args(args)
         study = trial = None
         if args.studies:  # the settings of this study's pick (or --trial N)
-            from ..export import ExportError, Filters, pick_trial
+            from ..results.export import ExportError, Filters, pick_trial
 
             study = load_study(args.studies[0], args.results, args.storage)[0]
             try:

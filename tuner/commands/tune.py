@@ -97,7 +97,7 @@ def register(sub) -> None:
 
 
 def _add_sweep_flags(p) -> None:
-    from ..loadsweep import DEFAULT_BUDGET_S, MAX_POINTS
+    from ..trial.loadsweep import DEFAULT_BUDGET_S, MAX_POINTS
 
     s = p.add_argument_group("load sweep (one boot, several load points)")
     s.add_argument("--load-sweep", metavar="KIND=V1,V2,...",
@@ -116,7 +116,7 @@ def _add_sweep_flags(p) -> None:
 
 def load_sweep_from_args(args):
     """The --load-sweep of the command line (None without it); refused here, before any boot."""
-    from ..loadsweep import LoadSweep, LoadSweepError, parse_load_sweep
+    from ..trial.loadsweep import LoadSweep, LoadSweepError, parse_load_sweep
 
     text, mode = getattr(args, "load_sweep", None), getattr(args, "objective_from_sweep", None)
     if text is None:
@@ -136,7 +136,7 @@ def load_sweep_from_args(args):
 
 
 def _slots(args):
-    from ..trial import Slot
+    from ..trial.run import Slot
 
     if args.devices:
         groups = [g.strip() for g in args.devices.split(";") if g.strip()]
@@ -149,7 +149,7 @@ def _slots(args):
 
 
 def _storage_url(args, console) -> str | None:
-    from ..storage import redact_url
+    from ..study.storage import redact_url
 
     url = args.storage or os.environ.get("BUCKET_TUNER_STORAGE") or None
     if args.heartbeat_grace < 2:
@@ -176,7 +176,7 @@ def _check_numbers(args) -> None:
 
 def _check_latency_stat(stat: str, percentiles) -> None:
     """The objective must be a statistic the load test reports, or every trial would score a penalty."""
-    from ..metrics import percentile_key
+    from ..load.metrics import percentile_key
 
     offered = ["mean", "median"] + [f"p{percentile_key(p)}" for p in percentiles]
     if stat not in offered:
@@ -185,8 +185,8 @@ def _check_latency_stat(stat: str, percentiles) -> None:
 
 
 def build_context(args, space):
-    from ..backends import Backend
-    from ..trial import DeviceModel, Limits, LoadOptions, TrialContext
+    from ..serve.backends import Backend
+    from ..trial.run import DeviceModel, Limits, LoadOptions, TrialContext
 
     release = args.release or space.release
     if args.backend == "sim" and release is None:
@@ -237,8 +237,8 @@ def build_context(args, space):
 def _workload(args):
     """The flags' workload; token ids from the model's tokenizer when it is on disk (never downloaded),
     else below --vocab-size (default 32000: a trial whose server rejects ids reports its message)."""
-    from ..datasets import build_workload
-    from ..tokenizer import discover_vocab
+    from ..load.datasets import build_workload
+    from ..load.tokenizer import discover_vocab
 
     vocab = discover_vocab(args.tokenizer, args.model) if args.vocab_size is None else None
     try:
@@ -249,7 +249,7 @@ def _workload(args):
 
 def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
     """One calibration sample per --calibrate-from log, each checked against this study's release."""
-    from ..logcalibration import LogCalibrationError, log_sample
+    from ..study.logcalibration import LogCalibrationError, log_sample
 
     samples = []
     for path in paths:
@@ -271,9 +271,9 @@ def cmd_tune(args) -> int:
     from rich.console import Console
 
     from .. import report
-    from ..space import SearchSpace
-    from ..storage import redact_url
-    from ..study import Constraints, Objectives, StudyOptions, run_study
+    from ..space.schema import SearchSpace
+    from ..study.run import Constraints, Objectives, StudyOptions, run_study
+    from ..study.storage import redact_url
 
     console = Console(stderr=True)
     check_folder(args.results, "--results")
@@ -340,7 +340,7 @@ def cmd_tune(args) -> int:
                            ("load sweep points", "load_sweep_csv")):
             if key in paths:
                 console.print(f"{label}: {paths[key]}", soft_wrap=True)
-        from ..export import export_best
+        from ..results.export import export_best
 
         best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)
         if best:

@@ -1,6 +1,6 @@
 """`tune --warmup cold|cached` and `--shared-recipe-cache DIR`: the options, their fallbacks, and what
-runs after the study (the cold re-boot of the Pareto trials). See tuner/warmupmode.py and
-tuner/sharedcache.py."""
+runs after the study (the cold re-boot of the Pareto trials). See tuner/recipecache/warmupmode.py and
+tuner/study/sharedcache.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ NOT_GAUDI = ("the study has no Gaudi release profile (a generic vLLM: PT_HPU_REC
 
 def warmup_options(args, ctx, console):
     """The study's WarmupOptions, or None for the plain cold study (the default)."""
-    from ..sharedcache import SharedCache
-    from ..warmupmode import CACHED, COLD, WarmupOptions
+    from ..recipecache.warmupmode import CACHED, COLD, WarmupOptions
+    from ..study.sharedcache import SharedCache
 
     mode = getattr(args, "warmup", COLD) or COLD
     shared_dir = getattr(args, "shared_recipe_cache", None)
@@ -42,7 +42,7 @@ def warmup_options(args, ctx, console):
 
 
 def after_study(study, space, ctx, study_dir, console) -> None:
-    from ..sharedcache import reboot_front_cold
+    from ..study.sharedcache import reboot_front_cold
 
     opts = ctx.warmup
     study.set_user_attr("warmup_mode", opts.mode)

@@ -12,8 +12,7 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
-from .. import calc
-from ..buckets import BucketConfigError, ServerConfig, get_profile
+from ..buckets import BucketConfigError, ServerConfig, calc, get_profile
 from .analysis import PhaseBuckets, ReleaseGuess, Timeline
 
 # Which shipped search space fits which release family (a starting point for `tune`).

@@ -1,7 +1,7 @@
-"""Release cost rules: what changes the *cost* of a start between releases (beside tuner/releases.py).
+"""Release cost rules: what changes the *cost* of a start between releases (beside tuner/buckets/runtime.py).
 
 Code defaults of VLLM_GRAPH_RESERVED_MEM / VLLM_GRAPH_PROMPT_RATIO / PT_HPU_LAZY_MODE come from the
-project's table (tuner/releases.py); this table adds how each release warms up and captures graphs.
+project's table (tuner/buckets/runtime.py); this table adds how each release warms up and captures graphs.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..buckets import get_profile
-from ..releases import runtime_defaults
+from ..buckets.runtime import runtime_defaults
 
 
 @dataclass(frozen=True)

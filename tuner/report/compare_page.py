@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from optuna.trial import TrialState
 
 from .. import display
-from ..compare import Comparison
+from ..results.compare import Comparison
 from . import charts
 from .convergence import front_volume
 from .data import ReportData, gather

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import optuna
 from optuna.trial import TrialState
 
-from ..pareto import hypervolume, pareto_indices
+from ..study.pareto import hypervolume, pareto_indices
 from .facts import accelerator_hours
 from .frame import directions
 

@@ -9,7 +9,7 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
-from ..pareto import measured_front
+from ..study.pareto import measured_front
 from .facts import (
     CALCULATOR_SEED,
     DEFAULTS_SEED,

@@ -9,9 +9,9 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..export import ExportError, Filters, pick_trial
+from ..results.export import ExportError, Filters, pick_trial
 
-DEFAULTS_SEED = "release defaults"  # the labels tuner/study.py default_seeds gives its seeds
+DEFAULTS_SEED = "release defaults"  # the labels tuner/study/run.py default_seeds gives its seeds
 CALCULATOR_SEED = "calculator"
 _CONSTRAINT = "constraints:"  # Optuna's system-attribute prefix of trial.set_constraint
 
@@ -30,7 +30,7 @@ class Limits:
 
 
 def study_limits(study: optuna.Study) -> Limits:
-    """tuner/study.py stores `value - limit` per constraint; a measured trial gives the limit back."""
+    """tuner/study/run.py stores `value - limit` per constraint; a measured trial gives the limit back."""
     out = Limits()
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         if t.user_attrs.get("status") != "ok" or not t.values:
@@ -49,7 +49,7 @@ def study_limits(study: optuna.Study) -> Limits:
 
 def seed_trial(study: optuna.Study, label: str) -> FrozenTrial | None:
     """The trial that ran the seed `label`: the enqueued one, or its re-run when the environment
-    failed it (tuner/study.py enqueues the parameters again with `requeued_from`)."""
+    failed it (tuner/study/run.py enqueues the parameters again with `requeued_from`)."""
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     family = {t.number for t in trials if t.user_attrs.get("seed") == label}
     if not family:

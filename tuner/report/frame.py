@@ -13,7 +13,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from ..pareto import hypervolume, measured_front
+from ..study.pareto import hypervolume, measured_front
 from .sweep import sweep_columns
 
 KEY_METRICS = ("output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",

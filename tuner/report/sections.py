@@ -319,7 +319,7 @@ def trials(d: ReportData) -> str:
                "KV blocks pred / obs", "recompiles",
                "acc-hours", *(["load sweep (* reported)"] if swept else []), "reason"]
     rows, classes = [], []
-    from ..warmupmode import study_figures
+    from ..recipecache.warmupmode import study_figures
 
     warmups = study_figures(d.study)
     for t in d.trials:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from optuna.trial import FrozenTrial, TrialState
 
 from .. import display
-from ..export import ExportError, env_file_text
+from ..results.export import ExportError, env_file_text
 from .data import ReportData
 from .tables import esc, table
 

@@ -1,5 +1,5 @@
 """The load sweeps of a study (`tune --load-sweep`) as tables: load_sweep.csv, trials.csv columns and the
-report's trials-table cell. Read from the trial attribute observed.load_sweep (tuner/loadsweep.py)."""
+report's trials-table cell. Read from the trial attribute observed.load_sweep (tuner/trial/loadsweep.py)."""
 
 from __future__ import annotations
 

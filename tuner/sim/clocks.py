@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..metrics import RequestOutcome, compute_metrics
+from ..load.metrics import RequestOutcome, compute_metrics
 from ..perfmodel.prediction import StartupPrediction
 from .engine import Engine, EngineStats, SimRequest, StepResult
 
@@ -65,7 +65,7 @@ def to_outcomes(timings: list[RequestTiming]) -> list[RequestOutcome]:
 
 def summarize(timings: list[RequestTiming], duration: float, percentiles=(50, 90, 99),
               goodput_slos=None) -> dict:
-    """vllm bench serve's aggregates, by the same code the load client uses (tuner.metrics)."""
+    """vllm bench serve's aggregates, by the same code the load client uses (tuner.load.metrics)."""
     return compute_metrics(to_outcomes(timings), duration, percentiles, goodput_slos)
 
 

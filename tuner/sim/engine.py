@@ -28,11 +28,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..buckets import BucketPlan, get_profile
+from ..buckets.runtime import supports_compile_log
 from ..perfmodel.capture import compile_seconds
 from ..perfmodel.costs import CostModel, decode_blocks, prompt_shape
 from ..perfmodel.prediction import StartupPrediction
 from ..perfmodel.rules import env_value
-from ..releases import supports_compile_log
 
 PREEMPT_MSG = ("Sequence group {rid}-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough "
                "KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or "

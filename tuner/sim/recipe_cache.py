@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..recipecache import RecipeCacheError, parse_value
+from ..recipecache.manifest import RecipeCacheError, parse_value
 
 RECIPE_MB = 2.0
 SUFFIX = ".recipe"

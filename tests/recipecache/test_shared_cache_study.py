@@ -1,0 +1,120 @@
+"""`tune --warmup cached --shared-recipe-cache DIR` end to end on the simulator.
+
+Three trials share one recipe cache: a configuration (cold: nothing to hit), another one that shares
+part of its shapes (a partial hit), and the first again (every shape a hit). Each trial records both
+warmups, measured where its boot measured it, predicted otherwise; the study scores the cached one;
+every Pareto trial ends with a measured cold warmup (the cold re-boot at the end)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import optuna
+import pytest
+
+from tuner import display as units
+from tuner.recipecache.warmupmode import study_figures
+
+from .studies import cli, tune_enqueued
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
+
+STUDY = "cachestudy"
+SPACE = {
+    "name": STUDY,
+    "release": "fork-1.21.2",
+    "server": {"max_model_len": 512, "block_size": 128, "max_num_batched_tokens": 2048, "max_num_seqs": 8},
+    # graph memory fixed: the KV block count (part of every recipe) is the same for all trials
+    "env": {"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_GRAPH_RESERVED_MEM": "0.2"},
+    "parameters": {"VLLM_PROMPT_SEQ_BUCKET_STEP": {"type": "categorical", "choices": [128, 256]}},
+}
+FAST = ["--num-prompts", "8", "--num-warmups", "1", "--max-concurrency", "4", "--random-input-len", "100",
+        "--random-output-len", "8", "--time-scale", "0.2", "--startup-time-scale", "0.01",
+        "--allow-recompiles", "--no-screening"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp(STUDY)
+    proc = tune_enqueued(root, SPACE, [{"VLLM_PROMPT_SEQ_BUCKET_STEP": step} for step in (256, 128, 256)],
+                         "--warmup", "cached", "--shared-recipe-cache", str(root / "recipes"), *FAST)
+    assert proc.returncode == 0, proc.stderr
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{root / 'results' / STUDY / 'study.db'}")
+    return root, proc, study, sorted(study.trials, key=lambda t: t.number)
+
+
+def test_hit_rates_and_which_warmup_is_measured(run):
+    root, proc, study, trials = run
+    rates = [t.user_attrs["observed"]["recipe_cache_hit_rate"] for t in trials]
+    print(f"\nhit rates {rates}; warmups " + ", ".join(
+        f"{t.number}: obs {t.user_attrs['observed']['warmup_s']} pred cold {t.user_attrs['predicted']['warmup_cold_s']}"
+        f" cached {t.user_attrs['predicted']['warmup_cached_s']}" for t in trials))
+    assert rates[0] == 0.0 and 0.0 < rates[1] < 1.0 and rates[2] == 1.0
+    first, partial, again = (t.user_attrs["observed"] for t in trials)
+    assert first["warmup_cold_s"] == first["warmup_s"] and first.get("warmup_cached_s") is None
+    assert again["warmup_cached_s"] == again["warmup_s"] < first["warmup_s"]
+    assert partial.get("warmup_cached_s") is None  # a partial hit measures neither warmup
+    # the same configuration: the cold warmup predicted from the cached boot is the one measured cold
+    # (within 10%: the calibration learns from wall-clock step times of a time-scaled simulator, which a
+    # loaded machine makes noisy; predicting the cached warmup as the cold one would be 3x off)
+    predicted_cold = trials[2].user_attrs["predicted"]["warmup_cold_s"]
+    assert abs(predicted_cold - first["warmup_cold_s"]) <= 0.1 * first["warmup_cold_s"]
+    assert abs(trials[0].user_attrs["predicted"]["warmup_cached_s"] - again["warmup_cached_s"]) <= \
+        0.1 * again["warmup_cached_s"] + 1
+
+
+def test_the_study_scores_the_cached_warmup(run):
+    _, _, _, trials = run
+    assert trials[2].values[2] == trials[2].user_attrs["observed"]["warmup_cached_s"]
+    for t in trials[:2]:  # predicted (these boots did not measure it)
+        assert t.values[2] == pytest.approx(t.user_attrs["predicted"]["warmup_cached_s"])
+        assert t.values[2] < t.user_attrs["observed"]["warmup_s"]
+
+
+def test_every_front_point_has_a_measured_cold_warmup(run):
+    root, proc, study, trials = run
+    front = study.best_trials
+    figures = study_figures(study)
+    assert front
+    reboots = study.user_attrs.get("cold_reboots") or {}
+    for t in front:
+        assert figures[t.number]["cold"].measured, (t.number, t.user_attrs["observed"])
+        if t.user_attrs["observed"]["recipe_cache_hit_rate"] > 0:  # its own boot hit: re-booted cold
+            assert str(t.number) in reboots, reboots
+            reboot = json.loads((root / "results" / STUDY / "trials" / f"{t.number:04d}" / "cold-reboot" /
+                                 "result.json").read_text())
+            assert reboot["observed"]["recipe_cache_hit_rate"] == 0.0
+            assert reboot["metrics"] == {} and not (reboot.get("artifacts") or {}).get("bench_json")  # no load
+            assert figures[t.number]["cold"].seconds == reboot["observed"]["warmup_s"]
+    assert {int(n) for n in reboots} <= {t.number for t in front}
+    if reboots:
+        assert "cold re-boot" in proc.stderr
+
+
+def test_the_cache_is_per_device_release_model_dtype_tp_and_never_exported(run):
+    root, proc, _, _ = run
+    folders = [p.name for p in (root / "recipes").iterdir()]
+    assert folders == ["gaudi2-fork-1.21.2-meta-llama_Llama-3.1-8B-Instruct-bf16-tp1"], folders
+    assert len(list((root / "recipes" / folders[0]).iterdir())) > 10
+    assert "PT_HPU_RECIPE_CACHE_CONFIG" not in (root / "results" / STUDY / "best.env").read_text()
+    server_log = (root / "results" / STUDY / "trials/0000/server.log").read_text()
+    assert server_log  # booted with the variable: the trial's env record does not carry it
+    trial_env = (root / "results" / STUDY / "trials/0000/trial.env").read_text()
+    assert "PT_HPU_RECIPE_CACHE_CONFIG" not in trial_env
+
+
+def test_report_and_compare_show_both_warmups_with_predicted_ones_marked(run):
+    root, _, study, trials = run
+    figures = study_figures(study)
+    html = (root / "results" / STUDY / "report.html").read_text()
+    assert "cold / cached warmup" in html
+    first = figures[0]  # booted cold: cold measured, cached predicted
+    assert first["cold"].measured and not first["cached"].measured
+    cell = f"{first['cold'].text(units.seconds)} / {first['cached'].text(units.seconds)}"
+    assert cell in html and cell.count("(pred.)") == 1 and cell.endswith("(pred.)")
+    proc = cli("compare", STUDY, STUDY, "--results", str(root / "results"), cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert "cold / cached warmup" in proc.stdout
+    pick = next(line for line in proc.stdout.splitlines() if line.strip().startswith(f"{STUDY}: cold"))
+    print(f"\n{pick}")

@@ -1,0 +1,9 @@
+"""The load client, at parity with `vllm bench serve`: what a trial or `bench` sends and how it is measured.
+
+    workload   request length distributions, prompt token ids, arrival processes (vLLM's conventions)
+    datasets   the dataset a command line names; ShareGPT / custom JSONL read as vLLM reads them
+    tokenizer  which token ids a prompt may use: the vocabulary read offline or learned from the server
+    client     the async streaming client (completions and chat) that runs one load test
+    sse        one streamed response read as vLLM's client reads it (TTFT, ITL, usage, errors)
+    metrics    per-request records and the aggregate metrics, with vLLM's formulas and field names
+"""

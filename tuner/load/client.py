@@ -1,0 +1,440 @@
+"""The async streaming load client, pinned to ``vllm bench serve`` (metrics: tuner/load/metrics.py).
+
+Definitions (docs/load-metrics.md §1, checked against vllm/benchmarks/serve.py):
+
+* start = ``time.perf_counter()`` just before the POST; TTFT = arrival of the first SSE ``data:``
+  message with non-empty ``choices`` (an empty-text chunk counts); ITL = gaps between successive
+  choices-bearing messages, **per chunk** (a chunk carrying k tokens is one gap); latency (E2EL) =
+  last choices-bearing message - start (the usage chunk and ``[DONE]`` do not count).
+* success = HTTP 200 and at least one choices-bearing message; everything else is a failure,
+  counted and described, never raised.
+* output/prompt tokens come from the final ``usage`` chunk: a real vLLM does not send a chunk
+  whose tokens decode to "", so counting chunks undercounts. Without usage we count chunks.
+* aggregates over successful requests only, numpy mean/median/population std and default
+  (linear) percentiles, in ms, empty sets reported as 0 (vLLM's ``np.mean(x or 0)``).
+
+We stamp each message with the time its bytes were read from the socket (one stamp per read):
+messages that arrive coalesced in one read really did arrive together.
+
+Name clash to keep in mind when comparing tools: GuideLLM's ``inter_token_latency_ms`` is our
+(vLLM's) TPOT; its ``time_per_output_token_ms`` includes TTFT and has no vLLM equivalent; our ITL
+pools per-chunk gaps. AIPerf drops empty first chunks from TTFT; vLLM and we count them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import numpy as np
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tuner.load.metrics import (
+    ERROR_EXCERPT,
+    PERCENTILE_METRICS,
+    QUEUE_METRICS,
+    BenchmarkResult,
+    RequestOutcome,
+    compute_metrics,
+    validate_goodput_slos,
+)
+from tuner.load.sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
+from tuner.load.workload import RequestSpec, Workload, plan_requests
+
+COMPLETIONS_PATH = "/v1/completions"
+CHAT_PATH = "/v1/chat/completions"
+BACKENDS = ("openai", "vllm", "openai-chat")  # vllm bench serve's names; the first two are the same
+_loads = orjson.loads  # orjson: ~3x faster per chunk than json (the client's hot path), and encodes
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY  # numpy id arrays directly (a 128k-token prompt in ~1 ms)
+
+
+def _dumps(body: dict) -> bytes:
+    return orjson.dumps(body, option=_NUMPY)
+
+
+READ_BUFSIZE = 16 * 1024 * 1024  # vllm #39963: long contexts overflow aiohttp's default buffer
+DEFAULT_REQUEST_TIMEOUT_S = 1800.0  # a hung server must fail the trial, not stall the night
+PREBUILD_MAX_TOKENS = 4_000_000  # ~25 MB of encoded bodies; larger runs encode per request, in a thread
+
+
+# ---- SSE parsing
+
+
+def _default_request_id_prefix() -> str:
+    return f"bench-{uuid.uuid4().hex[:8]}-"  # vLLM's default: ids differ from run to run
+
+
+def auth_headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """vLLM's request headers: JSON, ``Authorization: Bearer $OPENAI_API_KEY`` if set, then --header."""
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    headers.update(extra or {})
+    return headers
+
+
+class LoadGenerator:
+    """One benchmark run against ``base_url``; :meth:`cancel_all` stops it promptly.
+
+    Only ``{base_url}{endpoint}`` is contacted, with ``trust_env=False`` so an HTTP proxy variable
+    cannot reroute loopback traffic. ``backend`` "openai"/"vllm" streams /v1/completions with
+    token-id prompts; "openai-chat" streams /v1/chat/completions (``max_completion_tokens``) with a
+    text prompt from ``prompt_text(ids)``. Request bodies are encoded to bytes before a request's
+    clock starts. ``cancel_all`` cancels in-flight streams and closes their connections (a real
+    vLLM asked to stop waits for its open clients), marks the unfinished requests failed
+    ("cancelled") and lets :meth:`run` return the partial result. Cancelling the task running
+    :meth:`run` also closes every stream, then re-raises.
+    """
+
+    def __init__(self, base_url: str, model: str, *, max_concurrency: int | None = None,
+                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, temperature: float | None = None,
+                 extra_body: Mapping[str, Any] | None = None, progress: bool = True,
+                 on_request_done: Callable[[int, int], None] | None = None,
+                 request_id_prefix: str | None = None, backend: str = "openai",
+                 endpoint: str | None = None, ignore_eos: bool = True,
+                 headers: Mapping[str, str] | None = None,
+                 prompt_text: Callable[[Sequence[int]], str] | None = None, keep_text: bool = True) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        self.backend = backend
+        self.chat = backend == "openai-chat"
+        endpoint = endpoint or (CHAT_PATH if self.chat else COMPLETIONS_PATH)
+        if not endpoint.endswith("chat/completions" if self.chat else "completions"):
+            raise ValueError(f"--endpoint {endpoint!r} does not fit --backend {backend}")
+        self.url = base_url.rstrip("/") + endpoint
+        self.model = model
+        self.max_concurrency = max_concurrency
+        self.request_timeout_s = request_timeout_s
+        self.extra_body = dict(extra_body or {})
+        if temperature is not None:
+            self.extra_body.setdefault("temperature", temperature)
+        self.ignore_eos = ignore_eos
+        self.headers = auth_headers(headers)
+        self.prompt_text = prompt_text or synthetic_text
+        self.keep_text = keep_text  # generated texts are only written with --save-detailed
+        self.progress = progress
+        self.on_request_done = on_request_done  # (done, total) of the measured pass, for a caller's display
+        self.request_id_prefix = request_id_prefix if request_id_prefix is not None else _default_request_id_prefix()
+        self._tasks: set[asyncio.Task] = set()
+        self._dispatcher: asyncio.Task | None = None
+        self._cancelled = False
+
+    def payload(self, spec: RequestSpec) -> dict[str, Any]:
+        """The request body (a dict; :meth:`body` is what is sent)."""
+        body: dict[str, Any] = {"model": self.model}
+        if self.chat:
+            prompt = spec.prompt
+            text = prompt if isinstance(prompt, str) else self.prompt_text(prompt)
+            body["messages"] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+            body["max_completion_tokens"] = spec.output_len
+        else:
+            body["prompt"] = spec.prompt_array
+            body["max_tokens"] = spec.output_len
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        body.update(self.extra_body)
+        return body
+
+    def body(self, spec: RequestSpec) -> bytes:
+        return _dumps(self.payload(spec))
+
+    async def close(self) -> None:
+        """Alias of :meth:`cancel_all` for shutdown paths."""
+        await self.cancel_all()
+
+    async def cancel_all(self) -> None:
+        """Cancel the dispatcher and every in-flight request; returns once they have unwound."""
+        self._cancelled = True
+        pending = [t for t in (self._dispatcher, *self._tasks) if t is not None and not t.done()]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _request(self, session: aiohttp.ClientSession, spec: RequestSpec, out: RequestOutcome,
+                       sem: asyncio.Semaphore | contextlib.nullcontext, request_id: str,
+                       body: bytes | None) -> None:
+        try:
+            if body is None:  # a big run: encode in a thread, so other streams' stamps are not held up
+                body = await asyncio.to_thread(self.body, spec)
+            async with sem:
+                await self._stream(session, body, out, request_id)
+        except asyncio.CancelledError:
+            if not out.start_time:
+                out.fail("cancelled", "cancelled while waiting for a concurrency slot")
+            raise
+
+    async def _stream(self, session: aiohttp.ClientSession, body: bytes, out: RequestOutcome,
+                      request_id: str) -> None:
+        headers = {**self.headers, "x-request-id": request_id}
+        out.start_time = time.perf_counter()
+        out.client_queue_time = out.start_time - out.arrival_time
+        rec = StreamRecorder(out.start_time, self.chat, self.keep_text)
+        resp: aiohttp.ClientResponse | None = None
+        perf_counter = time.perf_counter
+        try:
+            async with session.post(self.url, data=body, headers=headers,
+                                    timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)) as resp:
+                out.http_status = resp.status
+                if resp.status != 200:
+                    text = (await _read_excerpt(resp)).decode("utf-8", "replace")
+                    try:
+                        message = error_text(json.loads(text))
+                    except ValueError:
+                        message = text.strip()
+                    out.fail(f"http {resp.status}", f"HTTP {resp.status}: {message or resp.reason or ''}".strip())
+                    return
+                splitter = SSELineSplitter()
+                feed, on_lines = splitter.feed_bytes, rec.on_lines
+                async for data in resp.content.iter_any():
+                    on_lines(feed(data), perf_counter())
+                for line in splitter.finish():
+                    rec.on_line(line, perf_counter())
+            out.absorb(rec)
+            if rec.stream_errors:
+                # vLLM reports a failed request as an error event in a 200 stream; if tokens came
+                # first the answer is cut short, so the request failed either way.
+                where = "" if rec.ttft is None else f" after {rec.chunks} chunks"
+                out.fail("server error", f"server error{where}: {rec.stream_errors[0]}")
+            elif rec.ttft is None:
+                out.fail("no token chunk", "HTTP 200 but the stream carried no chunk with choices")
+            else:
+                out.success = True
+        except asyncio.CancelledError:
+            out.absorb(rec)
+            out.fail("cancelled", "cancelled while in flight")
+            if resp is not None:
+                resp.close()  # drop the connection now so the server sees the disconnect
+            raise
+        except asyncio.TimeoutError:
+            out.absorb(rec)
+            out.fail("timeout", f"timeout: no complete response within {self.request_timeout_s} s")
+        except Exception as e:  # noqa: BLE001 - every failure is recorded, none is fatal
+            out.absorb(rec)
+            out.fail(type(e).__name__, f"{type(e).__name__}: {e}"[: 2 * ERROR_EXCERPT])
+
+    async def _run_pass(self, session: aiohttp.ClientSession, specs: list[RequestSpec], prefix: str,
+                        progress_cb=None) -> tuple[list[RequestOutcome], float]:
+        """Dispatch ``specs`` at their send offsets; return outcomes (in spec order) and duration."""
+        sem = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else contextlib.nullcontext()
+        outs = [RequestOutcome(index=s.index, prompt_len=s.prompt_len, expected_output_len=s.output_len,
+                               scheduled_offset=s.send_offset_s) for s in specs]
+        # Bodies are encoded before any clock starts: all of them up front when they fit in memory,
+        # else each one off the event loop before its request is timed.
+        prebuilt = sum(s.prompt_len for s in specs) <= PREBUILD_MAX_TOKENS
+        bodies = [self.body(s) for s in specs] if prebuilt else [None] * len(specs)
+        t0 = time.perf_counter()
+
+        async def dispatch() -> None:
+            for spec, out, body in zip(specs, outs, bodies):
+                # loop: the event loop may wake a timer a hair early; a request is never sent early
+                while (wait := t0 + spec.send_offset_s - time.perf_counter()) > 0:
+                    await asyncio.sleep(wait)
+                out.arrival_time = time.perf_counter()
+                out.sent, out.dispatch_offset = True, out.arrival_time - t0
+                task = asyncio.create_task(self._request(session, spec, out, sem, f"{prefix}{spec.index}", body))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                if progress_cb is not None:
+                    task.add_done_callback(lambda _t: progress_cb())
+
+        self._dispatcher = asyncio.create_task(dispatch())
+        try:
+            await asyncio.gather(self._dispatcher, return_exceptions=True)
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        except asyncio.CancelledError:
+            await self.cancel_all()
+            raise
+        finally:
+            self._dispatcher = None
+        duration = time.perf_counter() - t0
+        for o in outs:
+            if not o.sent:
+                o.fail("not sent", "not sent: the run was cancelled first")
+        return outs, duration
+
+    async def probe(self, session: aiohttp.ClientSession, prompt: list[int], max_tokens: int = 1) -> str | None:
+        """Send one small request; the error text, or None when it succeeded."""
+        spec = RequestSpec(index=0, prompt_len=len(prompt), output_len=max_tokens, recipe=_FixedPrompt(prompt))
+        out = RequestOutcome(index=0, prompt_len=len(prompt), expected_output_len=max_tokens)
+        out.arrival_time = time.perf_counter()
+        await self._stream(session, self.body(spec), out, f"{self.request_id_prefix}probe")
+        return None if out.success else out.error
+
+    async def wait_ready(self, session: aiohttp.ClientSession, spec: RequestSpec, timeout_s: float) -> None:
+        """vLLM's --ready-check-timeout-sec: retry the first request every 5 s until it succeeds."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            out = RequestOutcome(index=0, prompt_len=spec.prompt_len, expected_output_len=spec.output_len)
+            out.arrival_time = time.perf_counter()
+            await self._stream(session, self.body(spec), out, f"{self.request_id_prefix}ready")
+            if out.success:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReadyCheckFailed(f"initial test run failed: {out.error}")
+            await asyncio.sleep(min(5.0, left))
+
+    def session(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=self.max_concurrency or 0,
+                                         limit_per_host=self.max_concurrency or 0)
+        return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE)
+
+    async def run(self, workload: Workload, *, request_rate: float = math.inf, burstiness: float = 1.0,
+                  warmup_requests: int = 0, goodput_slos: Mapping[str, float] | None = None,
+                  percentiles: Sequence[float] = (50, 90, 99), seed: int | None = None,
+                  time_scale: float = 1.0, percentile_metrics: Sequence[str] = PERCENTILE_METRICS + QUEUE_METRICS,
+                  ramp_up: tuple[str, float, float] | None = None, ready_check_timeout_s: float = 0.0,
+                  run_info: Mapping[str, Any] | None = None) -> BenchmarkResult:
+        """``request_rate``, ramp-up rates, trace timestamps and SLOs are in the server's time: against
+        a server compressed by ``time_scale`` they are sent ``1/time_scale`` times faster."""
+        slos = validate_goodput_slos(goodput_slos)
+        if not 0 < time_scale <= 1:
+            raise ValueError(f"time_scale must be in (0, 1], got {time_scale}")
+        specs, plan = plan_requests(workload, request_rate, burstiness, seed, ramp_up=ramp_up)
+        for s in specs:
+            s.send_offset_s *= time_scale
+        self._cancelled = False
+        async with self.session() as session:
+            if ready_check_timeout_s > 0 and specs:
+                await self.wait_ready(session, specs[0], ready_check_timeout_s)
+            warm_specs = workload.warmup_requests(warmup_requests)
+            warm_outs, warm_dur = await self._run_pass(session, warm_specs, f"{self.request_id_prefix}warmup-")
+            warm_failed = [o for o in warm_outs if not o.success]
+            warmup = {"requests": len(warm_specs), "failed": len(warm_failed), "duration": warm_dur,
+                      "errors": [o.error[:ERROR_EXCERPT] for o in warm_failed[:3]]}
+            outs, duration = [], 0.0
+            if not self._cancelled:
+                done = [0]
+
+                def advance(bar):
+                    bar.advance(bar.task_ids[0])
+                    done[0] += 1
+                    if self.on_request_done is not None:
+                        self.on_request_done(done[0], len(specs))
+
+                with _progress_bar(len(specs), self.progress) as bar, _frozen_gc():
+                    outs, duration = await self._run_pass(session, specs, self.request_id_prefix,
+                                                          lambda: advance(bar))
+        if self._cancelled and not outs:  # cancelled during the warm pass
+            outs = [RequestOutcome(index=s.index, prompt_len=s.prompt_len, expected_output_len=s.output_len,
+                                   scheduled_offset=s.send_offset_s) for s in specs]
+            for o in outs:
+                o.fail("not sent", "not sent: the run was cancelled first")
+        info = {"backend": self.backend, **(run_info or {})}
+        if ramp_up is not None:
+            info["ramp_up"] = {"ramp_up_strategy": ramp_up[0], "ramp_up_start_rps": ramp_up[1],
+                               "ramp_up_end_rps": ramp_up[2]}
+        return BenchmarkResult(
+            model=self.model, endpoint=self.url, request_rate=request_rate, burstiness=burstiness,
+            max_concurrency=self.max_concurrency, percentiles=tuple(percentiles), goodput_slos=slos,
+            duration=duration, outcomes=outs,
+            metrics=compute_metrics(outs, duration, percentiles, slos, time_scale=time_scale,
+                                    percentile_metrics=percentile_metrics),
+            workload=workload.describe(), arrivals=plan.to_dict(), warmup=warmup,
+            cancelled=self._cancelled, run_info=info, percentile_metrics=tuple(percentile_metrics))
+
+
+class ReadyCheckFailed(Exception):
+    """The endpoint never answered the first request within --ready-check-timeout-sec."""
+
+
+@dataclass(frozen=True)
+class _FixedPrompt:
+    """A recipe for a literal prompt (probes)."""
+
+    ids: tuple[int, ...]
+
+    def __init__(self, ids: Sequence[int]) -> None:
+        object.__setattr__(self, "ids", tuple(ids))
+
+    def build(self) -> list[int]:
+        return list(self.ids)
+
+    def build_array(self) -> np.ndarray:
+        return np.asarray(self.ids, dtype=np.int64)
+
+
+_WORDS = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "on", "was", "be",
+          "by", "at", "this", "from", "or", "an", "data", "model", "time", "value", "system", "result")
+
+
+def synthetic_text(ids: Sequence[int]) -> str:
+    """A text prompt of about len(ids) words, distinct per id sequence (chat without a tokenizer)."""
+    n = len(_WORDS)
+    return " ".join(_WORDS[int(i) % n] + ("" if int(i) < n else str(int(i) // n % 97)) for i in ids)
+
+
+async def _read_excerpt(resp: aiohttp.ClientResponse) -> bytes:
+    """The first ERROR_EXCERPT bytes of an error body (never the whole of a huge one)."""
+    body = b""
+    while len(body) < ERROR_EXCERPT:
+        part = await resp.content.read(ERROR_EXCERPT - len(body))
+        if not part:
+            break
+        body += part
+    return body
+
+
+@contextlib.contextmanager
+def _frozen_gc():
+    """Move everything allocated so far out of the collector's reach for the measured pass.
+
+    vLLM's client does the same (``freeze_gc_heap``): in a process that has loaded optuna,
+    pandas and friends, a full collection walks all of it and the pause lands in someone's ITL.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _progress_bar(total: int, enabled: bool) -> Progress:
+    """requests done / total on stderr (stdout stays clean for JSON), or nothing when disabled."""
+    bar = Progress(TextColumn("requests"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), disable=not enabled)
+    bar.add_task("requests", total=total)
+    return bar
+
+
+async def run_benchmark(base_url: str, model: str, workload: Workload, *,
+                        max_concurrency: int | None = None, request_rate: float = math.inf,
+                        burstiness: float = 1.0, warmup_requests: int = 0,
+                        goodput_slos: Mapping[str, float] | None = None,
+                        percentiles: Sequence[float] = (50, 90, 99), progress: bool = True,
+                        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+                        temperature: float | None = None, seed: int | None = None,
+                        on_request_done: Callable[[int, int], None] | None = None,
+                        time_scale: float = 1.0, **client: Any) -> BenchmarkResult:
+    """Warm pass (``warmup_requests``, unmeasured), then the measured run; see :class:`LoadGenerator`
+    (``client``: its other keyword arguments) and :meth:`LoadGenerator.run` for ``time_scale``.
+
+    Cancel the awaiting task to stop early: every stream is closed before CancelledError propagates.
+    """
+    gen = LoadGenerator(base_url, model, max_concurrency=max_concurrency,
+                        request_timeout_s=request_timeout_s, temperature=temperature, progress=progress,
+                        on_request_done=on_request_done, **client)
+    return await gen.run(workload, request_rate=request_rate, burstiness=burstiness,
+                         warmup_requests=warmup_requests, goodput_slos=goodput_slos,
+                         percentiles=percentiles, seed=seed, time_scale=time_scale)

@@ -1,0 +1,218 @@
+"""The dataset a command line names (`build_workload`, shared by bench and tune), and the text datasets
+read from local files as `vllm bench serve` reads them: ShareGPT JSON and custom JSONL.
+
+Unlike our token-id workloads these send the dataset's own text; the server tokenizes it, so the
+prompt lengths reported are the server's (``usage.prompt_tokens``). Selection follows vLLM 0.32.0:
+shuffle with ``random.seed(seed)``, keep the first ``num_prompts`` valid entries, oversample by
+``random.choice`` when too few. ShareGPT keeps vLLM's filters (prompt and output >= 4 tokens,
+prompt <= 1024, prompt + output <= 2048; the output check is skipped when the output length is
+given). Lengths need the tokenizer; without one, ShareGPT needs ``--sharegpt-output-len``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .workload import (
+    DEFAULT_RESERVED_IDS,
+    DEFAULT_VOCAB_SIZE,
+    FixedWorkload,
+    RandomWorkload,
+    RequestSpec,
+    TraceWorkload,
+    Workload,
+)
+
+
+@dataclass(frozen=True)
+class TextPrompt:
+    """A literal text prompt (the recipe interface of tuner.load.workload.PromptRecipe)."""
+
+    text: str
+
+    def build(self) -> str:
+        return self.text
+
+    def build_array(self) -> str:  # sent as is: a text prompt
+        return self.text
+
+
+@dataclass
+class TextWorkload(Workload):
+    prompts: list[str]
+    output_lens: list[int]
+    prompt_lens: list[int]  # by the client's tokenizer, or words when it has none
+    source: str = ""
+    dataset: str = "custom"
+    seed: int = 0
+    token_space: Any = field(default=None, repr=False, compare=False)
+
+    kind = "text"
+
+    def lengths(self) -> tuple[list[int], list[int]]:
+        return list(self.prompt_lens), list(self.output_lens)
+
+    def requests(self) -> list[RequestSpec]:
+        return [RequestSpec(index=i, prompt_len=n, output_len=o, recipe=TextPrompt(p))
+                for i, (p, n, o) in enumerate(zip(self.prompts, self.prompt_lens, self.output_lens))]
+
+    def warmup_requests(self, n: int) -> list[RequestSpec]:
+        base = self.requests()
+        return [RequestSpec(index=i, prompt_len=base[i % len(base)].prompt_len,
+                            output_len=base[i % len(base)].output_len,
+                            recipe=TextPrompt(f"{i} " + base[i % len(base)].recipe.text)) for i in range(n)]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "dataset": self.dataset, "source": self.source, "seed": self.seed,
+                "num_prompts": len(self.prompts), "prompt_format": "text",
+                "prompt_len_stats_client": _stats(self.prompt_lens), "output_len_stats": _stats(self.output_lens)}
+
+    def params(self) -> dict[str, Any]:
+        return {"source": self.source, "dataset": self.dataset, "seed": self.seed}
+
+
+def _stats(v: list[int]) -> dict[str, Any]:
+    return {"min": min(v), "max": max(v), "mean": float(np.mean(v))} if v else {}
+
+
+def _valid(prompt_len: int, output_len: int, skip_output_check: bool) -> bool:
+    return not (prompt_len < 4 or (not skip_output_check and output_len < 4) or prompt_len > 1024
+                or prompt_len + output_len > 2048)
+
+
+def _take(rows: list[tuple[str, int, int]], num: int, seed: int) -> list[tuple[str, int, int]]:
+    if not rows:
+        raise ValueError("no usable entries in the dataset")
+    if len(rows) < num:
+        random.seed(seed)
+        rows = rows + [random.choice(rows) for _ in range(num - len(rows))]
+    return rows
+
+
+def sharegpt(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
+             output_len: int | None) -> TextWorkload:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--dataset-path {path}: cannot read ShareGPT JSON ({e})") from None
+    if count is None and output_len is None:
+        raise ValueError("--dataset-name sharegpt without a tokenizer needs --sharegpt-output-len "
+                         "(or --tokenizer to count the dataset's answers)")
+    data = [e for e in data if isinstance(e, dict) and len(e.get("conversations") or []) >= 2]
+    random.seed(seed)
+    random.shuffle(data)
+    words = lambda t: max(1, len(t.split()))  # noqa: E731 - only when no tokenizer
+    rows = []
+    for e in data:
+        if len(rows) >= num:
+            break
+        prompt, answer = e["conversations"][0]["value"], e["conversations"][1]["value"]
+        n_in = (count or words)(prompt)
+        n_out = output_len if output_len is not None else count(answer)
+        if count is not None and not _valid(n_in, n_out, output_len is not None):
+            continue
+        rows.append((prompt, n_in, n_out))
+    rows = _take(rows, num, seed)
+    return TextWorkload([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], str(path),
+                        "sharegpt", seed)
+
+
+def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
+           output_len: int | None) -> TextWorkload:
+    rows = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ValueError(f"--dataset-path {path}: {e}") from None
+    items = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{path}:{n}: not valid JSON") from None
+        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
+            raise ValueError(f"{path}:{n}: each line needs a 'prompt' string")
+        items.append(item)
+    random.seed(seed)
+    random.shuffle(items)
+    for item in items[:num]:
+        if output_len is None or output_len == -1:
+            if "output_tokens" not in item:
+                raise ValueError(f"{path}: an entry lacks 'output_tokens' and --custom-output-len is -1")
+            n_out = int(item["output_tokens"])
+        else:
+            n_out = output_len
+        prompt = item["prompt"]
+        rows.append((prompt, (count or (lambda t: max(1, len(t.split()))))(prompt), n_out))
+    rows = _take(rows, num, seed)
+    return TextWorkload([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], str(path),
+                        "custom", seed)
+
+
+# ---- From command-line arguments (bench and tune share the flags)
+
+DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
+
+
+def build_workload(args, vocab=None) -> Workload:
+    """The workload the flags describe; ``vocab`` (a tuner.load.tokenizer.Vocab) when one was discovered.
+
+    ``--vocab-size`` wins over a discovered vocabulary; with neither, our default size is used
+    (the caller decides whether to discover or probe first). Raises ValueError naming the bad flag.
+    """
+    num = getattr(args, "num_prompts", None)
+    if num is not None and num < 1:
+        raise ValueError(f"--num-prompts must be at least 1, got {num}")
+    if getattr(args, "input_len", None) is not None:  # vLLM's general aliases
+        args.random_input_len = args.input_len
+    if getattr(args, "output_len", None) is not None:
+        args.random_output_len = args.output_len
+    if args.vocab_size is not None:
+        ids = {"vocab_size": args.vocab_size, "excluded_ids": frozenset(vocab.special_ids) if vocab else frozenset()}
+    elif vocab is not None:
+        # a tokenizer names its special ids; a server probe does not, so low ids stay reserved then
+        ids = {"vocab_size": vocab.size, "excluded_ids": frozenset(vocab.special_ids),
+               "reserved_ids": 0 if vocab.special_ids else min(DEFAULT_RESERVED_IDS, vocab.size // 2)}
+    else:
+        ids = {"vocab_size": DEFAULT_VOCAB_SIZE}
+    name = args.dataset_name
+    if name in ("trace", "timed_trace"):
+        if args.dataset_path is None:
+            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
+        return TraceWorkload.from_file(args.dataset_path, seed=args.seed, num_prompts=num,
+                                       block_len=getattr(args, "timed_trace_chunk_hash_size", 16),
+                                       time_multiplier=getattr(args, "timed_trace_sec_multiplier", 1.0), **ids)
+    if name in ("sharegpt", "custom"):
+        from .tokenizer import text_tools
+
+        if args.dataset_path is None:
+            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
+        _, count = text_tools(vocab)
+        n = DEFAULT_NUM_PROMPTS if num is None else num
+        if name == "sharegpt":
+            return sharegpt(args.dataset_path, n, args.seed, count,
+                                     getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None))
+        out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
+        return custom(args.dataset_path, n, args.seed, count, out)
+    if args.dataset_path is not None and name in ("random", "fixed"):
+        raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
+                         "or custom for a file)")
+    num = DEFAULT_NUM_PROMPTS if num is None else num
+    if name == "fixed":
+        return FixedWorkload(args.random_input_len, args.random_output_len, num_prompts=num, seed=args.seed, **ids)
+    ratio = args.random_range_ratio
+    try:
+        ratio = float(ratio)
+    except (TypeError, ValueError):
+        raise ValueError(f"--random-range-ratio must be a number in [0, 1), got {ratio!r}") from None
+    return RandomWorkload(args.random_input_len, args.random_output_len, range_ratio=ratio, num_prompts=num,
+                          seed=args.seed, prefix_len=args.random_prefix_len, **ids)

@@ -1,0 +1,231 @@
+"""Pick a trial from a study's feasible Pareto set and write its complete env file.
+
+The env file works with `docker run --env-file FILE` and with `set -a; . FILE; set +a`: one NAME=VALUE
+per line, comments start with '#', no quotes (docker would keep them). It is complete: every variable
+the release reads for bucketing, warmup and graph memory, not a diff against defaults, because
+defaults move between releases. A bucket variable is written with its resolved default only when
+setting it explicitly keeps the release's behaviour identical (checked by rebuilding the buckets):
+some releases treat "set" differently from "unset" (fork 1.21.2+ appends the KV block count to the
+decode range only while VLLM_DECODE_BLOCK_BUCKET_MAX is unset), and those stay unset, with a comment.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from ..buckets import BucketConfigError, ServerConfig, get_profile
+from ..buckets.runtime import DIAGNOSTIC_VARIABLES, runtime_variables
+from ..serve.backends import server_flags
+from ..serve.redact import is_secret_name
+from ..space.schema import BUCKET_FILE_VARIABLE
+from ..study.pareto import balanced_index, measured_front
+
+PICKS = ("throughput", "latency", "balanced", "warmup")
+FLAGS_HEADER = "# vllm serve flags:"  # the env file's line of server flags (compare --env-file reads it back)
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]*$")
+
+
+class ExportError(ValueError):
+    """No trial matches, or a value cannot be written safely; the message says which."""
+
+
+@dataclass
+class Filters:
+    max_warmup_s: float | None = None
+    max_latency_ms: float | None = None  # on the study's latency objective
+    min_throughput: float | None = None
+    metric_limits: dict[str, float] = field(default_factory=dict)  # e.g. {"p99_ttft_ms": 500}
+
+
+def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial.FrozenTrial:
+    if pick not in PICKS:
+        raise ExportError(f"unknown --pick {pick!r}; choose one of {', '.join(PICKS)}")
+    candidates = measured_front(study)
+    if not candidates:
+        raise ExportError(f"study {study.study_name!r} has no feasible completed trial to export")
+    names = study.metric_names or []
+
+    def keep(t) -> bool:
+        thr, lat, warm = t.values[0], t.values[1], t.values[2]
+        m = t.user_attrs.get("metrics", {})
+        if filters.max_warmup_s is not None and warm > filters.max_warmup_s:
+            return False
+        if filters.max_latency_ms is not None and lat > filters.max_latency_ms:
+            return False
+        if filters.min_throughput is not None and thr < filters.min_throughput:
+            return False
+        return all(m.get(k) is not None and m[k] <= v for k, v in filters.metric_limits.items())
+
+    kept = [t for t in candidates if keep(t)]
+    if not kept:
+        raise ExportError(f"none of the {len(candidates)} Pareto trials passes the filters "
+                          f"({_describe_filters(filters, names)})")
+    if pick == "throughput":
+        return max(kept, key=lambda t: (t.values[0], -t.values[1]))
+    if pick == "latency":
+        return min(kept, key=lambda t: (t.values[1], -t.values[0]))
+    if pick == "warmup":
+        return min(kept, key=lambda t: (t.values[2], -t.values[0]))
+    directions = [d.name.lower() for d in study.directions]
+    return kept[balanced_index([t.values for t in kept], directions)]
+
+
+def _describe_filters(f: Filters, names: list[str]) -> str:
+    parts = []
+    if f.max_warmup_s is not None:
+        parts.append(f"warmup <= {f.max_warmup_s:g} s")
+    if f.max_latency_ms is not None:
+        parts.append(f"{names[1] if len(names) > 1 else 'latency'} <= {f.max_latency_ms:g} ms")
+    if f.min_throughput is not None:
+        parts.append(f"throughput >= {f.min_throughput:g}")
+    parts += [f"{k} <= {v:g}" for k, v in f.metric_limits.items()]
+    return ", ".join(parts) or "none"
+
+
+def complete_env(release: str, trial_env: dict[str, str], server: dict[str, Any],
+                 num_hpu_blocks: int | None) -> tuple[dict[str, str], list[str]]:
+    """Every variable `release` reads, with the trial's values, plus notes on what stays unset."""
+    profile = get_profile(release)
+    env = dict(trial_env)
+    notes: list[str] = []
+    for var in runtime_variables(profile):
+        if var.name not in env and var.default is not None:
+            env[var.name] = var.default
+    cfg = _server_config(server, env, num_hpu_blocks)
+    if cfg is None:
+        notes.append("bucket variables left to the release: the KV block count is unknown")
+        return env, notes
+    try:
+        plan = profile.build(cfg)
+    except BucketConfigError as exc:
+        raise ExportError(f"{release} refuses these settings: {exc}") from None
+    for name in profile.bucket_variables(plan.strategy):
+        if name in env:
+            continue
+        setting = plan.setting(name)
+        if setting is None or setting.value is None or isinstance(setting.value, bool):
+            continue
+        trial = dict(env, **{name: str(setting.value)})
+        try:
+            same = _same_plan(profile.build(_server_config(server, trial, num_hpu_blocks)), plan)
+        except BucketConfigError:
+            same = False
+        if same:
+            env[name] = str(setting.value)
+        else:
+            notes.append(f"{name} left unset: its default ({setting.value}) behaves differently when set "
+                         f"explicitly on {profile.name}")
+    return env, notes
+
+
+def _same_plan(a, b) -> bool:
+    return a.strategy == b.strategy and a.prompt == b.prompt and a.decode == b.decode and not (
+        set(a.warnings) - set(b.warnings))
+
+
+def _server_config(server: dict[str, Any], env: dict[str, str], blocks: int | None) -> ServerConfig | None:
+    if not blocks or "max_model_len" not in server:
+        return None
+    return ServerConfig(
+        block_size=int(server.get("block_size", 128)),
+        max_num_seqs=int(server.get("max_num_seqs", 256)),
+        max_model_len=int(server["max_model_len"]),
+        max_num_batched_tokens=int(server.get("max_num_batched_tokens") or max(server["max_model_len"], 2048)),
+        num_hpu_blocks=int(blocks),
+        env=env,
+        prefix_caching=server.get("enable_prefix_caching"),
+        max_num_prefill_seqs=server.get("max_num_prefill_seqs"),
+    )
+
+
+def export_env(trial: optuna.trial.FrozenTrial, release: str | None) -> tuple[dict[str, str], list[str]]:
+    """The variables the env file of `trial` sets (complete for `release`), and notes on the rest.
+    Never secrets, never the log-only diagnostics (a deployment does not want their logging)."""
+    attrs = trial.user_attrs
+    server = attrs.get("server", {})
+    trial_env = {k: v for k, v in attrs.get("env", {}).items()
+                 if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
+    blocks = (attrs.get("observed") or {}).get("kv_blocks") or (attrs.get("predicted") or {}).get("kv_blocks")
+    if not release:
+        return trial_env, []
+    return complete_env(release, trial_env, server, blocks)
+
+
+def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str,
+                  release: str | None, extra: dict[str, str] | None = None,
+                  comments: list[str] | None = None) -> str:
+    """`extra` adds variables (e.g. the prepared recipe cache); `comments` adds '#' lines."""
+    server = trial.user_attrs.get("server", {})
+    env, notes = export_env(measured_trial(study, trial), release)  # a reused trial: the booted one's env
+    env = dict(env, **(extra or {}))
+    for name in DIAGNOSTIC_VARIABLES:
+        env.pop(name, None)
+    names = study.metric_names or []
+    lines = [
+        f"# bucket-tuner export: study {study.study_name}, trial {trial.number}, pick {pick}",
+        "# objectives: " + ", ".join(f"{n}={v:.4g}" for n, v in zip(names, trial.values)),
+    ]
+    if release:
+        lines.append(f"# release profile: {release}; every variable it reads is listed")
+    lines.append(f"{FLAGS_HEADER} " + " ".join(server_flags(server)))
+    lines += [f"# {n}" for n in notes + list(comments or [])]
+    for name in sorted(env):
+        value = str(env[name])
+        if not _SAFE_VALUE.match(value):
+            raise ExportError(f"{name}={value!r} cannot be written unquoted to an env file")
+        lines.append(f"{name}={value}")
+    return "\n".join(lines) + "\n"
+
+
+def export_best(study: optuna.Study, path: Path, pick: str, release: str | None) -> int | None:
+    """Write the env file of the pick; None when there is no feasible trial (nothing written)."""
+    try:
+        trial = pick_trial(study, pick, Filters())
+    except ExportError:
+        return None
+    extra, comments = export_bucket_file(study, trial, path)
+    path.write_text(env_file_text(study, trial, pick, release, extra=extra, comments=comments))
+    return trial.number
+
+
+def bucket_file_beside(env_path: Path) -> Path:
+    """best.env -> best.buckets.txt (the env file's stem, in its folder)."""
+    return env_path.with_name(f"{env_path.stem}.buckets.txt")
+
+
+def measured_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
+    """The trial that was booted for these settings: a reused trial records the result, not the env."""
+    earlier = (trial.user_attrs.get("observed") or {}).get("reused_from")
+    if earlier is None or (trial.user_attrs.get("env") or {}):
+        return trial
+    match = [t for t in study.get_trials(deepcopy=False) if t.number == earlier]
+    return match[0] if match else trial
+
+
+def export_bucket_file(study: optuna.Study, trial: optuna.trial.FrozenTrial,
+                       env_path: Path | None) -> tuple[dict[str, str], list[str]]:
+    """For a trial that booted from a bucket file (a fitted set): copy it beside the env file and point
+    VLLM_BUCKETING_FROM_FILE at the copy. Returns (variables, comment lines) for env_file_text."""
+    source = (measured_trial(study, trial).user_attrs.get("env") or {}).get(BUCKET_FILE_VARIABLE)
+    if not source:
+        return {}, []
+    if env_path is None:  # printed, not written: nothing to put a copy beside
+        return {BUCKET_FILE_VARIABLE: source}, [f"{BUCKET_FILE_VARIABLE} names the trial's own bucket file; "
+                                                "export with -o to get a copy beside the env file"]
+    target = bucket_file_beside(Path(env_path)).absolute()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    except OSError as exc:
+        raise ExportError(f"cannot copy the trial's bucket file {source} to {target}: {exc.strerror or exc}") from None
+    # An absolute path, because the server opens the file relative to its own working directory, not to
+    # this env file; in a container, mount the file at this path (or change the line).
+    return {BUCKET_FILE_VARIABLE: str(target)}, [
+        f"{BUCKET_FILE_VARIABLE} is absolute: the server opens it from its own working directory, not this "
+        f"file's; keep {target.name} at that path (in a container, mount it there)"]

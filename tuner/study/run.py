@@ -1,0 +1,501 @@
+"""The Optuna study: storage, sampler, seeding, resume, budgets, parallel slots, Ctrl-C.
+
+A trial is proposed by the sampler, run by `trial.run_trial`, and told back with three objectives
+(throughput up, a latency percentile down, warmup seconds down) and `trial.set_constraint` values
+(feasible when all <= 0). A failure the configuration caused (invalid settings, warmup over budget,
+OOM, failed requests) is told as an infeasible COMPLETE trial with penalty values, so the sampler
+learns to avoid the region; a failure of the environment (boot failure, crash, port clash) or an
+interruption is a FAIL and its parameters are enqueued again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from ..errors import StudyError
+from ..serve.redact import redact_env
+from ..space.fitted import bind_fitted, pin_to_trial
+from ..space.schema import SearchSpace, TrialSettings
+from ..status import CONFIG_FAILURES, TrialStatus
+from ..trial import run as trial_mod
+from ..trial.run import Slot, TrialContext, TrialResult
+from . import nodes
+from .proposals import Guide
+from .screen import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
+from .storage import open_storage, open_storage_readonly, redact_url
+
+SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
+THROUGHPUT = "output_throughput"
+WARMUP = "warmup_s"
+LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
+GRACE_S = nodes.DEFAULT_GRACE_S  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
+
+
+@dataclass
+class Objectives:
+    latency_metric: str = "ttft"  # ttft, tpot, itl or e2el
+    latency_stat: str = "p99"  # p50/p90/p99..., mean or median
+
+    @property
+    def latency_key(self) -> str:
+        return f"{self.latency_stat}_{self.latency_metric}_ms"
+
+    @property
+    def names(self) -> list[str]:
+        return [THROUGHPUT, self.latency_key, WARMUP]
+
+    directions = ["maximize", "minimize", "minimize"]
+
+
+@dataclass
+class Constraints:
+    slos_ms: dict[str, float] = field(default_factory=dict)  # metric key -> maximum, e.g. p99_ttft_ms
+    warmup_budget_s: float | None = None
+    allow_recompiles: bool = False
+    allow_failed_requests: bool = False
+
+    def values(self, result: TrialResult) -> dict[str, float]:
+        """Optuna constraint values: <= 0 means satisfied."""
+        out = {"ok": 0.0 if result.ok else 1.0}
+        for key, limit in self.slos_ms.items():
+            value = result.metrics.get(key)
+            out[f"slo_{key}"] = (value - limit) if value is not None else 1.0
+        if self.warmup_budget_s is not None:
+            w = result.warmup_s
+            out["warmup_budget"] = (w - self.warmup_budget_s) if w is not None else 1.0
+        if not self.allow_recompiles:
+            obs = result.observed
+            # shapes the warm-up missed, and steps that compiled graphs while serving (fork compile log)
+            out["recompiles"] = float(obs.get("not_warmed_up", 0) + obs.get("buckets_not_prepared", 0)
+                                      + obs.get("compile_steps_under_load", 0))
+        if not self.allow_failed_requests:
+            out["failed_requests"] = float(result.metrics.get("failed", 0) or 0)
+        return out
+
+
+@dataclass
+class StudyOptions:
+    name: str
+    results_root: Path = Path("results")
+    storage: str | None = None  # default sqlite:///results/<name>/study.db
+    sampler: str = "tpe"
+    seed: int | None = 0
+    n_trials: int = 20  # finished trials the study should hold (resuming counts what is there)
+    timeout_s: float | None = None  # wall seconds for this invocation
+    slots: list[Slot] = field(default_factory=lambda: [Slot()])
+    seed_from: str | None = None  # another study whose Pareto set is enqueued first
+    enqueue_defaults: bool = True
+    grid_levels: int = 3
+    heartbeat_grace_s: float = GRACE_S  # another node fails a trial whose tuner is silent this long
+    storage_outage_s: float = nodes.DEFAULT_OUTAGE_S  # storage calls retried this long in an outage
+    remeasure: int = 1  # boots of one effective configuration (measured ones are reused, see measured.py)
+    screening: bool = True  # the calibrated model's confident rejections are told without a boot
+    # calibration samples from logs of past boots (--calibrate-from), added once to the study's seeds
+    calibration_seeds: list[dict] = field(default_factory=list)
+
+    @property
+    def study_dir(self) -> Path:
+        return self.results_root / self.name
+
+    @property
+    def storage_url(self) -> str:
+        return self.storage or f"sqlite:///{(self.study_dir / 'study.db').as_posix()}"
+
+
+# ----------------------------------------------------------------------------------------- storage
+
+def make_storage(url: str, grace_s: float = GRACE_S,
+                 outage_s: float = nodes.DEFAULT_OUTAGE_S) -> optuna.storages.BaseStorage:
+    """The study's storage, opened for writing (tuner/study/storage.py) with the heartbeat of a shared study;
+    a server storage is wrapped to ride out outages (tuner/study/nodes.py)."""
+    storage = open_storage(url, heartbeat_interval=nodes.heartbeat_interval(grace_s),
+                           grace_period=max(1, int(grace_s)), engine_kwargs=nodes.engine_kwargs(url))
+    # A shared database can restart under a running study: retry through the outage.
+    return storage if url.startswith("sqlite") else nodes.ResilientStorage(storage, url, outage_s)
+
+
+def make_sampler(name: str, seed: int | None, space: SearchSpace, n_trials: int, grid_levels: int):
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)  # 5.0: multivariate, constant liar
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(20, n_trials // 3)))
+    if name == "grid":
+        return _AskTellGridSampler(space.grid(grid_levels), seed=seed)
+    if name == "gp":
+        try:
+            import scipy  # noqa: F401
+            import torch  # noqa: F401
+        except ImportError:
+            raise StudyError(
+                "--sampler gp needs scipy and torch (CPU): pip install 'bucket-tuner[gp]'"
+            ) from None
+        return optuna.samplers.GPSampler(seed=seed)
+    raise StudyError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
+
+
+def _quiet_optuna() -> None:
+    """Optuna's info lines and experimental-feature warnings would bury the trial lines."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # We run our own heartbeat for ask/tell (nodes.Heartbeat); Optuna warns it expects optimize().
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+
+
+class _AskTellGridSampler(optuna.samplers.GridSampler):
+    """GridSampler stops the study from after_trial once the grid is covered, which ask/tell refuses
+    (RuntimeError). Our loop stops on --n-trials; past the grid the sampler revisits grid points."""
+
+    def after_trial(self, study, trial, state, values) -> None:
+        return None
+
+
+def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -> optuna.Study:
+    _quiet_optuna()
+    opts.study_dir.mkdir(parents=True, exist_ok=True)
+    storage = make_storage(opts.storage_url, opts.heartbeat_grace_s, opts.storage_outage_s)
+    sampler = make_sampler(opts.sampler, opts.seed, space, opts.n_trials, opts.grid_levels)
+    for attempt in range(5):
+        try:
+            study = optuna.create_study(study_name=opts.name, storage=storage, sampler=sampler,
+                                        directions=objectives.directions, load_if_exists=True)
+            break
+        except optuna.exceptions.DuplicatedStudyError:  # created by another worker meanwhile
+            if attempt == 4:
+                raise
+            time.sleep(0.2)
+    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE,
+                                  optuna.study.StudyDirection.MINIMIZE]:
+        raise StudyError(f"study {opts.name!r} exists with other objectives: {study.directions}")
+    stored = study.user_attrs.get("objectives")
+    if stored and stored != objectives.names:
+        raise StudyError(
+            f"study {opts.name!r} was created with objectives {stored}; this run asks for "
+            f"{objectives.names}. Use another --study name or the same --latency-metric/--latency-stat."
+        )
+    study.set_metric_names(objectives.names)
+    study.set_user_attr("objectives", objectives.names)
+    return study
+
+
+# ----------------------------------------------------------------------------------------- seeding
+
+def snap_to_space(space: SearchSpace, values: dict[str, Any]) -> dict[str, Any]:
+    """Keep the values the space can take, moved onto its grid (step, bounds, choices)."""
+    out = {}
+    for p in space.parameters:
+        if p.name not in values:
+            continue
+        v = values[p.name]
+        if p.type in ("categorical", "bool"):
+            choices = [False, True] if p.type == "bool" else list(p.choices)
+            match = [c for c in choices if str(c).lower() == str(v).lower()]
+            if match:
+                out[p.name] = match[0]
+            continue
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            continue
+        x = min(max(x, p.low), p.high)
+        if p.step:
+            x = p.low + round((x - p.low) / p.step) * p.step
+            x = min(x, p.high)
+        out[p.name] = int(round(x)) if p.type == "int" else round(x, 6)
+    return out
+
+
+def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict,
+                  concurrency: int | None) -> list[tuple[str, dict]]:
+    """The release's defaults and the static calculator's recommendation, as parameter values."""
+    from ..buckets import calc
+    from ..buckets.runtime import runtime_defaults
+
+    seeds = []
+    defaults: dict[str, Any] = {"max_num_seqs": 256, "gpu_memory_utilization": 0.9, "enforce_eager": False}
+    if release:
+        defaults.update(runtime_defaults(release))
+    # Bucket variables the user does not set take the release's derived defaults: leave them to it.
+    seeds.append(("release defaults", snap_to_space(space, {p.name: defaults.get(p.key) for p in space.parameters
+                                                              if defaults.get(p.key) is not None})))
+    in_len, out_len = workload_desc.get("input_len"), workload_desc.get("output_len")
+    if in_len and out_len:
+        c = concurrency or 16
+        bs_list = tuple(sorted({max(1, c // 4), max(1, c // 2), c}))
+        try:
+            rec = calc.calculate(calc.CalcInputs(input_len=int(in_len), output_len=int(out_len),
+                                                 range_ratio=float(workload_desc.get("range_ratio", 0.0)),
+                                                 bs_list=bs_list if len(bs_list) > 1 else (c,),
+                                                 bucket_size=int(space.server.get("block_size", 128))))
+        except calc.CalcInputError:
+            rec = None
+        if rec:
+            calc_vars = dict(rec["calculated_variables"], max_num_seqs=c)
+            seeds.append(("calculator", snap_to_space(space, {p.name: calc_vars[p.key] for p in space.parameters
+                                                               if p.key in calc_vars})))
+    return [(label, values) for label, values in seeds if values]
+
+
+def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
+    try:  # read-only: a mistyped --seed-from must not create a database
+        other = optuna.load_study(study_name=study_name, storage=open_storage_readonly(storage_url))
+    except KeyError:
+        raise StudyError(f"--seed-from: no study named {study_name!r} in {redact_url(storage_url)}") from None
+    return [t.params for t in other.best_trials]
+
+
+def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, release: str | None,
+                  workload_desc: dict, concurrency: int | None) -> list[str]:
+    """Enqueue seeds once, on a new study. Returns what was enqueued, for the log."""
+    if study.trials:
+        return []
+    said = []
+    if opts.seed_from:
+        other_url = opts.storage or f"sqlite:///{(opts.results_root / opts.seed_from / 'study.db').as_posix()}"
+        for params in pareto_params(other_url, opts.seed_from):
+            values = snap_to_space(space, params)
+            if values:
+                study.enqueue_trial(values, user_attrs={"seed": f"pareto of {opts.seed_from}"})
+                said.append(f"pareto of {opts.seed_from}: {values}")
+    if opts.enqueue_defaults:
+        for label, values in default_seeds(space, release, workload_desc, concurrency):
+            study.enqueue_trial(values, user_attrs={"seed": label}, skip_if_exists=True)
+            said.append(f"{label}: {values}")
+    return said
+
+
+def enqueue_model_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, ctx: TrialContext,
+                        fresh: bool) -> list[str]:
+    """On a new study with default seeds: the performance model's seeds (measured.model_seeds)."""
+    if not (fresh and opts.enqueue_defaults and opts.screening):
+        return []
+    said = []
+    for values in model_seeds(space, ctx, opts.n_trials, opts.seed):
+        study.enqueue_trial(values, user_attrs={"seed": "performance model"}, skip_if_exists=True)
+        said.append(f"performance model: {values}")
+    return said
+
+
+# --------------------------------------------------------------------------------------- the loop
+
+def recover_orphans(study: optuna.Study) -> list[int]:
+    """RUNNING trials whose tuner died on this host: failed and their parameters enqueued again now.
+
+    Trials of tuners on other hosts (a shared PostgreSQL study) are left to the heartbeat: every
+    node fails and re-enqueues them once their heartbeat is older than the grace (nodes.py).
+    """
+    from ..serve.procgroup import identity_alive
+
+    recovered = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.system_attrs.get("tuner_owner") or t.user_attrs.get("owner")
+        if owner and identity_alive(owner) is False:
+            study._storage.set_trial_system_attr(t._trial_id, "tuner_recovered", True)
+            study._storage.set_trial_user_attr(t._trial_id, "status", "tuner_died")
+            study._storage.set_trial_user_attr(t._trial_id, "requeued", True)
+            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number})
+            recovered.append(t.number)
+    return recovered
+
+
+def _counted(study: optuna.Study) -> int:
+    """Trials that count toward --n-trials: running ones (any worker's), completed ones, and failed
+    ones that were not re-enqueued; not the screened ones (reused or rejected without a boot).
+    Workers sharing a study can overshoot by at most one trial each."""
+    return sum(1 for t in study.get_trials(deepcopy=False)
+               if (t.state in (TrialState.RUNNING, TrialState.COMPLETE)
+                   or (t.state == TrialState.FAIL and not t.user_attrs.get("requeued")))
+               and counts_toward_budget(t))
+
+
+def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, objectives: Objectives,
+                constraints: Constraints) -> TrialState:
+    attrs = result.to_json()
+    for key in ("status", "reason", "server", "env", "predicted", "observed", "artifacts", "timings", "argv"):
+        trial.set_user_attr(key, attrs[key])
+    trial.set_user_attr("metrics", {k: v for k, v in result.metrics.items() if not k.startswith("tuner_")})
+    cons = constraints.values(result)
+    feasible = all(v <= 0 for v in cons.values())
+    trial.set_user_attr("feasible", feasible)  # optuna-dashboard 0.21 does not read set_constraint
+    if result.status not in CONFIG_FAILURES and not result.ok:
+        # The environment failed, not the configuration: no values; run these parameters again.
+        requeue = result.status in (TrialStatus.INTERRUPTED, TrialStatus.PORT_IN_USE)
+        trial.set_user_attr("requeued", requeue)
+        study.tell(trial, state=TrialState.FAIL)
+        if requeue:
+            study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number})
+        return TrialState.FAIL
+    for name, value in cons.items():
+        trial.set_constraint(name, float(value))
+    # optuna-dashboard 0.21 reads only the legacy "constraints" system attribute; mirror the values
+    # there (same numbers, same order) so its Pareto view hides infeasible trials too.
+    study._storage.set_trial_system_attr(trial._trial_id, "constraints", [float(v) for v in cons.values()])
+    throughput = float(result.metrics.get(THROUGHPUT) or 0.0) if result.ok else 0.0
+    latency = result.metrics.get(objectives.latency_key)
+    if latency is None or not result.ok:
+        latency = max([LATENCY_PENALTY_MS, *constraints.slos_ms.values()])
+    warmup = result.warmup_s
+    if warmup is None:
+        warmup = constraints.warmup_budget_s or result.predicted.get("warmup_s") or 0.0
+    study.tell(trial, [throughput, float(latency), float(warmup)])
+    return TrialState.COMPLETE
+
+
+@dataclass
+class StudyRun:
+    study: optuna.Study
+    ran: int = 0
+    interrupted: bool = False
+    seeds: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
+              constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
+              install_sigint: bool = True, runner: Callable[..., TrialResult] | None = None) -> StudyRun:
+    """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
+    or Ctrl-C. A second Ctrl-C stops at once (servers are still stopped on the way out).
+
+    `runner(ctx, settings, trial_dir, slot, stop_event) -> TrialResult` runs one trial; the default
+    boots a server (trial.run_trial). The tuning-efficiency benchmark passes a virtual-clock runner
+    so that the same study loop, seeding and scoring are what it measures."""
+    runner = runner or trial_mod.run_trial
+    from ..serve.process import cleanup_stale_groups
+    from ..serve.procgroup import process_identity
+
+    study = open_study(opts, space, objectives)
+    bind_fitted(space, ctx, opts.study_dir)  # fitted bucket sets: placed on the study's workload
+    records = opts.study_dir / "run"
+    ctx.records_dir = records
+    notes = [f"stopped a server group left by an earlier run: pgid {g}" for g in cleanup_stale_groups(records)]
+    notes += [f"trial {n} was left running by a tuner that died: failed and enqueued again"
+              for n in recover_orphans(study)]
+    owner = process_identity()
+    notes += [f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"
+              for n in nodes.fail_stale_trials(study, owner)]
+    study.set_user_attr("space", {"name": space.name, "source": space.source, "release": ctx.release})
+    study.set_user_attr("backend", ctx.backend.describe())
+    seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
+    seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
+    run = StudyRun(study=study, seeds=seeds, notes=notes)
+    screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
+    guide = Guide(study, space, ctx, objectives, screen, opts.seed)  # the calibrated model's proposals
+    known = study.user_attrs.get(SEED_ATTR) or []
+    fresh_logs = [x for x in opts.calibration_seeds if x not in known]  # a re-run adds nothing twice
+    if fresh_logs:
+        seed_calibration(study, fresh_logs)
+        notes.append(f"calibration: {len(fresh_logs)} log(s) of past boots added")
+    refresh_calibration(study, ctx)
+    for line in notes + [f"seeded: {s}" for s in seeds]:
+        trial_mod._status(ctx, line)
+
+    stop = threading.Event()
+    lock = threading.Lock()
+    ask_lock = nodes.AskLock(study._storage, nodes.storage_url(opts.storage_url), opts.name)
+    errors: list[BaseException] = []
+    deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
+
+    def want_more() -> bool:
+        return not stop.is_set() and time.monotonic() < deadline and _counted(study) < opts.n_trials
+
+    def worker(slot: Slot):
+        while True:
+            with lock, ask_lock:  # count and ask atomically, across nodes too
+                more = want_more()
+                if more:
+                    trial = study.ask()
+                    trial.set_user_attr("owner", owner)
+                    heartbeat = nodes.Heartbeat(study, trial)  # beats at once: a death is noticed
+            if not more:
+                # Done here, but another node's running trial may still fail and come back.
+                if stop.is_set() or time.monotonic() >= deadline or not nodes.others_running(study, owner):
+                    return
+                stop.wait(reaper.interval or 1.0)
+                continue
+            try:
+                settings = space.suggest(trial)
+                trial.set_user_attr("slot", slot.index)
+                result, run_ctx = screen.decide(trial, settings, slot.index)
+                if result is None:
+                    trial_dir = opts.study_dir / "trials" / f"{trial.number:04d}"
+                    settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
+                    result = runner(run_ctx, settings, trial_dir, slot, stop)
+                heartbeat.stop()
+                _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
+                with lock:
+                    screen.record(trial, result)
+                    tell_result(study, trial, result, objectives, constraints)
+                    run.ran += 1
+                    if result.calibration_sample:
+                        refresh_calibration(study, ctx)
+                    guide.after_tell(result.booted, more=want_more())
+                if on_trial:
+                    on_trial(trial.number, result)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                # Our heartbeat went silent too long (a storage outage) and another node failed the
+                # trial and enqueued its parameters again: its result files stay, go on.
+                trial_mod._status(ctx, f"trial {trial.number} was failed meanwhile by another node "
+                                       "(heartbeat missed); its parameters run again")
+            except BaseException as exc:
+                # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
+                # record, stop every slot, and let the caller see the error.
+                errors.append(exc)
+                stop.set()
+                with lock, contextlib.suppress(Exception):  # the trial may have been told already
+                    trial.set_user_attr("status", "tuner_error")
+                    trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
+                    study.tell(trial, state=TrialState.FAIL)
+                return
+            finally:
+                heartbeat.stop()
+
+    previous = None
+    if install_sigint and threading.current_thread() is threading.main_thread():
+        def on_sigint(signum, frame):
+            if stop.is_set():
+                raise KeyboardInterrupt
+            stop.set()
+            run.interrupted = True
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
+               for slot in opts.slots]
+    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod._status(
+        ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
+    try:
+        with reaper:
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+    finally:
+        stop.set()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if errors:
+        raise errors[0]
+    return run
+
+
+def _write_trial_files(trial_dir: Path, result: TrialResult, settings: TrialSettings) -> None:
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    env_path = trial_dir / "trial.env"
+    lines = [f"{k}={v}" for k, v in sorted(redact_env(settings.env).items())]
+    env_path.write_text("\n".join(lines) + "\n")
+    result.artifacts["env_file"] = str(env_path)
+    (trial_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))

@@ -1,0 +1,525 @@
+"""One trial end to end: settings -> (pre-boot check) -> boot, watch, warm pass, measure, stop -> a record.
+
+The order of a trial (README.md "The way data flows through one trial"):
+1. the release profile expands the settings, predicts the buckets and the warmup cost, and rejects
+   invalid or over-budget configurations before anything boots (such a trial costs no boot);
+2. the server starts in its own process group; the log watcher follows warmup live and can abort
+   when the projected warmup exceeds the budget;
+3. readiness, one unmeasured warm pass, the measured load test;
+4. teardown of the whole process tree, whatever happened;
+5. metrics and server-side findings (bucket counts, KV blocks, graphs, recompiles) -> TrialResult.
+Every ending is classified; nothing is raised for a failed trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..load.client import run_benchmark
+from ..load.metrics import rescale_time
+from ..load.workload import Workload, gamma_send_offsets
+from ..logparse import LogWatcher
+from ..perfmodel.calibration import Calibration, observation_sample
+from ..perfmodel.checks import TrialPrediction, predict_trial, rejection
+from ..perfmodel.projection import BootTracker
+from ..serve.backends import Backend
+from ..serve.process import OutcomeKind, ServerProcess, device_env, find_free_port
+from ..serve.redact import redact_argv, redact_env
+from ..space.schema import TrialSettings
+from ..status import TrialStatus
+
+
+@dataclass
+class LoadOptions:
+    max_concurrency: int | None = 16
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    warmup_requests: int = 8  # the unmeasured warm pass
+    goodput_slos: dict[str, float] | None = None
+    percentiles: tuple[float, ...] = (50, 90, 99)
+    request_timeout_s: float = 600.0
+
+
+@dataclass
+class Limits:
+    """In the server's own time (simulated seconds for a time-scaled simulator)."""
+
+    boot_timeout_s: float = 900.0
+    warmup_timeout_s: float = 7200.0
+    warmup_budget_s: float | None = None  # abort (and reject before boot) above this predicted warmup
+    stop_grace_s: float = 10.0  # per signal (SIGINT, then SIGTERM), before SIGKILL of the group
+    wall_slack_s: float = 30.0  # added to every time-scaled wall-clock limit (process start-up jitter)
+
+
+@dataclass
+class DeviceModel:
+    """What the target hardware and model are, for pre-boot prediction (None: no prediction)."""
+
+    device: str = "gaudi2"
+    model: str = "llama-3.1-8b"
+    dtype: str = "bf16"
+
+
+@dataclass
+class TrialContext:
+    """Everything the trials of one study share."""
+
+    backend: Backend
+    workload: Workload
+    release: str | None = None  # release profile that interprets the env (None: not a Gaudi server)
+    device_model: DeviceModel | None = None
+    load: LoadOptions = field(default_factory=LoadOptions)
+    limits: Limits = field(default_factory=Limits)
+    records_dir: Path | None = None  # where server process-group records live
+    host: str = "127.0.0.1"
+    progress: Callable[[str], None] | None = None  # one-line status updates
+    # live progress of a slot: (slot, what, done, total, eta_wall_s or None); e.g. a progress bar
+    on_progress: Callable[[int, str, int, int, float | None], None] | None = None
+    # the corrections fitted from this study's boots (the study refreshes it after every trial)
+    calibration: Calibration | None = None
+    predict_serving: bool = True  # also predict the load test's figures (decode-step calibration)
+    # tune --warmup cold|cached and --shared-recipe-cache (warmupmode.WarmupOptions); None: cold, no cache
+    warmup: Any = None
+    preboot_reject: bool = True  # False: boot even what the model rejects (exploration)
+    # several load points per boot (a loadsweep.LoadSweep; None: one load test with `load`)
+    load_sweep: Any = None
+    measure_load: bool = True  # False: stop once ready (a boot that only measures the warmup)
+
+
+@dataclass
+class Slot:
+    """Where a trial runs: its index among parallel slots and its devices (None: the default)."""
+
+    index: int = 0
+    devices: list[str] | None = None
+
+
+@dataclass
+class TrialResult:
+    status: TrialStatus
+    reason: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # redacted
+    argv: list[str] = field(default_factory=list)  # redacted
+    predicted: dict[str, Any] = field(default_factory=dict)
+    observed: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)  # vllm bench serve aggregate fields
+    artifacts: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # wall seconds of the trial's phases
+    booted: bool = False
+    # this boot against the prior model: one sample per correction (perfmodel.calibration)
+    calibration_sample: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == TrialStatus.OK
+
+    @property
+    def warmup_s(self) -> float | None:
+        # the warmup the study scores when it is not this boot's own (tune --warmup cached, a cache hit);
+        # kept in "observed" so that a reused record is scored the same way
+        if self.observed.get("warmup_scored_s") is not None:
+            return self.observed["warmup_scored_s"]
+        return self.observed.get("warmup_s", self.predicted.get("warmup_s") if not self.booted else None)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------- pre-boot
+
+def predict(ctx: TrialContext, settings: TrialSettings, corrections=None, cached_recipes: frozenset = frozenset()):
+    """The release's buckets and the performance model's startup prediction, or None without a model.
+    `corrections`: the calibrated ones (default: the documented prior); `cached_recipes`: recipe keys
+    found in a recipe cache (warmupmode.cached_prediction)."""
+    if ctx.release is None or ctx.device_model is None:
+        return None
+    from ..perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
+
+    corrections = corrections or Corrections()
+    key = json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
+                      corrections.to_dict(), sorted(cached_recipes)], sort_keys=True, default=str)
+    if key in _PREDICTIONS:
+        return _PREDICTIONS[key]
+
+    s = settings.server
+    sim = SimSettings(
+        model=ctx.device_model.model,
+        device=ctx.device_model.device,
+        dtype=ctx.device_model.dtype,
+        tp=int(s.get("tensor_parallel_size", 1)),
+        gpu_memory_utilization=float(s.get("gpu_memory_utilization", 0.9)),
+        enforce_eager=bool(s.get("enforce_eager", False)),
+    )
+    inputs = ServerInputs(
+        block_size=int(s.get("block_size", 128)),
+        max_num_seqs=int(s.get("max_num_seqs", 256)),
+        max_model_len=s.get("max_model_len"),
+        max_num_batched_tokens=s.get("max_num_batched_tokens"),
+        prefix_caching=s.get("enable_prefix_caching"),
+        max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
+    )
+    pred = predict_startup(ctx.release, sim, inputs, settings.env, cached_recipes, corrections=corrections)
+    if len(_PREDICTIONS) >= 2048:  # a study asks again for what it predicted (reuse key, screening, the run)
+        _PREDICTIONS.pop(next(iter(_PREDICTIONS)))
+    _PREDICTIONS[key] = pred
+    return pred
+
+
+_PREDICTIONS: dict[str, Any] = {}  # pure function of its key; callers never mutate a prediction
+
+
+def predict_calibrated(ctx: TrialContext, settings: TrialSettings) -> TrialPrediction | None:
+    """The prior and the calibrated prediction (ctx.calibration), with their bounds; None without a model."""
+    return predict_trial(lambda corr: predict(ctx, settings, corr), ctx.calibration)
+
+
+def pre_boot_check(ctx: TrialContext, settings: TrialSettings,
+                   tp: TrialPrediction | None = None) -> tuple[dict[str, Any], TrialResult | None]:
+    """(prediction summary, a rejection result or None). A rejected trial costs no boot. Only what is
+    confidently wrong is rejected: the release's own refusal, out of memory even with favourable memory
+    corrections, or a warmup whose lower bound is over the budget."""
+    tp = tp or predict_calibrated(ctx, settings)
+    if tp is None:
+        return {}, None
+    summary = tp.summary()
+    refused = rejection(tp, ctx.limits.warmup_budget_s) if ctx.preboot_reject else None
+    if refused is None:
+        return summary, None
+    return summary, TrialResult(status=refused[0], reason=refused[1], predicted=summary)
+
+
+# ------------------------------------------------------------------------------------------- a trial
+
+# The study database's credentials are the tuner's alone: no server process gets them.
+_TUNER_ONLY_ENV = ("PGPASSWORD", "PGPASSFILE", "BUCKET_TUNER_STORAGE")
+
+
+def server_environment(settings: TrialSettings, slot: Slot, backend: Backend,
+                       release: str | None = None) -> dict[str, str]:
+    """The complete environment of the server: ours minus stray bucket settings, plus the release's
+    compilation log (diagnostics only: never exported), plus the trial's."""
+    from ..buckets.runtime import diagnostic_env
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("VLLM_", "PT_HPU_")) and k not in _TUNER_ONLY_ENV}
+    if backend.kind == "vllm":
+        env.update(device_env(slot.devices))
+    env.update(diagnostic_env(release))
+    env.update(settings.env)
+    return env
+
+
+class _SafeWatcher:
+    """The log watcher (and the boot tracker it feeds), fed from the server's log thread and read from
+    the trial thread. The tracker works in server seconds: wall seconds / the startup time scale."""
+
+    def __init__(self, expect_graphs: bool, tracker: BootTracker | None = None, scale: float = 1.0):
+        self.lock = threading.Lock()
+        self.watcher = LogWatcher(expect_graphs=expect_graphs)
+        self.tracker, self.scale = tracker, scale
+
+    def on_line(self, line: str, t: float) -> None:
+        with self.lock:
+            for ev in self.watcher.feed(line, t):
+                if self.tracker is not None:
+                    self.tracker.on_event(ev, t / self.scale)
+
+    def project(self, now: float):
+        if self.tracker is None:
+            return None
+        with self.lock:
+            return self.tracker.project(now / self.scale)
+
+    def read(self, fn):
+        with self.lock:
+            return fn(self.watcher)
+
+
+def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot: Slot | None = None,
+              stop_event: threading.Event | None = None) -> TrialResult:
+    """Run one trial; always returns a classified result and never leaves a process behind."""
+    slot = slot or Slot()
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    tp = predict_calibrated(ctx, settings)
+    predicted, rejected = pre_boot_check(ctx, settings, tp)
+    base = dict(params=settings.params, server=settings.server, env=redact_env(settings.env))
+    if rejected is None and ctx.warmup is not None:
+        from ..recipecache.warmupmode import cached_budget_rejection
+
+        refused = cached_budget_rejection(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), tp)
+        if refused is not None:
+            rejected = TrialResult(status=refused[0], reason=refused[1], predicted=predicted)
+    if rejected is not None:
+        rejected.__dict__.update(base)
+        rejected.timings = {"total_s": round(time.monotonic() - t0, 3)}
+        return rejected
+
+    backend, limits = ctx.backend, ctx.limits
+    scale = backend.startup_scale  # boot and warmup run at the startup time scale
+    port = find_free_port(ctx.host)
+    argv = backend.argv(settings.server, ctx.host, port)
+    base_url = f"http://{ctx.host}:{port}"
+    log_path = trial_dir / "server.log"
+    tracker = BootTracker(tp.calibrated if tp else None, spread=ctx.calibration.warmup_spread()
+                          if ctx.calibration else 0.15)
+    watch = _SafeWatcher(expect_graphs=bool(predicted.get("prompt_graphs")), tracker=tracker, scale=scale)
+    result = TrialResult(status=TrialStatus.OK, predicted=predicted, argv=redact_argv(argv), booted=True,
+                         artifacts={"server_log": str(log_path)}, **base)
+    measured_ctx = ctx  # the context whose load the metrics were measured under
+
+    def warmup_started() -> bool:
+        return watch.read(lambda w: w.progress() is not None or w.stage != "startup")
+
+    def should_abort() -> str | None:
+        if stop_event is not None and stop_event.is_set():
+            return "interrupted"
+        proj = watch.project(time.monotonic())
+        if ctx.on_progress is not None:
+            prog, eta = watch.read(lambda w: (w.progress(), w.projected_remaining_s()))
+            if proj is not None:
+                eta = max(0.0, proj.total_s - proj.elapsed_s) * scale
+            if prog is not None:
+                ctx.on_progress(slot.index, f"warmup {prog[0]}", prog[1], prog[2], eta)
+        budget = limits.warmup_budget_s
+        if budget is None:
+            return None
+        if proj is not None:  # the known bucket list at this boot's own pace: abort when surely over
+            return warmup_abort_reason(proj, budget)
+        # No prediction to place the steps in (another backend, an unexpected list): the early pace.
+        remaining = watch.read(lambda w: w.projected_remaining_s())
+        started = srv.warmup_started_at
+        if remaining is None or started is None:
+            return None
+        projected = (time.monotonic() - started + remaining) / scale
+        if projected > budget * 1.1:  # 10% slack: early pace estimates are noisy
+            return f"projected warmup {projected:.0f} s exceeds the budget of {budget:g} s"
+        return None
+
+    with ServerProcess(records_dir=ctx.records_dir, on_line=watch.on_line) as srv:
+        _slot_status(ctx, slot, f"booting {backend.kind} on port {port}")
+        env = server_environment(settings, slot, backend, ctx.release)
+        shared = ctx.warmup.shared if ctx.warmup is not None else None
+        if shared is not None:  # tune --shared-recipe-cache: the study's recipes, never exported
+            env.update(shared.env(settings.server))
+            cache_before = shared.snapshot(settings.server)
+        srv.start(argv, env, log_path, port=port)
+        tracker.started_at = (srv.started_at or time.monotonic()) / scale
+        outcome = srv.wait_ready(
+            base_url,
+            boot_timeout_s=limits.boot_timeout_s * scale + limits.wall_slack_s,
+            warmup_timeout_s=limits.warmup_timeout_s * scale + limits.wall_slack_s,
+            warmup_started=warmup_started,
+            should_abort=should_abort,
+            oom_seen=lambda: watch.read(lambda w: w.oom_seen),
+        )
+        t_ready = time.monotonic()
+        result.timings["boot_and_warmup_s"] = round(t_ready - t0, 3)
+        if not outcome.ok:
+            result.status = TrialStatus.from_outcome(outcome.kind)
+            if outcome.kind is OutcomeKind.BOOT_FAILURE and srv.warmup_started_at is not None:
+                result.status = TrialStatus.CRASH  # it got as far as warmup: not a launch problem
+            if outcome.kind is OutcomeKind.WARMUP_OVER_BUDGET and outcome.reason == "interrupted":
+                result.status = TrialStatus.INTERRUPTED
+            result.reason = outcome.reason + _last_error(outcome.log_tail)
+        elif not ctx.measure_load:
+            _slot_status(ctx, slot, "ready; warmup measured, no load test")
+        else:
+            _slot_status(ctx, slot, "ready; load test")
+            if ctx.load_sweep is not None:  # the serving prediction below is for the chosen point's load
+                measured_ctx = ctx_with_load(ctx, ctx.load_sweep.run(ctx, srv, base_url, trial_dir, result, watch,
+                                                                     stop_event, slot, _run_load))
+            else:
+                _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot)
+            ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
+            if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
+                # Died during (or right after) the load test: its requests failed because of that.
+                result.status = TrialStatus.RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else TrialStatus.CRASH
+                result.reason = ended.reason + _last_error(ended.log_tail)
+        result.timings["load_s"] = round(time.monotonic() - t_ready, 3)
+        g = limits.stop_grace_s
+        srv.stop(grace_int_s=g, grace_term_s=g, grace_kill_s=5.0)
+    stop = srv.stop_report
+    if stop is not None:
+        result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover}
+    _observe(result, watch, scale, t_ready - (srv.started_at or t0), outcome.ok)
+    if tp is not None:
+        record_model_check(measured_ctx, result, tp, watch.read(lambda w: tracker.facts()))
+    if ctx.warmup is not None:
+        from ..recipecache.prepare import shapes_compiled
+        from ..recipecache.warmupmode import finish_trial
+
+        hit_rate = None
+        if shared is not None:
+            hit_rate = shared.hit_rate(settings.server, cache_before,
+                                       shapes_compiled(watch.read(lambda w: w.summary()).warmup_steps))
+            for note in shared.take_notes():
+                _status(ctx, note)
+        finish_trial(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), result, tp, hit_rate)
+    result.timings["total_s"] = round(time.monotonic() - t0, 3)
+    return result
+
+
+def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
+    """The context with another load (a sweep's chosen point); unchanged for None."""
+    from dataclasses import replace
+
+    return ctx if load is None else replace(ctx, load=load)
+
+
+def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) -> None:
+    lo = ctx.load
+
+    async def main():
+        bench = asyncio.ensure_future(run_benchmark(
+            base_url, ctx.backend.api_model_name, ctx.workload,
+            max_concurrency=lo.max_concurrency, request_rate=lo.request_rate, burstiness=lo.burstiness,
+            warmup_requests=lo.warmup_requests, goodput_slos=lo.goodput_slos, percentiles=lo.percentiles,
+            progress=False,
+            on_request_done=(None if ctx.on_progress is None else
+                             lambda done, total: ctx.on_progress(slot.index, "load test", done, total, None)),
+            request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
+            time_scale=ctx.backend.time_scale,  # rates and goodput SLOs are in the server's own time
+        ))
+        # Watchdog: a crashed server or a Ctrl-C ends the load test now, with its streams closed.
+        while not bench.done():
+            await asyncio.wait({bench}, timeout=0.5)
+            if bench.done():
+                break
+            crashed = srv.check(lambda: watch.read(lambda w: w.oom_seen))
+            if crashed is not None or (stop_event is not None and stop_event.is_set()):
+                bench.cancel()
+                await asyncio.gather(bench, return_exceptions=True)
+                return crashed
+        return bench.result()
+
+    outcome = asyncio.run(main())
+    if outcome is None or not hasattr(outcome, "to_json"):
+        if outcome is None:
+            result.status, result.reason = TrialStatus.INTERRUPTED, "interrupted during the load test"
+        else:
+            oom = watch.read(lambda w: w.oom_seen)
+            result.status = TrialStatus.RUNTIME_OOM if oom else TrialStatus.CRASH
+            result.reason = outcome.reason + _last_error(outcome.log_tail)
+        return
+    bench_json = rescale_time(outcome.to_json(detailed=True), ctx.backend.time_scale)
+    bench_path = trial_dir / "bench.json"
+    bench_path.write_text(json.dumps(bench_json))
+    result.artifacts["bench_json"] = str(bench_path)
+    result.metrics = {k: v for k, v in bench_json.items() if not isinstance(v, (list, dict))}
+    failed = bench_json.get("failed", 0)
+    if failed:
+        # The server's own messages, most frequent first: "40 x server error: Token id 7000 is ..."
+        groups = bench_json.get("tuner_failures", {}).get("by_message") or []
+        said = "; ".join(f"{g['count']} x {g['message']}" for g in groups[:3])
+        more = f"; and {len(groups) - 3} more distinct errors" if len(groups) > 3 else ""
+        result.status = TrialStatus.LOAD_ERRORS
+        result.reason = f"{failed} of {bench_json.get('num_prompts')} requests failed: {said}{more}"
+
+
+def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after_s: float, ready: bool):
+    s = watch.read(lambda w: w.summary())
+    obs = result.observed
+    if s.prompt_buckets is not None or "prompt" in s.generated:
+        obs["prompt_buckets"] = s.generated["prompt"].count
+    if "decode" in s.generated:
+        obs["decode_buckets"] = s.generated["decode"].count
+    if s.hpu_blocks is not None:
+        obs["kv_blocks"] = s.hpu_blocks
+    for phase, cap in s.graph_captured.items():
+        obs[f"{phase.split('/')[-1].lower()}_graphs"] = cap.count
+    if s.warmup_finished is not None:
+        obs["warmup_s"] = float(s.warmup_finished.seconds)
+        obs["warmup_source"] = "log: Warmup finished"
+    elif ready:
+        # A backend with no "Warmup finished" line (a CPU/CUDA vLLM): launch to ready, said as such.
+        obs["warmup_s"] = round(ready_after_s / scale, 3)
+        obs["warmup_source"] = "launch to ready"
+    obs["not_warmed_up"] = len(s.not_warmed_up)
+    obs["buckets_not_prepared"] = len(s.buckets_not_prepared)
+    obs["preemptions"] = s.preemptions
+    # The fork's per-step compilation log (set by server_environment where the release has it)
+    obs["compile_steps_under_load"] = s.compile_steps_under_load
+    obs["compilations_under_load"] = s.compilations_under_load
+    if s.oom is not None:
+        obs["oom_stage"] = s.oom_stage
+        if result.status == TrialStatus.CRASH and s.oom_stage in ("ready", "serving"):
+            result.status = TrialStatus.RUNTIME_OOM
+
+
+def warmup_abort_reason(proj, budget: float) -> str | None:
+    """Abort when even the projection's lower bound is over the budget, or the warmup already is."""
+    if proj.elapsed_s > budget:
+        return f"warmup has run {proj.elapsed_s:.0f} s, over the budget of {budget:g} s"
+    if proj.low_s > budget:
+        return (f"projected warmup {proj.total_s:.0f} s (at least {proj.low_s:.0f} s after {proj.steps_done} of "
+                f"{proj.steps_total} steps) exceeds the budget of {budget:g} s")
+    return None
+
+
+def record_model_check(ctx: TrialContext, result: TrialResult, tp: TrialPrediction, facts: dict) -> None:
+    """Predicted vs observed for the record, and this boot's calibration sample (prior vs observed)."""
+    obs = result.observed
+    for key in ("load_s", "profile_s", "free_gib", "graph_mem_gib"):
+        if facts.get(key) is not None:
+            obs[key] = round(facts[key], 4)
+    graphs = [obs[k] for k in ("prompt_graphs", "decode_graphs") if obs.get(k) is not None]
+    observed = {**facts, "kv_blocks": obs.get("kv_blocks"), "graphs": sum(graphs) if graphs else None,
+                "median_tpot_ms": result.metrics.get("median_tpot_ms") if result.ok else None}
+    prior = tp.prior_facts()
+    if result.ok and ctx.predict_serving and tp.prior.failure is None:
+        prior["median_tpot_ms"] = predict_serving(ctx, tp.prior).get("median_tpot_ms")
+        result.predicted.update({k: round(v, 3) for k, v in predict_serving(ctx, tp.calibrated).items()})
+    result.calibration_sample = {k: round(v, 5) for k, v in observation_sample(prior, observed).items()}
+
+
+SERVING_KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")
+
+
+def predict_serving(ctx: TrialContext, pred) -> dict[str, float]:
+    """The load test's figures as the model predicts them (the simulator's virtual clock)."""
+    from ..sim import run_virtual  # the simulator's clock (imported late: the tuner does not need it)
+
+    w, lo = ctx.workload, ctx.load
+    try:
+        ins, outs = w.lengths()
+    except NotImplementedError:
+        return {}
+    rng = np.random.default_rng([getattr(w, "seed", 0), 0x41525256])
+    times = gamma_send_offsets(len(ins), lo.request_rate, lo.burstiness, rng)
+    summary = run_virtual(pred, list(zip(times, ins, outs)), max_concurrency=lo.max_concurrency).summary()
+    return {k: float(summary[k]) for k in SERVING_KEYS if summary.get(k) is not None}
+
+
+def _last_error(tail: list[str]) -> str:
+    for line in reversed(tail or []):
+        text = line.strip()
+        if "Error" in text or "error" in text:
+            return f" | last error: {text[-300:]}"
+    return ""
+
+
+def _status(ctx: TrialContext, text: str) -> None:
+    if ctx.progress is not None:
+        ctx.progress(text)
+
+
+def _slot_status(ctx: TrialContext, slot: Slot, text: str) -> None:
+    """A slot's stage: on its progress bar when there is one, else as a status line."""
+    if ctx.on_progress is not None:
+        ctx.on_progress(slot.index, text, 0, 0, None)
+    else:
+        _status(ctx, f"slot {slot.index}: {text}")
