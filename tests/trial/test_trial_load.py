@@ -11,7 +11,7 @@ import pytest
 from tuner.load.workload import FixedWorkload
 from tuner.status import TrialStatus
 
-from ..study.test_trial import context, run
+from .test_trial import context, run
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
