@@ -185,8 +185,9 @@ def _check_latency_stat(stat: str, percentiles) -> None:
 
 
 def build_context(args, space):
+    from ..perfmodel.target import DeviceModel
     from ..serve.backends import Backend
-    from ..trial.run import DeviceModel, Limits, LoadOptions, TrialContext
+    from ..trial.run import Limits, LoadOptions, TrialContext
 
     release = args.release or space.release
     if args.backend == "sim" and release is None:

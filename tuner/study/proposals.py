@@ -25,8 +25,9 @@ import optuna
 from optuna.trial import TrialState
 
 from ..perfmodel.checks import rejection
+from ..perfmodel.target import predict, predict_calibrated, predict_serving
 from ..status import TrialStatus
-from ..trial.run import TrialContext, TrialResult, predict, predict_calibrated, predict_serving
+from ..trial.run import TrialContext, TrialResult
 from .pareto import hypervolume, pareto_indices
 from .screen import SCREENED_ATTR, effective_key
 
@@ -88,7 +89,6 @@ class Guide:
         self.study, self.space, self.ctx, self.objectives, self.screen = study, space, ctx, objectives, screen
         self.rng = random.Random(seed)
         self.booted_since = 0
-        screen.guide = self
 
     def after_tell(self, booted: bool, more: bool = True) -> dict[str, Any] | None:
         """Called once a trial is told (`more`: the study wants more trials); the enqueued parameters, if any."""

@@ -395,6 +395,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     run = StudyRun(study=study, seeds=seeds, notes=notes)
     screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
     guide = Guide(study, space, ctx, objectives, screen, opts.seed)  # the calibrated model's proposals
+    screen.use_guide(guide)  # ... and what they predict dominated is screened before boot
     known = study.user_attrs.get(SEED_ATTR) or []
     fresh_logs = [x for x in opts.calibration_seeds if x not in known]  # a re-run adds nothing twice
     if fresh_logs:

@@ -31,10 +31,11 @@ from optuna.trial import TrialState
 
 from ..perfmodel.calibration import Calibration
 from ..perfmodel.checks import rejection
+from ..perfmodel.target import predict, predict_calibrated
 from ..space.fitted import bucket_set_digest
 from ..space.schema import BUCKET_FILE_VARIABLE, TrialSettings
 from ..status import TrialStatus
-from ..trial.run import TrialContext, TrialResult, predict, predict_calibrated
+from ..trial.run import TrialContext, TrialResult
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
 EXPLORE_SHARE = 0.05  # over-budget rejections booted anyway
@@ -118,7 +119,11 @@ class Screen:
         self.screening = screening
         self.rng = random.Random(seed)
         self.in_a_row: dict[int, int] = {}
-        self.guide = None  # guided.Guide: predicted-dominated proposals are not booted either
+        self.guide = None  # proposals.Guide (use_guide): predicted-dominated proposals are not booted either
+
+    def use_guide(self, guide) -> None:
+        """Screen what the guide's calibrated model predicts a measured point beats everywhere."""
+        self.guide = guide
 
     def measurements(self, key: str) -> list[optuna.trial.FrozenTrial]:
         return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))

@@ -22,22 +22,25 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..load.client import run_benchmark
 from ..load.metrics import rescale_time
-from ..load.workload import Workload, gamma_send_offsets
+from ..load.workload import Workload
 from ..logparse import LogWatcher
 from ..perfmodel.calibration import Calibration, observation_sample
-from ..perfmodel.checks import TrialPrediction, predict_trial, rejection
+from ..perfmodel.checks import TrialPrediction, rejection
 from ..perfmodel.projection import BootTracker
+from ..perfmodel.target import DeviceModel, predict_calibrated, predict_serving
 from ..serve.backends import Backend
 from ..serve.process import OutcomeKind, ServerProcess, device_env, find_free_port
 from ..serve.redact import redact_argv, redact_env
 from ..space.schema import TrialSettings
 from ..status import TrialStatus
+
+if TYPE_CHECKING:
+    from ..recipecache.warmupmode import WarmupOptions
+    from .loadsweep import LoadSweep
 
 
 @dataclass
@@ -63,17 +66,9 @@ class Limits:
 
 
 @dataclass
-class DeviceModel:
-    """What the target hardware and model are, for pre-boot prediction (None: no prediction)."""
-
-    device: str = "gaudi2"
-    model: str = "llama-3.1-8b"
-    dtype: str = "bf16"
-
-
-@dataclass
 class TrialContext:
-    """Everything the trials of one study share."""
+    """Everything the trials of one study share. It is also the model's target
+    (perfmodel.target.ServingTarget: release, device_model, calibration, workload, load)."""
 
     backend: Backend
     workload: Workload
@@ -90,10 +85,10 @@ class TrialContext:
     calibration: Calibration | None = None
     predict_serving: bool = True  # also predict the load test's figures (decode-step calibration)
     # tune --warmup cold|cached and --shared-recipe-cache (warmupmode.WarmupOptions); None: cold, no cache
-    warmup: Any = None
+    warmup: WarmupOptions | None = None
     preboot_reject: bool = True  # False: boot even what the model rejects (exploration)
     # several load points per boot (a loadsweep.LoadSweep; None: one load test with `load`)
-    load_sweep: Any = None
+    load_sweep: LoadSweep | None = None
     measure_load: bool = True  # False: stop once ready (a boot that only measures the warmup)
 
 
@@ -139,52 +134,7 @@ class TrialResult:
 
 
 # ---------------------------------------------------------------------------------------- pre-boot
-
-def predict(ctx: TrialContext, settings: TrialSettings, corrections=None, cached_recipes: frozenset = frozenset()):
-    """The release's buckets and the performance model's startup prediction, or None without a model.
-    `corrections`: the calibrated ones (default: the documented prior); `cached_recipes`: recipe keys
-    found in a recipe cache (warmupmode.cached_prediction)."""
-    if ctx.release is None or ctx.device_model is None:
-        return None
-    from ..perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
-
-    corrections = corrections or Corrections()
-    key = json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
-                      corrections.to_dict(), sorted(cached_recipes)], sort_keys=True, default=str)
-    if key in _PREDICTIONS:
-        return _PREDICTIONS[key]
-
-    s = settings.server
-    sim = SimSettings(
-        model=ctx.device_model.model,
-        device=ctx.device_model.device,
-        dtype=ctx.device_model.dtype,
-        tp=int(s.get("tensor_parallel_size", 1)),
-        gpu_memory_utilization=float(s.get("gpu_memory_utilization", 0.9)),
-        enforce_eager=bool(s.get("enforce_eager", False)),
-    )
-    inputs = ServerInputs(
-        block_size=int(s.get("block_size", 128)),
-        max_num_seqs=int(s.get("max_num_seqs", 256)),
-        max_model_len=s.get("max_model_len"),
-        max_num_batched_tokens=s.get("max_num_batched_tokens"),
-        prefix_caching=s.get("enable_prefix_caching"),
-        max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
-    )
-    pred = predict_startup(ctx.release, sim, inputs, settings.env, cached_recipes, corrections=corrections)
-    if len(_PREDICTIONS) >= 2048:  # a study asks again for what it predicted (reuse key, screening, the run)
-        _PREDICTIONS.pop(next(iter(_PREDICTIONS)))
-    _PREDICTIONS[key] = pred
-    return pred
-
-
-_PREDICTIONS: dict[str, Any] = {}  # pure function of its key; callers never mutate a prediction
-
-
-def predict_calibrated(ctx: TrialContext, settings: TrialSettings) -> TrialPrediction | None:
-    """The prior and the calibrated prediction (ctx.calibration), with their bounds; None without a model."""
-    return predict_trial(lambda corr: predict(ctx, settings, corr), ctx.calibration)
-
+# (the predictions themselves: tuner/perfmodel/target.py; a TrialContext is a target)
 
 def pre_boot_check(ctx: TrialContext, settings: TrialSettings,
                    tp: TrialPrediction | None = None) -> tuple[dict[str, Any], TrialResult | None]:
@@ -260,7 +210,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     if rejected is None and ctx.warmup is not None:
         from ..recipecache.warmupmode import cached_budget_rejection
 
-        refused = cached_budget_rejection(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), tp)
+        refused = cached_budget_rejection(ctx, settings, tp)
         if refused is not None:
             rejected = TrialResult(status=refused[0], reason=refused[1], predicted=predicted)
     if rejected is not None:
@@ -368,7 +318,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
                                        shapes_compiled(watch.read(lambda w: w.summary()).warmup_steps))
             for note in shared.take_notes():
                 _status(ctx, note)
-        finish_trial(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), result, tp, hit_rate)
+        finish_trial(ctx, settings, result, tp, hit_rate)
     result.timings["total_s"] = round(time.monotonic() - t0, 3)
     return result
 
@@ -484,24 +434,6 @@ def record_model_check(ctx: TrialContext, result: TrialResult, tp: TrialPredicti
         prior["median_tpot_ms"] = predict_serving(ctx, tp.prior).get("median_tpot_ms")
         result.predicted.update({k: round(v, 3) for k, v in predict_serving(ctx, tp.calibrated).items()})
     result.calibration_sample = {k: round(v, 5) for k, v in observation_sample(prior, observed).items()}
-
-
-SERVING_KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")
-
-
-def predict_serving(ctx: TrialContext, pred) -> dict[str, float]:
-    """The load test's figures as the model predicts them (the simulator's virtual clock)."""
-    from ..sim import run_virtual  # the simulator's clock (imported late: the tuner does not need it)
-
-    w, lo = ctx.workload, ctx.load
-    try:
-        ins, outs = w.lengths()
-    except NotImplementedError:
-        return {}
-    rng = np.random.default_rng([getattr(w, "seed", 0), 0x41525256])
-    times = gamma_send_offsets(len(ins), lo.request_rate, lo.burstiness, rng)
-    summary = run_virtual(pred, list(zip(times, ins, outs)), max_concurrency=lo.max_concurrency).summary()
-    return {k: float(summary[k]) for k in SERVING_KEYS if summary.get(k) is not None}
 
 
 def _last_error(tail: list[str]) -> str:
