@@ -32,7 +32,7 @@ from ..space.schema import SearchSpace, TrialSettings
 from ..status import CONFIG_FAILURES, TrialStatus
 from ..trial import run as trial_mod
 from ..trial.run import Slot, TrialContext, TrialResult
-from . import nodes
+from . import nodes, optuna_private
 from .proposals import Guide
 from .screen import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
 from .storage import open_storage, open_storage_readonly, redact_url
@@ -304,10 +304,8 @@ def recover_orphans(study: optuna.Study) -> list[int]:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.system_attrs.get("tuner_owner") or t.user_attrs.get("owner")
         if owner and identity_alive(owner) is False:
-            study._storage.set_trial_system_attr(t._trial_id, "tuner_recovered", True)
-            study._storage.set_trial_user_attr(t._trial_id, "status", "tuner_died")
-            study._storage.set_trial_user_attr(t._trial_id, "requeued", True)
-            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            optuna_private.fail_trial_of_dead_tuner(study, t, {"status": "tuner_died", "requeued": True},
+                                                    {"tuner_recovered": True})
             study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number})
             recovered.append(t.number)
     return recovered
@@ -344,7 +342,7 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
         trial.set_constraint(name, float(value))
     # optuna-dashboard 0.21 reads only the legacy "constraints" system attribute; mirror the values
     # there (same numbers, same order) so its Pareto view hides infeasible trials too.
-    study._storage.set_trial_system_attr(trial._trial_id, "constraints", [float(v) for v in cons.values()])
+    optuna_private.mirror_constraints(study, trial, [float(v) for v in cons.values()])
     throughput = float(result.metrics.get(THROUGHPUT) or 0.0) if result.ok else 0.0
     latency = result.metrics.get(objectives.latency_key)
     if latency is None or not result.ok:
@@ -407,7 +405,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
 
     stop = threading.Event()
     lock = threading.Lock()
-    ask_lock = nodes.AskLock(study._storage, nodes.storage_url(opts.storage_url), opts.name)
+    ask_lock = nodes.AskLock(optuna_private.storage_of(study), nodes.storage_url(opts.storage_url), opts.name)
     errors: list[BaseException] = []
     deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
 
