@@ -105,6 +105,7 @@ class StudyOptions:
     screening: bool = True  # the calibrated model's confident rejections are told without a boot
     # calibration samples from logs of past boots (--calibrate-from), added once to the study's seeds
     calibration_seeds: list[dict] = field(default_factory=list)
+    storage_object: optuna.storages.BaseStorage | None = None  # given by the Python API: used as it is
 
     @property
     def study_dir(self) -> Path:
@@ -167,7 +168,8 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
 def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -> optuna.Study:
     _quiet_optuna()
     opts.study_dir.mkdir(parents=True, exist_ok=True)
-    storage = make_storage(opts.storage_url, opts.heartbeat_grace_s, opts.storage_outage_s)
+    storage = (opts.storage_object if opts.storage_object is not None
+               else make_storage(opts.storage_url, opts.heartbeat_grace_s, opts.storage_outage_s))
     sampler = make_sampler(opts.sampler, opts.seed, space, opts.n_trials, opts.grid_levels)
     for attempt in range(5):
         try:
@@ -361,6 +363,7 @@ class StudyRun:
     interrupted: bool = False
     seeds: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    study_dir: Path | None = None  # where its report, trials.csv and best.env are
 
 
 def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
