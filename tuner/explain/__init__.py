@@ -1,6 +1,10 @@
 """`bucket-tuner explain`: what a server log says about the settings that produced it.
 
     reading.py   the log as users paste it -> timed events, one rank's view, unread lines counted
+    runs.py      where one start of the server ends and the next begins (never add two together)
+    intervals.py what the timestamps really measure: steps timed to their true successor, stretches
+                 over elided lines, phase figures
+    serverfacts.py  tensor-parallel size, model, dtype, device as the log states them
     analysis.py  release, buckets per phase, memory split, warm-up timeline, problems
     advice.py    what other settings would build and cost, predicted from the log's own pace
     render.py    the plain-words text (80 columns) and the --json document
@@ -25,6 +29,7 @@ from .analysis import (
     timeline,
 )
 from .reading import LogReading, read_log
+from .serverfacts import ServerFacts, server_facts
 
 
 @dataclass
@@ -37,6 +42,7 @@ class Explanation:
     timeline: Timeline
     problems: list[Problem]
     advice: Advice
+    server: ServerFacts
 
 
 def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None = None) -> Explanation:
@@ -45,10 +51,15 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
     phases = bucket_phases(reading)
     memory = memory_view(reading)
     tl = timeline(reading)
+    facts = server_facts(reading)
     omitted = reading.summary.omitted.get("prompt")
+    opts = dict(advise_opts or {})
+    for key, logged in (("max_model_len", facts.max_model_len), ("max_num_seqs", facts.max_num_seqs)):
+        if opts.get(key) is None and logged is not None:
+            opts[key] = logged     # the engine's own settings line beats a guess from the buckets
     adv = advise(release, phases, tl, memory.kv_blocks, omitted.token_budget if omitted else None,
-                 log_path=None if source == "-" else source, **(advise_opts or {}))
-    return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv)
+                 log_path=None if source == "-" else source, **opts)
+    return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv, facts)
 
 
 __all__ = ["Explanation", "explain", "read_log"]
