@@ -48,7 +48,7 @@ def test_explain_reads_every_log_as_a_person_does(name):
     x = explain(_lines(name), source=name)
     render_text(x)
     json.dumps(to_json(x))                              # no internal error on any of them
-    assert {p.phase: p.count for p in x.phases if p.count} == facts["buckets"]
+    assert x.bucket_counts == facts["buckets"]
     assert x.timeline.warmup_total_s == facts["warmup_total_s"]
     assert x.memory.kv_blocks == facts["kv_blocks"]
     if facts["release"] is not None:
@@ -183,3 +183,11 @@ def test_model_shape_accepts_a_model_the_tables_lack():
     assert "a generic 32B shape sized from the name 'Qwen/Qwen2.5-32B-Instruct'" in doc["advice"]["predicted_by"]
     logged = next(a for a in doc["advice"]["alternatives"] if a["name"] == "as logged")
     assert logged["predicted_warmup_s"] is not None and logged["error"] is None
+
+
+def test_ranks_repeating_the_bucket_lines_are_one_start():
+    """Every tensor-parallel rank prints the bucket config and lists: one start, not one per rank."""
+    ranks = [f"(VllmWorker rank={r} pid={900 + r}) {line}" for line in _lines(F117) for r in range(4)]
+    x = explain(ranks)
+    assert len(x.reading.runs) == 2 and x.bucket_counts == {"prompt": 24, "decode": 48}
+    assert _figures(x.timeline.phases) == FACTS[F117]["phases"]

@@ -126,9 +126,7 @@ EXPECTED = {
         release=GAUDI_V0, profiles=(), engine="v0", version="0.7.2"),   # device_config=hpu
     "fork-1.21_issue1194_tp8_decode_warmup_interleaved.log": dict(
         release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
-        # eight ranks print each step: the untagged driver's copy is the one counted; cut mid-warm-up;
-        # the steps' [i/416] state the decode bucket count
-        buckets={"decode": 416},
+        # eight ranks print each step: the untagged driver's copy is the one counted; cut mid-warm-up
         warmup_steps=[("decode", 203, 416, (96, 896)), ("decode", 204, 416, (224, 384))], tagged_processes=7),
     "fork-1.22_pr1557_pooler_warmup_rank0_traceback.log": dict(
         release=GAUDI_V0, profiles=(), engine="v0", problems=[("traceback", "NotImplementedError", 8)]),

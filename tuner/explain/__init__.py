@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .advice import Advice, advise
 from .analysis import (
@@ -43,12 +43,21 @@ class Explanation:
     problems: list[Problem]
     advice: Advice
     server: ServerFacts
+    # phases whose bucket count the log states without bucket lines (the steps' [i/N], "captured:N
+    # (100.0%)"): shown and counted, but nothing to rebuild settings from, so not in `phases`
+    counted: list[PhaseBuckets] = field(default_factory=list)
+
+    @property
+    def bucket_counts(self) -> dict[str, int]:
+        """Buckets per phase as the log states them, from bucket lines or else from its other lines."""
+        return {p.phase: p.count for p in self.phases + self.counted if p.count}
 
 
 def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None = None) -> Explanation:
     reading = read_log(lines)
     release = detect_release(reading)
-    phases = bucket_phases(reading)
+    every = bucket_phases(reading)
+    phases = [p for p in every if p.count_from in ("bucket list", "config")]
     memory = memory_view(reading)
     tl = timeline(reading)
     facts = server_facts(reading)
@@ -59,7 +68,8 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
             opts[key] = logged     # the engine's own settings line beats a guess from the buckets
     adv = advise(release, phases, tl, memory.kv_blocks, omitted.token_budget if omitted else None,
                  log_path=None if source == "-" else source, **opts)
-    return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv, facts)
+    return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv, facts,
+                       [p for p in every if p not in phases])
 
 
 __all__ = ["Explanation", "explain", "read_log"]

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..logparse import (
+    BucketConfig,
     ErrorLine,
     Event,
     GeneratedBuckets,
     GraphCaptured,
     LogWatcher,
+    OmittedBuckets,
     OutOfMemory,
     Traceback,
     WarmupFinished,
@@ -32,7 +34,7 @@ from ..logparse.prefix import split_prefix
 from .runs import Run, primary_run, split_runs
 
 # Events every tensor-parallel rank prints once per rank; only the leading process's copy counts.
-_PER_RANK = (GeneratedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
+_PER_RANK = (BucketConfig, GeneratedBuckets, OmittedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
 # A line that looks like a log record (a level word or a bracketed source) but that no rule read.
 _LOOKS_LOGGED = re.compile(r"\b(INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\b|\[[\w.\-]+\.py:\d+\]")
 

@@ -62,7 +62,7 @@ def plain_words(x: Explanation) -> list[str]:
     out = []
     s = x.reading.summary
     tl = x.timeline
-    counts = {p.phase: p.count for p in x.phases if p.count}
+    counts = x.bucket_counts
     total = tl.warmup_total_s
     if x.phases and not counts:
         out.append("The bucket configs are logged but no bucket list: the server stopped before generating them.")
@@ -160,9 +160,9 @@ def render_text(x: Explanation) -> str:
     lines.append("")
     for sentence in plain_words(x):
         lines += _wrap(sentence)
-    if x.phases:
+    if x.phases or x.counted:
         lines += ["", "Buckets", f"  {'phase':<9}{'count':>6}{'omitted':>9}{'graphs':>8}  count from"]
-        for p in x.phases:
+        for p in x.phases + x.counted:
             lines.append(f"  {p.phase:<9}{p.count:>6}{p.omitted:>9}{'' if p.captured is None else p.captured:>8}"
                          f"  {p.count_from}")
             rng = ", ".join(f"{d} {lo}..{hi}" for d, (lo, hi) in zip(p.dims, p.ranges))
@@ -229,8 +229,8 @@ def render_text(x: Explanation) -> str:
                              "Alternatives (bucket counts only: this log has no warm-up timing to predict from)"),
                   f"  {'':<16}{'strategy':<14}{'prompt':>7}{'decode':>7}{'warm-up':>10}"]
         base = _as_logged(x)
-        if x.phases:
-            counts = {p.phase: p.count for p in x.phases}
+        if x.phases or x.counted:
+            counts = x.bucket_counts
             lines.append(f"  {'this log':<16}{'':<14}{counts.get('prompt', 0):>7}{counts.get('decode', 0):>7}"
                          f"{_secs(x.timeline.warmup_total_s):>10}  (observed)")
         for a in adv.alternatives:
@@ -282,7 +282,7 @@ def to_json(x: Explanation) -> dict:
                               "listed_ranges": [list(r) for r in p.ranges],
                               "omitted": p.omitted, "graphs_captured": p.captured,
                               "config": {k: list(v) for k, v in (p.config or {}).items()} or None}
-                    for p in x.phases},
+                    for p in x.phases + x.counted},
         "memory_bytes": {k: v for k, v in vars(x.memory).items()},
         "warmup": {"total_s": x.timeline.warmup_total_s, "complete": x.timeline.complete,
                    "phases": [_phase_json(p) for p in x.timeline.phases],
