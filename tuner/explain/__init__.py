@@ -5,7 +5,8 @@
     intervals.py what the timestamps really measure: steps timed to their true successor, stretches
                  over elided lines, phase figures
     serverfacts.py  tensor-parallel size, model, dtype, device as the log states them
-    analysis.py  release, buckets per phase, memory split, warm-up timeline, problems
+    analysis.py  release, buckets per phase, memory split, problems
+    timeline.py  the warm-up timeline of each start: phase figures, slowest steps, skipped or not
     advice.py    what other settings would build and cost, predicted from the log's own pace
     render.py    the plain-words text (80 columns) and the --json document
 """
@@ -21,15 +22,14 @@ from .analysis import (
     PhaseBuckets,
     Problem,
     ReleaseGuess,
-    Timeline,
     bucket_phases,
     detect_release,
     memory_view,
     problems,
-    timeline,
 )
 from .reading import LogReading, read_log
 from .serverfacts import ServerFacts, server_facts
+from .timeline import Timeline, timeline
 
 
 @dataclass

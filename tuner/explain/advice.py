@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from .. import calc
 from ..buckets import BucketConfigError, ServerConfig, get_profile
-from .analysis import PhaseBuckets, ReleaseGuess, Timeline
+from .analysis import PhaseBuckets, ReleaseGuess
+from .timeline import Timeline
 
 # Which shipped search space fits which release family (a starting point for `tune`).
 _SPACES = {
