@@ -404,7 +404,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         notes.append(f"calibration: {len(fresh_logs)} log(s) of past boots added")
     refresh_calibration(study, ctx)
     for line in notes + [f"seeded: {s}" for s in seeds]:
-        trial_mod._status(ctx, line)
+        trial_mod.status_line(ctx, line)
 
     stop = threading.Event()
     lock = threading.Lock()
@@ -451,7 +451,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             except optuna.exceptions.UpdateFinishedTrialError:
                 # Our heartbeat went silent too long (a storage outage) and another node failed the
                 # trial and enqueued its parameters again: its result files stay, go on.
-                trial_mod._status(ctx, f"trial {trial.number} was failed meanwhile by another node "
+                trial_mod.status_line(ctx, f"trial {trial.number} was failed meanwhile by another node "
                                        "(heartbeat missed); its parameters run again")
             except BaseException as exc:
                 # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
@@ -476,7 +476,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         previous = signal.signal(signal.SIGINT, on_sigint)
     threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
                for slot in opts.slots]
-    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod._status(
+    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod.status_line(
         ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
     try:
         with reaper:
