@@ -114,7 +114,7 @@ def grid_points(space: SearchSpace) -> list[dict]:
     out = [{}]
     for p in space.parameters:
         out = [w for v in out for w in ([dict(v, **{p.name: c}) for c in p.choices]
-                                        if space._condition_met(p, v) else [v])]
+                                        if space.condition_met(p, v) else [v])]
     return out
 
 

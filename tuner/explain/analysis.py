@@ -124,7 +124,7 @@ def _decode_steps_over_seq(events: list) -> bool:
     return bool(decode) and all(e.seq_len is not None and e.num_blocks is None for e in decode)
 
 
-def _detect_release(reading: LogReading) -> ReleaseGuess:
+def _detect_release(reading: LogReading) -> ReleaseGuess:  # noqa: C901 (one test per release's log signature, in the order they disambiguate)
     events = [t.event for t in reading.events]
     version = next((e.version for e in events if isinstance(e, EngineInfo) and e.version), None)
     named_engine = next((e.engine for e in events if isinstance(e, EngineInfo) and e.engine), None)

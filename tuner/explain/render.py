@@ -57,7 +57,7 @@ def _phase_rows(phases) -> list[str]:
     return rows
 
 
-def plain_words(x: Explanation) -> list[str]:
+def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fact the log may or may not hold)
     """The answer first: what this log shows and what would change it, in sentences."""
     out = []
     s = x.reading.summary
@@ -144,7 +144,7 @@ def _best_alternative(x: Explanation):
     return best if best.predicted_warmup_s < base.predicted_warmup_s else None
 
 
-def render_text(x: Explanation) -> str:
+def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of the reading, each optional)
     lines: list[str] = []
     r = x.release
     head = f"{x.source}: {r.family}"

@@ -366,7 +366,7 @@ class StudyRun:
     study_dir: Path | None = None  # where its report, trials.csv and best.env are
 
 
-def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
+def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,  # noqa: C901
               constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
               install_sigint: bool = True, runner: Callable[..., TrialResult] | None = None) -> StudyRun:
     """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
