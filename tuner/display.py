@@ -34,6 +34,28 @@ def seconds(v: Any) -> str:
     return f"{v / 3600:.1f} h"
 
 
+def band(central: Any, low: Any = None, high: Any = None, fmt=None, source: str | None = None) -> str:
+    """A prediction with its band and where it comes from: '49 s (35-70 s)', '49 s (35-70 s, a log)';
+    the unit is said once when both ends share it; without a band, the figure alone."""
+    fmt = fmt or seconds
+    if missing(central):
+        return "-"
+    text = fmt(central)
+    if missing(low) or missing(high):
+        return f"{text} ({source})" if source else text
+    return f"{text} ({span(low, high, fmt)}{', ' + source if source else ''})"
+
+
+def span(low: Any, high: Any, fmt=None) -> str:
+    """A range in one unit: '35-70 s', '2 min 10 s-5 min 02 s'."""
+    fmt = fmt or seconds
+    lo, hi = fmt(low), fmt(high)
+    unit = hi.split()[-1] if " " in hi else ""
+    if unit and lo.endswith(" " + unit) and len(lo.split()) == 2 and len(hi.split()) == 2:
+        lo = lo.split()[0]
+    return f"{lo}-{hi}"
+
+
 def millis(v: Any) -> str:
     if missing(v):
         return "-"

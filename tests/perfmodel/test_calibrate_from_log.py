@@ -123,6 +123,12 @@ def test_a_log_without_bucket_lines_still_calibrates_memory_and_the_total():
     _, lines = _node_log("fork-1.22", {})
     cut = [x for x in lines if "Generated" not in x and "bucket config" not in x and "[Warmup]" not in x]
     got = log_sample(cut, _ctx("fork-1.22"), SERVER, source="cut.log")
-    assert got.sample["kv_block"] == pytest.approx(math.log(1.1), abs=0.005)  # the node's KV blocks are +10%
-    assert got.sample["prompt_warmup"] == got.sample["decode_warmup"] > 0  # slower node, from the total
-    assert any("total warm-up calibrates" in n for n in got.notes)
+    assert got.factor("kv_block") == pytest.approx(math.log(1.1), abs=0.005)  # the node's KV blocks are +10%
+    # Slower node, from the server's total: one observation over both phases, weighted by their seconds
+    # (the buckets are not in the log, so the prediction it is compared with is of the study's defaults).
+    total = [o for o in got.observations if {"prompt_warmup", "decode_warmup"} <= set(o.weights)]
+    assert len(total) == 1 and total[0].value > math.log(1.4)
+    assert sum(total[0].weights.values()) == pytest.approx(1.0)
+    assert any("Warmup finished" in n and "no timed line covers" in n for n in got.notes)
+    cal = got.calibration()
+    assert cal.corrections.prompt_warmup > 1.5 and cal.corrections.decode_warmup > 1.5

@@ -150,6 +150,43 @@ class StepOrder:
         self.size = len(self.ids)
         self.budget_at = self.size if budget_at is None else budget_at
 
+    def reconciled(self, logged: Sequence[tuple[str, int, int]]) -> StepOrder:
+        """This order, changed as little as needed for the logged steps to come in the logged order.
+
+        A prediction can place a step in another pass than the release did (fork <= 1.21 captures
+        prompt graphs until a memory budget runs out, then decode graphs, then prompt graphs again with
+        what is left: a small memory difference moves one graph across). Steps the log does not show
+        keep their predicted place among the others."""
+        seq = [sid for sid in dict.fromkeys(logged) if sid in self._pos]
+        if all(self._pos[a] < self._pos[b] for a, b in zip(seq, seq[1:])):
+            return self
+        rank = {sid: i for i, sid in enumerate(seq)}
+        per_key = {k: [self.ids[i] for i in where] for k, where in self._by_key.items()}
+        out: list[tuple[str, int, int]] = []
+        done: set = set()
+        nxt = 0  # the next logged step the order must reach
+
+        def emit(sid) -> None:
+            nonlocal nxt
+            if sid not in done:
+                done.add(sid)
+                out.append(sid)
+                if sid in rank:
+                    nxt = max(nxt, rank[sid] + 1)
+
+        for sid in self.ids:
+            if sid in done:
+                continue
+            if sid in rank and rank[sid] > nxt:
+                for want in seq[nxt:rank[sid]]:  # first the logged steps that came before it, each with
+                    for other in per_key[want[0]]:  # the steps of its phase that precede it
+                        emit(other)
+                        if other == want:
+                            break
+            emit(sid)
+        budget = self.ids[self.budget_at] if self.budget_at < self.size else None
+        return StepOrder(out, out.index(budget) if budget is not None else None)
+
     def position(self, key: str, index: int, total: int) -> int | None:
         exact = self._pos.get((key, index, total))
         if exact is not None:
@@ -271,7 +308,7 @@ def _split_runs(events: list[tuple[int, float | None, Event]], resolution: float
             seen[e.key] = (e.index, e.total)
         else:
             end = _end_line(line_no, t, e)
-            if end is not None and cur.steps:
+            if end is not None and (cur.steps or end.kind == "finished"):
                 cur.ends.append(end)
     return runs
 
@@ -330,8 +367,9 @@ def _choose(runs: list[Run]) -> int | None:
     """The run whose warm-up counts: a finished one with the most timed steps, else the most timed."""
     timed = [i for i, r in enumerate(runs) if r.timed_steps]
     if not timed:
-        steps = [i for i, r in enumerate(runs) if r.steps]
-        return steps[-1] if steps else (len(runs) - 1 if runs else None)
+        some = ([i for i, r in enumerate(runs) if r.finished_s is not None]
+                or [i for i, r in enumerate(runs) if r.steps] or list(range(len(runs))))
+        return some[-1] if some else None
     return max(timed, key=lambda i: (runs[i].finished_s is not None, runs[i].timed_steps, -i))
 
 
@@ -349,7 +387,8 @@ def read_step_times(events: Iterable[tuple[int, float | None, Event]], elisions:
     notes: list[str] = []
     for i, r in enumerate(runs):
         o = order(r) if callable(order) else order
-        r.intervals = _intervals(r, o or StepOrder.from_log(r.steps), marks, resolution)
+        o = o.reconciled([(x.key, x.index, x.total) for x in r.steps]) if o is not None else StepOrder.from_log(r.steps)
+        r.intervals = _intervals(r, o, marks, resolution)
         if r.why_new and (r.steps or i == chosen):
             notes.append(r.why_new)
     if chosen is not None and sum(1 for r in runs if r.steps) > 1:
