@@ -22,7 +22,7 @@ from typing import Any
 from .explain import Explanation, explain
 from .explain.advice import env_from_configs, server_from_log, strategy_from_configs
 from .logparse import EngineInfo, GraphBudget
-from .logparse.steptimes import elision_lines, events_of, read_step_times
+from .logparse.steptimes import elision_lines, events_of, line_ranges, read_step_times
 from .perfmodel import Corrections
 from .perfmodel.calibration import (
     ADDITIVE,
@@ -150,8 +150,13 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
     elisions = elision_lines(lines)
     x = explain(lines, source=source)
     notes: list[str] = []
-    keep = read_step_times(events_of(x.reading.events), elisions).kept_lines()
+    first = read_step_times(events_of(x.reading.events), elisions)
+    keep = first.kept_lines()
     if keep is not None:  # several runs or excerpts: read the settings of the one whose warm-up counts
+        read = {t.line_no for t in x.reading.events}
+        notes += first.run_notes
+        notes.append(f"read lines {line_ranges(keep & read)} (the run whose warm-up counts and the startup lines "
+                     f"before it); left out lines {line_ranges(read - keep)}")
         lines = [line if n in keep else "" for n, line in enumerate(lines, start=1)]
         x = explain(lines, source=source)
     if ctx.release is None or ctx.device_model is None:
@@ -235,9 +240,10 @@ def _logged_lists(x: Explanation, pred, notes: list[str]):
     again = with_bucket_lists(pred, logged["prompt"], logged["decode"])
     if again.failure is not None:
         return pred
-    notes.append(f"the rebuilt configuration builds {len(built['prompt'])} prompt and {len(built['decode'])} decode "
-                 f"buckets, the log {len(logged['prompt'])} and {len(logged['decode'])}: its steps are timed "
-                 "against the logged lists")
+    differ = {ph: len(set(logged[ph]) ^ set(built[ph])) for ph in logged}
+    notes.append("the rebuilt configuration builds other buckets than the log prints (" + ", ".join(
+        f"{ph} {len(built[ph])} vs {len(logged[ph])}, {n} differ" for ph, n in differ.items() if n) +
+        "): its steps are timed against the logged lists")
     return again
 
 

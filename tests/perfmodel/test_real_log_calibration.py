@@ -113,3 +113,27 @@ def test_a_log_is_bounded_and_outvoted_by_the_boots():
     # A log that agrees with the boots is kept.
     agree = {"log": "ok.log", "evidence": [{"w": {"prompt_warmup": 1.0}, "y": math.log(1.1), "sd": 0.0}]}
     assert Calibration.from_samples([*boots, agree]).notes == []
+
+
+def test_the_study_says_when_its_boots_outvote_a_log():
+    """`tune` prints it once (measured.refresh_calibration), and the study's record keeps it."""
+    import optuna
+
+    from tuner.measured import CAL_ATTR, SAMPLE_ATTR, SEED_ATTR, refresh_calibration
+
+    study = optuna.create_study(directions=["maximize"])
+    study.set_user_attr(SEED_ATTR, [{"log": "node-b.log", "evidence": [
+        {"w": {"prompt_warmup": 0.5, "decode_warmup": 0.5}, "y": math.log(3.0), "sd": 0.02}]}])
+    for f in (1.0, 1.04, 0.97):
+        t = study.ask()
+        t.set_user_attr(SAMPLE_ATTR, {"prompt_warmup": math.log(f), "decode_warmup": math.log(f)})
+        study.tell(t, 1.0)
+    said: list[str] = []
+    ctx = TrialContext(backend=None, workload=None, release="fork-1.22",
+                       device_model=DeviceModel("gaudi3", "llama-3.1-8b", "bf16"), progress=said.append)
+    cal = refresh_calibration(study, ctx)
+    assert cal.corrections.prompt_warmup == pytest.approx(1.0, abs=0.05)
+    assert len(said) == 1 and "node-b.log" in said[0] and "the boots win" in said[0]
+    assert study.user_attrs[CAL_ATTR]["notes"] == cal.notes
+    refresh_calibration(study, ctx)
+    assert len(said) == 1  # said once

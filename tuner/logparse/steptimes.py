@@ -216,7 +216,8 @@ class StepTimes:
     runs: list[Run]
     chosen: int | None  # index of the run whose steps count (the complete one, else the most timed)
     resolution_s: float  # timestamp resolution: 1 s for vLLM's own stamps
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # run notes, then the chosen run's interval notes
+    run_notes: list[str] = field(default_factory=list)  # restarts, excerpts, runs left out
 
     @property
     def run(self) -> Run | None:
@@ -237,6 +238,17 @@ class StepTimes:
             if r.end_time is not None and r.end_time <= run.start_time and (floor is None or r.start_time >= floor):
                 lines.update(range(r.first_line, r.last_line + 1))
         return lines
+
+
+def line_ranges(numbers: Iterable[int]) -> str:
+    """'2-4, 8-17' for a set of line numbers."""
+    out: list[list[int]] = []
+    for n in sorted(numbers):
+        if out and n == out[-1][1] + 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in out)
 
 
 def _step_line(line_no: int, t: float | None, e: WarmupStep) -> StepLine:
@@ -385,11 +397,11 @@ def read_step_times(events: Iterable[tuple[int, float | None, Event]], elisions:
     runs = _split_runs(events, resolution)
     chosen = _choose(runs)
     notes: list[str] = []
-    for i, r in enumerate(runs):
+    for r in runs:
         o = order(r) if callable(order) else order
         o = o.reconciled([(x.key, x.index, x.total) for x in r.steps]) if o is not None else StepOrder.from_log(r.steps)
         r.intervals = _intervals(r, o, marks, resolution)
-        if r.why_new and (r.steps or i == chosen):
+        if r.why_new:
             notes.append(r.why_new)
     if chosen is not None and sum(1 for r in runs if r.steps) > 1:
         others = [i for i, r in enumerate(runs) if r.steps and i != chosen]
@@ -397,10 +409,11 @@ def read_step_times(events: Iterable[tuple[int, float | None, Event]], elisions:
                      f"{runs[chosen].last_line} is used; the warm-up lines of the other"
                      f"{'s' if len(others) > 1 else ''} (lines " +
                      ", ".join(f"{runs[i].first_line}-{runs[i].last_line}" for i in others) + ") are dropped")
+    run_notes = list(notes)
     run = runs[chosen] if chosen is not None else None
     if run is not None:
         notes += [iv.note for iv in run.intervals if iv.note]
-    return StepTimes(runs, chosen, resolution, notes)
+    return StepTimes(runs, chosen, resolution, notes, run_notes)
 
 
 def events_of(timed: Iterable) -> list[tuple[int, float | None, Event]]:
