@@ -21,7 +21,7 @@ from typing import Any
 
 from .explain import Explanation, explain
 from .explain.advice import env_from_configs, server_from_log, strategy_from_configs
-from .logparse import EngineInfo, GraphBudget
+from .logparse import GraphBudget
 from .logparse.steptimes import elision_lines, events_of, line_ranges, read_step_times
 from .perfmodel import Corrections
 from .perfmodel.calibration import (
@@ -142,23 +142,25 @@ def _bucket_env(profile, cfg, strategy: str, base: dict[str, str], logged: dict[
     return {k: v for k, v in env.items() if k not in base}
 
 
+def read_for_calibration(lines: Iterable[str], source: str = "-") -> tuple[Explanation, list[str], list[str]]:
+    """The log as calibration reads it: (explanation of the run whose warm-up counts, with the startup
+    lines before it; the lines, others blanked so that line numbers stay; notes on what was left out)."""
+    lines = list(lines)
+    x = explain(lines, source=source)
+    first = read_step_times(events_of(x.reading.events), elision_lines(lines))
+    keep = first.kept_lines()
+    if keep is None:
+        return x, lines, []
+    read = {t.line_no for t in x.reading.events}
+    notes = [*first.run_notes, f"read lines {line_ranges(keep & read)} (the run whose warm-up counts and the "
+             f"startup lines before it); left out lines {line_ranges(read - keep)}"]
+    lines = [line if n in keep else "" for n, line in enumerate(lines, start=1)]
+    return explain(lines, source=source), lines, notes
+
+
 def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], source: str = "-") -> LogSample:
     """One calibration sample from a log, against the study's release, device and model (ctx)."""
-    from .trial import predict
-
-    lines = list(lines)
-    elisions = elision_lines(lines)
-    x = explain(lines, source=source)
-    notes: list[str] = []
-    first = read_step_times(events_of(x.reading.events), elisions)
-    keep = first.kept_lines()
-    if keep is not None:  # several runs or excerpts: read the settings of the one whose warm-up counts
-        read = {t.line_no for t in x.reading.events}
-        notes += first.run_notes
-        notes.append(f"read lines {line_ranges(keep & read)} (the run whose warm-up counts and the startup lines "
-                     f"before it); left out lines {line_ranges(read - keep)}")
-        lines = [line if n in keep else "" for n, line in enumerate(lines, start=1)]
-        x = explain(lines, source=source)
+    x, lines, notes = read_for_calibration(lines, source)
     if ctx.release is None or ctx.device_model is None:
         raise LogCalibrationError(f"--calibrate-from {source}: the study has no performance model "
                                   "(a release and --model-shape are needed)")
@@ -174,7 +176,17 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
         settings, more = settings_from_log(x, server_defaults, ctx.release)
     except BucketConfigError as exc:
         raise LogCalibrationError(f"--calibrate-from {source}: its settings cannot be read back ({exc})") from None
-    notes += more
+    return log_evidence(x, lines, ctx, settings, source, notes + more)
+
+
+def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings, source: str = "-",
+                 notes: list[str] | None = None) -> LogSample:
+    """The sample of a log read by read_for_calibration, against the prediction of `settings` (the
+    settings it ran with: read from it, or known otherwise, as the fidelity benchmark's facts)."""
+    from .trial import predict
+
+    notes = list(notes or [])
+    elisions = elision_lines(lines)
     prior_pred = predict(ctx, settings)
     if prior_pred is None or prior_pred.failure is not None:
         why = prior_pred.failure.message if prior_pred is not None and prior_pred.failure else "no prediction"
@@ -220,7 +232,6 @@ MEMORY_KEYS = ("kv_block", "graph_mem", "free_mem_offset_gib")
 WARMUP_KEYS = ("prompt_warmup", "decode_warmup")
 # What the printed figures leave open: GiB with three or four digits, whole blocks.
 MEMORY_NOISE = {"kv_block": 0.003, "graph_mem": 0.01, "free_mem_offset_gib": 0.02}
-STARTUP_BANNER_NOISE = 0.3  # weights load timed from an excerpt's first line, not the server's start
 
 
 def _logged_lists(x: Explanation, pred, notes: list[str]):
@@ -279,27 +290,35 @@ def _observed_memory(x: Explanation) -> dict[str, Any]:
 
 
 def _startup_observations(x: Explanation, st, pred, notes: list[str]) -> list[tuple[Observation, str]]:
-    """Weights load (the run's first line to 'Loading model weights took') and the profiling run (to the
-    memory split), when the chosen run shows both ends with timestamps."""
-    from .logparse import MemorySplit, ModelLoaded
+    """Weights load (the model runner's start, its attention-backend or bucket-config line, to 'Loading
+    model weights took': what the documented load constants were read from) and the profiling run (to
+    the memory split), where the chosen run shows both ends with timestamps."""
+    from .logparse import BucketConfig, BucketVariable, GeneratedBuckets, MemorySplit, Milestone, ModelLoaded
 
     run = st.run
-    lo, hi = (run.first_line, run.last_line) if run is not None else (0, 10**9)
-    timed = [t for t in x.reading.events if t.time_s is not None and lo <= t.line_no <= hi]
-    if run is None or not timed:
+    if run is None:
         return []
+    timed = [t for t in x.reading.events if t.time_s is not None and run.first_line <= t.line_no <= run.last_line]
     loaded = next((t for t in timed if isinstance(t.event, ModelLoaded)), None)
     split = next((t for t in timed if isinstance(t.event, MemorySplit)), None)
     tick = st.resolution_s
+    pair = math.sqrt(2 * tick**2 / 6)  # two truncated stamps
     out = []
-    if loaded is not None and loaded.time_s - timed[0].time_s >= MIN_TICKS * tick and timed[0] is not loaded:
-        secs = loaded.time_s - timed[0].time_s
-        noise = STARTUP_BANNER_NOISE if not isinstance(timed[0].event, EngineInfo) else tick / secs
-        out.append((Observation({"load": 1.0}, math.log(secs / pred.load_seconds), noise),
-                    f"weights loaded {secs:.0f} s after line {timed[0].line_no} (predicted {pred.load_seconds:.0f} s)"))
+    if loaded is not None:
+        starts = [t for t in timed if t.line_no < loaded.line_no and (
+            isinstance(t.event, (BucketConfig, BucketVariable, GeneratedBuckets))
+            or (isinstance(t.event, Milestone) and t.event.name == "attention_backend"))]
+        secs = loaded.time_s - starts[-1].time_s if starts else None
+        if secs is not None and secs >= MIN_TICKS * tick and pred.load_seconds > 0:
+            out.append((Observation({"load": 1.0}, math.log(secs / pred.load_seconds), pair / secs),
+                        f"weights loaded {secs:.0f} s after the model runner started (line {starts[-1].line_no}; "
+                        f"predicted {pred.load_seconds:.0f} s)"))
+        elif not starts:
+            notes.append("weights load not timed: no timed model-runner start (attention backend or bucket "
+                         "config line) before 'Loading model weights'")
     if loaded is not None and split is not None and split.time_s - loaded.time_s >= MIN_TICKS * tick:
         secs = split.time_s - loaded.time_s
-        out.append((Observation({"profile": 1.0}, math.log(secs / pred.profile_seconds), 0.41 * tick / secs),
+        out.append((Observation({"profile": 1.0}, math.log(secs / pred.profile_seconds), pair / secs),
                     f"profiling run {secs:.0f} s (predicted {pred.profile_seconds:.0f} s)"))
     return out
 

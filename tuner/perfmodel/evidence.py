@@ -71,6 +71,14 @@ def _describe(g: _Group, pred: StartupPrediction) -> str:
     return f"{g.observed:.0f} s over {steps} step{'s' if len(g.covered) != 1 else ''} (predicted {g.total:.0f} s)"
 
 
+def _absorb(into: _Group, g: _Group) -> None:
+    into.observed += g.observed
+    for k, v in g.predicted.items():
+        into.predicted[k] = into.predicted.get(k, 0.0) + v
+    into.first, into.stop = min(into.first, g.first), max(into.stop, g.stop)
+    into.covered = into.covered + g.covered
+
+
 def warmup_evidence(st: StepTimes, pred: StartupPrediction) -> WarmupEvidence:
     """Observations of the warm-up corrections from the chosen run of `st`, placed against `pred`
     (the prior prediction of the logged configuration; `st` read with step_order(pred))."""
@@ -86,20 +94,28 @@ def warmup_evidence(st: StepTimes, pred: StartupPrediction) -> WarmupEvidence:
     tick = st.resolution_s
     floor = MIN_TICKS * tick
     kept: list[Interval] = [iv for iv in run.intervals if iv.kind in ("step", "gap") and iv.stop <= len(secs)]
+    # Contiguous intervals of the same corrections make one group; a group too short to time alone then
+    # joins a contiguous neighbour (the one before it, else the one after), mixing their corrections.
     groups: list[_Group] = []
     for iv in kept:
         g = _Group(iv.seconds, {}, iv.first, iv.stop, list(range(iv.first, iv.stop)))
         for p in g.covered:
             g.predicted[names[p]] = g.predicted.get(names[p], 0.0) + secs[p]
-        last = groups[-1] if groups else None
-        if last is not None and last.stop == g.first and (
-                last.signature == g.signature or last.observed < floor or g.observed < floor):
-            last.observed += g.observed
-            for k, v in g.predicted.items():
-                last.predicted[k] = last.predicted.get(k, 0.0) + v
-            last.stop, last.covered = g.stop, last.covered + g.covered
+        if groups and groups[-1].stop == g.first and groups[-1].signature == g.signature:
+            _absorb(groups[-1], g)
         else:
             groups.append(g)
+    i = 0
+    while i < len(groups):
+        g = groups[i]
+        if g.observed < floor and len(groups) > 1:
+            if i > 0 and groups[i - 1].stop == g.first:
+                _absorb(groups[i - 1], groups.pop(i))
+                continue
+            if i + 1 < len(groups) and g.stop == groups[i + 1].first:
+                _absorb(g, groups.pop(i + 1))
+                continue
+        i += 1
     covered: set[int] = set()
     for g in groups:
         if g.observed < floor or g.total <= 0:
