@@ -47,8 +47,13 @@ def band(central: Any, low: Any = None, high: Any = None, fmt=None, source: str 
 
 
 def span(low: Any, high: Any, fmt=None) -> str:
-    """A range in one unit: '35-70 s', '2 min 10 s-5 min 02 s'."""
+    """A range in one unit: '35-70 s'; durations in the unit of the high end ('0.6-9.4 min', '0.9-15 h')."""
     fmt = fmt or seconds
+    if fmt is seconds and float(high) >= 100:
+        unit, div = ("h", 3600.0) if float(high) >= 3600 else ("min", 60.0)
+        lo_v, hi_v = float(low) / div, float(high) / div
+        digits = 0 if lo_v >= 10 else 1
+        return f"{lo_v:.{digits}f}-{hi_v:.{0 if hi_v >= 10 else 1}f} {unit}"
     lo, hi = fmt(low), fmt(high)
     unit = hi.split()[-1] if " " in hi else ""
     if unit and lo.endswith(" " + unit) and len(lo.split()) == 2 and len(hi.split()) == 2:

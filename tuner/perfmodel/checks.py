@@ -86,8 +86,9 @@ def rejection(tp: TrialPrediction, budget_s: float | None) -> tuple[TrialStatus,
             return TrialStatus.INVALID_CONFIG, f"{pred.failure.phase}: {pred.failure.message}"
         return None  # out of memory only as calibrated: uncertain, so it boots and the boot tells
     if budget_s is not None and tp.warmup_low_s is not None and tp.warmup_low_s > budget_s:
+        high = f"-{tp.warmup_high_s:.0f}" if tp.warmup_high_s is not None else "+"
         return (TrialStatus.WARMUP_OVER_BUDGET,
-                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {tp.warmup_low_s:.0f} s) exceeds the "
-                f"budget of {budget_s:g} s ({len(pred.plan.prompt)} prompt + {len(pred.plan.decode)} decode "
-                "buckets)")
+                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {tp.warmup_low_s:.0f} s; 2-sd range "
+                f"{tp.warmup_low_s:.0f}{high} s, from {tp.calibration.source_label()}) exceeds the budget of "
+                f"{budget_s:g} s ({len(pred.plan.prompt)} prompt + {len(pred.plan.decode)} decode buckets)")
     return None
