@@ -29,7 +29,7 @@ from .perfmodel.calibration import (
     WARMUP_FACTORS,
     Calibration,
     Observation,
-    _combination,
+    combination,
     evidence_sample,
     memory_sample,
 )
@@ -211,10 +211,10 @@ def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings,
     described = [f"{k} {_ratio(k, v)}: {_memory_words(k, memory_obs)}" for k, v in memory.items()]
     for o, what in zip(warm.observations, warm.described):
         observations.append(o)
-        described.append(f"{_combination(o.weights)} x{math.exp(o.value):.3g} (+-{o.noise:.2f}): {what}")
+        described.append(f"{combination(o.weights)} x{math.exp(o.value):.3g} (+-{o.noise:.2f}): {what}")
     for o, what in _startup_observations(x, st, steps_pred, notes):
         observations.append(o)
-        described.append(f"{_combination(o.weights)} x{math.exp(o.value):.3g} (+-{o.noise:.2f}): {what}")
+        described.append(f"{combination(o.weights)} x{math.exp(o.value):.3g} (+-{o.noise:.2f}): {what}")
     counts = {p.phase: p.count for p in x.phases if p.phase in ("prompt", "decode")}
     predicted_counts = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
     if counts and counts != predicted_counts:
@@ -228,8 +228,6 @@ def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings,
                      {**memory_obs, "warmup_s": x.timeline.warmup_total_s}, notes, observations, described)
 
 
-MEMORY_KEYS = ("kv_block", "graph_mem", "free_mem_offset_gib")
-WARMUP_KEYS = ("prompt_warmup", "decode_warmup")
 # What the printed figures leave open: GiB with three or four digits, whole blocks.
 MEMORY_NOISE = {"kv_block": 0.003, "graph_mem": 0.01, "free_mem_offset_gib": 0.02}
 

@@ -234,7 +234,7 @@ class Calibration:
             kept = []
             for o in s.observations:
                 a = self._rows([o])[0]
-                what = _combination(o.weights)
+                what = combination(o.weights)
                 value = o.value
                 bound = BOUND_SD * math.sqrt(a @ plausible @ a)
                 if abs(value) > bound:
@@ -324,7 +324,8 @@ class Calibration:
         return cal
 
 
-def _combination(weights: Mapping[str, float]) -> str:
+def combination(weights: Mapping[str, float]) -> str:
+    """What an observation is of, in words: "prompt_warmup", "prompt+decode warm-up"."""
     names = sorted(weights, key=lambda k: -weights[k])
     return names[0] if len(names) == 1 else "+".join(n.replace("_warmup", "") for n in names) + " warm-up"
 

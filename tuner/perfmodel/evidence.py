@@ -128,8 +128,7 @@ def warmup_evidence(st: StepTimes, pred: StartupPrediction) -> WarmupEvidence:
         covered.update(g.covered)
     finished = run.finished_s
     if finished is not None:
-        _remainder(out, finished, pred, covered, sum(iv.seconds for iv in kept), secs, names, phase_total, tick,
-                   len(groups))
+        _remainder(out, finished, pred, covered, out.covered_s, secs, names, phase_total, tick, len(groups))
     return out
 
 
