@@ -31,7 +31,11 @@ SCENARIOS: dict[str, dict[str, float]] = {
     "more_memory": {"kv_block": 1.1},
     "more_graph_memory": {"graph_mem": 1.25},
     "slow_decode": {"decode_step": 1.25},
+    # warm-up steps cost what real logs' timed steps cost (benchmarks/tuning/realsteps.py), not the model's
+    # rules scaled: only for problems with real logs of their device and warm-up style
+    "real_steps": {},
 }
+STEP_SCENARIOS = ("real_steps",)
 COMPILE_ONLY = ("prompt_warmup", "decode_warmup", "capture")  # serving changes only through runtime recompiles
 
 
@@ -77,6 +81,10 @@ def true_prediction(problem: Problem, settings: TrialSettings, sigma: float, sce
     ctx = problem.context()
     prior = M.predict(ctx, settings)
     real = M.predict(ctx, settings, truth(scenario)) if SCENARIOS[scenario] else prior
+    if scenario in STEP_SCENARIOS:
+        from benchmarks.tuning.realsteps import real_steps
+
+        real = real_steps(problem.key, real)
     if not perturb:
         return prior, real
     f = warmup_factor(prior, sigma)

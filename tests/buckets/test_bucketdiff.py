@@ -11,6 +11,7 @@ change.
 from __future__ import annotations
 
 import json
+import re
 
 import optuna
 import pytest
@@ -70,6 +71,17 @@ def test_predicted_kv_blocks_and_warmup_each_way_without_a_block_count():
     for b in diff.builds:
         assert b.kv_source == "predicted" and b.kv_blocks == b.predicted["kv_blocks"] > 0
         assert b.predicted["warmup_s"] > 0 and b.plan is not None
+        # the documented constants alone: the prior's 2-sd band, said as such
+        assert b.predicted["warmup_low_s"] < b.predicted["warmup_s"] < b.predicted["warmup_high_s"]
+        assert b.predicted["warmup_from"] == "prior"
+
+
+def test_compare_releases_prints_the_warmup_with_its_band(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # no folded cells
+    assert main(["compare", "--releases", "fork-1.21.2", "gaudi-main", "--max-num-seqs", "4"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "predicted warmup (2-sd range)" in out
+    assert len(re.findall(r"\(\d+(?:\.\d)?-\d+(?:\.\d)? (?:s|min|h), prior\)", out)) == 2, out
 
 
 def test_unknown_release_is_a_clear_error(capsys):

@@ -191,8 +191,10 @@ def print_release_diff(diff, source: str, console=None) -> None:
     plan_row("decode buckets", lambda x: str(len(x.plan.decode)))
     if any(x.plan is not None and x.plan.unified for x in (a, b)):
         plan_row("unified buckets", lambda x: str(len(x.plan.unified)))
-    t.add_row("predicted warmup", *[display.seconds(x.predicted.get("warmup_s")) if "warmup_s" in x.predicted
-                                    else x.predicted.get("failure", "-") for x in (a, b)])
+    t.add_row("predicted warmup (2-sd range)", *[
+        display.band(x.predicted["warmup_s"], x.predicted.get("warmup_low_s"), x.predicted.get("warmup_high_s"),
+                     source=x.predicted.get("warmup_from")) if "warmup_s" in x.predicted
+        else x.predicted.get("failure", "-") for x in (a, b)])
     for key in ("prompt_graphs", "decode_graphs"):
         t.add_row(f"predicted {key.replace('_', ' ')}", *[str(x.predicted.get(key, "-")) for x in (a, b)])
     console.print(t)

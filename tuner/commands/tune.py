@@ -250,6 +250,8 @@ def _workload(args):
 
 def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
     """One calibration sample per --calibrate-from log, each checked against this study's release."""
+    from rich.markup import escape
+
     from ..study.logcalibration import LogCalibrationError, log_sample
 
     samples = []
@@ -262,8 +264,9 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
         except LogCalibrationError as exc:
             raise UsageError(str(exc)) from None
         for note in got.notes:
-            console.print(f"[yellow]calibrate-from {path}:[/] {note}")
-        console.print(f"calibrate-from {path}: " + ", ".join(f"{k} {v:+.3f}" for k, v in sorted(got.sample.items())))
+            console.print(f"[yellow]calibrate-from {path}:[/] " + escape(note))
+        for line in [*got.described, got.corrections_text()]:
+            console.print(f"calibrate-from {path}: " + escape(line))
         samples.append(got.sample)
     return samples
 

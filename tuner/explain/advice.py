@@ -43,6 +43,7 @@ class Alternative:
     predicted_warmup_s: float | None
     error: str | None = None
     predicted_kv_blocks: int | None = None  # with the performance model (explain --model-shape)
+    predicted_warmup_band: tuple[float, float] | None = None  # its 2-sd range (performance model)
 
 
 @dataclass

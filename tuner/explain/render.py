@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+from .. import display
 from .advice import command_text
 
 if TYPE_CHECKING:
@@ -227,7 +228,8 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
         paced = any(a.predicted_warmup_s is not None for a in adv.alternatives)
         lines += ["", *_wrap(f"Alternatives (warm-up predicted from {adv.predicted_by})" if paced else
                              "Alternatives (bucket counts only: this log has no warm-up timing to predict from)"),
-                  f"  {'':<16}{'strategy':<14}{'prompt':>7}{'decode':>7}{'warm-up':>10}"]
+                  f"  {'':<16}{'strategy':<14}{'prompt':>7}{'decode':>7}{'warm-up':>10}"
+                  + ("  (2-sd range)" if any(a.predicted_warmup_band for a in adv.alternatives) else "")]
         base = _as_logged(x)
         if x.phases or x.counted:
             counts = x.bucket_counts
@@ -239,8 +241,9 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
                 continue
             pct = _pct(a.predicted_warmup_s, base.predicted_warmup_s if base and a is not base else None)
             flag = "  != this log" if a is base and adv.rebuild_mismatch else ""
+            rng = f" ({display.span(*a.predicted_warmup_band)})" if a.predicted_warmup_band else ""
             lines.append(f"  {a.name:<16}{a.strategy or '':<14}{a.prompt_buckets:>7}{a.decode_buckets:>7}"
-                         f"{_secs(a.predicted_warmup_s):>10}{pct}{flag}")
+                         f"{_secs(a.predicted_warmup_s):>10}{rng}{pct}{flag}")
         for a in adv.alternatives:
             if a.name == "calculator" and a.error is None:
                 lines.append("  calculator settings:")
@@ -308,6 +311,8 @@ def to_json(x: Explanation) -> dict:
                                      "env": a.env, "prompt_buckets": a.prompt_buckets,
                                      "decode_buckets": a.decode_buckets, "predicted_warmup_s": a.predicted_warmup_s,
                                      "predicted_kv_blocks": a.predicted_kv_blocks,
+                                     "predicted_warmup_band_s": (list(a.predicted_warmup_band)
+                                                                 if a.predicted_warmup_band else None),
                                      "error": a.error} for a in x.advice.alternatives],
                    "predicted_by": x.advice.predicted_by, "rebuild_mismatch": x.advice.rebuild_mismatch,
                    "tune_command": x.advice.tune_command, "notes": x.advice.notes},

@@ -410,7 +410,7 @@ class Milestone(Event):
     """Marker lines without numbers that still tell where start-up is. Names: sampler_warmup,
     sampler_warmup_done, validation_warmup, validation_warmup_done, no_compile_only_mode,
     compile_warmup, compile_warmup_done, enforce_eager, compile_cache_miss, shutdown,
-    shutdown_waiting_connections."""
+    shutdown_waiting_connections, attention_backend (a worker builds its model runner)."""
 
     name: str
     detail: str = ""

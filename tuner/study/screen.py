@@ -103,9 +103,15 @@ def seed_calibration(study: optuna.Study, samples: list[dict[str, float]]) -> No
 
 
 def refresh_calibration(study: optuna.Study, ctx: TrialContext) -> Calibration:
+    """Refit from every sample; say (once) when a log of a past boot is bounded or outvoted by the boots."""
     cal = study_calibration(study, generic_prior(ctx))
     ctx.calibration = cal
-    study.set_user_attr(CAL_ATTR, cal.summary())
+    said = set((study.user_attrs.get(CAL_ATTR) or {}).get("notes") or [])
+    summary = cal.summary()
+    study.set_user_attr(CAL_ATTR, summary)
+    for note in summary.get("notes", []):
+        if note not in said and ctx.progress is not None:
+            ctx.progress(f"calibration: {note}")
     return cal
 
 

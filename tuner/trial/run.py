@@ -201,18 +201,18 @@ class _SafeWatcher:
 def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot: Slot | None = None,
               stop_event: threading.Event | None = None) -> TrialResult:
     """Run one trial; always returns a classified result and never leaves a process behind."""
-    trial = _TrialRun(ctx, settings, trial_dir, slot or Slot(), stop_event)
-    rejected = trial.check_before_boot()
+    phases = _TrialRun(ctx, settings, trial_dir, slot or Slot(), stop_event)
+    rejected = phases.check_before_boot()
     if rejected is not None:
         return rejected
-    with ServerProcess(records_dir=ctx.records_dir, on_line=trial.watch.on_line) as srv:
-        outcome = trial.boot(srv)
+    with ServerProcess(records_dir=ctx.records_dir, on_line=phases.watch.on_line) as srv:
+        outcome = phases.boot(srv)
         if outcome.ok:
-            trial.measure(srv)
+            phases.measure(srv)
         else:
-            trial.classify_failure(srv, outcome)
-        trial.stop(srv)
-    return trial.finish(srv, outcome)
+            phases.classify_failure(srv, outcome)
+        phases.stop(srv)
+    return phases.finish(srv, outcome)
 
 
 class _TrialRun:
