@@ -58,13 +58,14 @@ def _shape_ranges(buckets) -> str:
 
 def cmd_buckets(args) -> int:
     profile = get_profile(args.profile)
+    env = parse_env_pairs(args.env)
     cfg = ServerConfig(
         block_size=args.block_size,
         max_num_seqs=args.max_num_seqs,
         max_model_len=args.max_model_len,
         max_num_batched_tokens=args.max_num_batched_tokens,
         num_hpu_blocks=args.num_hpu_blocks,
-        env=parse_env_pairs(args.env),
+        env=env,
         prefix_caching=args.prefix_caching,
         max_num_prefill_seqs=args.max_num_prefill_seqs,
         lora=args.lora,
@@ -122,7 +123,10 @@ def cmd_buckets(args) -> int:
 
 def cmd_profiles(args) -> int:
     for p in profiles().values():
-        alias = f" (alias {', '.join(p.aliases)})" if p.aliases else ""
+        plain = [a for a in p.aliases if a not in p.alias_notes]
+        alias = f" (alias {', '.join(plain)})" if plain else ""
         print(f"{p.name:<14} strategies: {', '.join(p.strategies):<36} default: {p.default_strategy:<12} "
               f"{p.upstream}{alias}")
+        for name, why in p.alias_notes.items():
+            print(f"{name:<14} alias of {p.name}: {why}")
     return 0
