@@ -95,6 +95,8 @@ class TrialContext:
     # several load points per boot (a loadsweep.LoadSweep; None: one load test with `load`)
     load_sweep: Any = None
     measure_load: bool = True  # False: stop once ready (a boot that only measures the warmup)
+    # tune --release auto: what was read off the node and why (detect.Detection.describe()); None: given
+    release_detection: dict | None = None
 
 
 @dataclass
@@ -146,11 +148,12 @@ def predict(ctx: TrialContext, settings: TrialSettings, corrections=None, cached
     found in a recipe cache (warmupmode.cached_prediction)."""
     if ctx.release is None or ctx.device_model is None:
         return None
+    from .buckets.owncode import bucket_source
     from .perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
 
     corrections = corrections or Corrections()
     key = json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
-                      corrections.to_dict(), sorted(cached_recipes)], sort_keys=True, default=str)
+                      corrections.to_dict(), sorted(cached_recipes), bucket_source()], sort_keys=True, default=str)
     if key in _PREDICTIONS:
         return _PREDICTIONS[key]
 
@@ -439,6 +442,8 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
         obs["decode_buckets"] = s.generated["decode"].count
     if s.hpu_blocks is not None:
         obs["kv_blocks"] = s.hpu_blocks
+    if s.engine_version:  # the second witness of the release `--release auto` read off the node
+        obs["engine_version"] = s.engine_version
     for phase, cap in s.graph_captured.items():
         obs[f"{phase.split('/')[-1].lower()}_graphs"] = cap.count
     if s.warmup_finished is not None:

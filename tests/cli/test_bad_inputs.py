@@ -122,6 +122,9 @@ CASES = [
     Case([*TUNE, "--seed-from", "nosuch"], 2, "results/nosuch/study.db"),
     Case(["tune", "--space"], 2, "--space"),
     Case([*TUNE, "--backend", "vllm", "--vllm-command", "/opt/nowhere/vllm"], 2, "'/opt/nowhere/vllm' is not an"),
+    Case([*TUNE, "--release", "auto"], 2, "--release auto reads the node's installed vLLM packages"),
+    Case([*TUNE, "--backend", "vllm", "--vllm-command", "/bin/true", "--release", "auto"], 2,
+         "cannot tell which Python runs '/bin/true'"),
     # bench
     Case(BENCH, 1, f"http://127.0.0.1:{DEAD_PORT}: connection refused"),
     Case([*BENCH[:2], f"http://admin:{PASSWORD}@127.0.0.1:{DEAD_PORT}", *BENCH[3:]], 1, "admin:***@127.0.0.1"),
