@@ -130,3 +130,23 @@ def test_the_forks_extension_is_driven_with_its_runner_steps(profile, tmp_path, 
         assert c.differences == []
     finally:
         c.close()
+
+
+def test_a_check_that_breaks_stops_and_leaves_the_engines_lists(tmp_path, monkeypatch):
+    """A release module that does not import is the harness failing, not the release refusing."""
+    site = tmp_path / "site"
+    root = build_fake_release(site, "gaudi-0.26.0", plant_seqs=7)
+    (root / "bucketing" / "common.py").write_text("import a_module_the_node_lacks\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    said = []
+    c = OwnCodeCheck("gaudi-0.26.0", sys.executable, say=said.append)
+    try:
+        with active(c):
+            plan = build_checked("gaudi-0.26.0", _cfg(7))
+            again = build_checked("gaudi-0.26.0", _cfg(8))
+        engine = get_profile("gaudi-0.26.0")
+        assert plan.decode == engine.build(_cfg(7)).decode and again.decode == engine.build(_cfg(8)).decode
+        assert c.broken.startswith("ModuleNotFoundError") and c.differences == []
+        assert said == [f"release code check: off from here on ({c.broken}); the engine's lists stand"]
+    finally:
+        c.close()

@@ -45,6 +45,8 @@ _STRATEGY_CLASSES = {
     "ExponentialBucketingStrategy": "exponential", "LinearBucketingStrategy": "linear",
     "PaddingAwareBucketingStrategy": "padding_aware",
 }
+# Answers that say the harness failed, not the release: the check stops instead of refusing configurations.
+_HARNESS_ERRORS = ("ModuleNotFoundError", "ImportError", "SyntaxError")
 SHOWN = 40  # lists up to this long are printed whole in a difference; the file always holds both whole
 
 
@@ -177,6 +179,7 @@ class OwnCodeCheck:
         self.out_file = out_file
         self.say = say or (lambda line: None)
         self.checked = 0
+        self.broken: str | None = None  # why the check stopped (the engine's lists stand from then on)
         self.differences: list[Difference] = []
         self._cache: dict[str, ReleaseLists] = {}
         self._lock = threading.Lock()
@@ -200,14 +203,22 @@ class OwnCodeCheck:
             return f"{self.python} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
         return None
 
-    def release_lists(self, cfg: ServerConfig) -> ReleaseLists:
-        """The release's code on `cfg` (run once per distinct configuration, then remembered)."""
+    def release_lists(self, cfg: ServerConfig) -> ReleaseLists | None:
+        """The release's code on `cfg` (run once per distinct configuration, then remembered); None when
+        the check itself broke (the worker died, the module does not import): the engine's lists stand."""
+        if self.broken:
+            return None
         key = _key(self.profile, cfg)
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
         answer = self.worker.ask({"family": self.family, "tree": None, "release": self.release_tag,
                                   "inputs": request_inputs(cfg, get_profile(self.profile).engine)})
+        error = answer.get("error", "")
+        if error == "worker died" or error.startswith(_HARNESS_ERRORS):
+            self.broken = error
+            self.say(f"release code check: off from here on ({error}); the engine's lists stand")
+            return None
         if "skip" in answer:  # upstream did not finish: the release would hang at start-up
             got = ReleaseLists(error=f"no answer within {self.worker.hang_seconds} s (the release hangs)")
         elif "error" in answer:
@@ -220,14 +231,14 @@ class OwnCodeCheck:
             self._cache[key] = got
         return got
 
-    def compare(self, cfg: ServerConfig, plan: BucketPlan | None, refused: str | None) -> ReleaseLists:
+    def compare(self, cfg: ServerConfig, plan: BucketPlan | None, refused: str | None) -> ReleaseLists | None:
         """Run the release's code on `cfg` (first time only), record and report a difference from the
         engine's `plan` (or its refusal), and return the release's lists."""
         key = _key(self.profile, cfg)
         with self._lock:
             seen = key in self._cache
         got = self.release_lists(cfg)
-        if seen:
+        if seen or got is None:
             return got
         with self._lock:
             self.checked += 1
@@ -245,6 +256,7 @@ class OwnCodeCheck:
     def summary(self) -> dict[str, Any]:
         """What the study records (user attr "release_check")."""
         return {"profile": self.profile, "python": self.python, "module": self.module, "checked": self.checked,
+                "broken": self.broken,
                 "differences": [{"what": d.what, "inputs": d.inputs} for d in self.differences[:20]],
                 "n_differences": len(self.differences),
                 "file": str(self.out_file) if self.out_file else None}
@@ -306,13 +318,16 @@ def build_checked(profile: str, cfg: ServerConfig) -> BucketPlan:
     if check is None or get_profile(profile).name != check.profile:
         return get_profile(profile).build(cfg)
     try:
-        plan, refused = get_profile(profile).build(cfg), None
+        plan, refusal = get_profile(profile).build(cfg), None
     except BucketConfigError as exc:
-        plan, refused = None, str(exc)
+        plan, refusal = None, exc
+    refused = str(refusal) if refusal else None
     got = check.compare(cfg, plan, refused)
+    if got is None or (got.error and refusal is not None):  # the engine alone (the check broke, or both refuse)
+        if refusal is not None:
+            raise refusal
+        return plan
     if got.error:
-        if plan is None:
-            raise BucketConfigError(refused or got.error)
         raise BucketConfigError(f"{got.error} (the release's own code; the engine would build buckets)")
     if plan is None:
         plan = BucketPlan(profile=check.profile, strategy=got.strategy or "linear", prompt=[], decode=[],
