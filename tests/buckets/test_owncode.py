@@ -150,3 +150,11 @@ def test_a_check_that_breaks_stops_and_leaves_the_engines_lists(tmp_path, monkey
         assert said == [f"release code check: off from here on ({c.broken}); the engine's lists stand"]
     finally:
         c.close()
+
+
+def test_the_tuners_own_bucket_variables_do_not_reach_the_release(check, monkeypatch):
+    """Only the configuration's env steers the release: a VLLM_* variable exported in the tuner's shell
+    would change its answer behind the engine's back (the worker inherits the tuner's environment)."""
+    monkeypatch.setenv("VLLM_DECODE_BS_BUCKET_STEP", "-1")  # would leave no decode buckets at all
+    engine = get_profile("gaudi-0.26.0").build(_cfg(8))
+    assert check.release_lists(_cfg(8)).decode == engine.decode != []

@@ -27,6 +27,8 @@ from .base import BucketConfigError, BucketPlan, ServerConfig
 from .registry import get_profile
 
 WORKER = Path(__file__).with_name("upstream_steps.py")
+# The study database's credentials stay with the tuner (as for its servers: trial.server_environment).
+_TUNER_ONLY_ENV = ("PGPASSWORD", "PGPASSFILE", "BUCKET_TUNER_STORAGE")
 
 # profile -> (the worker's family, the release tag that selects that release's runner steps)
 RUNNER_STEPS = {
@@ -60,9 +62,10 @@ class UpstreamWorker:
         self._lock = threading.Lock()  # parallel slots predict from several threads
 
     def _start(self):
+        env = {k: v for k, v in os.environ.items() if k not in _TUNER_ONLY_ENV}
+        env["UPSTREAM_STEPS_HANG_SECONDS"] = str(self.hang_seconds)
         self.proc = subprocess.Popen([self.python, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True,
-                                     env={**os.environ, "UPSTREAM_STEPS_HANG_SECONDS": str(self.hang_seconds)})
+                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=env)
 
     def ask(self, request: dict) -> dict:
         with self._lock:

@@ -41,7 +41,9 @@ PROBE_ENV = {
     "VLLM_FUSED_BLOCK_SOFTMAX_ADJUSTMENT": "false", "VLLM_PROMPT_USE_FUSEDSDPA": "true",
 }
 _PKGS = ("vllm_hpu_extension", "vllm_gaudi", "vllm", "habana_frameworks")
-_BASE_ENV = dict(os.environ)
+# The caller's environment without its own VLLM_* / PT_HPU_* settings: only the request's env may steer
+# the release (a variable exported in the shell would otherwise change the answer behind the inputs).
+_BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PT_HPU_"))}
 _TREES_ADDED: set[str] = set()
 
 

@@ -74,6 +74,7 @@ class VllmGaudiProfile(ReleaseProfile):
     # --- strategy selection
 
     def select_strategy(self, env: Mapping[str, str]) -> tuple[str, list[str]]:
+        _check_env(self._rel, env)  # the config framework parses the integer flags before it checks choices
         return _select(self._rel, env)
 
     def strategy_env(self, strategy: str) -> dict[str, str]:
