@@ -23,9 +23,10 @@ _STRATEGY_VAR = {
                {"VLLM_BUCKETING_STRATEGY": "exp", "VLLM_EXPONENTIAL_BUCKETING": "false"}],
     "padding_aware": [{"VLLM_BUCKETING_STRATEGY": "pad"}],
 }
+_SINGLE_LINEAR = {"linear": [{}]}  # releases without a strategy switch
 STRATEGY_ENVS = {
-    "fork-1.17": {"linear": [{}]}, "fork-1.18": {"linear": [{}]}, "fork-1.19": {"linear": [{}]},
-    "fork-1.20": {"linear": [{}]}, "fork-1.21.0": _EXP_SWITCH, "fork-1.21.2": _EXP_SWITCH,
+    "fork-1.17": _SINGLE_LINEAR, "fork-1.18": _SINGLE_LINEAR, "fork-1.19": _SINGLE_LINEAR,
+    "fork-1.20": _SINGLE_LINEAR, "fork-1.21.0": _EXP_SWITCH, "fork-1.21.2": _EXP_SWITCH,
     "fork-1.22": _EXP_DEFAULT, "fork-main": _EXP_DEFAULT, "fork-1.23": _EXP_DEFAULT, "gaudi-0.10.1": _EXP_DEFAULT,
     "gaudi-0.15.1": _EXP_DEFAULT, "gaudi-0.26.0": _STRATEGY_VAR, "gaudi-0.27.0": _STRATEGY_VAR,
     "gaudi-main": _STRATEGY_VAR,
@@ -211,16 +212,38 @@ def _edge_other(rng: random.Random, profile: str, strategy: str, row: dict) -> t
         extra.append(("LIMIT", [0, -1, 1, 2, 3]))
     if "pad" in groups and strategy == "padding_aware":
         extra += [("PAD_MAX", [-1, 0, 1, 3]), ("PAD_PERCENT", [-1, 0, 101, 150])]
-    param, values = rng.choice([("MIN", [0] if dim == "CTX" else [3, 5, 7, 33, B + 1]),
+    # A MIN of 0 hangs the fork and v0.10.1; from v0.15.1 it means "from STEP, plus a 0 bucket".
+    zero_ok = dim == "CTX" or kind == "gaudi3d"
+    param, values = rng.choice([("MIN", [0, 3, 7, 33, B + 1] if zero_ok else [3, 5, 7, 33, B + 1]),
                                 ("MAX", [0, -1, 7, 33, B + 1, L - 1]), *extra])
     return f"VLLM_{ph}_{dim}_BUCKET_{param}", rng.choice(values)
 
 
+_ODD_BOOLS = ["yes", "on", "t", "y", "TRUE", "True", "no", "off", "ture", ""]
+_ODD_STRATEGIES = ["EXP", "Lin", "linear", "exponential", "exponential_bucketing", "linear_bucketing", ""]
+
+
+def _edge_switch(rng: random.Random, profile: str) -> dict[str, str]:
+    """A switch spelled as users spell them: boolean words the parsers differ on, strategy names that
+    only some releases accept."""
+    groups = PROFILES[profile][4]
+    names = [n for n, g in (("VLLM_CONTIGUOUS_PA", "contiguous"), ("VLLM_MERGED_PREFILL", "merged"),
+                            ("VLLM_PREFIX_CACHING", "prefix_env"), ("VLLM_ENABLE_BUCKETING", "enable"))
+             if g in groups]
+    if STRATEGY_ENVS[profile] is not _SINGLE_LINEAR:
+        names.append("VLLM_EXPONENTIAL_BUCKETING")
+        names.append("VLLM_BUCKETING_STRATEGY")
+    if not names:
+        return {}
+    name = rng.choice(names)
+    return {name: rng.choice(_ODD_STRATEGIES if name == "VLLM_BUCKETING_STRATEGY" else _ODD_BOOLS)}
+
+
 def edge_row(rng: random.Random, profile: str, strategy: str) -> dict:
     """A random row whose bucket env sets one to three STEP variables to negative, zero or odd values
-    and sometimes one other unusual value (_edge_other; the rest as in random_row), and, on releases that
-    run pooling models, a pooling model a fifth of the time. Drawn from its own random stream, so the
-    random rows stay as they were."""
+    and sometimes one other unusual value (_edge_other) or switch spelling (_edge_switch; the rest as in
+    random_row), and, on releases that run pooling models, a pooling model a fifth of the time. Drawn
+    from its own random stream, so the random rows stay as they were."""
     row = random_row(rng, profile, strategy)
     kind = next(g for g in PROFILES[profile][4] if g in _DIMS)
     dims = _DIMS[kind]
@@ -229,6 +252,8 @@ def edge_row(rng: random.Random, profile: str, strategy: str) -> dict:
     if rng.random() < 0.4:
         name, value = _edge_other(rng, profile, strategy, row)
         row["env"][name] = str(value)
+    if rng.random() < 0.3:
+        row["env"].update(_edge_switch(rng, profile))
     row["pooling"] = supports_pooling(profile) and rng.random() < 0.2
     if not row["pooling"]:
         del row["pooling"]
