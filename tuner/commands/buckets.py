@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from ..buckets import ServerConfig, get_profile, profiles
 from ..buckets.base import STRATEGIES
-from . import parse_env_pairs
+from . import UsageError, parse_env_pairs
 
 
 def register(sub) -> None:
@@ -44,6 +45,9 @@ def _add_buckets(sub):
     m.add_argument("--skip-decode-block-clamp", action="store_true",
                    help="vllm-gaudi main: hybrid/GDN/mamba/interleaved-SWA models keep the full decode block range")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="a VLLM_* variable as the server sees it")
+    p.add_argument("--bucket-file", metavar="F",
+                   help="the buckets listed in file F (the same as --env VLLM_BUCKETING_FROM_FILE=F; "
+                        "vllm-gaudi v0.15.1 and later read it)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--log-lines", action="store_true", help="print the bucket lines the release logs")
     p.set_defaults(func=cmd_buckets)
@@ -56,15 +60,36 @@ def _shape_ranges(buckets) -> str:
     return " x ".join(f"{min(b[i] for b in buckets)}..{max(b[i] for b in buckets)}" for i in range(dims))
 
 
+def _env_with_bucket_file(profile, env: dict[str, str], bucket_file: str | None) -> dict[str, str]:
+    """--bucket-file F as the env variable, refused where the release never reads bucket files."""
+    from ..buckets.runtime import reads_variable
+    from ..space.schema import BUCKET_FILE_VARIABLE
+
+    if bucket_file is None:
+        return env
+    if BUCKET_FILE_VARIABLE in env and env[BUCKET_FILE_VARIABLE] != bucket_file:
+        raise UsageError(f"--bucket-file {bucket_file} and --env {BUCKET_FILE_VARIABLE}={env[BUCKET_FILE_VARIABLE]} "
+                         "name two files; give one")
+    readers = [p.name for p in profiles().values() if reads_variable(p, BUCKET_FILE_VARIABLE)]
+    if profile.name not in readers:
+        raise UsageError(f"--bucket-file {bucket_file}: {profile.name} cannot read bucket files "
+                         f"({BUCKET_FILE_VARIABLE} is not read there); profiles that do: {', '.join(readers)}")
+    if not Path(bucket_file).is_file():
+        raise UsageError(f"--bucket-file {bucket_file}: " + ("not a file" if Path(bucket_file).exists()
+                                                             else "file not found"))
+    return {**env, BUCKET_FILE_VARIABLE: bucket_file}
+
+
 def cmd_buckets(args) -> int:
     profile = get_profile(args.profile)
+    env = _env_with_bucket_file(profile, parse_env_pairs(args.env), args.bucket_file)
     cfg = ServerConfig(
         block_size=args.block_size,
         max_num_seqs=args.max_num_seqs,
         max_model_len=args.max_model_len,
         max_num_batched_tokens=args.max_num_batched_tokens,
         num_hpu_blocks=args.num_hpu_blocks,
-        env=parse_env_pairs(args.env),
+        env=env,
         prefix_caching=args.prefix_caching,
         max_num_prefill_seqs=args.max_num_prefill_seqs,
         lora=args.lora,
@@ -122,7 +147,10 @@ def cmd_buckets(args) -> int:
 
 def cmd_profiles(args) -> int:
     for p in profiles().values():
-        alias = f" (alias {', '.join(p.aliases)})" if p.aliases else ""
+        plain = [a for a in p.aliases if a not in p.alias_notes]
+        alias = f" (alias {', '.join(plain)})" if plain else ""
         print(f"{p.name:<14} strategies: {', '.join(p.strategies):<36} default: {p.default_strategy:<12} "
               f"{p.upstream}{alias}")
+        for name, why in p.alias_notes.items():
+            print(f"{name:<14} alias of {p.name}: {why}")
     return 0

@@ -36,7 +36,12 @@ def register(sub) -> None:
                    help="sim: the built-in simulated vLLM-on-Gaudi server; vllm: a real `vllm serve`")
     g.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct")
     g.add_argument("--served-model-name")
-    g.add_argument("--release", help="release profile of the server (default: the space's)")
+    g.add_argument("--release", help="release profile of the server, or auto: read off the node's installed vllm, "
+                                     "vllm-gaudi and vllm-hpu-extension (the default with --backend vllm; "
+                                     "--backend sim: the space's)")
+    g.add_argument("--no-release-check", action="store_true",
+                   help="--backend vllm: do not run the release's own bucketing code (where the node has it) to "
+                        "check the engine's buckets")
     g.add_argument("--vllm-command", default="vllm", help="how to run vLLM's CLI (e.g. /opt/venv/bin/vllm)")
     g.add_argument("--server-args", default="", metavar="ARGS",
                    help="extra arguments for the server command line, e.g. '--load-format dummy' "
@@ -184,13 +189,13 @@ def _check_latency_stat(stat: str, percentiles) -> None:
                          "(add a percentile with --metric-percentiles)")
 
 
-def build_context(args, space):
+def build_context(args, space, console=None):
     from ..perfmodel.target import DeviceModel
     from ..serve.backends import Backend
     from ..trial.run import Limits, LoadOptions, TrialContext
+    from .tunerelease import choose_release
 
-    release = args.release or space.release
-    if args.backend == "sim" and release is None:
+    if args.backend == "sim" and (args.release or space.release) is None:
         raise UsageError("the simulator needs a release profile: give --release or a space with release:")
     _check_numbers(args)
     check_load_flags(args)
@@ -209,6 +214,9 @@ def build_context(args, space):
         # checked now: every trial would otherwise fail the same way and burn the night's budget
         raise UsageError(f"--vllm-command {args.vllm_command!r}: "
                          f"{(vllm_command or [''])[0]!r} is not an executable file or a command on PATH")
+    release, detected, notes = choose_release(args, space, vllm_command)
+    for note in notes if console is not None else ():
+        console.print(note, soft_wrap=True)
     backend = Backend(
         kind=args.backend, model=args.model, served_model_name=args.served_model_name,
         sim_release=release, sim_device=args.device, sim_model=args.model_shape,
@@ -232,6 +240,7 @@ def build_context(args, space):
         limits=Limits(boot_timeout_s=args.boot_timeout, warmup_timeout_s=args.warmup_timeout,
                       warmup_budget_s=args.warmup_budget),
         load_sweep=load_sweep_from_args(args),
+        release_detection=detected,
     )
 
 
@@ -289,7 +298,7 @@ def tune_study(args, console=None, storage=None, runner=None):
     console = console or Console(stderr=True)
     check_folder(args.results, "--results")
     space = SearchSpace.load(args.space)
-    ctx = build_context(args, space)
+    ctx = build_context(args, space, console)
     if ctx.release:
         for note in space.check_release(ctx.release):
             console.print(f"[yellow]space:[/] {note}")
@@ -337,8 +346,11 @@ def tune_study(args, console=None, storage=None, runner=None):
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
                   f"storage {redact_url(opts.storage_url) if storage is None else type(storage).__name__}; "
                   f"{opts.n_trials} trials")
-    with bars:
+    from .tunerelease import record_release, release_check
+
+    with release_check(args, ctx, opts.study_dir, console, bars.print) as check, bars:
         run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial, runner=runner)
+    record_release(run.study, ctx, check, console)
     if run.interrupted:
         console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
     elif ctx.warmup is not None:

@@ -21,6 +21,7 @@ _SPACES = {
     "fork-1.19": "search_spaces/fork-1.21-linear.yaml", "fork-1.20": "search_spaces/fork-1.21-linear.yaml",
     "fork-1.21.0": "search_spaces/fork-1.21-linear.yaml", "fork-1.21.2": "search_spaces/fork-1.21-linear.yaml",
     "fork-1.22": "search_spaces/fork-1.22-exponential.yaml", "fork-main": "search_spaces/fork-1.22-exponential.yaml",
+    "fork-1.23": "search_spaces/fork-1.22-exponential.yaml",
     "gaudi-0.26.0": "search_spaces/vllm-gaudi.yaml", "gaudi-main": "search_spaces/vllm-gaudi.yaml",
 }
 

@@ -23,7 +23,7 @@ from ..logparse import (
 from .reading import LogReading
 
 FORK_2D = ("fork-1.19", "fork-1.20", "fork-1.21.0", "fork-1.21.2")
-FORK_3D = ("fork-1.22", "fork-main")
+FORK_3D = ("fork-1.22", "fork-main", "fork-1.23")
 PLUGIN = ("gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main")
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..buckets import BucketConfigError, ServerConfig, get_profile
+from ..buckets import BucketConfigError, ServerConfig
+from ..buckets.owncode import build_checked
 from .capture import plan_warmup
 from .corrections import Corrections
 from .costs import (
@@ -74,7 +75,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
             return pred
         pred.config = server_config(rules, model, inputs, env, mem.num_blocks)
         try:
-            pred.plan = get_profile(profile).build(pred.config)
+            pred.plan = build_checked(profile, pred.config)  # the release's own lists where checked
         except BucketConfigError as e:
             pred.failure = Failure("buckets", f"{_bucket_error_class(e)}: {e}")
             return pred

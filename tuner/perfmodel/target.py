@@ -87,9 +87,12 @@ def predict(target: Target, settings, corrections: Corrections | None = None,
     (recipecache.warmupmode.cached_prediction)."""
     if target.release is None or target.device_model is None:
         return None
+    from ..buckets.owncode import bucket_source
+
     corrections = corrections or Corrections()
+    # bucket_source: the release's own bucketing code may replace the engine's lists (tune --release auto)
     key = json.dumps([target.release, asdict(target.device_model), settings.server, settings.env,
-                      corrections.to_dict(), sorted(cached_recipes)], sort_keys=True, default=str)
+                      corrections.to_dict(), sorted(cached_recipes), bucket_source()], sort_keys=True, default=str)
     if key in _PREDICTIONS:
         return _PREDICTIONS[key]
 

@@ -73,6 +73,24 @@ def release_of(study: optuna.Study) -> str | None:
     return (study.user_attrs.get("space") or {}).get("release")
 
 
+def release_notes(study: optuna.Study) -> list[str]:
+    """How the study's release was chosen (tune --release auto) and what the release's own code said of
+    the engine's buckets; plain sentences, empty when neither happened."""
+    out = []
+    det = study.user_attrs.get("release_detection") or {}
+    if det:
+        out.append(f"Release read off the node ({det.get('python')}): {det.get('why')}.")
+        out += [f"{det[k][0].upper()}{det[k][1:]}." for k in ("nearest", "log_witness") if det.get(k)]
+    check = study.user_attrs.get("release_check") or {}
+    if check:
+        n = check.get("n_differences", 0)
+        out.append(f"Release code check: {check.get('checked', 0)} configuration(s) run through the release's own "
+                   f"{check.get('module')}; {n} differ from the engine's buckets"
+                   + (f" (the study used the release's lists for them; both lists in {check.get('file')})." if n
+                      else "."))
+    return out
+
+
 def cards(t: FrozenTrial) -> int:
     """Accelerator cards a trial held: the tensor-parallel size of its server command line."""
     argv = t.user_attrs.get("argv") or []

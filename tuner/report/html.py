@@ -8,6 +8,7 @@ import optuna
 
 from . import sections, summary
 from .data import gather
+from .facts import release_notes
 from .tables import CSS, SORT_JS, esc
 
 SECTION_IDS = ("summary", "pareto", "warmup", "workload", "failures", "convergence", "trials")
@@ -40,6 +41,7 @@ def write_html(study: optuna.Study, path: Path) -> Path:
              + (f" on release profile <b>{esc(d.release)}</b>" if d.release else "")
              + f" ({esc(d.backend.get('kind', 'unknown'))} backend, {esc(d.backend.get('model', ''))}): "
              f"{len(d.trials)} trials, {len(d.front)} on the feasible Pareto front. Objectives: {esc(objectives)}.</p>")
+    intro += "".join(f"<p class='note'>{esc(line)}</p>" for line in release_notes(study))
     body = [summary.section(d), sections.pareto(d, chart), sections.warmup(d, chart), sections.workload(d, chart),
             sections.failures(d), sections.convergence_section(d, chart), sections.trials(d)]
     path.write_text(page(f"bucket-tuner study {study.study_name}", intro, body))

@@ -390,6 +390,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     notes += [f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"
               for n in nodes.fail_stale_trials(study, owner)]
     study.set_user_attr("space", {"name": space.name, "source": space.source, "release": ctx.release})
+    if ctx.release_detection:  # tune --release auto: the profile read off the node, and why
+        study.set_user_attr("release_detection", ctx.release_detection)
     study.set_user_attr("backend", ctx.backend.describe())
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
     seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))

@@ -90,6 +90,8 @@ class TrialContext:
     # several load points per boot (a loadsweep.LoadSweep; None: one load test with `load`)
     load_sweep: LoadSweep | None = None
     measure_load: bool = True  # False: stop once ready (a boot that only measures the warmup)
+    # tune --release auto: what was read off the node and why (detect.Detection.describe()); None: given
+    release_detection: dict | None = None
 
 
 @dataclass
@@ -435,6 +437,8 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
         obs["decode_buckets"] = s.generated["decode"].count
     if s.hpu_blocks is not None:
         obs["kv_blocks"] = s.hpu_blocks
+    if s.engine_version:  # the second witness of the release `--release auto` read off the node
+        obs["engine_version"] = s.engine_version
     for phase, cap in s.graph_captured.items():
         obs[f"{phase.split('/')[-1].lower()}_graphs"] = cap.count
     if s.warmup_finished is not None:
