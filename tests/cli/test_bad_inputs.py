@@ -65,6 +65,8 @@ def workspace(tmp_path_factory) -> Path:
     typo = dict(SPACE, parameters={**SPACE["parameters"],
                                    "VLLM_PROMPT_SEQ_BUCKET_STEPS": {"type": "categorical", "choices": [128, 256]}})
     (ws / "typo.yaml").write_text(yaml.safe_dump(typo))
+    (ws / "envtypo.yaml").write_text(yaml.safe_dump(dict(SPACE, env={"VLLM_EXPONENTIAL_BUCKETNG": "false"})))
+    (ws / "typo.env").write_text("VLLM_PROMPT_SEQ_BUCKT_STEP=256\nVLLM_DECODE_BS_BUCKET_STEP=16\n")
     (ws / "broken.yaml").write_text("parameters: [unclosed\n")
     (ws / "nobounds.yaml").write_text(yaml.safe_dump(
         dict(SPACE, parameters={"max_num_seqs": {"type": "int", "low": 64, "high": 16}})))
@@ -91,6 +93,7 @@ TUNE = ["tune", "--space", "space.yaml", "--n-trials", "1"]
 BENCH = ["bench", "--base-url", f"http://127.0.0.1:{DEAD_PORT}", "--model", "m", "--num-prompts", "2", "--quiet"]
 BUCKETS = ["buckets", "--profile", "fork-1.21.2", "--max-num-seqs", "16", "--max-model-len", "1024",
            "--max-num-batched-tokens", "2048", "--num-hpu-blocks", "100"]
+RELEASES = ["compare", "--releases", "fork-1.21.2", "gaudi-main", "--max-model-len", "2048", "--max-num-seqs", "16"]
 
 CASES = [
     # tune
@@ -98,6 +101,7 @@ CASES = [
     Case(["tune", "--space", "broken.yaml"], 2, "broken.yaml: not valid YAML"),
     Case(["tune", "--space", "nobounds.yaml"], 2, "low=64 is greater than high=16"),
     Case(["tune", "--space", "typo.yaml"], 2, "did you mean VLLM_PROMPT_SEQ_BUCKET_STEP?"),
+    Case(["tune", "--space", "envtypo.yaml"], 2, "did you mean VLLM_EXPONENTIAL_BUCKETING?"),
     Case([*TUNE, "--storage", "sqlite:///notes.txt/study.db"], 2, "notes.txt is a file"),
     Case([*TUNE, "--storage", "sqlite:///garbage.db"], 2, "garbage.db is not an SQLite database"),
     Case([*TUNE, "--storage", "sqlite:///other.db"], 2, "other.db is a database but not an Optuna"),
@@ -138,6 +142,7 @@ CASES = [
     # buckets, profiles, calc
     Case([*BUCKETS[:2], "fork-0.1", *BUCKETS[3:]], 2, "fork-0.1"),
     Case([*BUCKETS, "--env", "VLLM_PROMPT_SEQ_BUCKET_STEP"], 2, "VLLM_PROMPT_SEQ_BUCKET_STEP"),
+    Case([*BUCKETS, "--env", "VLLM_DECODE_BS_BUCKET_STPE=16"], 2, "did you mean VLLM_DECODE_BS_BUCKET_STEP?"),
     Case([*BUCKETS[:4], "-1", *BUCKETS[5:]], 2, "max_num_seqs"),
     Case([*BUCKETS[:2], "fork-1.17", *BUCKETS[3:], "--strategy", "exponential"], 2, "'exponential'"),
     Case(["profiles", "--bogus"], 2, "--bogus"),
@@ -171,6 +176,9 @@ CASES = [
     Case(["compare", "ok", "nope"], 2, "results/nope/study.db"),
     Case(["compare", "ok", "ok", "--html", "notes.txt/cmp.html"], 2, "notes.txt is a file"),
     Case(["compare", "ok", "empty"], 2, "results/empty/study.db is an empty file"),
+    Case([*RELEASES, "--env-file", "typo.env"], 2, "did you mean VLLM_PROMPT_SEQ_BUCKET_STEP?"),
+    Case([*RELEASES, "--env", "VLLM_GRAPH_RESERVED_MEMORY=0.1"], 2, "did you mean VLLM_GRAPH_RESERVED_MEM?"),
+    Case([*RELEASES, "--json", "--env", "PT_HPU_LAZY_MOD=1"], 2, "did you mean PT_HPU_LAZY_MODE?"),
     # fit and explain
     Case(["fit", "--dataset-path", "trace.bin.jsonl"], 2, "trace.bin.jsonl"),
     Case(["fit", "--profile", "fork-0.1"], 2, "fork-0.1"),

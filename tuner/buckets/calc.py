@@ -134,6 +134,38 @@ def env_lines(result: dict) -> list[str]:
     return [f"export {name}={value}" for name, value in result["calculated_variables"].items()]
 
 
+def release_env(result: dict, profile_name: str) -> tuple[dict[str, str], list[str]]:
+    """The calculated bucket variables under the names `profile_name` reads, and notes on what changed.
+
+    MAX_MODEL_LEN is a server flag (--max-model-len), never a variable. Fork 1.17 buckets decode by context
+    tokens per sequence (VLLM_DECODE_SEQ_BUCKET_*), not by KV blocks of the batch: there the decode range
+    is the prompt's (block size .. the longest request, in block-size steps). Whatever else the release
+    does not read is dropped through the one name resolver (tuner/buckets/names.py) and named in the notes.
+    """
+    from .names import counterpart, keep_read
+
+    profile = get_profile(profile_name)
+    values = result["calculated_variables"]
+    env = {k: str(v) for k, v in values.items() if k.startswith("VLLM_")}
+    notes: list[str] = []
+    seq = counterpart("VLLM_DECODE_BLOCK_BUCKET_MIN", profile.name)
+    if seq is not None:
+        k = result["benchmark_inputs"]["bucket_size"]
+        for param, value in (("MIN", k), ("STEP", k), ("MAX", values["VLLM_PROMPT_SEQ_BUCKET_MAX"])):
+            env[f"VLLM_DECODE_SEQ_BUCKET_{param}"] = str(value)
+            del env[f"VLLM_DECODE_BLOCK_BUCKET_{param}"]
+        notes.append(f"{profile.name} buckets decode by context tokens per sequence: VLLM_DECODE_SEQ_BUCKET_* "
+                     "take the prompt's range instead of the calculator's block range")
+    query = counterpart("VLLM_PROMPT_SEQ_BUCKET_MIN", profile.name)
+    if query is not None:  # vllm-gaudi 0.15.1+: the prompt length is the query (SEQ is a deprecated fallback)
+        for param in ("MIN", "STEP", "MAX"):
+            env[f"VLLM_PROMPT_QUERY_BUCKET_{param}"] = env.pop(f"VLLM_PROMPT_SEQ_BUCKET_{param}")
+    kept, dropped = keep_read(env, profile.name)
+    if dropped:
+        notes.append(f"{profile.name} does not read {', '.join(dropped)}; left out")
+    return kept, notes
+
+
 def release_review(result: dict, profile_name: str, num_hpu_blocks: int | None = None) -> dict:
     """What release `profile_name` does with the calculated numbers.
 

@@ -25,6 +25,23 @@ def parse_env_pairs(pairs: list[str] | None) -> dict[str, str]:
     return env
 
 
+def add_allow_unknown(p) -> None:
+    from ..buckets.names import ALLOW_UNKNOWN_HELP
+
+    p.add_argument("--allow-unknown", action="store_true", help=ALLOW_UNKNOWN_HELP)
+
+
+def check_env_names(names, releases, where: str, args) -> list[str]:
+    """The one resolver (tuner/buckets/names.py) on the variables a command was given: an unknown name is
+    a usage error with a suggestion (unless --allow-unknown); the warnings are returned for the caller to show."""
+    from ..buckets.names import UnknownVariableError, check_names
+
+    try:
+        return check_names(names, releases, where=where, allow_unknown=bool(getattr(args, "allow_unknown", False)))
+    except UnknownVariableError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict[str, float]:
     """`NAME=NUMBER` (or `NAME:NUMBER`) pairs, e.g. --slo p99_ttft_ms=500, --goodput ttft:200."""
     out: dict[str, float] = {}

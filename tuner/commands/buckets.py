@@ -6,7 +6,7 @@ import json
 
 from ..buckets import ServerConfig, get_profile, profiles
 from ..buckets.base import STRATEGIES
-from . import parse_env_pairs
+from . import add_allow_unknown, check_env_names, parse_env_pairs
 
 
 def register(sub) -> None:
@@ -44,6 +44,7 @@ def _add_buckets(sub):
     m.add_argument("--skip-decode-block-clamp", action="store_true",
                    help="vllm-gaudi main: hybrid/GDN/mamba/interleaved-SWA models keep the full decode block range")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="a VLLM_* variable as the server sees it")
+    add_allow_unknown(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--log-lines", action="store_true", help="print the bucket lines the release logs")
     p.set_defaults(func=cmd_buckets)
@@ -58,13 +59,15 @@ def _shape_ranges(buckets) -> str:
 
 def cmd_buckets(args) -> int:
     profile = get_profile(args.profile)
+    env = parse_env_pairs(args.env)
+    name_warnings = check_env_names(env, profile.name, "--env", args)
     cfg = ServerConfig(
         block_size=args.block_size,
         max_num_seqs=args.max_num_seqs,
         max_model_len=args.max_model_len,
         max_num_batched_tokens=args.max_num_batched_tokens,
         num_hpu_blocks=args.num_hpu_blocks,
-        env=parse_env_pairs(args.env),
+        env=env,
         prefix_caching=args.prefix_caching,
         max_num_prefill_seqs=args.max_num_prefill_seqs,
         lora=args.lora,
@@ -76,6 +79,7 @@ def cmd_buckets(args) -> int:
         skip_decode_block_clamp=args.skip_decode_block_clamp,
     )
     plan = profile.build(cfg, args.strategy)
+    plan.warnings[:0] = name_warnings
     if args.json:
         out = {
             "profile": plan.profile,

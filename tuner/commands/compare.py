@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results.export import FLAGS_HEADER
-from . import UsageError, parse_env_pairs
+from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs
 
 _SERVER_FLAGS = ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size")
 
@@ -24,6 +24,7 @@ def add_release_flags(p) -> None:
                         "(--trial N) of the one STUDY given, or the flags below")
     g.add_argument("--env-file", type=Path, metavar="FILE", help="an env file (e.g. an export's best.env)")
     g.add_argument("--env", action="append", metavar="NAME=VALUE", help="a variable (overrides the file's)")
+    add_allow_unknown(g)
     g.add_argument("--trial", type=int, metavar="N", help="with a STUDY: this trial instead of the balanced pick")
     for name in _SERVER_FLAGS:
         g.add_argument("--" + name.replace("_", "-"), type=int, dest=name)
@@ -40,6 +41,7 @@ def refuse_release_flags(args) -> None:
     given = [flag for flag, value in (("--env-file", args.env_file), ("--env", args.env), ("--trial", args.trial),
                                       ("--num-hpu-blocks", args.num_hpu_blocks), ("--device", args.device),
                                       ("--model-shape", args.model_shape), ("--json", args.json or None),
+                                      ("--allow-unknown", args.allow_unknown or None),
                                       *((f"--{n.replace('_', '-')}", getattr(args, n)) for n in _SERVER_FLAGS))
              if value is not None]
     if given:
@@ -111,12 +113,16 @@ def cmd_release_diff(args, study=None, trial=None) -> int:
     server: dict[str, Any] = {}
     model: dict[str, str] = {}
     source = "flags"
+    warnings: list[str] = []
     if trial is not None:
         env, server, model, source = _from_study(study, trial)
     elif args.env_file:
         env, server = read_env_file(args.env_file)
         source = str(args.env_file)
-    env.update(parse_env_pairs(args.env))
+        warnings += check_env_names(env, args.releases, f"--env-file {args.env_file}:", args)
+    given = parse_env_pairs(args.env)
+    warnings += check_env_names(given, args.releases, "--env", args)
+    env.update(given)
     for name in _SERVER_FLAGS:
         value = getattr(args, name)
         if value is not None:
@@ -138,8 +144,10 @@ def cmd_release_diff(args, study=None, trial=None) -> int:
             raise UsageError(f"--model-shape: {exc}") from None
     diff = diff_releases(*args.releases, server, env, args.num_hpu_blocks, **model)
     if args.json:
-        print(json.dumps(diff_json(diff, source)))
+        print(json.dumps({**diff_json(diff, source), "name_warnings": warnings}))
     else:
+        for w in warnings:
+            print(f"warning: {w}")
         print_release_diff(diff, source)
     return 0
 

@@ -103,13 +103,24 @@ def _reads_bucket_files(profile: str) -> bool:
     return reads_variable(profile, "VLLM_BUCKETING_FROM_FILE")
 
 
-def _curve_rows(curve, linear, stem: str, unit: str) -> list[dict]:
+def linear_stem(profile: str, stem: str) -> str | None:
+    """The name `profile` gives the linear range `stem` (through the one name resolver,
+    tuner/buckets/names.py), or None when it has no range in the same unit."""
+    from ..buckets import names
+
+    other = names.counterpart(f"{stem}_MIN", profile)
+    if other is not None and not other.startswith("VLLM_DECODE_SEQ_"):  # fork 1.17's decode is tokens per sequence
+        return other.removesuffix("_MIN")
+    return stem if f"{stem}_MIN" in names.release_variables(profile) else None
+
+
+def _curve_rows(curve, linear, stem: str | None, unit: str) -> list[dict]:
     """One row per bucket count: the fitted set, and the linear MIN/STEP/MAX with at most that many."""
     from ..space.fit import closest_linear
 
     rows = []
     for f in curve:
-        lin = closest_linear(linear, f.count)
+        lin = closest_linear(linear, f.count) if stem else None
         rows.append({"buckets": f.count, f"waste_{unit}": f.waste, "waste_share": f.waste_share,
                      "boundaries": list(f.boundaries),
                      "closest_linear": None if lin is None else {
@@ -122,11 +133,13 @@ def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
     reads_files = _reads_bucket_files(args.profile)
 
     largest = max(fit.decode_curves)
-    curve = _curve_rows(fit.prompt_curve[: args.max_buckets], fit.prompt_linear, "VLLM_PROMPT_SEQ_BUCKET", "tokens")
-    dcurve = _curve_rows(fit.decode_curves[largest][: args.max_buckets], fit.decode_linear,
-                         "VLLM_DECODE_BLOCK_BUCKET", "blocks")
+    pstem = linear_stem(args.profile, "VLLM_PROMPT_SEQ_BUCKET")
+    dstem = linear_stem(args.profile, "VLLM_DECODE_BLOCK_BUCKET")
+    curve = _curve_rows(fit.prompt_curve[: args.max_buckets], fit.prompt_linear, pstem, "tokens")
+    dcurve = _curve_rows(fit.decode_curves[largest][: args.max_buckets], fit.decode_linear, dstem, "blocks")
     return {
         "profile": args.profile,
+        "linear_variables": {"prompt": pstem, "decode": dstem},
         "reads_bucket_file": reads_files,
         "bucket_file": str(out) if out else None,
         "env": {"VLLM_BUCKETING_FROM_FILE": str(out) if out else "<path>"} if reads_files else {},
@@ -139,26 +152,32 @@ def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
     }
 
 
+def _triple(lin: dict, stem: str) -> str:
+    return "/".join(str(lin[f"{stem}_{p}"]) for p in ("MIN", "STEP", "MAX"))
+
+
 def _print(doc: dict, args) -> None:
     w = sys.stdout.write
     w(f"Prompt buckets fitted to the workload (block size {args.block_size}; mean prompt "
       f"{doc['prompt']['mean_prompt_tokens']:.0f} tokens)\n")
     w(f"  {'buckets':>7} {'padding/prompt':>15} {'share':>6}   closest linear MIN/STEP/MAX (padding)\n")
+    stems = doc["linear_variables"]
     for row in doc["prompt"]["curve"]:
-        lin = row["closest_linear"]
+        lin, stem = row["closest_linear"], stems["prompt"]
         lin_text = "-" if lin is None else (
-            f"{lin['VLLM_PROMPT_SEQ_BUCKET_MIN']}/{lin['VLLM_PROMPT_SEQ_BUCKET_STEP']}/"
-            f"{lin['VLLM_PROMPT_SEQ_BUCKET_MAX']} ({lin['buckets']}: {lin['waste_tokens']:.0f})")
+            f"{_triple(lin, stem)} ({lin['buckets']}: {lin['waste_tokens']:.0f})")
         w(f"  {row['buckets']:>7} {row['waste_tokens']:>15.1f} {row['waste_share']:>6.1%}   {lin_text}\n")
     d = doc["decode"]
     w(f"\nDecode context-block buckets at batch size {d['curve_at_batch_size']}\n")
     w(f"  {'buckets':>7} {'padding/step':>15} {'share':>6}   closest linear MIN/STEP/MAX (padding)\n")
     for row in d["curve"]:
-        lin = row["closest_linear"]
+        lin, stem = row["closest_linear"], stems["decode"]
         lin_text = "-" if lin is None else (
-            f"{lin['VLLM_DECODE_BLOCK_BUCKET_MIN']}/{lin['VLLM_DECODE_BLOCK_BUCKET_STEP']}/"
-            f"{lin['VLLM_DECODE_BLOCK_BUCKET_MAX']} ({lin['buckets']}: {lin['waste_blocks']:.1f})")
+            f"{_triple(lin, stem)} ({lin['buckets']}: {lin['waste_blocks']:.1f})")
         w(f"  {row['buckets']:>7} {row['waste_blocks']:>15.1f} {row['waste_share']:>6.1%}   {lin_text}\n")
+    for phase, stem in stems.items():
+        if stem is None:
+            w(f"({doc['profile']} has no linear {phase} range in these units: no closest linear settings)\n")
     w(f"\nChosen: {doc['counts']['prompt']} prompt and {doc['counts']['decode']} decode buckets; "
       f"prompt boundaries {doc['prompt']['boundaries']}\n")
     if doc["bucket_file"]:

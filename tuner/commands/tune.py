@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import UsageError, check_folder, parse_key_values
+from . import UsageError, add_allow_unknown, check_folder, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 
 
@@ -21,6 +21,7 @@ def register(sub) -> None:
         "resumes the study.",
     )
     p.add_argument("--space", type=Path, required=True, help="search-space YAML (see search_spaces/)")
+    add_allow_unknown(p)
     p.add_argument("--study", help="study name (default: the space's name)")
     p.add_argument("--results", type=Path, default=Path("results"), help="output root (default results/)")
     p.add_argument("--storage", help="Optuna storage URL (default $BUCKET_TUNER_STORAGE, else "
@@ -280,7 +281,7 @@ def cmd_tune(args) -> int:
     space = SearchSpace.load(args.space)
     ctx = build_context(args, space)
     if ctx.release:
-        for note in space.check_release(ctx.release):
+        for note in space.check_release(ctx.release, allow_unknown=args.allow_unknown):
             console.print(f"[yellow]space:[/] {note}")
     if args.n_trials < 1:
         raise UsageError(f"--n-trials must be at least 1, got {args.n_trials}")

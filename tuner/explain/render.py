@@ -78,7 +78,7 @@ def plain_words(x: Explanation) -> list[str]:
         out.append(f"Advice: {best.name} would build {best.prompt_buckets} prompt and {best.decode_buckets} "
                    f"decode buckets, about {_secs(best.predicted_warmup_s)} of warm-up"
                    f"{_pct(best.predicted_warmup_s, base.predicted_warmup_s if base else None)} "
-                   f"(predicted); verify it with the tune command below.")
+                   f"(predicted)" + ("; verify it with the tune command below." if x.advice.tune_command else "."))
     return out
 
 
@@ -105,7 +105,11 @@ def render_text(x: Explanation) -> str:
         lines += _wrap(f"release profiles consistent with it: {', '.join(r.profiles)}"
                        + (f"; vLLM {r.version}" if r.version else ""), "  ")
     lines.append("")
+    assumed = [ln for note in x.advice.assumptions for ln in _wrap(f"assumed: {note}", "  ")]
     for sentence in plain_words(x):
+        if sentence.startswith("Advice:"):  # what the advice assumed comes before it
+            lines += assumed
+            assumed = []
         lines += _wrap(sentence)
     if x.phases:
         lines += ["", "Buckets", f"  {'phase':<7}{'count':>6}  {'ranges':<38}{'omitted':>8}{'graphs':>8}"]
@@ -176,8 +180,7 @@ def render_text(x: Explanation) -> str:
             if a.name == "calculator" and a.error is None:
                 lines.append("  calculator settings:")
                 lines += [f"    {k}={v}" for k, v in a.env.items() if "BUCKET" in k]
-    for note in adv.assumptions:
-        lines += _wrap(f"assumed: {note}", "  ")
+    lines += assumed  # not shown yet: no advice sentence
     for note in adv.notes:
         lines += _wrap(f"note: {note}", "  ")
     if adv.tune_command:
