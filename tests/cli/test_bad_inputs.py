@@ -149,6 +149,9 @@ CASES = [
     Case(["calc", "--bs-list", "16,abc"], 2, "'abc'"),
     Case(["calc", "--range-ratio", "1.5"], 2, "1.5"),
     Case(["calc", "--profile", "fork-0.1"], 2, "fork-0.1"),
+    Case(["calc", "--profile", "fork-1.21.2", "--model-shape", "llama-9b"], 2, "llama-9b"),
+    Case([*BUCKETS[:-2], "--num-hpu-blocks", "0"], 2, "--num-hpu-blocks"),
+    Case([*BUCKETS[:-2], "--gpu-memory-utilization", "1.5"], 2, "--gpu-memory-utilization"),
     # report
     Case(["report", "nope"], 2, "results/nope/study.db"),
     Case(["report", "ok", "--storage", "sqlite:///notes.txt"], 2, "notes.txt is not an SQLite database"),
