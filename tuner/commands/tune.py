@@ -313,16 +313,7 @@ def cmd_tune(args) -> int:
     ctx.on_progress = bars.update
 
     def on_trial(number, result):
-        summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
-                   f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
-                   if result.ok else "")
-        if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
-            summary = f"at {result.observed['load_sweep_selected']}: {summary}"
-        warm = result.warmup_s
-        warm_text = f"warmup {warm:.0f} s" if warm is not None else "no warmup"
-        bars.print(f"trial {number}: [{'green' if result.ok else 'red'}]{result.status}[/] "
-                      f"{summary}{warm_text} ({time.monotonic() - started:.0f} s elapsed)"
-                      + ("" if result.ok else f" - {result.reason[:160]}"))
+        bars.print(trial_line(number, result, objectives, constraints, time.monotonic() - started))
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
                   f"storage {redact_url(opts.storage_url)}; {opts.n_trials} trials")
@@ -347,6 +338,28 @@ def cmd_tune(args) -> int:
         if best:
             console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
     return 130 if run.interrupted else 0
+
+
+def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:
+    """The live line of a finished trial: a measured trial outside a limit reads as a miss, with the figures."""
+    summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
+               f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
+               if result.ok else "")
+    if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
+        summary = f"at {result.observed['load_sweep_selected']}: {summary}"
+    from ..study.run import measured_warmup
+
+    warm = result.warmup_s
+    warm_text = ("no warmup" if warm is None else f"warmup {warm:.0f} s" if measured_warmup(result)
+                 else f"predicted warmup {warm:.0f} s")
+    misses = constraints.misses(result)
+    if misses:
+        head = f"[yellow]{'; '.join(misses)}[/] ({summary}{warm_text})"
+    elif result.ok:
+        head = f"[green]ok[/] {summary}{warm_text}"
+    else:
+        head = f"[red]{result.status}[/] {warm_text} - {result.reason[:160]}"
+    return f"trial {number}: {head} ({elapsed_s:.0f} s elapsed)"
 
 
 class _SlotBars:

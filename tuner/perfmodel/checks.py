@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..display import above
 from ..status import TrialStatus
 from .calibration import TIME_FACTORS, Calibration
 from .corrections import Corrections
@@ -89,7 +90,7 @@ def rejection(tp: TrialPrediction, budget_s: float | None) -> tuple[TrialStatus,
         return None  # out of memory only as calibrated: uncertain, so it boots and the boot tells
     if budget_s is not None and tp.warmup_low_s is not None and tp.warmup_low_s > budget_s:
         return (TrialStatus.WARMUP_OVER_BUDGET,
-                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {tp.warmup_low_s:.0f} s) exceeds the "
-                f"budget of {budget_s:g} s ({len(pred.plan.prompt)} prompt + {len(pred.plan.decode)} decode "
-                "buckets)")
+                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {above(tp.warmup_low_s, budget_s)} s) "
+                f"exceeds the budget of {budget_s:g} s ({len(pred.plan.prompt)} prompt + "
+                f"{len(pred.plan.decode)} decode buckets)")
     return None

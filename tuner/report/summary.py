@@ -138,8 +138,11 @@ def section(d: ReportData) -> str:
     parts = ["<section id='summary'><h2>What to deploy</h2>"]
     limits = d.limits.describe()
     if d.pick is None:
+        from .facts import closest_admission
+
+        admit = closest_admission(d.study)
         parts.append("<p class='warn'>No trial is feasible yet: there is nothing to deploy. The Failures "
-                     "section says what went wrong.</p>")
+                     "section says what went wrong" + (f"; {esc(admit.sentence())}" if admit else "") + ".</p>")
         return "".join(parts) + "</section>"
     t = d.pick
     base = d.defaults

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..display import above
 from ..load.client import run_benchmark
 from ..load.metrics import rescale_time
 from ..load.workload import Workload, gamma_send_offsets
@@ -306,7 +307,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
             return None
         projected = (time.monotonic() - started + remaining) / scale
         if projected > budget * 1.1:  # 10% slack: early pace estimates are noisy
-            return f"projected warmup {projected:.0f} s exceeds the budget of {budget:g} s"
+            return f"projected warmup {above(projected, budget)} s exceeds the budget of {budget:g} s"
         return None
 
     with ServerProcess(records_dir=ctx.records_dir, on_line=watch.on_line) as srv:
@@ -463,10 +464,10 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
 def warmup_abort_reason(proj, budget: float) -> str | None:
     """Abort when even the projection's lower bound is over the budget, or the warmup already is."""
     if proj.elapsed_s > budget:
-        return f"warmup has run {proj.elapsed_s:.0f} s, over the budget of {budget:g} s"
+        return f"warmup has run {above(proj.elapsed_s, budget)} s, over the budget of {budget:g} s"
     if proj.low_s > budget:
-        return (f"projected warmup {proj.total_s:.0f} s (at least {proj.low_s:.0f} s after {proj.steps_done} of "
-                f"{proj.steps_total} steps) exceeds the budget of {budget:g} s")
+        return (f"projected warmup {proj.total_s:.0f} s (at least {above(proj.low_s, budget)} s after "
+                f"{proj.steps_done} of {proj.steps_total} steps) exceeds the budget of {budget:g} s")
     return None
 
 
