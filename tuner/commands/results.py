@@ -6,7 +6,7 @@ from pathlib import Path
 
 import optuna
 
-from . import UsageError, parse_key_values, prepare_output
+from . import DURATION_HELP, UsageError, duration, parse_key_values, prepare_output
 from .compare import add_release_flags, check_release_args, cmd_release_diff, refuse_release_flags
 
 
@@ -18,7 +18,7 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="the complete env file of a chosen Pareto trial")
     _study_args(p)
     p.add_argument("--pick", choices=("throughput", "latency", "balanced", "warmup"), default="balanced")
-    p.add_argument("--max-warmup", type=float, metavar="S")
+    p.add_argument("--max-warmup", type=duration, metavar="S", help=f"warm-up limit ({DURATION_HELP})")
     p.add_argument("--max-latency", type=float, metavar="MS", help="on the study's latency objective")
     p.add_argument("--max-ttft", type=float, metavar="MS", help="p99 TTFT limit")
     p.add_argument("--max-tpot", type=float, metavar="MS", help="p99 TPOT limit")
@@ -98,7 +98,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..results.export import Filters, env_file_text, export_bucket_file, pick_trial
+    from ..results.export import Filters, env_file_text, export_bucket_file
 
     study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
@@ -109,7 +109,7 @@ def cmd_export(args) -> int:
         limits["p99_tpot_ms"] = args.max_tpot
     filters = Filters(max_warmup_s=args.max_warmup, max_latency_ms=args.max_latency,
                       min_throughput=args.min_throughput, metric_limits=limits)
-    trial = _numbered_trial(study, args.trial) if args.trial is not None else pick_trial(study, args.pick, filters)
+    trial = _numbered_trial(study, args.trial) if args.trial is not None else _pick(study, args.pick, filters)
     extra, comments = {}, []
     if args.with_cache is not None:
         extra, comments, verified = _prepare_cache(study, trial, args)
@@ -128,6 +128,21 @@ def cmd_export(args) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _pick(study, pick: str, filters):
+    """pick_trial; with nothing feasible at all, the error also names the closest trial and what admits it."""
+    from ..report.facts import closest_admission
+    from ..results.export import ExportError, pick_trial
+    from ..study.pareto import measured_front
+
+    try:
+        return pick_trial(study, pick, filters)
+    except ExportError as exc:
+        admit = None if measured_front(study) else closest_admission(study)
+        if admit is None:
+            raise
+        raise ExportError(f"{exc}; {admit.sentence()} (in `tune`)") from None
 
 
 def _numbered_trial(study, number: int):

@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import UsageError, add_allow_unknown, check_folder, parse_key_values
+from . import DURATION_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 
 
@@ -27,10 +27,10 @@ def register(sub) -> None:
     p.add_argument("--storage", help="Optuna storage URL (default $BUCKET_TUNER_STORAGE, else "
                                      "sqlite:///results/<study>/study.db); postgresql://user@host/db to share "
                                      "a study between nodes, its password from PGPASSWORD or ~/.pgpass, never here")
-    p.add_argument("--heartbeat-grace", type=float, default=120.0, metavar="S",
+    p.add_argument("--heartbeat-grace", type=duration, default=120.0, metavar="S",
                    help="another node fails a trial whose tuner has been silent this long as tuner_died "
                         "and runs its parameters again (default 120; heartbeats every grace/4, at most 30 s)")
-    p.add_argument("--storage-outage", type=float, default=600.0, metavar="S",
+    p.add_argument("--storage-outage", type=duration, default=600.0, metavar="S",
                    help="while the storage is unreachable, retry this long before stopping (default 600)")
     g = p.add_argument_group("server")
     g.add_argument("--backend", choices=("sim", "vllm"), default="sim",
@@ -54,8 +54,10 @@ def register(sub) -> None:
     g.add_argument("--startup-time-scale", type=float, default=0.005,
                    help="sim only: compress simulated boot and warmup by this factor")
     g.add_argument("--sim-noise", type=float, default=0.0, help="sim only: run-to-run noise")
-    g.add_argument("--boot-timeout", type=float, default=900.0, help="seconds until warmup starts")
-    g.add_argument("--warmup-timeout", type=float, default=7200.0, help="seconds for warmup")
+    g.add_argument("--boot-timeout", type=duration, default=900.0, metavar="S",
+                   help=f"until warmup starts ({DURATION_HELP}; default 15m)")
+    g.add_argument("--warmup-timeout", type=duration, default=7200.0, metavar="S",
+                   help=f"for warmup ({DURATION_HELP}; default 2h)")
     add_workload_flags(p)
     add_load_flags(p)
     _add_sweep_flags(p)
@@ -63,7 +65,8 @@ def register(sub) -> None:
     o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
     o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
     o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
-    o.add_argument("--warmup-budget", type=float, help="seconds: reject before boot / abort warmup above it")
+    o.add_argument("--warmup-budget", type=duration, metavar="S",
+                   help=f"reject before boot / abort warmup above it ({DURATION_HELP})")
     o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
                    help="the warmup objective and budget: cold (default: every shape compiled) or cached (a "
                         "deployment with a prepared recipe cache, export --with-cache); the other is shown too")
@@ -75,7 +78,8 @@ def register(sub) -> None:
     o.add_argument("--allow-failed-requests", action="store_true")
     b = p.add_argument_group("budget, sampler, parallelism")
     b.add_argument("--n-trials", type=int, default=20, help="finished trials the study should hold")
-    b.add_argument("--timeout", type=float, help="wall seconds for this run (e.g. 28800 for a night)")
+    b.add_argument("--timeout", type=duration, metavar="S",
+                   help=f"wall time for this run ({DURATION_HELP}; e.g. 8h for a night)")
     b.add_argument("--sampler", choices=("tpe", "gp", "nsga2", "random", "grid"), default="tpe")
     b.add_argument("--sampler-seed", type=int, default=0)
     b.add_argument("--slots", type=int, default=1, help="trials at once")
@@ -110,7 +114,7 @@ def _add_sweep_flags(p) -> None:
                    help="which point's figures the trial reports: last (default: the last point measured) or "
                         "best-within-slo (the highest throughput among the points meeting --slo without failed "
                         "requests, with that point's latency; none meets them: the closest, infeasible)")
-    s.add_argument("--load-sweep-budget", type=float, default=DEFAULT_BUDGET_S, metavar="S",
+    s.add_argument("--load-sweep-budget", type=duration, default=DEFAULT_BUDGET_S, metavar="S",
                    help=f"server seconds for all the points of one trial (default {DEFAULT_BUDGET_S:g}): a point "
                         "still running then is cut, later ones are skipped; the points measured are kept")
 

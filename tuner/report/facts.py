@@ -113,6 +113,37 @@ def closest_admission(study: optuna.Study) -> Admission | None:
     return best[1] if best else None
 
 
+BALANCED_RULE = ("each objective is scaled over the feasible front from 0 (its best there) to 1 (its worst), and the "
+                 "pick is the trial nearest the point that is best at all of them")
+
+
+def balanced_rule(front: list[FrozenTrial], pick: FrozenTrial | None, names: list[str], dirs: list[str]) -> str | None:
+    """The balanced pick's rule in one sentence, with the runner-up and the objective it lost on."""
+    from .. import display
+    from ..study.pareto import ideal_distances, normalised
+
+    if not front or pick is None or pick.number not in {t.number for t in front}:
+        return None
+    points = [t.values for t in front]
+    dist = ideal_distances(points, dirs)
+    p = next(i for i, t in enumerate(front) if t.number == pick.number)
+    order = [p, *sorted((i for i in range(len(front)) if i != p), key=lambda i: dist[i])]
+    if len(front) == 1:
+        return f"Trial {pick.number} is the only trial on the feasible front, so it is the balanced pick."
+    norm = normalised(points, dirs)
+    r = order[1]
+    runner = front[r]
+    lost = max(range(len(names)), key=lambda k: norm[r][k] ** 2 - norm[p][k] ** 2)
+    better = [display.short(names[k]) for k in range(len(names)) if norm[r][k] < norm[p][k]]
+
+    def shown(i: int, k: int) -> str:
+        return f"{display.metric(names[k], points[i][k])}, scaled {norm[i][k]:.2f}"
+
+    return (f"Balanced pick rule: {BALANCED_RULE}; trial {pick.number} is at {dist[p]:.2f}, and the runner-up, trial "
+            f"{runner.number} at {dist[r]:.2f}, loses on {display.short(names[lost])} ({shown(r, lost)}, against "
+            f"{shown(p, lost)})" + (f" though it is better on {' and '.join(better)}." if better else "."))
+
+
 def seed_trial(study: optuna.Study, label: str) -> FrozenTrial | None:
     """The trial that ran the seed `label`: the enqueued one, or its re-run when the environment
     failed it (tuner/study/run.py enqueues the parameters again with `requeued_from`)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 
 from .. import display
-from .facts import closest_admission, settings_text
+from .facts import balanced_rule, closest_admission, settings_text
 
 MIN_SETTINGS = 24  # below this the settings go on their own lines under the table
 
@@ -68,3 +68,6 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
             _, p = display.change(d.pick.values[0], base.values[0])
             line += f", {display.percent(p)} throughput vs the release defaults (trial {base.number})"
         console.print(line)
+        rule = balanced_rule(d.front, d.pick, d.names, d.dirs)
+        if rule:
+            console.print(rule, soft_wrap=False, markup=False)
