@@ -91,9 +91,9 @@ DB = "results/ok/study.db"
 PG = f"postgresql://tuner:{PASSWORD}@db.invalid/tuning"
 TUNE = ["tune", "--space", "space.yaml", "--n-trials", "1"]
 BENCH = ["bench", "--base-url", f"http://127.0.0.1:{DEAD_PORT}", "--model", "m", "--num-prompts", "2", "--quiet"]
-BUCKETS = ["buckets", "--profile", "fork-1.21.2", "--max-num-seqs", "16", "--max-model-len", "1024",
+BUCKETS = ["buckets", "--release", "fork-1.21.2", "--max-num-seqs", "16", "--max-model-len", "1024",
            "--max-num-batched-tokens", "2048", "--num-hpu-blocks", "100"]
-RELEASES = ["compare", "--releases", "fork-1.21.2", "gaudi-main", "--max-model-len", "2048", "--max-num-seqs", "16"]
+RELEASES = ["compare", "--release", "fork-1.21.2", "gaudi-main", "--max-model-len", "2048", "--max-num-seqs", "16"]
 
 CASES = [
     # tune
@@ -148,12 +148,13 @@ CASES = [
     Case(["profiles", "--bogus"], 2, "--bogus"),
     Case(["calc", "--bs-list", "16,abc"], 2, "'abc'"),
     Case(["calc", "--range-ratio", "1.5"], 2, "1.5"),
-    Case(["calc", "--profile", "fork-0.1"], 2, "fork-0.1"),
-    Case(["calc", "--profile", "fork-1.21.2", "--model-shape", "llama-9b"], 2, "llama-9b"),
+    Case(["calc", "--release", "fork-0.1"], 2, "fork-0.1"),
+    Case(["calc", "--release", "fork-1.21.2", "--model-shape", "llama-9b"], 2, "llama-9b"),
     Case([*BUCKETS[:-2], "--num-hpu-blocks", "0"], 2, "--num-hpu-blocks"),
     Case([*BUCKETS[:-2], "--gpu-memory-utilization", "1.5"], 2, "--gpu-memory-utilization"),
     # report
     Case(["report", "nope"], 2, "results/nope/study.db"),
+    Case(["report", "okk"], 2, "did you mean ok? (studies in results: empty, ok)"),
     Case(["report", "ok", "--storage", "sqlite:///notes.txt"], 2, "notes.txt is not an SQLite database"),
     Case(["report", "ok", "--storage", "sqlite:///empty.db"], 2, "empty.db is an empty file"),
     Case(["report", "empty"], 2, "results/empty/study.db is an empty file"),
@@ -173,6 +174,11 @@ CASES = [
     Case(["export", "ok", "--max-warmup", "4x"], 2, "'4x' is not a duration"),
     Case(["export", "ok", "--max-warmup", "1s"], 2, "would admit it"),
     Case([*TUNE, "--warmup-budget", "1h30"], 2, "'1h30' is not a duration"),
+    Case([*TUNE, "--dataset-name", "sonnet"], 2, "--dataset-name sonnet: not supported: vLLM builds"),
+    Case([*TUNE, "--dataset-name", "randm"], 2, "did you mean random?"),
+    Case([*TUNE, "--percentile-metrics", "tpot,itl"], 2, "the study needs ttft"),
+    Case([*TUNE, "--percentile-metrics", "ttft,ttfb"], 2, "'ttfb' is not one of"),
+    Case(["tune", "--space", "demoo", "--n-trials", "1"], 2, "did you mean"),
     Case(["export", "ok", "--pick", "fastest"], 2, "fastest"),
     Case(["export", "ok", "--storage", "sqlite:///empty.db", "-o", "new/best.env"], 2, "empty.db"),
     Case(["export"], 2, "which study?"),
@@ -187,10 +193,11 @@ CASES = [
     Case([*RELEASES, "--json", "--env", "PT_HPU_LAZY_MOD=1"], 2, "did you mean PT_HPU_LAZY_MODE?"),
     # fit and explain
     Case(["fit", "--dataset-path", "trace.bin.jsonl"], 2, "trace.bin.jsonl"),
-    Case(["fit", "--profile", "fork-0.1"], 2, "fork-0.1"),
+    Case(["fit", "--release", "fork-0.1"], 2, "fork-0.1"),
     Case(["fit", "-o", "notes.txt/buckets.txt"], 2, "notes.txt is a file"),
     Case(["fit", "-o", "notes.txt"], 2, "notes.txt exists; pass --force"),
     Case(["fit", "--prompt-buckets", "0"], 2, "--prompt-buckets"),
+    Case(["fit", "--release", "fork-1.21.2", "-o", "fits/b.txt"], 2, "fork-1.21.2 cannot read a bucket file"),
     Case(["explain", "missing.log"], 2, "missing.log"),
     Case(["explain", "deploy"], 2, "not a file: deploy"),
     Case(["explain", "notes.txt", "--block-size", "0"], 2, "--block-size"),

@@ -11,7 +11,7 @@ from tuner.buckets import ServerConfig, get_profile
 from tuner.buckets.coverage import coverage_warnings
 from tuner.cli import main
 
-GAUDI = ["buckets", "--profile", "gaudi-main", "--max-num-seqs", "32", "--max-model-len", "4000",
+GAUDI = ["buckets", "--release", "gaudi-main", "--max-num-seqs", "32", "--max-model-len", "4000",
          "--max-num-batched-tokens", "8192"]
 
 
@@ -48,7 +48,7 @@ def test_the_block_count_is_an_override(capsys):
     assert "num_hpu_blocks=600 (given)" in out
     assert "prefix_caching=True (user)" in out and "(default)  # KV" not in out
     assert "predicted for the model's own" not in out  # gaudi-main's decode buckets do not depend on it
-    fork = ["buckets", "--profile", "fork-1.21.2", *GAUDI[3:], "--num-hpu-blocks", "600"]
+    fork = ["buckets", "--release", "fork-1.21.2", *GAUDI[3:], "--num-hpu-blocks", "600"]
     code, out = run(fork, capsys)
     assert code == 0 and "predicted for the model's own" in out  # the warm-up was predicted for other buckets
 

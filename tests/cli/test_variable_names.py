@@ -12,9 +12,9 @@ import yaml
 from tuner.buckets import names
 from tuner.cli import main
 
-BUCKETS = ["buckets", "--profile", "fork-1.17", "--max-num-seqs", "16", "--max-model-len", "1024",
+BUCKETS = ["buckets", "--release", "fork-1.17", "--max-num-seqs", "16", "--max-model-len", "1024",
            "--max-num-batched-tokens", "2048", "--num-hpu-blocks", "100"]
-RELEASES = ["compare", "--releases", "fork-1.21.2", "gaudi-main", "--max-model-len", "2048", "--max-num-seqs", "16"]
+RELEASES = ["compare", "--release", "fork-1.21.2", "gaudi-main", "--max-model-len", "2048", "--max-num-seqs", "16"]
 
 
 def run(args, capsys) -> tuple[int, str, str]:

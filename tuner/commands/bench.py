@@ -87,9 +87,10 @@ def register(sub) -> None:
 
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (vllm bench serve names)")
-    g.add_argument("--dataset-name", choices=("random", "fixed", "trace", "timed_trace", "sharegpt", "custom"),
-                   default="random", help="fixed and trace are ours (trace: CSV/JSONL of input_len, output_len"
-                                          "[, timestamp]); timed_trace is vLLM's JSONL (hash_ids too)")
+    g.add_argument("--dataset-name", default="random", metavar="NAME",
+                   help="random, fixed, trace, timed_trace, sharegpt or custom; fixed and trace are ours (trace: "
+                        "CSV/JSONL of input_len, output_len[, timestamp]); timed_trace is vLLM's JSONL (hash_ids "
+                        "too); vLLM's sonnet, burstgpt, hf, ... are refused with the reason and an equivalent")
     g.add_argument("--dataset-path", type=Path, help="the dataset file (local)")
     g.add_argument("--num-prompts", type=int, help="requests (default 1000; a trace: all of it)")
     g.add_argument("--input-len", type=int, help="alias of --random-input-len")

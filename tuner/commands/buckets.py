@@ -8,6 +8,7 @@ from dataclasses import replace
 from ..buckets import DEFAULT, USER, ServerConfig, Setting, get_profile, profiles
 from ..buckets.base import STRATEGIES
 from ..buckets.coverage import coverage_warnings
+from ..vocabulary import add_release
 from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs
 from .offline import add_model_flags, check_model_flags, predict, warmup_text
 
@@ -26,7 +27,7 @@ def _add_buckets(sub):
         "and the warm-up the performance model predicts for --model-shape on --device (with a band); and "
         "whether the buckets cover max_model_len and the worst-case decode context. Nothing is booted.",
     )
-    p.add_argument("--profile", required=True, help="release profile, e.g. fork-1.21.2, fork-1.22, gaudi-main")
+    add_release(p, "the release profile (required), e.g. fork-1.21.2, fork-1.22, gaudi-main (bucket-tuner profiles)")
     p.add_argument("--strategy", choices=STRATEGIES,
                    help="force a strategy (default: what the release picks from --env)")
     p.add_argument("--block-size", type=int, default=128)
@@ -66,7 +67,9 @@ def _shape_ranges(buckets) -> str:
 
 
 def cmd_buckets(args) -> int:
-    profile = get_profile(args.profile)
+    if args.release is None:
+        raise UsageError("--release is required, e.g. --release fork-1.21.2 (bucket-tuner profiles lists them)")
+    profile = get_profile(args.release)
     env = parse_env_pairs(args.env)
     name_warnings = check_env_names(env, profile.name, "--env", args)
     check_model_flags(args)

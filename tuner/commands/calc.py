@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..vocabulary import add_release
 from . import UsageError
 from .offline import add_model_flags, check_model_flags, predict, warmup_text
 
@@ -19,7 +20,7 @@ def _add_calc(sub):
         "calc",
         help="static calculator: a first guess of the 12 linear bucket variables",
         description="The hpu-vllm-bucket-calc formulas: bucket variables from expected input/output lengths "
-        "and batch sizes (MAX_MODEL_LEN is vLLM's --max-model-len flag, not a variable). With --profile, also "
+        "and batch sizes (MAX_MODEL_LEN is vLLM's --max-model-len flag, not a variable). With --release, also "
         "what that release does with them (under the names it reads), the KV blocks and the warm-up the "
         "performance model predicts (with a band), and what the buckets do not cover.",
     )
@@ -31,10 +32,10 @@ def _add_calc(sub):
     p.add_argument("--format", choices=("json", "env"), default="json",
                    help="json: the script's layout; env: `export` lines with a `# vllm serve flags:` header "
                         "(sourceable, and read back by compare --env-file)")
-    p.add_argument("--profile", help="review the numbers against this release profile, and predict")
+    add_release(p, "review the numbers against this release profile, and predict")
     p.add_argument("--num-hpu-blocks", type=int, metavar="N",
-                   help="with --profile: override the KV block count (default: the model's prediction)")
-    add_model_flags(p, title="with --profile: prediction (the performance model; nothing is booted)")
+                   help="with --release: override the KV block count (default: the model's prediction)")
+    add_model_flags(p, title="with --release: prediction (the performance model; nothing is booted)")
     p.set_defaults(func=cmd_calc)
 
 
@@ -50,7 +51,7 @@ def cmd_calc(args) -> int:
         bucket_size=args.bucket_size,
     )
     result = calc.calculate(inputs)
-    review = _review(args, result) if args.profile else None
+    review = _review(args, result) if args.release else None
     if args.format == "env":
         print(f"{FLAGS_HEADER} {' '.join(calc.server_flags(result))}")
         print("\n".join(calc.env_lines(result, review["env"] if review else None)))
@@ -67,7 +68,7 @@ def cmd_calc(args) -> int:
     if review:
         result = {**result, "release_review": review}
     else:
-        print("calc: add --profile RELEASE for what that release builds, its KV blocks and warm-up", file=sys.stderr)
+        print("calc: add --release RELEASE for what that release builds, its KV blocks and warm-up", file=sys.stderr)
     print(json.dumps(result, indent=4))
     return 0
 
@@ -76,7 +77,7 @@ def _review(args, result: dict) -> dict:
     """The release review with the model's KV blocks (unless --num-hpu-blocks) and warm-up."""
     from ..buckets import calc, get_profile
 
-    profile = get_profile(args.profile)  # an unknown name fails here, listing the known ones
+    profile = get_profile(args.release)  # an unknown name fails here, listing the known ones
     check_model_flags(args)
     if args.num_hpu_blocks is not None and args.num_hpu_blocks < 1:
         raise UsageError(f"--num-hpu-blocks must be a positive integer, got {args.num_hpu_blocks}")

@@ -40,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("--storage", help="one Optuna storage URL holding all the studies")
     p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here; "
                    "missing folders are created")
-    add_release_flags(p)  # compare --releases BASE OTHER: the bucket sets two releases build, offline
+    add_release_flags(p)  # compare --release BASE OTHER: the bucket sets two releases build, offline
     p.set_defaults(func=cmd_compare)
 
 
@@ -70,7 +70,8 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
     if storage is None:
         db = folder / "study.db"
         if not db.exists():
-            raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL")
+            raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL"
+                             + _known_studies(name, results))
         storage = f"sqlite:///{db.as_posix()}"
     study_name = folder.name
     opened = open_storage_readonly(storage)
@@ -80,6 +81,17 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
         names = [s.study_name for s in optuna.get_all_study_summaries(opened)]
         raise UsageError(f"no study named {study_name!r} in that storage; it has: "
                          f"{', '.join(names) or 'none'}") from None
+
+
+def _known_studies(name: str, results: Path) -> str:
+    """'; did you mean demo? (studies in results: demo, ok)' from the study folders under `results`."""
+    import difflib
+
+    found = sorted(p.parent.name for p in results.glob("*/study.db")) if results.is_dir() else []
+    if not found:
+        return f" ({results} holds no study)"
+    close = difflib.get_close_matches(Path(name).name, found, n=1)
+    return (f"; did you mean {close[0]}?" if close else "") + f" (studies in {results}: {', '.join(found)})"
 
 
 def _release(study: optuna.Study) -> str | None:
@@ -209,7 +221,7 @@ def cmd_compare(args) -> int:
         return cmd_release_diff(args, study, trial)
     refuse_release_flags(args)
     if len(args.studies) < 2:
-        raise UsageError(f"compare needs at least two studies (or --releases BASE OTHER), got "
+        raise UsageError(f"compare needs at least two studies (or --release BASE OTHER), got "
                          f"{len(args.studies)}{': ' + args.studies[0] if args.studies else ''}")
     studies = [load_study(name, args.results, args.storage)[0] for name in args.studies]
     try:

@@ -20,7 +20,8 @@ def register(sub) -> None:
         "and keep the Pareto front of throughput, latency and warmup time. Re-running the same command "
         "resumes the study.",
     )
-    p.add_argument("--space", type=Path, required=True, help="search-space YAML (see search_spaces/)")
+    p.add_argument("--space", type=Path, required=True,
+                   help="search-space YAML, or the name of one in search_spaces/ (e.g. demo)")
     add_allow_unknown(p)
     p.add_argument("--study", help="study name (default: the space's name)")
     p.add_argument("--results", type=Path, default=Path("results"), help="output root (default results/)")
@@ -60,6 +61,12 @@ def register(sub) -> None:
                    help=f"for warmup ({DURATION_HELP}; default 2h)")
     add_workload_flags(p)
     add_load_flags(p)
+    r = p.add_argument_group("results (vllm bench serve names)")
+    r.add_argument("--percentile-metrics", metavar="M1,M2",
+                   help="the metrics whose percentiles each trial records, of ttft,tpot,itl,e2el (default: all); "
+                        "must include the --latency-metric and every --slo metric. vllm bench serve's other "
+                        "result flags (--save-result, --result-dir, ...) do not apply: every trial's figures are "
+                        "in the study, trials.csv and the trial folders")
     _add_sweep_flags(p)
     o = p.add_argument_group("objectives and constraints")
     o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
@@ -189,6 +196,26 @@ def _check_latency_stat(stat: str, percentiles) -> None:
                          "(add a percentile with --metric-percentiles)")
 
 
+def percentile_metrics(args) -> tuple[str, ...] | None:
+    """--percentile-metrics, checked against what the study needs: the latency objective and the SLO metrics."""
+    from ..load.metrics import PERCENTILE_METRICS, QUEUE_METRICS
+
+    if not args.percentile_metrics:
+        return None
+    metrics = tuple(m.strip() for m in args.percentile_metrics.split(",") if m.strip())
+    bad = [m for m in metrics if m not in PERCENTILE_METRICS + QUEUE_METRICS]
+    if bad or not metrics:
+        raise UsageError(f"--percentile-metrics: {(bad or [args.percentile_metrics])[0]!r} is not one of "
+                         f"{','.join(PERCENTILE_METRICS + QUEUE_METRICS)}")
+    needed = {args.latency_metric} | {k.split("_")[1] for k in parse_key_values(args.slo, "--slo")
+                                      if k.count("_") >= 2 and k.split("_")[1] in PERCENTILE_METRICS}
+    missing = sorted(needed - set(metrics))
+    if missing:
+        raise UsageError(f"--percentile-metrics {args.percentile_metrics}: the study needs {','.join(missing)} "
+                         "(the --latency-metric or an --slo metric); add it")
+    return metrics
+
+
 def build_context(args, space):
     from ..serve.backends import Backend
     from ..trial.run import DeviceModel, Limits, LoadOptions, TrialContext
@@ -232,7 +259,8 @@ def build_context(args, space):
         load=LoadOptions(max_concurrency=args.max_concurrency, request_rate=args.request_rate,
                          burstiness=args.burstiness, warmup_requests=args.num_warmups,
                          goodput_slos=parse_key_values(args.goodput, "--goodput", sep=":") or None,
-                         percentiles=parse_percentiles(args.metric_percentiles)),
+                         percentiles=parse_percentiles(args.metric_percentiles),
+                         percentile_metrics=percentile_metrics(args)),
         limits=Limits(boot_timeout_s=args.boot_timeout, warmup_timeout_s=args.warmup_timeout,
                       warmup_budget_s=args.warmup_budget),
         load_sweep=load_sweep_from_args(args),
@@ -282,6 +310,9 @@ def cmd_tune(args) -> int:
 
     console = Console(stderr=True)
     check_folder(args.results, "--results")
+    from ..space.library import find_space
+
+    args.space = find_space(args.space)
     space = SearchSpace.load(args.space)
     ctx = build_context(args, space)
     if ctx.release:

@@ -50,6 +50,7 @@ class LoadOptions:
     goodput_slos: dict[str, float] | None = None
     percentiles: tuple[float, ...] = (50, 90, 99)
     request_timeout_s: float = 600.0
+    percentile_metrics: tuple[str, ...] | None = None  # vllm bench serve's --percentile-metrics (None: all)
 
 
 @dataclass
@@ -389,7 +390,7 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
             base_url, ctx.backend.api_model_name, ctx.workload,
             max_concurrency=lo.max_concurrency, request_rate=lo.request_rate, burstiness=lo.burstiness,
             warmup_requests=lo.warmup_requests, goodput_slos=lo.goodput_slos, percentiles=lo.percentiles,
-            progress=False,
+            percentile_metrics=lo.percentile_metrics, progress=False,
             on_request_done=(None if ctx.on_progress is None else
                              lambda done, total: ctx.on_progress(slot.index, "load test", done, total, None)),
             request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
