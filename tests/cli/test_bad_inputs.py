@@ -242,7 +242,8 @@ def test_the_table_is_long_enough_and_covers_every_subcommand():
             "sim-serve"} <= commands
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+# ids without the port: each xdist worker collects its own DEAD_PORT, and the ids must agree
+@pytest.mark.parametrize("case", CASES, ids=lambda c: str(c).replace(str(DEAD_PORT), "PORT"))
 def test_bad_input_gives_one_clear_line(case: Case, here: Path, capsys):
     before = snapshot(here)
     code, output = run_cli(case.args, capsys)

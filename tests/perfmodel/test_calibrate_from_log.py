@@ -19,9 +19,10 @@ import pytest
 from tuner.load.workload import FixedWorkload
 from tuner.perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
 from tuner.perfmodel.calibration import Calibration
+from tuner.perfmodel.target import DeviceModel, predict
 from tuner.sim.startup import run_startup_virtual
 from tuner.study.logcalibration import LogCalibrationError, log_sample, settings_from_log
-from tuner.trial.run import DeviceModel, TrialContext, predict
+from tuner.trial.run import TrialContext
 
 from ..conftest import ROOT
 

@@ -106,7 +106,8 @@ def _optuna_uses() -> dict[str, set]:
     for path in sorted((ROOT / "tuner").rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("optuna"):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and module.split(".")[0] == "optuna":
                 uses["paths"].update(f"{node.module}.{a.name}" for a in node.names)
             elif isinstance(node, ast.Attribute):
                 name = _dotted(node)
@@ -119,7 +120,7 @@ def _optuna_uses() -> dict[str, set]:
                 uses["trial"].add(method)
             elif owner == "study":
                 uses["study"].add(method)
-            elif owner in ("study._storage", "self._storage"):
+            elif owner in ("study._storage", "self._storage", "storage", "storage_of(study)"):
                 uses["storage"].add(method)
             target = _dotted(node.func)
             if target and target.startswith("optuna."):

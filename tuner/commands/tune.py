@@ -217,8 +217,9 @@ def percentile_metrics(args) -> tuple[str, ...] | None:
 
 
 def build_context(args, space):
+    from ..perfmodel.target import DeviceModel
     from ..serve.backends import Backend
-    from ..trial.run import DeviceModel, Limits, LoadOptions, TrialContext
+    from ..trial.run import Limits, LoadOptions, TrialContext
 
     release = args.release or space.release
     if args.backend == "sim" and release is None:
@@ -301,6 +302,13 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
 
 
 def cmd_tune(args) -> int:
+    run = tune_study(args)
+    return 130 if run.interrupted else 0
+
+
+def tune_study(args, console=None, storage=None, runner=None):
+    """The whole of `tune` on parsed flags (the Python API, tuner.tune, calls this too); the StudyRun.
+    `storage`: an Optuna storage object in place of --storage; `runner`: run_study's trial runner."""
     from rich.console import Console
 
     from .. import report
@@ -308,7 +316,7 @@ def cmd_tune(args) -> int:
     from ..study.run import Constraints, Objectives, StudyOptions, run_study
     from ..study.storage import redact_url
 
-    console = Console(stderr=True)
+    console = console or Console(stderr=True)
     check_folder(args.results, "--results")
     from ..space.library import find_space
 
@@ -334,14 +342,14 @@ def cmd_tune(args) -> int:
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
                               allow_failed_requests=args.allow_failed_requests)
-    storage = _storage_url(args, console)
-    opts = StudyOptions(name=args.study or space.name, results_root=args.results, storage=storage,
+    storage_url = _storage_url(args, console)
+    opts = StudyOptions(name=args.study or space.name, results_root=args.results, storage=storage_url,
                         sampler=args.sampler, seed=args.sampler_seed, n_trials=args.n_trials,
                         timeout_s=args.timeout, slots=_slots(args), seed_from=args.seed_from,
                         enqueue_defaults=not args.no_seed_defaults,
                         heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage,
                         remeasure=args.remeasure, screening=not args.no_screening,
-                        calibration_seeds=calibration_seeds)
+                        calibration_seeds=calibration_seeds, storage_object=storage)
     started = time.monotonic()
     bars = _SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")
@@ -351,9 +359,10 @@ def cmd_tune(args) -> int:
         bars.print(trial_line(number, result, objectives, constraints, time.monotonic() - started))
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
-                  f"storage {redact_url(opts.storage_url)}; {opts.n_trials} trials")
+                  f"storage {redact_url(opts.storage_url) if storage is None else type(storage).__name__}; "
+                  f"{opts.n_trials} trials")
     with bars:
-        run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
+        run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial, runner=runner)
     if run.interrupted:
         console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
     elif ctx.warmup is not None:
@@ -372,7 +381,8 @@ def cmd_tune(args) -> int:
         best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)
         if best:
             console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
-    return 130 if run.interrupted else 0
+    run.study_dir = opts.study_dir
+    return run
 
 
 def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:

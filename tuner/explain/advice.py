@@ -13,7 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..buckets import BucketConfigError, ServerConfig, calc, get_profile, names
-from .analysis import PhaseBuckets, ReleaseGuess, Timeline
+from .analysis import PhaseBuckets, ReleaseGuess
+from .timeline import Timeline
 
 # Which shipped search space fits which release family (a starting point for `tune`).
 _SPACES = {
@@ -60,13 +61,28 @@ class Advice:
     tune_command: list[str] | None = None
     notes: list[str] = field(default_factory=list)
     predicted_by: str = "the log's per-bucket pace"  # or the performance model calibrated with the log
+    # the engine's rebuild of the logged settings against the logged lists: None when they agree (or
+    # nothing was rebuilt), else what differs, said wherever the advice is shown
+    rebuild_mismatch: str | None = None
 
 
 def _max_of(phases: dict[str, PhaseBuckets], phase: str, dim_index: int) -> int | None:
+    """The largest value of a bucket dimension: from the listed buckets when the list is whole, else
+    from the logged config's max (a cut list only gives a lower bound)."""
     p = phases.get(phase)
-    if p is None or len(p.ranges) <= dim_index:
+    if p is None:
         return None
-    return p.ranges[dim_index][1]
+    if p.complete and len(p.ranges) > dim_index:
+        return p.ranges[dim_index][1]
+    values = list((p.config or {}).values())
+    if len(values) > dim_index and len(values[dim_index]) >= 3:
+        return values[dim_index][2]
+    return None
+
+
+def _cut(phases: dict[str, PhaseBuckets]) -> str:
+    cut = [p for p in phases.values() if not p.complete and p.listed]
+    return "; ".join(f"the {p.phase} bucket list is cut after {p.listed} of {p.count} buckets" for p in cut)
 
 
 def env_from_configs(phases: dict[str, PhaseBuckets]) -> dict[str, str]:
@@ -86,7 +102,9 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
     assumed = []
     seqs = max_num_seqs or _max_of(phases, "decode", 0)
     if not seqs or not (max_model_len or _max_of(phases, "prompt", 1)):
-        raise BucketConfigError("the decode batch sizes or the prompt lengths are not in the log")
+        cut = _cut(phases)
+        raise BucketConfigError(f"{cut}: its largest values are not in the log" if cut else
+                                "the decode batch sizes or the prompt lengths are not in the log")
     if max_num_seqs is None:
         assumed.append(f"max_num_seqs={seqs} (the largest decode batch bucket)")
     mml = max_model_len or _max_of(phases, "prompt", 1)
@@ -94,8 +112,14 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
         assumed.append(f"max_model_len={mml} (the longest prompt bucket; pass --max-model-len)")
     budget = max_num_batched_tokens or token_budget
     if budget is None:
-        budget = max(mml, (_max_of(phases, "prompt", 0) or 1) * mml)
-        assumed.append(f"max_num_batched_tokens={budget} (no prompt bucket was omitted by a token budget)")
+        prompt = phases.get("prompt")
+        if prompt is not None and prompt.complete and prompt.max_tokens:
+            budget = max(prompt.max_tokens, mml)
+            assumed.append(f"max_num_batched_tokens={budget} (the largest batch x length among the logged "
+                           "prompt buckets)")
+        else:
+            budget = max(mml, (_max_of(phases, "prompt", 0) or 1) * mml)
+            assumed.append(f"max_num_batched_tokens={budget} (no prompt bucket was omitted by a token budget)")
     blocks = kv_blocks
     if blocks is None:
         decode = phases.get("decode")
@@ -108,12 +132,10 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
 
 
 def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, decode: int) -> float | None:
-    """The log's warm-up scaled by bucket counts, phase by phase (prompt and decode paced separately)."""
+    """The log's warm-up scaled by bucket counts, phase by phase (prompt and decode paced separately,
+    from the primary run's timed stretches)."""
     total = timeline.warmup_total_s
-    shares = {}
-    for phase in ("prompt", "decode"):
-        times = [s.seconds for s in timeline.steps if s.phase == phase and s.seconds is not None]
-        shares[phase] = sum(times)
+    shares = timeline.phase_shares()
     step_sum = sum(shares.values())
     if total is None:
         total = step_sum or None
@@ -203,6 +225,7 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
         advice.alternatives.append(Alternative(
             name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
             _predict(timeline, by_phase, len(plan.prompt), len(plan.decode))))
+    advice.rebuild_mismatch = rebuild_mismatch(advice, by_phase)
     advice.tune_command = tune_command(profile, log_path)
     if profile not in _SPACES:
         advice.notes.append(f"no shipped search space for {profile}: the command borrows {_BORROWED[profile]} "
@@ -220,6 +243,24 @@ def tune_command(profile: str, log_path: str | None) -> list[str]:
     if log_path:
         cmd += ["--calibrate-from", log_path]
     return cmd
+
+
+def rebuild_mismatch(advice: Advice, by_phase: dict[str, PhaseBuckets]) -> str | None:
+    """Where the engine's rebuild of the logged settings does not give the logged bucket counts."""
+    logged = next((a for a in advice.alternatives if a.name == "as logged"), None)
+    if logged is None:
+        return None
+    if logged.error is not None:
+        return f"the logged settings could not be rebuilt for {advice.profile}: {logged.error}"
+    got = {"prompt": logged.prompt_buckets, "decode": logged.decode_buckets}
+    seen = {ph: p.count for ph, p in by_phase.items() if ph in got and p.count}
+    differ = {ph: n for ph, n in seen.items() if got[ph] != n}
+    if not differ:
+        return None
+    built = " and ".join(f"{got[ph]} {ph}" for ph in seen)
+    shown = " and ".join(f"{n} {ph}" for ph, n in seen.items())
+    return (f"the engine rebuilds the logged settings as {built} buckets, the log shows {shown}: the settings "
+            "assumed are not exactly the server's, and figures derived from them are approximate")
 
 
 def strategy_from_configs(by_phase: dict[str, PhaseBuckets]) -> str:

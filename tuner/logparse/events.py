@@ -121,7 +121,7 @@ class GeneratedBuckets(Event):
     `[bs, total_blocks]`, `[bs, query, num_blocks]`, vllm-gaudi `Generated N spec decode buckets ..`.
     `complete` is False when the list text was cut off; `count` is always the logged count."""
 
-    phase: str                           # "prompt" | "decode" | "spec_decode"
+    phase: str                           # "prompt" | "decode" | "spec_decode" | "unified"
     count: int
     dims: tuple[str, ...] | None      # ("bs", "seq"), None for fork 1.17
     buckets: tuple[tuple[int, ...], ...]

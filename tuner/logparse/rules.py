@@ -124,8 +124,9 @@ def _experimental(m):
 
 
 # F117 `Generated 24 prompt buckets: [..]`; F118..F1212 `.. [bs, seq]: ..`, `[bs, total_blocks]`;
-# E821+/vllm-gaudi `[bs, query, num_blocks]`; vllm-gaudi `Generated N spec decode buckets [..]: ..`
-@_rule(r"\bGenerated (?P<count>\d+) (?P<phase>prompt|decode|spec decode) buckets(?: \[(?P<dims>[^\]]*)\])?: ?"
+# E821+/vllm-gaudi `[bs, query, num_blocks]`; vllm-gaudi `Generated N spec decode buckets [..]: ..` and, with
+# unified attention, `Generated 375 unified buckets [query, shared_blocks, unique_blocks]: [(8, 0, 0, 1), ..]`
+@_rule(r"\bGenerated (?P<count>\d+) (?P<phase>prompt|decode|spec decode|unified) buckets(?: \[(?P<dims>[^\]]*)\])?: ?"
        r"(?P<list>.*)$")
 def _generated(m):
     buckets, complete = _bucket_list(m["list"])

@@ -46,7 +46,7 @@ def _fronts_3d(cmp: Comparison) -> go.Figure:
     names = cmp.objective_names
     fig.update_layout(scene={"xaxis_title": display.short(names[1]), "yaxis_title": display.short(names[2]),
                              "zaxis_title": display.short(names[0])})
-    return charts._layout(fig, "The fronts in 3-D (drag to turn)", height=520)
+    return charts.layout(fig, "The fronts in 3-D (drag to turn)", height=520)
 
 
 def _share_chart(cmp: Comparison) -> go.Figure:
@@ -54,7 +54,7 @@ def _share_chart(cmp: Comparison) -> go.Figure:
                            text=[f"{s:.0%}" for s in cmp.share], textposition="outside",
                            hovertemplate="%{x}: %{y:.0f}% of the union front<extra></extra>"))
     fig.update_yaxes(range=[0, 115])
-    return charts._layout(fig, "Front hypervolume as a share of the union of all fronts", None, "% of union",
+    return charts.layout(fig, "Front hypervolume as a share of the union of all fronts", None, "% of union",
                           height=320)
 
 
@@ -74,7 +74,7 @@ def _convergence_chart(cmp: Comparison, studies: list[optuna.Study]) -> go.Figur
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv", name=label,
                                  marker={"color": charts.SERIES[i % len(charts.SERIES)]}))
     fig.update_yaxes(range=[0, 105])
-    return charts._layout(fig, "Share of the union front reached per accelerator-hour", "accelerator-hours",
+    return charts.layout(fig, "Share of the union front reached per accelerator-hour", "accelerator-hours",
                           "% of union front", height=340)
 
 

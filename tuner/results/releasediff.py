@@ -155,7 +155,7 @@ def _shown(value: Any, source: str) -> str:
     return f"{value} ({source})"
 
 
-def setting_diffs(a: ReleaseBuild, b: ReleaseBuild, env: dict[str, str]) -> list[SettingDiff]:
+def setting_diffs(a: ReleaseBuild, b: ReleaseBuild, env: dict[str, str]) -> list[SettingDiff]:  # noqa: C901 (one branch per kind of setting a release change can touch)
     """Settings the two releases treat differently: read by one only, ignored or overridden by one, or
     resolved to different values (another default, another meaning). The ones the env sets come first."""
     out: list[SettingDiff] = []

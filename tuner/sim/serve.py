@@ -20,11 +20,11 @@ from aiohttp import web
 
 from ..buckets import get_profile
 from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
+from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
 from ..perfmodel.rules import env_value
 from ..vocabulary import add_release
 from .clocks import LiveDriver
-from .engine import Engine
 from .faults import COMPILE_ERROR, FaultError, Faults
 from .faults import ENV_VAR as FAULT_ENV
 from .faults import from_env as fault_specs_from_env

@@ -282,7 +282,7 @@ class SearchSpace:
         """Ask an Optuna trial for values (define-by-run: unmet conditions are not asked)."""
         values: dict[str, Any] = {}
         for p in self.parameters:
-            if not self._condition_met(p, values):
+            if not self.condition_met(p, values):
                 continue
             values[p.name] = _suggest_one(trial, p)
         return self.settings_for(values)
@@ -293,7 +293,7 @@ class SearchSpace:
         env = dict(self.env)
         params, fitted = {}, {}
         for p in self.parameters:
-            if p.name not in values or not self._condition_met(p, params):
+            if p.name not in values or not self.condition_met(p, params):
                 continue
             v = values[p.name]
             params[p.name] = v
@@ -318,7 +318,7 @@ class SearchSpace:
             env[BUCKET_FILE_VARIABLE] = self.fitted_resolver(fitted, server)
         return TrialSettings(server=server, env=env, params=params, fitted=fitted)
 
-    def _condition_met(self, p: Parameter, sampled: dict[str, Any]) -> bool:
+    def condition_met(self, p: Parameter, sampled: dict[str, Any]) -> bool:
         for cond, allowed in p.when.items():
             current = sampled.get(cond, self.env.get(cond, self.server.get(cond)))
             allowed_list = allowed if isinstance(allowed, list) else [allowed]
@@ -343,7 +343,7 @@ def _is_strategy_switch(profile, key: str) -> bool:
     return any(key in profile.strategy_env(s) for s in profile.strategies)
 
 
-def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:
+def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:  # noqa: C901 (one validation per parameter type and key, each with its own message)
     where = f"{source}: parameter {name!r}"
     if not isinstance(spec, dict):
         raise SpaceError(f"{where}: definition must be a mapping, got {spec!r}")

@@ -105,7 +105,7 @@ def _bucket_env(profile, cfg, strategy: str, base: dict[str, str], logged: dict[
 
 def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], source: str = "-") -> LogSample:
     """One calibration sample from a log, against the study's release, device and model (ctx)."""
-    from ..trial.run import predict
+    from ..perfmodel.target import predict
 
     x = explain(list(lines), source=source)
     if ctx.release is None or ctx.device_model is None:
@@ -190,13 +190,12 @@ def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str
     from dataclasses import replace
 
     from ..perfmodel.calibration import Calibration
-    from ..trial.run import DeviceModel, TrialContext, predict
+    from ..perfmodel.target import DeviceModel, ModelTarget, predict
 
     release = x.advice.profile
     if release is None or not x.advice.alternatives:
         return
-    ctx = TrialContext(backend=None, workload=None, release=release,
-                       device_model=DeviceModel(device=device, model=model_shape, dtype=dtype))
+    ctx = ModelTarget(release, DeviceModel(device=device, model=model_shape, dtype=dtype))
     got = log_sample(lines, ctx, server_defaults, source=x.source)
     corrections = Calibration.from_samples([got.sample]).corrections
     memory_env = {k: v for k, v in got.settings.env.items() if not k.startswith("VLLM_") or "GRAPH" in k}

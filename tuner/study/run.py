@@ -32,7 +32,7 @@ from ..space.schema import SearchSpace, TrialSettings
 from ..status import CONFIG_FAILURES, TrialStatus
 from ..trial import run as trial_mod
 from ..trial.run import Slot, TrialContext, TrialResult
-from . import nodes
+from . import nodes, optuna_private
 from .proposals import Guide
 from .screen import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
 from .storage import open_storage, open_storage_readonly, redact_url
@@ -126,6 +126,7 @@ class StudyOptions:
     screening: bool = True  # the calibrated model's confident rejections are told without a boot
     # calibration samples from logs of past boots (--calibrate-from), added once to the study's seeds
     calibration_seeds: list[dict] = field(default_factory=list)
+    storage_object: optuna.storages.BaseStorage | None = None  # given by the Python API: used as it is
 
     @property
     def study_dir(self) -> Path:
@@ -188,7 +189,8 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
 def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -> optuna.Study:
     _quiet_optuna()
     opts.study_dir.mkdir(parents=True, exist_ok=True)
-    storage = make_storage(opts.storage_url, opts.heartbeat_grace_s, opts.storage_outage_s)
+    storage = (opts.storage_object if opts.storage_object is not None
+               else make_storage(opts.storage_url, opts.heartbeat_grace_s, opts.storage_outage_s))
     sampler = make_sampler(opts.sampler, opts.seed, space, opts.n_trials, opts.grid_levels)
     for attempt in range(5):
         try:
@@ -325,10 +327,8 @@ def recover_orphans(study: optuna.Study) -> list[int]:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.system_attrs.get("tuner_owner") or t.user_attrs.get("owner")
         if owner and identity_alive(owner) is False:
-            study._storage.set_trial_system_attr(t._trial_id, "tuner_recovered", True)
-            study._storage.set_trial_user_attr(t._trial_id, "status", "tuner_died")
-            study._storage.set_trial_user_attr(t._trial_id, "requeued", True)
-            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            optuna_private.fail_trial_of_dead_tuner(study, t, {"status": "tuner_died", "requeued": True},
+                                                    {"tuner_recovered": True})
             study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number})
             recovered.append(t.number)
     return recovered
@@ -368,7 +368,7 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
         trial.set_constraint(name, float(value))
     # optuna-dashboard 0.21 reads only the legacy "constraints" system attribute; mirror the values
     # there (same numbers, same order) so its Pareto view hides infeasible trials too.
-    study._storage.set_trial_system_attr(trial._trial_id, "constraints", [float(v) for v in cons.values()])
+    optuna_private.mirror_constraints(study, trial, [float(v) for v in cons.values()])
     # Penalties for what was not measured: they steer the sampler away, and stay inside Optuna (the names
     # are recorded so that trials.csv and pareto.csv leave those cells empty, tuner/report/frame.py).
     placeholders = []
@@ -401,9 +401,10 @@ class StudyRun:
     interrupted: bool = False
     seeds: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    study_dir: Path | None = None  # where its report, trials.csv and best.env are
 
 
-def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
+def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,  # noqa: C901
               constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
               install_sigint: bool = True, runner: Callable[..., TrialResult] | None = None) -> StudyRun:
     """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
@@ -434,6 +435,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     run = StudyRun(study=study, seeds=seeds, notes=notes)
     screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
     guide = Guide(study, space, ctx, objectives, screen, opts.seed)  # the calibrated model's proposals
+    screen.use_guide(guide)  # ... and what they predict dominated is screened before boot
     known = study.user_attrs.get(SEED_ATTR) or []
     fresh_logs = [x for x in opts.calibration_seeds if x not in known]  # a re-run adds nothing twice
     if fresh_logs:
@@ -441,11 +443,11 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         notes.append(f"calibration: {len(fresh_logs)} log(s) of past boots added")
     refresh_calibration(study, ctx)
     for line in notes + [f"seeded: {s}" for s in seeds]:
-        trial_mod._status(ctx, line)
+        trial_mod.status_line(ctx, line)
 
     stop = threading.Event()
     lock = threading.Lock()
-    ask_lock = nodes.AskLock(study._storage, nodes.storage_url(opts.storage_url), opts.name)
+    ask_lock = nodes.AskLock(optuna_private.storage_of(study), nodes.storage_url(opts.storage_url), opts.name)
     errors: list[BaseException] = []
     deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
 
@@ -488,7 +490,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             except optuna.exceptions.UpdateFinishedTrialError:
                 # Our heartbeat went silent too long (a storage outage) and another node failed the
                 # trial and enqueued its parameters again: its result files stay, go on.
-                trial_mod._status(ctx, f"trial {trial.number} was failed meanwhile by another node "
+                trial_mod.status_line(ctx, f"trial {trial.number} was failed meanwhile by another node "
                                        "(heartbeat missed); its parameters run again")
             except BaseException as exc:
                 # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
@@ -513,7 +515,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         previous = signal.signal(signal.SIGINT, on_sigint)
     threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
                for slot in opts.slots]
-    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod._status(
+    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod.status_line(
         ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
     try:
         with reaper:

@@ -31,14 +31,16 @@ from optuna.trial import TrialState
 
 from ..perfmodel.calibration import Calibration
 from ..perfmodel.checks import rejection
+from ..perfmodel.target import predict, predict_calibrated
 from ..space.fitted import bucket_set_digest
 from ..space.schema import BUCKET_FILE_VARIABLE, TrialSettings
 from ..status import TrialStatus
-from ..trial.run import TrialContext, TrialResult, predict, predict_calibrated
+from ..trial.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
+from ..trial.run import TrialContext, TrialResult
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
 EXPLORE_SHARE = 0.05  # over-budget rejections booted anyway
-SAMPLE_ATTR, KEY_ATTR, SCREENED_ATTR = "calibration_sample", "effective_key", "screened"
+SAMPLE_ATTR, KEY_ATTR, SCREENED_ATTR = CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED  # trial/record.py
 CAL_ATTR, SEED_ATTR = "calibration", "calibration_seed_samples"
 REUSABLE = {s.value for s in TrialStatus if s is TrialStatus.OK or s.config_failure}
 
@@ -82,7 +84,8 @@ def study_calibration(study: optuna.Study, generic: bool = False) -> Calibration
     """The corrections every node of this study uses: seeded samples plus every booted trial's.
     `generic`: the device or model is not in the tables (a wide prior the boots replace)."""
     samples = list(study.user_attrs.get(SEED_ATTR) or [])
-    samples += [t.user_attrs.get(SAMPLE_ATTR) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    samples += [TrialRecord.from_frozen(t).calibration_sample
+                for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
     return Calibration.from_samples(samples, generic=generic)
 
 
@@ -118,12 +121,17 @@ class Screen:
         self.screening = screening
         self.rng = random.Random(seed)
         self.in_a_row: dict[int, int] = {}
-        self.guide = None  # guided.Guide: predicted-dominated proposals are not booted either
+        self.guide = None  # proposals.Guide (use_guide): predicted-dominated proposals are not booted either
 
-    def measurements(self, key: str) -> list[optuna.trial.FrozenTrial]:
-        return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get(KEY_ATTR) == key and not t.user_attrs.get(SCREENED_ATTR)
-                and t.user_attrs.get("status") in REUSABLE and t.user_attrs.get("booted")]
+    def use_guide(self, guide) -> None:
+        """Screen what the guide's calibrated model predicts a measured point beats everywhere."""
+        self.guide = guide
+
+    def measurements(self, key: str) -> list[TrialRecord]:
+        records = (TrialRecord.from_frozen(t) for t in self.study.get_trials(deepcopy=False,
+                                                                             states=(TrialState.COMPLETE,)))
+        return [r for r in records
+                if r.effective_key == key and not r.screened and r.status in REUSABLE and r.booted]
 
     def decide(self, trial: optuna.Trial, settings: TrialSettings, slot: int) -> tuple[TrialResult | None,
                                                                                        TrialContext]:
@@ -160,12 +168,11 @@ class Screen:
         self.in_a_row[slot] = 0
         return None, self.ctx
 
-    def _reused(self, earlier: optuna.trial.FrozenTrial, settings: TrialSettings) -> TrialResult:
-        a = earlier.user_attrs
-        res = TrialResult(status=TrialStatus(a["status"]), reason=f"reused from trial {earlier.number}: "
-                          f"same effective settings{'; ' + a['reason'] if a.get('reason') else ''}",
-                          params=settings.params, server=settings.server, predicted=dict(a.get("predicted") or {}),
-                          observed=dict(a.get("observed") or {}), metrics=dict(a.get("metrics") or {}),
+    def _reused(self, earlier: TrialRecord, settings: TrialSettings) -> TrialResult:
+        res = TrialResult(status=TrialStatus(earlier.status), reason=f"reused from trial {earlier.number}: "
+                          f"same effective settings{'; ' + earlier.reason if earlier.reason else ''}",
+                          params=settings.params, server=settings.server, predicted=dict(earlier.predicted),
+                          observed=dict(earlier.observed), metrics=dict(earlier.metrics),
                           timings={"accelerator_s": 0.0})
         res.observed["reused_from"] = earlier.number
         return res
@@ -183,23 +190,23 @@ class Screen:
         """--remeasure: a configuration measured before is told the mean of all its measurements."""
         if self.remeasure <= 1 or not result.ok:
             return
-        earlier = [t for t in self.measurements(trial.user_attrs.get(KEY_ATTR) or "")
-                   if t.user_attrs.get("status") == TrialStatus.OK.value]
+        earlier = [r for r in self.measurements(trial.user_attrs.get(KEY_ATTR) or "")
+                   if r.status == TrialStatus.OK.value]
         if not earlier:
             return
-        runs = [t.user_attrs.get("metrics") or {} for t in earlier] + [result.metrics]
+        runs = [r.metrics for r in earlier] + [result.metrics]
         for k, v in result.metrics.items():
             vals = [r.get(k) for r in runs]
             if isinstance(v, (int, float)) and all(isinstance(x, (int, float)) for x in vals):
                 result.metrics[k] = statistics.fmean(vals)
-        w = [t.user_attrs.get("observed", {}).get("warmup_s") for t in earlier] + [result.observed.get("warmup_s")]
+        w = [r.observed.get("warmup_s") for r in earlier] + [result.observed.get("warmup_s")]
         if all(isinstance(x, (int, float)) for x in w):
             result.observed["warmup_s"] = statistics.fmean(w)
         result.observed["measurements"] = len(runs)
 
 
 def counts_toward_budget(t: optuna.trial.FrozenTrial) -> bool:
-    return not t.user_attrs.get(SCREENED_ATTR)
+    return not TrialRecord.from_frozen(t).screened
 
 
 # ----------------------------------------------------------------------------------- model seeds

@@ -106,6 +106,7 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
     from ..perfmodel.costs import CACHE_HIT
     from ..recipecache.warmupmode import cache_hit_sample
     from ..trial import run as trial_mod
+    from ..trial.record import TrialRecord
     from .screen import seed_calibration
 
     opts = ctx.warmup
@@ -114,16 +115,15 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
     reboots = dict(study.user_attrs.get(REBOOT_ATTR) or {})
     done = []
     for t in sorted(measured_front(study), key=lambda t: t.number):
-        observed = t.user_attrs.get("observed") or {}
-        if observed.get("warmup_cold_s") is not None or str(t.number) in reboots or \
-                t.user_attrs.get("status") != "ok":
+        rec = TrialRecord.from_frozen(t)
+        if rec.observed.get("warmup_cold_s") is not None or str(t.number) in reboots or not rec.ok:
             continue
         fresh = fresh_cold_cache(opts.shared)
         cold_ctx = dataclasses.replace(ctx, warmup=dataclasses.replace(opts, shared=fresh, budget_s=None),
                                        limits=dataclasses.replace(ctx.limits, warmup_budget_s=None),
                                        progress=None, on_progress=None,
                                        measure_load=False)  # its serving was measured: only the warmup
-        predicted = t.user_attrs.get("predicted") or {}
+        predicted = rec.predicted
         say(f"trial {t.number}: cold re-boot (its cold warmup was predicted: {predicted.get('warmup_cold_s', '?')} s)")
         where = study_dir / "trials" / f"{t.number:04d}" / "cold-reboot"
         try:
@@ -138,7 +138,7 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
             continue
         reboots[str(t.number)] = {"warmup_cold_s": cold, "predicted_cold_s": predicted.get("warmup_cold_s")}
         study.set_user_attr(REBOOT_ATTR, reboots)
-        cached = observed.get("warmup_cached_s")
+        cached = rec.observed.get("warmup_cached_s")
         if cached is not None and predicted.get("warmup_cold_s") and predicted.get("warmup_cached_s"):
             dtype = ctx.device_model.dtype if ctx.device_model else "bf16"
             x = cache_hit_sample(cold, cached, predicted["warmup_cold_s"], predicted["warmup_cached_s"],
