@@ -111,3 +111,12 @@ def short(name: str) -> str:
     if len(parts) == 3 and parts[2] == "ms":
         return f"{parts[0]} {parts[1].upper()}"
     return name.replace("_", " ")
+
+
+def above(value: float, limit: float) -> str:
+    """`value` with just enough digits to show it is over `limit`: 240.4 against 240 is '240.4', not '240'."""
+    for digits in range(4):
+        text = f"{value:,.{digits}f}"
+        if float(text.replace(",", "")) > limit:
+            return text
+    return f"{value:,.4g}"

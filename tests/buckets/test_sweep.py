@@ -133,7 +133,7 @@ def test_pooling_prompt_buckets_follow_each_releases_runner(profile):
 
 
 def _cli_args(profile: str, inputs: dict, bucket_file_dir: str) -> list[str]:
-    args = ["buckets", "--profile", profile, "--json"]
+    args = ["buckets", "--release", profile, "--json"]
     for key in ("block_size", "max_num_seqs", "max_model_len", "max_num_batched_tokens", "num_hpu_blocks",
                 "max_num_prefill_seqs", "num_speculative_tokens", "mamba_chunk_size", "decode_block_size"):
         if inputs.get(key) is not None:

@@ -86,7 +86,7 @@ def test_tune_calibrate_from_end_to_end(tmp_path):
                      "max_num_batched_tokens: 4096}\nparameters:\n  max_num_seqs: {type: categorical, choices: [16]}\n")
     from tuner.serve.process import find_free_port
 
-    sim = [sys.executable, "-m", "tuner.sim", "meta-llama/Llama-3.1-8B-Instruct", "--sim-release", "fork-1.22",
+    sim = [sys.executable, "-m", "tuner.sim", "meta-llama/Llama-3.1-8B-Instruct", "--release", "fork-1.22",
            "--max-num-seqs", "16", "--max-model-len", "2048", "--max-num-batched-tokens", "4096",
            "--sim-hardware", "prompt_warmup=2", "decode_warmup=2", "kv_block=1.1",
            "--sim-startup-time-scale", "0.002", "--host", "127.0.0.1", "--port", str(find_free_port())]

@@ -105,6 +105,9 @@ def _optuna_uses() -> dict[str, set]:
     uses = {"paths": set(), "trial": set(), "study": set(), "storage": set(), "kwargs": set()}
     for path in sorted((ROOT / "tuner").rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
+        # a module's own classes' methods (tuner/trial/run.py's phases on its `trial`) are not Optuna's
+        own = {f.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+               if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         for node in ast.walk(tree):
             module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
             if isinstance(node, ast.ImportFrom) and node.level == 0 and module.split(".")[0] == "optuna":
@@ -116,6 +119,8 @@ def _optuna_uses() -> dict[str, set]:
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue
             owner, method = _dotted(node.func.value), node.func.attr
+            if owner in ("trial", "study") and method in own:
+                continue
             if owner == "trial":
                 uses["trial"].add(method)
             elif owner == "study":

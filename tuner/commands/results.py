@@ -6,7 +6,7 @@ from pathlib import Path
 
 import optuna
 
-from . import UsageError, parse_key_values, prepare_output
+from . import DURATION_HELP, UsageError, duration, parse_key_values, prepare_output
 from .compare import add_release_flags, check_release_args, cmd_release_diff, refuse_release_flags
 
 
@@ -18,7 +18,7 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="the complete env file of a chosen Pareto trial")
     _study_args(p)
     p.add_argument("--pick", choices=("throughput", "latency", "balanced", "warmup"), default="balanced")
-    p.add_argument("--max-warmup", type=float, metavar="S")
+    p.add_argument("--max-warmup", type=duration, metavar="S", help=f"warm-up limit ({DURATION_HELP})")
     p.add_argument("--max-latency", type=float, metavar="MS", help="on the study's latency objective")
     p.add_argument("--max-ttft", type=float, metavar="MS", help="p99 TTFT limit")
     p.add_argument("--max-tpot", type=float, metavar="MS", help="p99 TPOT limit")
@@ -40,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("--storage", help="one Optuna storage URL holding all the studies")
     p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here; "
                    "missing folders are created")
-    add_release_flags(p)  # compare --releases BASE OTHER: the bucket sets two releases build, offline
+    add_release_flags(p)  # compare --release BASE OTHER: the bucket sets two releases build, offline
     p.set_defaults(func=cmd_compare)
 
 
@@ -70,7 +70,8 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
     if storage is None:
         db = folder / "study.db"
         if not db.exists():
-            raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL")
+            raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL"
+                             + _known_studies(name, results))
         storage = f"sqlite:///{db.as_posix()}"
     study_name = folder.name
     opened = open_storage_readonly(storage)
@@ -80,6 +81,17 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
         names = [s.study_name for s in optuna.get_all_study_summaries(opened)]
         raise UsageError(f"no study named {study_name!r} in that storage; it has: "
                          f"{', '.join(names) or 'none'}") from None
+
+
+def _known_studies(name: str, results: Path) -> str:
+    """'; did you mean demo? (studies in results: demo, ok)' from the study folders under `results`."""
+    import difflib
+
+    found = sorted(p.parent.name for p in results.glob("*/study.db")) if results.is_dir() else []
+    if not found:
+        return f" ({results} holds no study)"
+    close = difflib.get_close_matches(Path(name).name, found, n=1)
+    return (f"; did you mean {close[0]}?" if close else "") + f" (studies in {results}: {', '.join(found)})"
 
 
 def _release(study: optuna.Study) -> str | None:
@@ -98,7 +110,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..results.export import Filters, env_file_text, export_bucket_file, pick_trial
+    from ..results.export import Filters, env_file_text, export_bucket_file
 
     study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
@@ -109,7 +121,7 @@ def cmd_export(args) -> int:
         limits["p99_tpot_ms"] = args.max_tpot
     filters = Filters(max_warmup_s=args.max_warmup, max_latency_ms=args.max_latency,
                       min_throughput=args.min_throughput, metric_limits=limits)
-    trial = _numbered_trial(study, args.trial) if args.trial is not None else pick_trial(study, args.pick, filters)
+    trial = _numbered_trial(study, args.trial) if args.trial is not None else _pick(study, args.pick, filters)
     extra, comments = {}, []
     if args.with_cache is not None:
         extra, comments, verified = _prepare_cache(study, trial, args)
@@ -128,6 +140,21 @@ def cmd_export(args) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _pick(study, pick: str, filters):
+    """pick_trial; with nothing feasible at all, the error also names the closest trial and what admits it."""
+    from ..report.facts import closest_admission
+    from ..results.export import ExportError, pick_trial
+    from ..study.pareto import measured_front
+
+    try:
+        return pick_trial(study, pick, filters)
+    except ExportError as exc:
+        admit = None if measured_front(study) else closest_admission(study)
+        if admit is None:
+            raise
+        raise ExportError(f"{exc}; {admit.sentence()} (in `tune`)") from None
 
 
 def _numbered_trial(study, number: int):
@@ -194,7 +221,7 @@ def cmd_compare(args) -> int:
         return cmd_release_diff(args, study, trial)
     refuse_release_flags(args)
     if len(args.studies) < 2:
-        raise UsageError(f"compare needs at least two studies (or --releases BASE OTHER), got "
+        raise UsageError(f"compare needs at least two studies (or --release BASE OTHER), got "
                          f"{len(args.studies)}{': ' + args.studies[0] if args.studies else ''}")
     studies = [load_study(name, args.results, args.storage)[0] for name in args.studies]
     try:

@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import UsageError, check_folder, parse_key_values
+from . import DURATION_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 
 
@@ -20,16 +20,18 @@ def register(sub) -> None:
         "and keep the Pareto front of throughput, latency and warmup time. Re-running the same command "
         "resumes the study.",
     )
-    p.add_argument("--space", type=Path, required=True, help="search-space YAML (see search_spaces/)")
+    p.add_argument("--space", type=Path, required=True,
+                   help="search-space YAML, or the name of one in search_spaces/ (e.g. demo)")
+    add_allow_unknown(p)
     p.add_argument("--study", help="study name (default: the space's name)")
     p.add_argument("--results", type=Path, default=Path("results"), help="output root (default results/)")
     p.add_argument("--storage", help="Optuna storage URL (default $BUCKET_TUNER_STORAGE, else "
                                      "sqlite:///results/<study>/study.db); postgresql://user@host/db to share "
                                      "a study between nodes, its password from PGPASSWORD or ~/.pgpass, never here")
-    p.add_argument("--heartbeat-grace", type=float, default=120.0, metavar="S",
+    p.add_argument("--heartbeat-grace", type=duration, default=120.0, metavar="S",
                    help="another node fails a trial whose tuner has been silent this long as tuner_died "
                         "and runs its parameters again (default 120; heartbeats every grace/4, at most 30 s)")
-    p.add_argument("--storage-outage", type=float, default=600.0, metavar="S",
+    p.add_argument("--storage-outage", type=duration, default=600.0, metavar="S",
                    help="while the storage is unreachable, retry this long before stopping (default 600)")
     g = p.add_argument_group("server")
     g.add_argument("--backend", choices=("sim", "vllm"), default="sim",
@@ -58,16 +60,25 @@ def register(sub) -> None:
     g.add_argument("--startup-time-scale", type=float, default=0.005,
                    help="sim only: compress simulated boot and warmup by this factor")
     g.add_argument("--sim-noise", type=float, default=0.0, help="sim only: run-to-run noise")
-    g.add_argument("--boot-timeout", type=float, default=900.0, help="seconds until warmup starts")
-    g.add_argument("--warmup-timeout", type=float, default=7200.0, help="seconds for warmup")
+    g.add_argument("--boot-timeout", type=duration, default=900.0, metavar="S",
+                   help=f"until warmup starts ({DURATION_HELP}; default 15m)")
+    g.add_argument("--warmup-timeout", type=duration, default=7200.0, metavar="S",
+                   help=f"for warmup ({DURATION_HELP}; default 2h)")
     add_workload_flags(p)
     add_load_flags(p)
+    r = p.add_argument_group("results (vllm bench serve names)")
+    r.add_argument("--percentile-metrics", metavar="M1,M2",
+                   help="the metrics whose percentiles each trial records, of ttft,tpot,itl,e2el (default: all); "
+                        "must include the --latency-metric and every --slo metric. vllm bench serve's other "
+                        "result flags (--save-result, --result-dir, ...) do not apply: every trial's figures are "
+                        "in the study, trials.csv and the trial folders")
     _add_sweep_flags(p)
     o = p.add_argument_group("objectives and constraints")
     o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
     o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
     o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
-    o.add_argument("--warmup-budget", type=float, help="seconds: reject before boot / abort warmup above it")
+    o.add_argument("--warmup-budget", type=duration, metavar="S",
+                   help=f"reject before boot / abort warmup above it ({DURATION_HELP})")
     o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
                    help="the warmup objective and budget: cold (default: every shape compiled) or cached (a "
                         "deployment with a prepared recipe cache, export --with-cache); the other is shown too")
@@ -79,7 +90,8 @@ def register(sub) -> None:
     o.add_argument("--allow-failed-requests", action="store_true")
     b = p.add_argument_group("budget, sampler, parallelism")
     b.add_argument("--n-trials", type=int, default=20, help="finished trials the study should hold")
-    b.add_argument("--timeout", type=float, help="wall seconds for this run (e.g. 28800 for a night)")
+    b.add_argument("--timeout", type=duration, metavar="S",
+                   help=f"wall time for this run ({DURATION_HELP}; e.g. 8h for a night)")
     b.add_argument("--sampler", choices=("tpe", "gp", "nsga2", "random", "grid"), default="tpe")
     b.add_argument("--sampler-seed", type=int, default=0)
     b.add_argument("--slots", type=int, default=1, help="trials at once")
@@ -114,7 +126,7 @@ def _add_sweep_flags(p) -> None:
                    help="which point's figures the trial reports: last (default: the last point measured) or "
                         "best-within-slo (the highest throughput among the points meeting --slo without failed "
                         "requests, with that point's latency; none meets them: the closest, infeasible)")
-    s.add_argument("--load-sweep-budget", type=float, default=DEFAULT_BUDGET_S, metavar="S",
+    s.add_argument("--load-sweep-budget", type=duration, default=DEFAULT_BUDGET_S, metavar="S",
                    help=f"server seconds for all the points of one trial (default {DEFAULT_BUDGET_S:g}): a point "
                         "still running then is cut, later ones are skipped; the points measured are kept")
 
@@ -189,6 +201,26 @@ def _check_latency_stat(stat: str, percentiles) -> None:
                          "(add a percentile with --metric-percentiles)")
 
 
+def percentile_metrics(args) -> tuple[str, ...] | None:
+    """--percentile-metrics, checked against what the study needs: the latency objective and the SLO metrics."""
+    from ..load.metrics import PERCENTILE_METRICS, QUEUE_METRICS
+
+    if not args.percentile_metrics:
+        return None
+    metrics = tuple(m.strip() for m in args.percentile_metrics.split(",") if m.strip())
+    bad = [m for m in metrics if m not in PERCENTILE_METRICS + QUEUE_METRICS]
+    if bad or not metrics:
+        raise UsageError(f"--percentile-metrics: {(bad or [args.percentile_metrics])[0]!r} is not one of "
+                         f"{','.join(PERCENTILE_METRICS + QUEUE_METRICS)}")
+    needed = {args.latency_metric} | {k.split("_")[1] for k in parse_key_values(args.slo, "--slo")
+                                      if k.count("_") >= 2 and k.split("_")[1] in PERCENTILE_METRICS}
+    missing = sorted(needed - set(metrics))
+    if missing:
+        raise UsageError(f"--percentile-metrics {args.percentile_metrics}: the study needs {','.join(missing)} "
+                         "(the --latency-metric or an --slo metric); add it")
+    return metrics
+
+
 def build_context(args, space, console=None):
     from ..perfmodel.target import DeviceModel
     from ..serve.backends import Backend
@@ -236,7 +268,8 @@ def build_context(args, space, console=None):
         load=LoadOptions(max_concurrency=args.max_concurrency, request_rate=args.request_rate,
                          burstiness=args.burstiness, warmup_requests=args.num_warmups,
                          goodput_slos=parse_key_values(args.goodput, "--goodput", sep=":") or None,
-                         percentiles=parse_percentiles(args.metric_percentiles)),
+                         percentiles=parse_percentiles(args.metric_percentiles),
+                         percentile_metrics=percentile_metrics(args)),
         limits=Limits(boot_timeout_s=args.boot_timeout, warmup_timeout_s=args.warmup_timeout,
                       warmup_budget_s=args.warmup_budget),
         load_sweep=load_sweep_from_args(args),
@@ -297,10 +330,13 @@ def tune_study(args, console=None, storage=None, runner=None):
 
     console = console or Console(stderr=True)
     check_folder(args.results, "--results")
+    from ..space.library import find_space
+
+    args.space = find_space(args.space)
     space = SearchSpace.load(args.space)
     ctx = build_context(args, space, console)
     if ctx.release:
-        for note in space.check_release(ctx.release):
+        for note in space.check_release(ctx.release, allow_unknown=args.allow_unknown):
             console.print(f"[yellow]space:[/] {note}")
     if args.n_trials < 1:
         raise UsageError(f"--n-trials must be at least 1, got {args.n_trials}")
@@ -332,16 +368,7 @@ def tune_study(args, console=None, storage=None, runner=None):
     ctx.on_progress = bars.update
 
     def on_trial(number, result):
-        summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
-                   f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
-                   if result.ok else "")
-        if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
-            summary = f"at {result.observed['load_sweep_selected']}: {summary}"
-        warm = result.warmup_s
-        warm_text = f"warmup {warm:.0f} s" if warm is not None else "no warmup"
-        bars.print(f"trial {number}: [{'green' if result.ok else 'red'}]{result.status}[/] "
-                      f"{summary}{warm_text} ({time.monotonic() - started:.0f} s elapsed)"
-                      + ("" if result.ok else f" - {result.reason[:160]}"))
+        bars.print(trial_line(number, result, objectives, constraints, time.monotonic() - started))
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
                   f"storage {redact_url(opts.storage_url) if storage is None else type(storage).__name__}; "
@@ -371,6 +398,28 @@ def tune_study(args, console=None, storage=None, runner=None):
             console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
     run.study_dir = opts.study_dir
     return run
+
+
+def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:
+    """The live line of a finished trial: a measured trial outside a limit reads as a miss, with the figures."""
+    summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
+               f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
+               if result.ok else "")
+    if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
+        summary = f"at {result.observed['load_sweep_selected']}: {summary}"
+    from ..study.run import measured_warmup
+
+    warm = result.warmup_s
+    warm_text = ("no warmup" if warm is None else f"warmup {warm:.0f} s" if measured_warmup(result)
+                 else f"predicted warmup {warm:.0f} s")
+    misses = constraints.misses(result)
+    if misses:
+        head = f"[yellow]{'; '.join(misses)}[/] ({summary}{warm_text})"
+    elif result.ok:
+        head = f"[green]ok[/] {summary}{warm_text}"
+    else:
+        head = f"[red]{result.status}[/] {warm_text} - {result.reason[:160]}"
+    return f"trial {number}: {head} ({elapsed_s:.0f} s elapsed)"
 
 
 class _SlotBars:

@@ -12,7 +12,7 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
-from ..buckets import BucketConfigError, ServerConfig, calc, get_profile
+from ..buckets import BucketConfigError, ServerConfig, calc, get_profile, names
 from .analysis import PhaseBuckets, ReleaseGuess
 from .timeline import Timeline
 
@@ -24,11 +24,18 @@ _SPACES = {
     "fork-1.23": "search_spaces/fork-1.22-exponential.yaml",
     "gaudi-0.26.0": "search_spaces/vllm-gaudi.yaml", "gaudi-main": "search_spaces/vllm-gaudi.yaml",
 }
+# Releases without a space of their own: the nearest shipped one, run with --release (tune drops the
+# parameters that release does not read, and says so). vllm-gaudi 0.10.1/0.15.1 crash on the
+# VLLM_BUCKETING_STRATEGY values of vllm-gaudi.yaml, so they take the fork's exponential space.
+_BORROWED = {"fork-1.17": "search_spaces/fork-1.21-linear.yaml", "fork-1.18": "search_spaces/fork-1.21-linear.yaml",
+             "gaudi-0.10.1": "search_spaces/fork-1.22-exponential.yaml",
+             "gaudi-0.15.1": "search_spaces/fork-1.22-exponential.yaml"}
 
 _DIM_VARS = {  # logged dim name -> the variable stem it comes from
     ("prompt", "bs"): "VLLM_PROMPT_BS_BUCKET", ("prompt", "seq"): "VLLM_PROMPT_SEQ_BUCKET",
     ("prompt", "query"): "VLLM_PROMPT_QUERY_BUCKET", ("decode", "bs"): "VLLM_DECODE_BS_BUCKET",
     ("decode", "block"): "VLLM_DECODE_BLOCK_BUCKET", ("decode", "blocks"): "VLLM_DECODE_BLOCK_BUCKET",
+    ("decode", "seq"): "VLLM_DECODE_SEQ_BUCKET",  # fork 1.17: context tokens per sequence
     ("prompt", "blocks"): "VLLM_PROMPT_CTX_BUCKET",
 }
 
@@ -189,7 +196,8 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
         try:
             result = calc.calculate(calc.CalcInputs(input_len=inp, output_len=out, bs_list=(cfg.max_num_seqs,),
                                                     bucket_size=cfg.block_size))
-            calc_env = {k: str(v) for k, v in result["calculated_variables"].items() if k.startswith("VLLM_")}
+            calc_env, calc_notes = calc.release_env(result, profile)
+            advice.notes += [f"calculator: {n}" for n in calc_notes]
             candidates.append(("calculator", f"hpu-vllm-bucket-calc for {inp}/{out} tokens at batch "
                                f"{cfg.max_num_seqs}", {**prof.strategy_env("linear"), **calc_env}, "linear"))
         except (calc.CalcInputError, ValueError) as exc:
@@ -200,12 +208,17 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
                            {**prof.strategy_env(other), **logged_env}, other))
     if strategy == "linear" and logged_env:
         coarse = dict(logged_env)
-        for key in ("VLLM_PROMPT_SEQ_BUCKET_STEP", "VLLM_DECODE_BLOCK_BUCKET_STEP"):
+        for key in ("VLLM_PROMPT_SEQ_BUCKET_STEP", "VLLM_PROMPT_QUERY_BUCKET_STEP", "VLLM_DECODE_BLOCK_BUCKET_STEP",
+                    "VLLM_DECODE_SEQ_BUCKET_STEP"):
             if key in coarse:
                 coarse[key] = str(int(coarse[key]) * 2)
         candidates.append(("coarser steps", "linear with twice the sequence and block steps",
                            {**prof.strategy_env("linear"), **coarse}, "linear"))
     for name, desc, env, strat in candidates:
+        # Through the one name resolver: advice never sets a variable its release does not read.
+        env, dropped = names.keep_read(env, profile)
+        if dropped:
+            advice.notes.append(f"{name}: {profile} does not read {', '.join(dropped)}; left out")
         try:
             plan = _build(profile, cfg, env, strat)
         except BucketConfigError as exc:
@@ -215,16 +228,23 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
             name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
             _predict(timeline, by_phase, len(plan.prompt), len(plan.decode))))
     advice.rebuild_mismatch = rebuild_mismatch(advice, by_phase)
-    space = _SPACES.get(profile)
-    if space:
-        cmd = ["bucket-tuner", "tune", "--space", space, "--backend", "vllm", "--model", "MODEL",
-               "--n-trials", "30"]
-        if log_path:
-            cmd += ["--calibrate-from", log_path]
-        advice.tune_command = cmd
-    else:
-        advice.notes.append(f"no shipped search space for {profile}: copy one and set `release: {profile}`")
+    advice.tune_command = tune_command(profile, log_path)
+    if profile not in _SPACES:
+        advice.notes.append(f"no shipped search space for {profile}: the command borrows {_BORROWED[profile]} "
+                            f"with --release {profile} (tune drops what {profile} does not read); copy it and "
+                            f"set `release: {profile}` to make it yours")
     return advice
+
+
+def tune_command(profile: str, log_path: str | None) -> list[str]:
+    """The study that verifies the advice on the real server (MODEL is the user's to fill in)."""
+    space = _SPACES.get(profile) or _BORROWED[profile]
+    cmd = ["bucket-tuner", "tune", "--space", space, "--backend", "vllm", "--model", "MODEL", "--n-trials", "30"]
+    if profile not in _SPACES:
+        cmd += ["--release", profile]
+    if log_path:
+        cmd += ["--calibrate-from", log_path]
+    return cmd
 
 
 def rebuild_mismatch(advice: Advice, by_phase: dict[str, PhaseBuckets]) -> str | None:
@@ -242,7 +262,7 @@ def rebuild_mismatch(advice: Advice, by_phase: dict[str, PhaseBuckets]) -> str |
     built = " and ".join(f"{got[ph]} {ph}" for ph in seen)
     shown = " and ".join(f"{n} {ph}" for ph, n in seen.items())
     return (f"the engine rebuilds the logged settings as {built} buckets, the log shows {shown}: the settings "
-            "assumed below are not exactly the server's, and figures derived from them are approximate")
+            "assumed are not exactly the server's, and figures derived from them are approximate")
 
 
 def strategy_from_configs(by_phase: dict[str, PhaseBuckets]) -> str:

@@ -122,7 +122,7 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
         out.append(f"Advice: {best.name} would build {best.prompt_buckets} prompt and {best.decode_buckets} "
                    f"decode buckets, about {_secs(best.predicted_warmup_s)} of warm-up"
                    f"{_pct(best.predicted_warmup_s, base.predicted_warmup_s if base else None)} "
-                   f"(predicted); verify it with the tune command below.")
+                   f"(predicted)" + ("; verify it with the tune command below." if x.advice.tune_command else "."))
     return out
 
 
@@ -159,7 +159,11 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
     if facts:
         lines += _wrap(f"server: {facts}", "  ")
     lines.append("")
+    assumed = [ln for note in x.advice.assumptions for ln in _wrap(f"assumed: {note}", "  ")]
     for sentence in plain_words(x):
+        if sentence.startswith("Advice:"):  # what the advice assumed comes before it
+            lines += assumed
+            assumed = []
         lines += _wrap(sentence)
     if x.phases or x.counted:
         lines += ["", "Buckets", f"  {'phase':<9}{'count':>6}{'omitted':>9}{'graphs':>8}  count from"]
@@ -250,8 +254,7 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
                 lines += [f"    {k}={v}" for k, v in a.env.items() if "BUCKET" in k]
     if adv.rebuild_mismatch:
         lines += _wrap(f"CHECK FAILED: {adv.rebuild_mismatch}", "  ")
-    for note in adv.assumptions:
-        lines += _wrap(f"assumed: {note}", "  ")
+    lines += assumed  # not shown yet: no advice sentence
     for note in adv.notes:
         lines += _wrap(f"note: {note}", "  ")
     if adv.tune_command:

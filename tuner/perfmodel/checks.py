@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..display import above
 from ..status import TrialStatus
 from .calibration import TIME_FACTORS, Calibration
 from .corrections import Corrections
@@ -88,7 +89,8 @@ def rejection(tp: TrialPrediction, budget_s: float | None) -> tuple[TrialStatus,
     if budget_s is not None and tp.warmup_low_s is not None and tp.warmup_low_s > budget_s:
         high = f"-{tp.warmup_high_s:.0f}" if tp.warmup_high_s is not None else "+"
         return (TrialStatus.WARMUP_OVER_BUDGET,
-                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {tp.warmup_low_s:.0f} s; 2-sd range "
-                f"{tp.warmup_low_s:.0f}{high} s, from {tp.calibration.source_label()}) exceeds the budget of "
-                f"{budget_s:g} s ({len(pred.plan.prompt)} prompt + {len(pred.plan.decode)} decode buckets)")
+                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {above(tp.warmup_low_s, budget_s)} s; "
+                f"2-sd range {above(tp.warmup_low_s, budget_s)}{high} s, from {tp.calibration.source_label()}) "
+                f"exceeds the budget of {budget_s:g} s ({len(pred.plan.prompt)} prompt + "
+                f"{len(pred.plan.decode)} decode buckets)")
     return None

@@ -166,6 +166,7 @@ def cached_budget_rejection(ctx, settings, tp) -> tuple | None:
     opts = ctx.warmup
     if opts is None or opts.mode != CACHED or opts.budget_s is None or tp is None:
         return None
+    from ..display import above
     from ..status import TrialStatus
 
     cached = cached_prediction(ctx, settings, tp.calibrated.corrections)
@@ -174,7 +175,8 @@ def cached_budget_rejection(ctx, settings, tp) -> tuple | None:
     low = cached.warmup_seconds * tp.warmup_low_s / tp.calibrated.warmup_seconds
     if low > opts.budget_s:
         return (TrialStatus.WARMUP_OVER_BUDGET,
-                f"predicted cached warmup {cached.warmup_seconds:.0f} s (at least {low:.0f} s) exceeds the "
+                f"predicted cached warmup {cached.warmup_seconds:.0f} s (at least {above(low, opts.budget_s)} s) "
+                f"exceeds the "
                 f"budget of {opts.budget_s:g} s")
     return None
 

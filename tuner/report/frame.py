@@ -42,8 +42,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             "reason": a.get("reason", ""),
             "seed": a.get("seed", ""),
         }
+        blank = placeholders(t, names)
         for name, value in zip(names, t.values or [None] * len(names)):
-            row[name] = value if t.state == TrialState.COMPLETE else None
+            row[name] = value if t.state == TrialState.COMPLETE and name not in blank else None
         for k, v in t.params.items():
             row[f"param:{k}"] = v
         for group in ("predicted", "observed"):
@@ -59,6 +60,19 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             if t.datetime_complete and t.datetime_start else None
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def placeholders(t, names: list[str]) -> set[str]:
+    """Objectives told to Optuna as penalties, not measured (tuner/study/run.py tell_result): empty cells in the
+    data files. Studies recorded before the attribute: worked out from the status and what was observed."""
+    if "placeholders" in t.user_attrs:
+        return set(t.user_attrs["placeholders"])
+    a = t.user_attrs
+    observed = a.get("observed") or {}
+    out = set(names[:2]) if a.get("status") != "ok" else set()
+    if len(names) > 2 and all(observed.get(k) is None for k in ("warmup_s", "warmup_scored_s")):
+        out.add(names[2])
+    return out
 
 
 def pareto_frame(study: optuna.Study, frame: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Two releases, the same settings: the bucket sets each builds, diffed offline (`compare --releases`).
+"""Two releases, the same settings: the bucket sets each builds, diffed offline (`compare --release`).
 
 Before a release upgrade is booted: the same env and server flags go through both releases' bucket
 engines (tuner/buckets) and the performance model (tuner/perfmodel: KV blocks, warmup and graph

@@ -1,6 +1,6 @@
 """The simulated vLLM-on-Gaudi server: the embedded default backend of bucket-tuner.
 
-    python -m tuner.sim MODEL [vllm serve flags] [--sim-release fork-1.17 ... gaudi-main] \
+    python -m tuner.sim MODEL [vllm serve flags] [--release fork-1.17 ... gaudi-main] \
         [--sim-device gaudi2|gaudi3] [--sim-model llama-3.1-8b|llama-3.1-70b] [--sim-time-scale 0.02] \
         [--sim-seed N] [--sim-noise SIGMA] [--sim-fault NAME[:k=v,...]]
 

@@ -18,7 +18,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,27 @@ class Constraints:
                                       + obs.get("compile_steps_under_load", 0))
         if not self.allow_failed_requests:
             out["failed_requests"] = float(result.metrics.get("failed", 0) or 0)
+        return out
+
+    def misses(self, result: TrialResult) -> list[str]:
+        """The limits a measured trial breaks, as a person reads them: 'SLO miss p99_ttft_ms 4874 > 3000'."""
+        from ..display import above
+
+        if not result.ok:
+            return []
+        out = []
+        for key, limit in self.slos_ms.items():
+            value = result.metrics.get(key)
+            out += ([f"SLO miss {key}: not measured (limit {limit:g})"] if value is None else
+                    [f"SLO miss {key} {above(value, limit)} > {limit:g}"] if value > limit else [])
+        w = result.warmup_s
+        if self.warmup_budget_s is not None and w is not None and w > self.warmup_budget_s:
+            out.append(f"warm-up {above(w, self.warmup_budget_s)} s > budget {self.warmup_budget_s:g} s")
+        cons = self.values(result)
+        if cons.get("recompiles", 0) > 0:
+            out.append(f"{cons['recompiles']:.0f} runtime recompiles (--allow-recompiles accepts them)")
+        if cons.get("failed_requests", 0) > 0:
+            out.append(f"{cons['failed_requests']:.0f} failed requests (--allow-failed-requests accepts them)")
         return out
 
 
@@ -332,6 +353,9 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
     cons = constraints.values(result)
     feasible = all(v <= 0 for v in cons.values())
     trial.set_user_attr("feasible", feasible)  # optuna-dashboard 0.21 does not read set_constraint
+    misses = constraints.misses(result)
+    if misses:  # a measured trial outside a limit: its reason says which, with the figures
+        trial.set_user_attr("reason", "; ".join([*misses, *([result.reason] if result.reason else [])]))
     if result.status not in CONFIG_FAILURES and not result.ok:
         # The environment failed, not the configuration: no values; run these parameters again.
         requeue = result.status in (TrialStatus.INTERRUPTED, TrialStatus.PORT_IN_USE)
@@ -345,15 +369,29 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
     # optuna-dashboard 0.21 reads only the legacy "constraints" system attribute; mirror the values
     # there (same numbers, same order) so its Pareto view hides infeasible trials too.
     optuna_private.mirror_constraints(study, trial, [float(v) for v in cons.values()])
+    # Penalties for what was not measured: they steer the sampler away, and stay inside Optuna (the names
+    # are recorded so that trials.csv and pareto.csv leave those cells empty, tuner/report/frame.py).
+    placeholders = []
     throughput = float(result.metrics.get(THROUGHPUT) or 0.0) if result.ok else 0.0
+    if not result.ok or result.metrics.get(THROUGHPUT) is None:
+        placeholders.append(THROUGHPUT)
     latency = result.metrics.get(objectives.latency_key)
     if latency is None or not result.ok:
         latency = max([LATENCY_PENALTY_MS, *constraints.slos_ms.values()])
+        placeholders.append(objectives.latency_key)
     warmup = result.warmup_s
+    if warmup is None or not measured_warmup(result):
+        placeholders.append(WARMUP)
     if warmup is None:
         warmup = constraints.warmup_budget_s or result.predicted.get("warmup_s") or 0.0
+    trial.set_user_attr("placeholders", placeholders)
     study.tell(trial, [throughput, float(latency), float(warmup)])
     return TrialState.COMPLETE
+
+
+def measured_warmup(result: TrialResult) -> bool:
+    """The warm-up scored is this boot's (or the one it stands for), not a prediction for a trial that never booted."""
+    return any(result.observed.get(k) is not None for k in ("warmup_s", "warmup_scored_s"))
 
 
 @dataclass
@@ -393,6 +431,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     if ctx.release_detection:  # tune --release auto: the profile read off the node, and why
         study.set_user_attr("release_detection", ctx.release_detection)
     study.set_user_attr("backend", ctx.backend.describe())
+    study.set_user_attr("constraints", asdict(constraints))  # the limits, for the report and export to name
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
     seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
     run = StudyRun(study=study, seeds=seeds, notes=notes)

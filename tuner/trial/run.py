@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..display import above
 from ..load.client import run_benchmark
 from ..load.metrics import rescale_time
 from ..load.workload import Workload
@@ -52,6 +53,7 @@ class LoadOptions:
     goodput_slos: dict[str, float] | None = None
     percentiles: tuple[float, ...] = (50, 90, 99)
     request_timeout_s: float = 600.0
+    percentile_metrics: tuple[str, ...] | None = None  # vllm bench serve's --percentile-metrics (None: all)
 
 
 @dataclass
@@ -367,7 +369,7 @@ class _TrialRun:
             return None
         projected = (time.monotonic() - started + remaining) / scale
         if projected > budget * 1.1:  # 10% slack: early pace estimates are noisy
-            return f"projected warmup {projected:.0f} s exceeds the budget of {budget:g} s"
+            return f"projected warmup {above(projected, budget)} s exceeds the budget of {budget:g} s"
         return None
 
 
@@ -386,7 +388,7 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
             base_url, ctx.backend.api_model_name, ctx.workload,
             max_concurrency=lo.max_concurrency, request_rate=lo.request_rate, burstiness=lo.burstiness,
             warmup_requests=lo.warmup_requests, goodput_slos=lo.goodput_slos, percentiles=lo.percentiles,
-            progress=False,
+            percentile_metrics=lo.percentile_metrics, progress=False,
             on_request_done=(None if ctx.on_progress is None else
                              lambda done, total: ctx.on_progress(slot.index, "load test", done, total, None)),
             request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
@@ -463,10 +465,10 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
 def warmup_abort_reason(proj, budget: float) -> str | None:
     """Abort when even the projection's lower bound is over the budget, or the warmup already is."""
     if proj.elapsed_s > budget:
-        return f"warmup has run {proj.elapsed_s:.0f} s, over the budget of {budget:g} s"
+        return f"warmup has run {above(proj.elapsed_s, budget)} s, over the budget of {budget:g} s"
     if proj.low_s > budget:
-        return (f"projected warmup {proj.total_s:.0f} s (at least {proj.low_s:.0f} s after {proj.steps_done} of "
-                f"{proj.steps_total} steps) exceeds the budget of {budget:g} s")
+        return (f"projected warmup {proj.total_s:.0f} s (at least {above(proj.low_s, budget)} s after "
+                f"{proj.steps_done} of {proj.steps_total} steps) exceeds the budget of {budget:g} s")
     return None
 
 
