@@ -10,8 +10,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..results.export import FLAGS_HEADER
 from ..buckets.release_flag import add_release
+from ..results.export import FLAGS_HEADER
 from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs
 
 _SERVER_FLAGS = ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size")

@@ -19,11 +19,11 @@ import time
 from aiohttp import web
 
 from ..buckets import get_profile
+from ..buckets.release_flag import add_release
 from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
 from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
 from ..perfmodel.rules import env_value
-from ..buckets.release_flag import add_release
 from .clocks import LiveDriver
 from .faults import COMPILE_ERROR, FaultError, Faults
 from .faults import ENV_VAR as FAULT_ENV
