@@ -42,3 +42,19 @@ class StorageUnavailable(StudyError, RuntimeFailure):
     """The storage is named correctly but cannot be reached or opened (server down, no driver)."""
 
     exit_code = 1
+
+
+class Stopped(SystemExit):
+    """A signal ended the command (SIGTERM, SIGHUP, a repeated Ctrl-C): raised in the main thread, it
+    unwinds like Ctrl-C, so that `with` blocks and the exit hook stop every server. Exit status
+    128 + the signal's number, the shell's convention."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + int(signum))
+        self.signum = int(signum)
+
+    @property
+    def signal_name(self) -> str:
+        import signal
+
+        return signal.Signals(self.signum).name

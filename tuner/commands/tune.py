@@ -328,7 +328,7 @@ def cmd_tune(args) -> int:
     with bars:
         run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
     if run.interrupted:
-        console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
+        console.print(f"[yellow]{interrupted_line(run)}[/]", soft_wrap=True)
     elif ctx.warmup is not None:
         from .tunecache import after_study
 
@@ -345,7 +345,16 @@ def cmd_tune(args) -> int:
         best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)
         if best:
             console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
-    return 130 if run.interrupted else 0
+    return run.exit_status if run.interrupted else 0
+
+
+def interrupted_line(run) -> str:
+    """What a signal did to the run, in one line."""
+    numbers = run.interrupted_trials
+    said = (f"trial{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))} stopped, recorded as "
+            "interrupted and enqueued again" if numbers else "stopped between trials")
+    return (f"interrupted by {run.signal}: {said}; everything recorded so far is kept; "
+            "re-run the same command to resume")
 
 
 class _SlotBars:

@@ -8,6 +8,7 @@ everything is read from /proc (no psutil).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -148,12 +149,19 @@ class _Group:
                     os.kill(pid, sig)
 
 
-def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None):
+def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None, hurry=None):
     """Send each (signal, grace) step to the whole group until nothing is left. Returns
-    (ended_by or None, {signal name: pids alive when it was sent}, pids still alive at the end)."""
+    (ended_by or None, {signal name: pids alive when it was sent}, pids still alive at the end).
+    `hurry` (a threading.Event): once set, the steps before SIGKILL and their grace are skipped."""
     before: dict[str, list[int]] = {}
     alive: list[int] = []
+
+    def hurried(sig) -> bool:
+        return hurry is not None and hurry.is_set() and sig != signal.SIGKILL
+
     for sig, grace in steps:
+        if hurried(sig):
+            continue
         reap()  # reap our direct child, or it lingers as a zombie
         group.track()  # last sweep for children that escaped since the previous look
         if not (alive := group.alive()):
@@ -166,6 +174,8 @@ def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None):
             reap()
             if not group.alive():
                 return sig.name, before, []
+            if hurried(sig):
+                break
         alive = group.alive()
     return None, before, alive
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import signal
 import threading
 import time
 import warnings
@@ -33,6 +32,7 @@ from ..status import CONFIG_FAILURES, TrialStatus
 from ..trial import run as trial_mod
 from ..trial.run import Slot, TrialContext, TrialResult
 from . import nodes
+from .interrupt import Interrupt
 from .proposals import Guide
 from .screen import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
 from .storage import open_storage, open_storage_readonly, redact_url
@@ -361,6 +361,9 @@ class StudyRun:
     study: optuna.Study
     ran: int = 0
     interrupted: bool = False
+    signal: str | None = None  # what interrupted it: SIGINT, SIGTERM or SIGHUP
+    exit_status: int = 0  # 128 + the signal's number once interrupted
+    interrupted_trials: list[int] = field(default_factory=list)  # recorded interrupted, enqueued again
     seeds: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -369,7 +372,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
               constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
               install_sigint: bool = True, runner: Callable[..., TrialResult] | None = None) -> StudyRun:
     """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
-    or Ctrl-C. A second Ctrl-C stops at once (servers are still stopped on the way out).
+    or a signal (Ctrl-C, SIGTERM, SIGHUP: tuner/study/interrupt.py). A second signal kills the servers
+    at once (the trials are still recorded); a third leaves without recording.
 
     `runner(ctx, settings, trial_dir, slot, stop_event) -> TrialResult` runs one trial; the default
     boots a server (trial.run_trial). The tuning-efficiency benchmark passes a virtual-clock runner
@@ -405,6 +409,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         trial_mod._status(ctx, line)
 
     stop = threading.Event()
+    interrupt = Interrupt(stop)  # installed below, while the slots run
     lock = threading.Lock()
     ask_lock = nodes.AskLock(study._storage, nodes.storage_url(opts.storage_url), opts.name)
     errors: list[BaseException] = []
@@ -436,11 +441,15 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                     settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
                     result = runner(run_ctx, settings, trial_dir, slot, stop)
                 heartbeat.stop()
+                if result.status is TrialStatus.INTERRUPTED and interrupt.name:
+                    result.reason = f"{result.reason} ({interrupt.name} to the tuner)"
                 _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
                 with lock:
                     screen.record(trial, result)
                     tell_result(study, trial, result, objectives, constraints)
                     run.ran += 1
+                    if result.status is TrialStatus.INTERRUPTED:
+                        run.interrupted_trials.append(trial.number)
                     if result.calibration_sample:
                         refresh_calibration(study, ctx)
                     guide.after_tell(result.booted, more=want_more())
@@ -464,29 +473,26 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             finally:
                 heartbeat.stop()
 
-    previous = None
-    if install_sigint and threading.current_thread() is threading.main_thread():
-        def on_sigint(signum, frame):
-            if stop.is_set():
-                raise KeyboardInterrupt
-            stop.set()
-            run.interrupted = True
-        previous = signal.signal(signal.SIGINT, on_sigint)
     threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
                for slot in opts.slots]
     reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod._status(
         ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
+    signals = install_sigint and threading.current_thread() is threading.main_thread()
     try:
-        with reaper:
+        with reaper, (interrupt if signals else contextlib.nullcontext()):
             for t in threads:
                 t.start()
             for t in threads:
                 while t.is_alive():
                     t.join(0.2)
+                    if interrupt.hurry_due():  # a second signal: no grace for the servers any more
+                        from ..serve.process import hurry_all
+
+                        hurry_all()
     finally:
         stop.set()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    if interrupt.signum is not None:
+        run.interrupted, run.signal, run.exit_status = True, interrupt.name, 128 + interrupt.signum
     if errors:
         raise errors[0]
     return run

@@ -59,6 +59,8 @@ class Limits:
     warmup_timeout_s: float = 7200.0
     warmup_budget_s: float | None = None  # abort (and reject before boot) above this predicted warmup
     stop_grace_s: float = 10.0  # per signal (SIGINT, then SIGTERM), before SIGKILL of the group
+    # the same when the tuner itself is being stopped (a signal): inside a scheduler's 30 s grace period
+    interrupt_grace_s: float = 5.0
     wall_slack_s: float = 30.0  # added to every time-scaled wall-clock limit (process start-up jitter)
 
 
@@ -335,6 +337,9 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
             if outcome.kind is OutcomeKind.WARMUP_OVER_BUDGET and outcome.reason == "interrupted":
                 result.status = TrialStatus.INTERRUPTED
             result.reason = outcome.reason + _last_error(outcome.log_tail)
+            if _stopping(stop_event) and result.status is not TrialStatus.INTERRUPTED:
+                # The tuner is being stopped (a second signal kills the group): not the configuration's doing.
+                result.status, result.reason = TrialStatus.INTERRUPTED, f"interrupted ({outcome.reason})"
         elif not ctx.measure_load:
             _slot_status(ctx, slot, "ready; warmup measured, no load test")
         else:
@@ -350,7 +355,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
                 result.status = TrialStatus.RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else TrialStatus.CRASH
                 result.reason = ended.reason + _last_error(ended.log_tail)
         result.timings["load_s"] = round(time.monotonic() - t_ready, 3)
-        g = limits.stop_grace_s
+        g = min(limits.stop_grace_s, limits.interrupt_grace_s) if _stopping(stop_event) else limits.stop_grace_s
         srv.stop(grace_int_s=g, grace_term_s=g, grace_kill_s=5.0)
     stop = srv.stop_report
     if stop is not None:
@@ -371,6 +376,16 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
         finish_trial(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), result, tp, hit_rate)
     result.timings["total_s"] = round(time.monotonic() - t0, 3)
     return result
+
+
+def _stopping(stop_event: threading.Event | None) -> bool:
+    return stop_event is not None and stop_event.is_set()
+
+
+def _stopped_by_user(stop_event) -> bool:
+    """The tuner is being stopped (a load sweep's guard also stops at its own deadline: not this)."""
+    user_stop = getattr(stop_event, "user_stop", None)
+    return user_stop() if user_stop is not None else _stopping(stop_event)
 
 
 def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
@@ -400,10 +415,10 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
             if bench.done():
                 break
             crashed = srv.check(lambda: watch.read(lambda w: w.oom_seen))
-            if crashed is not None or (stop_event is not None and stop_event.is_set()):
+            if crashed is not None or _stopping(stop_event):
                 bench.cancel()
                 await asyncio.gather(bench, return_exceptions=True)
-                return crashed
+                return None if _stopped_by_user(stop_event) else crashed  # a hurried stop kills the server
         return bench.result()
 
     outcome = asyncio.run(main())
