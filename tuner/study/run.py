@@ -34,7 +34,15 @@ from ..trial.run import Slot, TrialContext, TrialResult
 from . import nodes
 from .interrupt import Interrupt
 from .proposals import Guide
-from .screen import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
+from .screen import (
+    SEED_ATTR,
+    Screen,
+    counts_toward_budget,
+    effective_key,
+    model_seeds,
+    refresh_calibration,
+    seed_calibration,
+)
 from .storage import open_storage, open_storage_readonly, redact_url
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
@@ -435,7 +443,12 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             try:
                 settings = space.suggest(trial)
                 trial.set_user_attr("slot", slot.index)
-                result, run_ctx = screen.decide(trial, settings, slot.index)
+                key = effective_key(ctx, settings)
+                with lock, ask_lock:  # claims of one configuration are ordered across nodes (screen.claim)
+                    ahead = screen.claim(trial, key)
+                result = screen.wait_for(trial, ahead, stop, settings) if ahead else None
+                if result is None:
+                    result, run_ctx = screen.decide(trial, settings, slot.index)
                 if result is None:
                     trial_dir = opts.study_dir / "trials" / f"{trial.number:04d}"
                     settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
