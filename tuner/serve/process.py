@@ -304,8 +304,12 @@ class ServerProcess:
                 owner_pid=os.getpid(), owner_start=me.start if me else 0)
         self._record_data["escaped"] = {str(p): s for p, s in self.group.escaped.items()}
         tmp = self._record.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._record_data, indent=1))
-        os.replace(tmp, self._record)  # atomic: a reader never sees half a record
+        try:
+            tmp.write_text(json.dumps(self._record_data, indent=1))
+            os.replace(tmp, self._record)  # atomic: a reader never sees half a record
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: no half-written record left behind
+            raise
 
     # -- following the log ------------------------------------------------------------------------
     def _watch(self) -> None:
@@ -453,6 +457,7 @@ class ServerProcess:
                 log.error("server group %d: pids %s survived SIGKILL", self.pgid, leftover)
             elif self._record is not None:
                 self._record.unlink(missing_ok=True)
+            self.group.reap_orphans()  # as a container's PID 1, the tree's orphans are ours to reap
             _LIVE.discard(self)
             log.info("server group %d stopped (%s) in %.2f s", self.pgid, ended_by or "had exited",
                      report.elapsed_s)

@@ -138,6 +138,20 @@ class _Group:
                     new = True
         return new
 
+    def reap_orphans(self) -> list[int]:
+        """Reap the group's dead processes that were handed to us when their parent died: that happens
+        to PID 1 of a PID namespace (the tuner as a container's command), and nobody else would reap
+        them, so each stopped vLLM tree would leave <defunct> EngineCore and worker entries. Never the
+        leader: it is our own child, which subprocess reaps."""
+        me, reaped = os.getpid(), []
+        for pid, s in _scan().items():
+            if (s.ppid == me and s.state == "Z" and pid != self.pgid
+                    and (s.pgid == self.pgid or self.escaped.get(pid) == s.start)):
+                with suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+                    reaped.append(pid)
+        return reaped
+
     def signal(self, sig: int) -> None:
         snap = _scan()
         if self.is_ours(snap):
