@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 
 from .commands import bench, buckets, calc, explain, fit, results, sim, tune
+from .diskwrite import DISK_ERRNOS, disk_error
 from .errors import Stopped, TunerError
 from .serve.redact import redact_argv, redact_env
 from .study.storage import url_password
@@ -115,6 +116,8 @@ def classify(exc: BaseException) -> tuple[int, str] | None:
         cause = exc.__cause__ or exc
         text = _one_line(getattr(cause, "orig", None) or cause).split(" [SQL:")[0]
         return 1, f"the study storage failed: {text} (what was recorded so far is kept; re-run to resume)"
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:  # full, over quota, read-only, not allowed
+        return 1, disk_error(exc).args[0]
     if isinstance(exc, OSError) and exc.filename is not None:
         user_side = isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError))
         target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)

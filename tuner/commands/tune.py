@@ -273,7 +273,7 @@ def cmd_tune(args) -> int:
     from .. import report
     from ..space.schema import SearchSpace
     from ..study.run import Constraints, Objectives, StudyOptions, run_study
-    from ..study.storage import redact_url
+    from ..study.storage import redact_url, write_failure
 
     console = Console(stderr=True)
     check_folder(args.results, "--results")
@@ -325,8 +325,14 @@ def cmd_tune(args) -> int:
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
                   f"storage {redact_url(opts.storage_url)}; {opts.n_trials} trials")
-    with bars:
-        run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
+    try:
+        with bars:
+            run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
+    except Exception as exc:  # a write to the study's database that failed (full disk, read-only, locked)
+        explained = write_failure(exc, opts.storage_url)
+        if explained is None:
+            raise
+        raise explained from None
     if run.interrupted:
         console.print(f"[yellow]{interrupted_line(run)}[/]", soft_wrap=True)
     elif ctx.warmup is not None:
@@ -335,17 +341,35 @@ def cmd_tune(args) -> int:
         after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
     if not args.no_report:
-        paths = report.write_report(run.study, opts.study_dir)
-        for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
-                           ("load sweep points", "load_sweep_csv")):
-            if key in paths:
-                console.print(f"{label}: {paths[key]}", soft_wrap=True)
-        from ..results.export import export_best
-
-        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)
-        if best:
-            console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
+        _write_results(run, opts, ctx, console)
     return run.exit_status if run.interrupted else 0
+
+
+def _write_results(run, opts, ctx, console) -> None:
+    """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""
+    from .. import report
+    from ..diskwrite import DiskError
+    from ..results.export import export_best
+
+    elsewhere = f"bucket-tuner report {opts.name} --results {opts.results_root} --out DIR"
+    refused = []
+    try:
+        paths = report.write_report(run.study, opts.study_dir, elsewhere=elsewhere)
+    except DiskError as exc:
+        paths, refused = exc.written, [exc]
+    for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
+                       ("load sweep points", "load_sweep_csv")):
+        if key in paths:
+            console.print(f"{label}: {paths[key]}", soft_wrap=True)
+    try:
+        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release,
+                           elsewhere=f"bucket-tuner export {opts.name} --results {opts.results_root} -o FILE")
+    except DiskError as exc:
+        best, refused = None, refused + [exc]
+    if best:
+        console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
+    if refused:
+        raise DiskError(f"{refused[0]}; the study itself is intact", refused[0].path, refused[0].errno)
 
 
 def interrupted_line(run) -> str:

@@ -24,7 +24,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ..errors import StudyError
+from ..diskwrite import DISK_ERRNOS, DiskError, disk_error, is_disk_failure, require_space, write_text, writing
+from ..errors import StorageUnavailable, StudyError
 from ..serve.redact import redact_env
 from ..space.fitted import bind_fitted, pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
@@ -43,12 +44,13 @@ from .screen import (
     refresh_calibration,
     seed_calibration,
 )
-from .storage import open_storage, open_storage_readonly, redact_url
+from .storage import open_storage, open_storage_readonly, redact_url, write_failure
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
 THROUGHPUT = "output_throughput"
 WARMUP = "warmup_s"
 LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
+ELSEWHERE = "--results DIR"  # where else a study's files can go, said when its disk refuses them
 GRACE_S = nodes.DEFAULT_GRACE_S  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
 
 
@@ -451,12 +453,20 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                     result, run_ctx = screen.decide(trial, settings, slot.index)
                 if result is None:
                     trial_dir = opts.study_dir / "trials" / f"{trial.number:04d}"
+                    # A server that cannot write its log fails for no fault of its settings: not booted.
+                    require_space(opts.study_dir, elsewhere=ELSEWHERE)
                     settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
                     result = runner(run_ctx, settings, trial_dir, slot, stop)
+                    if not result.ok and not result.status.config_failure:
+                        require_space(opts.study_dir, elsewhere=ELSEWHERE)  # did it fail for want of disk?
                 heartbeat.stop()
                 if result.status is TrialStatus.INTERRUPTED and interrupt.name:
                     result.reason = f"{result.reason} ({interrupt.name} to the tuner)"
-                _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
+                files_failed = None
+                try:
+                    _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
+                except DiskError as exc:  # the measurement is still told; the study stops after it
+                    files_failed = exc
                 with lock:
                     screen.record(trial, result)
                     tell_result(study, trial, result, objectives, constraints)
@@ -468,6 +478,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                     guide.after_tell(result.booted, more=want_more())
                 if on_trial:
                     on_trial(trial.number, result)
+                if files_failed is not None:
+                    raise files_failed
             except optuna.exceptions.UpdateFinishedTrialError:
                 # Our heartbeat went silent too long (a storage outage) and another node failed the
                 # trial and enqueued its parameters again: its result files stay, go on.
@@ -476,12 +488,18 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             except BaseException as exc:
                 # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
                 # record, stop every slot, and let the caller see the error.
+                exc = _explained(exc, opts)
                 errors.append(exc)
                 stop.set()
                 with lock, contextlib.suppress(Exception):  # the trial may have been told already
-                    trial.set_user_attr("status", "tuner_error")
-                    trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
-                    study.tell(trial, state=TrialState.FAIL)
+                    if is_disk_failure(exc) or isinstance(exc, StorageUnavailable):
+                        # The disk or the database failed, not the settings: they run again on resume.
+                        tell_result(study, trial, TrialResult(status=TrialStatus.INTERRUPTED, reason=str(exc)[:500],
+                                                              params=dict(trial.params)), objectives, constraints)
+                    else:
+                        trial.set_user_attr("status", "tuner_error")
+                        trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
+                        study.tell(trial, state=TrialState.FAIL)
                 return
             finally:
                 heartbeat.stop()
@@ -512,9 +530,20 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
 
 
 def _write_trial_files(trial_dir: Path, result: TrialResult, settings: TrialSettings) -> None:
-    trial_dir.mkdir(parents=True, exist_ok=True)
+    with writing(trial_dir, ELSEWHERE):
+        trial_dir.mkdir(parents=True, exist_ok=True)
     env_path = trial_dir / "trial.env"
     lines = [f"{k}={v}" for k, v in sorted(redact_env(settings.env).items())]
-    env_path.write_text("\n".join(lines) + "\n")
+    write_text(env_path, "\n".join(lines) + "\n", ELSEWHERE)
     result.artifacts["env_file"] = str(env_path)
-    (trial_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    write_text(trial_dir / "result.json", json.dumps(result.to_json(), indent=2, default=str), ELSEWHERE)
+
+
+def _explained(exc: BaseException, opts: StudyOptions) -> BaseException:
+    """A disk or database failure as one line naming the path and the remedy (the study is intact)."""
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        exc = disk_error(exc, opts.study_dir, ELSEWHERE)
+    if isinstance(exc, DiskError) and "re-run" not in str(exc):
+        return DiskError(f"{exc}; everything recorded so far is kept: re-run the same command to resume", exc.path,
+                         exc.errno)
+    return write_failure(exc, opts.storage_url) or exc
