@@ -62,3 +62,27 @@ def test_free_space_is_checked_before_a_boot(tmp_path):
     message = str(info.value)
     assert message.startswith(f"cannot write {tmp_path / 'study' / 'trials'}: no space left on its file system (")
     assert "a trial needs 1048576.0 GiB" in message and "or write elsewhere (--results DIR)" in message
+
+
+@pytest.mark.parametrize("said,expected", [
+    ("database or disk is full", "no space left on its file system"),
+    ("disk I/O error", "disk I/O error"),
+    ("database is locked", "stayed locked by another process"),
+    ("attempt to write a readonly database", "it or its folder is read-only"),
+])
+def test_sqlite_write_failures_name_the_database(tmp_path, said, expected):
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    from tuner.study.storage import write_failure
+
+    db = tmp_path / "study.db"
+    wrapped = sqlalchemy.exc.OperationalError("UPDATE trials ...", {}, sqlite3.OperationalError(said))
+    error = write_failure(wrapped, f"sqlite:///{db}")
+    assert error is not None and str(error).startswith(f"cannot write the study database {db}" if "locked" not in said
+                                                       else f"the study database {db} stayed locked")
+    assert expected in str(error)
+    assert classify(error)[0] == 1
+    assert write_failure(wrapped, "postgresql://u@h/db") is None  # a server storage: its own messages
+    assert write_failure(ValueError(said), f"sqlite:///{db}") is None  # only what SQLite itself said

@@ -271,6 +271,7 @@ def cmd_tune(args) -> int:
     from rich.console import Console
 
     from .. import report
+    from ..diskwrite import DiskError
     from ..space.schema import SearchSpace
     from ..study.run import Constraints, Objectives, StudyOptions, run_study
     from ..study.storage import redact_url, write_failure
@@ -341,7 +342,12 @@ def cmd_tune(args) -> int:
         after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
     if not args.no_report:
-        _write_results(run, opts, ctx, console)
+        try:
+            _write_results(run, opts, ctx, console)
+        except DiskError as exc:
+            if not run.interrupted:
+                raise
+            console.print(f"[yellow]{exc}[/]", soft_wrap=True)  # the signal's exit status stands
     return run.exit_status if run.interrupted else 0
 
 

@@ -252,11 +252,17 @@ def write_failure(exc: BaseException, url: str) -> TunerError | None:
     inner = exc
     while getattr(inner, "orig", None) is not None or inner.__cause__ is not None:
         inner = getattr(inner, "orig", None) or inner.__cause__
+    if not isinstance(inner, sqlite3.Error):
+        return None
     text = " ".join(str(inner).split()).lower()
     kept = "SQLite rolled the write back, so the study is intact: re-run the same command to resume"
-    if "database or disk is full" in text or "disk i/o error" in text:
+    if "database or disk is full" in text:
         error = DiskError(f"cannot write the study database {path}: no space left on its file system "
                           f"({space_left(path)}); free some space there; {kept}", path)
+    elif "disk i/o error" in text:
+        error = DiskError(f"cannot write the study database {path}: disk I/O error ({space_left(path)}; a full "
+                          f"disk, or a network file system SQLite cannot lock): free space or use a local disk; {kept}",
+                          path)
     elif "database is locked" in text:
         error = StorageUnavailable(
             f"the study database {path} stayed locked by another process for over {SQLITE_LOCK_WAIT_S} s (an open "
