@@ -83,8 +83,8 @@ def assert_stopped_cleanly(tmp_path: Path, results: Path, signame: str) -> optun
 
 
 def assert_resumes(tmp_path: Path, space: Path, interrupted: optuna.trial.FrozenTrial) -> None:
-    again = subprocess.run(tune_argv(space, tmp_path / "results", slow=False), cwd=ROOT, capture_output=True,
-                           text=True, timeout=240)
+    again = subprocess.run([*tune_argv(space, tmp_path / "results", slow=False), "--no-report"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=240)
     assert again.returncode == 0, again.stderr[-2000:]
     study = load(tmp_path)
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
