@@ -6,13 +6,16 @@ from pathlib import Path
 
 import optuna
 
-from . import DURATION_HELP, UsageError, duration, parse_key_values, prepare_output
+from ..errors.disk import DiskError, write_text
+from . import DURATION_HELP, UsageError, check_folder, duration, parse_key_values, prepare_output
 from .compare import add_release_flags, check_release_args, cmd_release_diff, refuse_release_flags
 
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="trials.csv, pareto.csv, report.html and a terminal table of a study")
     _study_args(p)
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="write the report files here (default: the study's folder); missing folders are created")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("export", help="the complete env file of a chosen Pareto trial")
@@ -102,8 +105,16 @@ def cmd_report(args) -> int:
     from .. import report
 
     study, folder = load_study(named_study(args), args.results, args.storage)
-    report.print_pareto(study)
-    paths = report.write_report(study, folder)
+    report.print_pareto(study)  # first: the tables need no disk
+    out = args.out or folder
+    check_folder(out, "--out")
+    try:
+        paths = report.write_report(study, out, elsewhere="--out DIR")
+    except DiskError as exc:  # a full or read-only disk: say what was written, then the one line
+        for label, path in exc.written.items():
+            print(f"{label}: {path}")
+        raise DiskError(f"{exc}; the tables above are complete and the study is unchanged", exc.path,
+                        exc.errno) from None
     for label, path in paths.items():
         print(f"{label}: {path}")
     return 0
@@ -135,7 +146,7 @@ def cmd_export(args) -> int:
     text = env_file_text(study, trial, pick, _release(study), extra={**bucket_env, **extra},
                          comments=comments + bucket_notes)
     if args.output:
-        prepare_output(args.output, "--output").write_text(text)
+        write_text(prepare_output(args.output, "--output"), text, elsewhere="-o elsewhere, or no -o to print it")
         print(f"trial {trial.number} ({pick}) written to {args.output}")
     else:
         print(text, end="")

@@ -315,7 +315,7 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
 
 def cmd_tune(args) -> int:
     run = tune_study(args)
-    return 130 if run.interrupted else 0
+    return run.exit_status if run.interrupted else 0
 
 
 def tune_study(args, console=None, storage=None, runner=None):
@@ -324,9 +324,10 @@ def tune_study(args, console=None, storage=None, runner=None):
     from rich.console import Console
 
     from .. import report
+    from ..errors.disk import DiskError
     from ..space.schema import SearchSpace
     from ..study.run import Constraints, Objectives, StudyOptions, run_study
-    from ..study.storage import redact_url
+    from ..study.storage import redact_url, write_failure
 
     console = console or Console(stderr=True)
     check_folder(args.results, "--results")
@@ -375,29 +376,32 @@ def tune_study(args, console=None, storage=None, runner=None):
                   f"{opts.n_trials} trials")
     from .tunerelease import record_release, release_check
 
-    with release_check(args, ctx, opts.study_dir, console, bars.print) as check, bars:
-        run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial, runner=runner)
+    try:
+        with release_check(args, ctx, opts.study_dir, console, bars.print) as check, bars:
+            run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial, runner=runner)
+    except Exception as exc:  # a write to the study's database that failed (full disk, read-only, locked)
+        explained = write_failure(exc, opts.storage_url)
+        if explained is None:
+            raise
+        raise explained from None
     record_release(run.study, ctx, check, console)
     if run.interrupted:
-        console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
+        console.print(f"[yellow]{interrupted_line(run)}[/]", soft_wrap=True)
     elif ctx.warmup is not None:
         from .tunecache import after_study
 
         after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
     if not args.no_report:
-        paths = report.write_report(run.study, opts.study_dir)
-        for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
-                           ("load sweep points", "load_sweep_csv")):
-            if key in paths:
-                console.print(f"{label}: {paths[key]}", soft_wrap=True)
-        from ..results.export import export_best
-
-        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)
-        if best:
-            console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
+        try:
+            _write_results(run, opts, ctx, console)
+        except DiskError as exc:
+            if not run.interrupted:
+                raise
+            console.print(f"[yellow]{exc}[/]", soft_wrap=True)  # the signal's exit status stands
     run.study_dir = opts.study_dir
     return run
+
 
 
 def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:
@@ -420,6 +424,41 @@ def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -
     else:
         head = f"[red]{result.status}[/] {warm_text} - {result.reason[:160]}"
     return f"trial {number}: {head} ({elapsed_s:.0f} s elapsed)"
+
+def _write_results(run, opts, ctx, console) -> None:
+    """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""
+    from .. import report
+    from ..errors.disk import DiskError
+    from ..results.export import export_best
+
+    elsewhere = f"bucket-tuner report {opts.name} --results {opts.results_root} --out DIR"
+    refused = []
+    try:
+        paths = report.write_report(run.study, opts.study_dir, elsewhere=elsewhere)
+    except DiskError as exc:
+        paths, refused = exc.written, [exc]
+    for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
+                       ("load sweep points", "load_sweep_csv")):
+        if key in paths:
+            console.print(f"{label}: {paths[key]}", soft_wrap=True)
+    try:
+        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release,
+                           elsewhere=f"bucket-tuner export {opts.name} --results {opts.results_root} -o FILE")
+    except DiskError as exc:
+        best, refused = None, refused + [exc]
+    if best:
+        console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
+    if refused:
+        raise DiskError(f"{refused[0]}; the study itself is intact", refused[0].path, refused[0].errno)
+
+
+def interrupted_line(run) -> str:
+    """What a signal did to the run, in one line."""
+    numbers = run.interrupted_trials
+    said = (f"trial{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))} stopped, recorded as "
+            "interrupted and enqueued again" if numbers else "stopped between trials")
+    return (f"interrupted by {run.signal}: {said}; everything recorded so far is kept; "
+            "re-run the same command to resume")
 
 
 class _SlotBars:

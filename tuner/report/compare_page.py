@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from optuna.trial import TrialState
 
 from .. import display
+from ..errors.disk import write_text
 from ..results.compare import Comparison
 from . import charts
 from .convergence import front_volume
@@ -212,5 +213,4 @@ def write_compare_html(cmp: Comparison, studies: list[optuna.Study], path: Path)
     intro = ("<p>" + ", ".join(f"<b>{esc(n)}</b> ({esc(r or 'no release')})" for n, r in zip(cmp.names, cmp.releases))
              + ". Hypervolumes are taken on one common reference point, worse than every front point.</p>")
     titles = dict(TITLES, summary="Coverage and regressions", pareto="Fronts")
-    path.write_text(page("bucket-tuner: " + " vs ".join(cmp.names), intro, body, COMPARE_IDS, titles))
-    return path
+    return write_text(path, page("bucket-tuner: " + " vs ".join(cmp.names), intro, body, COMPARE_IDS, titles))

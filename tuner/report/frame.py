@@ -13,6 +13,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
+from ..errors.disk import write_text
 from ..study.pareto import hypervolume, measured_front
 from .sweep import sweep_columns
 
@@ -94,8 +95,11 @@ def study_hypervolume(study: optuna.Study, reference: list[float]) -> float:
 
 def write_csvs(study: optuna.Study, out_dir: Path) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
+    trials_text, pareto_text = csv_texts(study)
+    return write_text(out_dir / "trials.csv", trials_text), write_text(out_dir / "pareto.csv", pareto_text)
+
+
+def csv_texts(study: optuna.Study) -> tuple[str, str]:
+    """trials.csv's and pareto.csv's content."""
     frame = trials_frame(study)
-    trials_csv, pareto_csv = out_dir / "trials.csv", out_dir / "pareto.csv"
-    frame.to_csv(trials_csv, index=False)
-    pareto_frame(study, frame).to_csv(pareto_csv, index=False)
-    return trials_csv, pareto_csv
+    return frame.to_csv(index=False), pareto_frame(study, frame).to_csv(index=False)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import optuna
 
+from ..errors.disk import write_text
 from . import sections, summary
 from .data import gather
 from .facts import release_notes
@@ -35,6 +36,11 @@ def page(title: str, intro: str, body: list[str], ids=SECTION_IDS, titles=TITLES
 
 
 def write_html(study: optuna.Study, path: Path) -> Path:
+    return write_text(path, html_text(study))
+
+
+def html_text(study: optuna.Study) -> str:
+    """report.html's content."""
     d = gather(study)
     objectives = ", ".join(f"{n} ({x})" for n, x in zip(d.names, d.dirs))
     intro = (f"<p>Study <b>{esc(study.study_name)}</b>"
@@ -44,5 +50,4 @@ def write_html(study: optuna.Study, path: Path) -> Path:
     intro += "".join(f"<p class='note'>{esc(line)}</p>" for line in release_notes(study))
     body = [summary.section(d), sections.pareto(d, chart), sections.warmup(d, chart), sections.workload(d, chart),
             sections.failures(d), sections.convergence_section(d, chart), sections.trials(d)]
-    path.write_text(page(f"bucket-tuner study {study.study_name}", intro, body))
-    return path
+    return page(f"bucket-tuner study {study.study_name}", intro, body)

@@ -21,6 +21,7 @@ import optuna
 
 from ..buckets import BucketConfigError, ServerConfig, get_profile
 from ..buckets.runtime import DIAGNOSTIC_VARIABLES, runtime_variables
+from ..errors.disk import write_text
 from ..serve.backends import server_flags
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
@@ -215,14 +216,16 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
     return "\n".join(lines) + "\n"
 
 
-def export_best(study: optuna.Study, path: Path, pick: str, release: str | None) -> int | None:
-    """Write the env file of the pick; None when there is no feasible trial (nothing written)."""
+def export_best(study: optuna.Study, path: Path, pick: str, release: str | None,
+                elsewhere: str | None = None) -> int | None:
+    """Write the env file of the pick (whole or not at all: a full disk raises errors.disk.DiskError); None
+    when there is no feasible trial (nothing written)."""
     try:
         trial = pick_trial(study, pick, Filters())
     except ExportError:
         return None
     extra, comments = export_bucket_file(study, trial, path)
-    path.write_text(env_file_text(study, trial, pick, release, extra=extra, comments=comments))
+    write_text(path, env_file_text(study, trial, pick, release, extra=extra, comments=comments), elsewhere)
     return trial.number
 
 

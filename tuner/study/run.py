@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import signal
 import threading
 import time
 import warnings
@@ -25,7 +24,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ..errors import StudyError
+from ..errors import StorageUnavailable, StudyError
+from ..errors.disk import DISK_ERRNOS, DiskError, disk_error, is_disk_failure, require_space, write_text, writing
 from ..serve.redact import redact_env
 from ..space.fitted import bind_fitted, pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
@@ -33,14 +33,24 @@ from ..status import CONFIG_FAILURES, TrialStatus
 from ..trial import run as trial_mod
 from ..trial.run import Slot, TrialContext, TrialResult
 from . import nodes, optuna_private
+from .interrupt import Interrupt
 from .proposals import Guide
-from .screen import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
-from .storage import open_storage, open_storage_readonly, redact_url
+from .screen import (
+    SEED_ATTR,
+    Screen,
+    counts_toward_budget,
+    effective_key,
+    model_seeds,
+    refresh_calibration,
+    seed_calibration,
+)
+from .storage import open_storage, open_storage_readonly, redact_url, write_failure
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
 THROUGHPUT = "output_throughput"
 WARMUP = "warmup_s"
 LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
+ELSEWHERE = "--results DIR"  # where else a study's files can go, said when its disk refuses them
 GRACE_S = nodes.DEFAULT_GRACE_S  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
 
 
@@ -399,6 +409,9 @@ class StudyRun:
     study: optuna.Study
     ran: int = 0
     interrupted: bool = False
+    signal: str | None = None  # what interrupted it: SIGINT, SIGTERM or SIGHUP
+    exit_status: int = 0  # 128 + the signal's number once interrupted
+    interrupted_trials: list[int] = field(default_factory=list)  # recorded interrupted, enqueued again
     seeds: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     study_dir: Path | None = None  # where its report, trials.csv and best.env are
@@ -408,7 +421,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
               constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
               install_sigint: bool = True, runner: Callable[..., TrialResult] | None = None) -> StudyRun:
     """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
-    or Ctrl-C. A second Ctrl-C stops at once (servers are still stopped on the way out).
+    or a signal (Ctrl-C, SIGTERM, SIGHUP: tuner/study/interrupt.py). A second signal kills the servers
+    at once (the trials are still recorded); a third leaves without recording.
 
     `runner(ctx, settings, trial_dir, slot, stop_event) -> TrialResult` runs one trial; the default
     boots a server (trial.run_trial). The tuning-efficiency benchmark passes a virtual-clock runner
@@ -448,6 +462,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         trial_mod.status_line(ctx, line)
 
     stop = threading.Event()
+    interrupt = Interrupt(stop)  # installed below, while the slots run
     lock = threading.Lock()
     ask_lock = nodes.AskLock(optuna_private.storage_of(study), nodes.storage_url(opts.storage_url), opts.name)
     errors: list[BaseException] = []
@@ -456,7 +471,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     def want_more() -> bool:
         return not stop.is_set() and time.monotonic() < deadline and _counted(study) < opts.n_trials
 
-    def worker(slot: Slot):
+    def worker(slot: Slot):  # noqa: C901 (ask, claim or wait, screen, run, tell: the slot's loop)
         while True:
             with lock, ask_lock:  # count and ask atomically, across nodes too
                 more = want_more()
@@ -473,22 +488,41 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             try:
                 settings = space.suggest(trial)
                 trial.set_user_attr("slot", slot.index)
-                result, run_ctx = screen.decide(trial, settings, slot.index)
+                key = effective_key(ctx, settings)
+                with lock, ask_lock:  # claims of one configuration are ordered across nodes (screen.claim)
+                    ahead = screen.claim(trial, key)
+                result = screen.wait_for(trial, ahead, stop, settings) if ahead else None
+                if result is None:
+                    result, run_ctx = screen.decide(trial, settings, slot.index)
                 if result is None:
                     trial_dir = opts.study_dir / "trials" / f"{trial.number:04d}"
+                    # A server that cannot write its log fails for no fault of its settings: not booted.
+                    require_space(opts.study_dir, elsewhere=ELSEWHERE)
                     settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
                     result = runner(run_ctx, settings, trial_dir, slot, stop)
+                    if not result.ok and not result.status.config_failure:
+                        require_space(opts.study_dir, elsewhere=ELSEWHERE)  # did it fail for want of disk?
                 heartbeat.stop()
-                _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
+                if result.status is TrialStatus.INTERRUPTED and interrupt.name:
+                    result.reason = f"{result.reason} ({interrupt.name} to the tuner)"
+                files_failed = None
+                try:
+                    _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
+                except DiskError as exc:  # the measurement is still told; the study stops after it
+                    files_failed = exc
                 with lock:
                     screen.record(trial, result)
                     tell_result(study, trial, result, objectives, constraints)
                     run.ran += 1
+                    if result.status is TrialStatus.INTERRUPTED:
+                        run.interrupted_trials.append(trial.number)
                     if result.calibration_sample:
                         refresh_calibration(study, ctx)
                     guide.after_tell(result.booted, more=want_more())
                 if on_trial:
                     on_trial(trial.number, result)
+                if files_failed is not None:
+                    raise files_failed
             except optuna.exceptions.UpdateFinishedTrialError:
                 # Our heartbeat went silent too long (a storage outage) and another node failed the
                 # trial and enqueued its parameters again: its result files stay, go on.
@@ -497,48 +531,62 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             except BaseException as exc:
                 # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
                 # record, stop every slot, and let the caller see the error.
+                exc = _explained(exc, opts)
                 errors.append(exc)
                 stop.set()
                 with lock, contextlib.suppress(Exception):  # the trial may have been told already
-                    trial.set_user_attr("status", "tuner_error")
-                    trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
-                    study.tell(trial, state=TrialState.FAIL)
+                    if is_disk_failure(exc) or isinstance(exc, StorageUnavailable):
+                        # The disk or the database failed, not the settings: they run again on resume.
+                        tell_result(study, trial, TrialResult(status=TrialStatus.INTERRUPTED, reason=str(exc)[:500],
+                                                              params=dict(trial.params)), objectives, constraints)
+                    else:
+                        trial.set_user_attr("status", "tuner_error")
+                        trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
+                        study.tell(trial, state=TrialState.FAIL)
                 return
             finally:
                 heartbeat.stop()
 
-    previous = None
-    if install_sigint and threading.current_thread() is threading.main_thread():
-        def on_sigint(signum, frame):
-            if stop.is_set():
-                raise KeyboardInterrupt
-            stop.set()
-            run.interrupted = True
-        previous = signal.signal(signal.SIGINT, on_sigint)
     threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
                for slot in opts.slots]
     reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod.status_line(
         ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
+    signals = install_sigint and threading.current_thread() is threading.main_thread()
     try:
-        with reaper:
+        with reaper, (interrupt if signals else contextlib.nullcontext()):
             for t in threads:
                 t.start()
             for t in threads:
                 while t.is_alive():
                     t.join(0.2)
+                    if interrupt.hurry_due():  # a second signal: no grace for the servers any more
+                        from ..serve.process import hurry_all
+
+                        hurry_all()
     finally:
         stop.set()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    if interrupt.signum is not None:
+        run.interrupted, run.signal, run.exit_status = True, interrupt.name, 128 + interrupt.signum
     if errors:
         raise errors[0]
     return run
 
 
 def _write_trial_files(trial_dir: Path, result: TrialResult, settings: TrialSettings) -> None:
-    trial_dir.mkdir(parents=True, exist_ok=True)
+    with writing(trial_dir, ELSEWHERE):
+        trial_dir.mkdir(parents=True, exist_ok=True)
     env_path = trial_dir / "trial.env"
     lines = [f"{k}={v}" for k, v in sorted(redact_env(settings.env).items())]
-    env_path.write_text("\n".join(lines) + "\n")
+    write_text(env_path, "\n".join(lines) + "\n", ELSEWHERE)
     result.artifacts["env_file"] = str(env_path)
-    (trial_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    write_text(trial_dir / "result.json", json.dumps(result.to_json(), indent=2, default=str), ELSEWHERE)
+
+
+def _explained(exc: BaseException, opts: StudyOptions) -> BaseException:
+    """A disk or database failure as one line naming the path and the remedy (the study is intact)."""
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        exc = disk_error(exc, opts.study_dir, ELSEWHERE)
+    if isinstance(exc, DiskError) and "re-run" not in str(exc):
+        return DiskError(f"{exc}; everything recorded so far is kept: re-run the same command to resume", exc.path,
+                         exc.errno)
+    return write_failure(exc, opts.storage_url) or exc

@@ -12,6 +12,11 @@
 Screened proposals (reused or rejected) cost no accelerator time and do not count toward --n-trials;
 at most MAX_SCREENED in a row, so that a study whose sampler only proposes known points still ends.
 `--no-screening` turns reuse, screening and the model seeds off: every proposal runs and counts.
+* Running elsewhere: a proposal whose effective settings another trial is running (another node of a
+  shared study, or another slot) is not booted at the same time. Each trial claims its effective key
+  (user attribute "effective_key") under the study's ask lock (nodes.AskLock), so of two claims of one
+  key the later one always sees the earlier; it waits for those trials to end and then reuses their
+  measurement (or boots, if they failed). `remeasure` N lets up to N boots of one configuration run at once.
 * Calibration: every booted trial stores its sample (trial user attribute "calibration_sample");
   `study_calibration` refits from all of them (and from samples seeded from logs), so every node of a
   shared study uses the same corrections; the fit in force is kept in the study attribute "calibration".
@@ -37,6 +42,7 @@ from ..space.schema import BUCKET_FILE_VARIABLE, TrialSettings
 from ..status import TrialStatus
 from ..trial.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
 from ..trial.run import TrialContext, TrialResult
+from . import optuna_private
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
 EXPLORE_SHARE = 0.05  # over-budget rejections booted anyway
@@ -133,6 +139,40 @@ class Screen:
         """Screen what the guide's calibrated model predicts a measured point beats everywhere."""
         self.guide = guide
 
+    def claim(self, trial: optuna.Trial, key: str) -> list[optuna.trial.FrozenTrial]:
+        """Record the trial's effective key; return the running trials with that key it must wait for
+        (empty: go on). Call under the study's ask lock, so that claims of one key are ordered."""
+        trial.set_user_attr(KEY_ATTR, key)
+        if not self.screening:
+            return []
+        measured = len(self.measurements(key))
+        if measured >= self.remeasure:
+            return []  # decide() reuses the record
+        ahead = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                 if t.number != trial.number and TrialRecord.from_frozen(t).effective_key == key]
+        return ahead if measured + len(ahead) >= self.remeasure else []
+
+    def wait_for(self, trial: optuna.Trial, ahead: list[optuna.trial.FrozenTrial], stop, settings: TrialSettings,
+                 poll_s: float = 0.5) -> TrialResult | None:
+        """Wait until the trials `ahead` (claim()) are no longer running; None then (decide() reuses their
+        result, or boots if they failed), or an interrupted result when `stop` is set meanwhile."""
+        from ..trial.run import status_line
+
+        numbers = [t.number for t in ahead]
+        trial.set_user_attr("waited_for", numbers)
+        who = ", ".join(f"trial {t.number} ({_owner(t)})" for t in ahead)
+        status_line(self.ctx, f"trial {trial.number}: the same effective settings as {who}, running now: "
+                          "waiting for its result instead of booting them again")
+        storage = optuna_private.storage_of(self.study)
+        pending = list(ahead)
+        while pending:
+            if stop.wait(poll_s):
+                return TrialResult(status=TrialStatus.INTERRUPTED, params=settings.params, server=settings.server,
+                                   reason=f"interrupted while waiting for trial(s) {numbers} "
+                                          "(the same effective settings)", timings={"accelerator_s": 0.0})
+            pending = [t for t in pending if storage.get_trial(optuna_private.trial_id(t)).state == TrialState.RUNNING]
+        return None
+
     def measurements(self, key: str) -> list[TrialRecord]:
         records = (TrialRecord.from_frozen(t) for t in self.study.get_trials(deepcopy=False,
                                                                              states=(TrialState.COMPLETE,)))
@@ -142,8 +182,10 @@ class Screen:
     def decide(self, trial: optuna.Trial, settings: TrialSettings, slot: int) -> tuple[TrialResult | None,
                                                                                        TrialContext]:
         """(a result to tell without running, or None; the context to run with)."""
-        key = effective_key(self.ctx, settings)
-        trial.set_user_attr(KEY_ATTR, key)
+        key = trial.user_attrs.get(KEY_ATTR)  # claim() recorded it
+        if key is None:
+            key = effective_key(self.ctx, settings)
+            trial.set_user_attr(KEY_ATTR, key)
         if not self.screening:  # every proposal runs (and counts), repeats included
             return None, self.ctx
         if self.in_a_row.get(slot, 0) >= MAX_SCREENED:
@@ -209,6 +251,11 @@ class Screen:
         if all(isinstance(x, (int, float)) for x in w):
             result.observed["warmup_s"] = statistics.fmean(w)
         result.observed["measurements"] = len(runs)
+
+
+def _owner(t: optuna.trial.FrozenTrial) -> str:
+    owner = t.user_attrs.get("owner") or {}
+    return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}"
 
 
 def counts_toward_budget(t: optuna.trial.FrozenTrial) -> bool:

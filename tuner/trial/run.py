@@ -64,6 +64,8 @@ class Limits:
     warmup_timeout_s: float = 7200.0
     warmup_budget_s: float | None = None  # abort (and reject before boot) above this predicted warmup
     stop_grace_s: float = 10.0  # per signal (SIGINT, then SIGTERM), before SIGKILL of the group
+    # the same when the tuner itself is being stopped (a signal): inside a scheduler's 30 s grace period
+    interrupt_grace_s: float = 5.0
     wall_slack_s: float = 30.0  # added to every time-scaled wall-clock limit (process start-up jitter)
 
 
@@ -294,6 +296,9 @@ class _TrialRun:
         if outcome.kind is OutcomeKind.WARMUP_OVER_BUDGET and outcome.reason == "interrupted":
             result.status = TrialStatus.INTERRUPTED
         result.reason = outcome.reason + _last_error(outcome.log_tail)
+        if _stopping(self.stop_event) and result.status is not TrialStatus.INTERRUPTED:
+            # The tuner is being stopped (a second signal kills the group): not the configuration's doing.
+            result.status, result.reason = TrialStatus.INTERRUPTED, f"interrupted ({outcome.reason})"
 
     def measure(self, srv: ServerProcess) -> None:
         """The warm pass and the load test (or a sweep of load points); a server that died meanwhile."""
@@ -316,7 +321,8 @@ class _TrialRun:
 
     def stop(self, srv: ServerProcess) -> None:
         self.result.timings["load_s"] = round(time.monotonic() - self.t_ready, 3)
-        g = self.ctx.limits.stop_grace_s
+        limits = self.ctx.limits
+        g = min(limits.stop_grace_s, limits.interrupt_grace_s) if _stopping(self.stop_event) else limits.stop_grace_s
         srv.stop(grace_int_s=g, grace_term_s=g, grace_kill_s=5.0)
 
     def finish(self, srv: ServerProcess, outcome) -> TrialResult:
@@ -373,6 +379,16 @@ class _TrialRun:
         return None
 
 
+def _stopping(stop_event: threading.Event | None) -> bool:
+    return stop_event is not None and stop_event.is_set()
+
+
+def _stopped_by_user(stop_event) -> bool:
+    """The tuner is being stopped (a load sweep's guard also stops at its own deadline: not this)."""
+    user_stop = getattr(stop_event, "user_stop", None)
+    return user_stop() if user_stop is not None else _stopping(stop_event)
+
+
 def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
     """The context with another load (a sweep's chosen point); unchanged for None."""
     from dataclasses import replace
@@ -400,10 +416,10 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
             if bench.done():
                 break
             crashed = srv.check(lambda: watch.read(lambda w: w.oom_seen))
-            if crashed is not None or (stop_event is not None and stop_event.is_set()):
+            if crashed is not None or _stopping(stop_event):
                 bench.cancel()
                 await asyncio.gather(bench, return_exceptions=True)
-                return crashed
+                return None if _stopped_by_user(stop_event) else crashed  # a hurried stop kills the server
         return bench.result()
 
     outcome = asyncio.run(main())
