@@ -199,7 +199,7 @@ def test_a_read_only_results_folder_is_one_line_and_the_study_still_reads(tmp_pa
 
 
 def test_an_sqlite_study_locked_too_long_is_named_with_its_remedy(tmp_path, capsys, monkeypatch):
-    from tuner.study.run import storage
+    from tuner.study import storage
 
     monkeypatch.setattr(storage, "SQLITE_LOCK_WAIT_S", 1)  # the tuner waits 60 s; the test holds it longer
     space, results = write_space(tmp_path, TWO_CONFIGS), tmp_path / "results"
