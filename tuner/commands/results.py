@@ -98,7 +98,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..results.export import Filters, env_file_text, export_bucket_file, pick_trial
+    from ..results.export import Filters, env_file_text, export_bucket_file, pick_trial, write_deploy_files
 
     study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
@@ -125,6 +125,11 @@ def cmd_export(args) -> int:
     if args.output:
         prepare_output(args.output, "--output").write_text(text)
         print(f"trial {trial.number} ({pick}) written to {args.output}")
+        deploy = write_deploy_files(study, trial, pick, _release(study), args.output, {**bucket_env, **extra})
+        if deploy:
+            print("beside it: " + ", ".join(str(p) for p in deploy) + " (vllm serve --config, and a start script)")
+        else:
+            print("no serve config or script beside it: the study does not record how its server was started")
     else:
         print(text, end="")
     return 0
