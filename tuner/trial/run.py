@@ -29,7 +29,7 @@ import numpy as np
 from ..load.client import run_benchmark
 from ..load.metrics import rescale_time
 from ..load.workload import Workload, gamma_send_offsets
-from ..logparse import LogWatcher
+from ..logparse import LogWatcher, last_error
 from ..perfmodel.calibration import Calibration, observation_sample
 from ..perfmodel.checks import TrialPrediction, predict_trial, rejection
 from ..perfmodel.projection import BootTracker
@@ -505,11 +505,8 @@ def predict_serving(ctx: TrialContext, pred) -> dict[str, float]:
 
 
 def _last_error(tail: list[str]) -> str:
-    for line in reversed(tail or []):
-        text = line.strip()
-        if "Error" in text or "error" in text:
-            return f" | last error: {text[-300:]}"
-    return ""
+    text = last_error(tail or [])  # an ERROR line or a traceback, never a warning that quotes one
+    return f" | last error: {text[-300:]}" if text else ""
 
 
 def _status(ctx: TrialContext, text: str) -> None:
