@@ -163,8 +163,8 @@ def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]
         env, _ = export_env(trial, release)
         report = prepare(backend, server, env, args.with_cache, release=release or "unknown",
                          dtype=dtype_of(server, argv), device=described.get("device") or "unknown",
-                         logs=args.cache_logs,
-                         reuse=args.reuse_cache, max_mb=args.cache_max_mb)
+                         logs=args.cache_logs, reuse=args.reuse_cache, max_mb=args.cache_max_mb,
+                         own_cold=_own_cold(study, trial))
     except (CacheWarmError, RecipeCacheError) as exc:
         raise UsageError(str(exc)) from None
     for line in report.lines():
@@ -175,9 +175,21 @@ def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]
         comments.append(f"recipe cache: {report.folder} ({m.recipes} recipes; manifest.json: {m.release}, "
                         f"{m.device}, {m.dtype}, TP {m.tp}, {m.kv_blocks} KV blocks, {m.software_version})")
         if m.cold_warmup_s and m.cached_warmup_s is not None:
-            comments.append(f"recipe cache: warmup {m.cached_warmup_s:.0f} s cached vs {m.cold_warmup_s:.0f} s cold; "
-                            "copy the folder to local disk before start (no NFS)")
+            comments.append(f"recipe cache: warmup {m.cached_warmup_s:.0f} s cached vs {m.cold_warmup_s:.0f} s cold "
+                            f"({m.cold_warmup_source}); copy the folder to local disk before start (no NFS)")
     return {VARIABLE: report.value}, comments, report.verified
+
+
+def _own_cold(study, trial):
+    """The trial's own cold warmup in its study (measured, its cold re-boot, else predicted)."""
+    from ..recipecache.prepare import ColdFigure
+    from ..recipecache.warmupmode import study_figures
+
+    cold = (study_figures(study).get(trial.number) or {}).get("cold")
+    if cold is None or cold.seconds is None:
+        return None
+    how = "measured" if cold.measured else "predicted by the model"
+    return ColdFigure(cold.seconds, f"trial {trial.number}'s own cold warmup in the study, {how}")
 
 
 def cmd_compare(args) -> int:
