@@ -16,6 +16,7 @@ from optuna.trial import TrialState, create_trial
 from tests.conftest import LOG_SAMPLES
 from tuner.load.metrics import BenchmarkResult, RequestOutcome
 from tuner.logparse import last_error
+from tuner.perfmodel.calibration import Calibration
 from tuner.report import write_report
 from tuner.report.startup import read_log
 
@@ -52,6 +53,7 @@ def test_a_cpu_study_report_claims_nothing_it_did_not_measure(tmp_path):
                                 directions=["maximize", "minimize", "minimize"])
     study.set_user_attr("space", {"name": "cpu", "source": "s.yaml", "release": None})
     study.set_user_attr("backend", {"kind": "vllm", "model": "/m/tiny", "command": ["vllm"]})
+    study.set_user_attr("calibration", Calibration().summary())  # as tune leaves it: every factor at the prior
     study.add_trial(_cpu_trial(tmp_path, 0, 64, 900.0, 41.5))
     study.add_trial(_cpu_trial(tmp_path, 1, 4, 300.0, 38.0))
     write_report(study, tmp_path)
@@ -69,7 +71,9 @@ def test_a_cpu_study_report_claims_nothing_it_did_not_measure(tmp_path):
         assert absent not in warm, absent
     for absent in ("prompt buckets", "KV blocks pred / obs", "cold / cached warmup"):
         assert absent not in text["trials"], absent
-    assert "HPU graph" not in "".join(text.values())
+    everything = "".join(text.values())
+    assert "HPU graph" not in everything and "HPU-graph" not in everything
+    assert "no release profile, so the performance model predicted nothing" in warm
     assert "simulator" not in text["convergence"] and "accelerator-hours" in text["convergence"]
 
 

@@ -145,7 +145,10 @@ def _calibration(d: ReportData) -> str:
     """The corrections in force: what every boot of this study (and --calibrate-from logs) taught the model."""
     cal = d.study.user_attrs.get("calibration") or {}
     head = "<h3 id='calibration'>Calibration in force</h3>"
-    if not cal:
+    if d.release is None:  # a generic vLLM (CPU, CUDA): the cost model has nothing to predict, nothing to correct
+        return head + ("<p class='none'>None: this server has no release profile, so the performance model "
+                       "predicted nothing for it and nothing was calibrated.</p>")
+    if not cal or not cal.get("boots"):
         return head + "<p class='none'>No calibration recorded (no prediction, or no boot yet).</p>"
     boots = cal.get("boots", 0)
     rows = []
