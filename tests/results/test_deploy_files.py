@@ -86,8 +86,7 @@ def test_script_quotes_every_value_and_leaves_secrets_out(tmp_path):
     kept, dropped = _without_secrets(tail)
     assert dropped == ["--api-key"] and "***" not in kept
     text = script_text("t", {"VLLM_X": "a b$c", "PT_Y": "it's"}, ["/opt/v env/bin/vllm", "serve"], kept, dropped)
-    (tmp_path / "s.sh").write_text(text.replace("exec ", "exec printf '%s\\n' ", 1)
-                                   + "")
+    (tmp_path / "s.sh").write_text(text.replace("exec ", "exec printf '%s\\n' ", 1))  # print the argv it runs
     env_dump = tmp_path / "s2.sh"
     env_dump.write_text(text.replace(text.splitlines()[-1], 'printf "%s|%s\\n" "$VLLM_X" "$PT_Y"'))
     shown = subprocess.run(["sh", str(tmp_path / "s.sh"), "--port", "9"], capture_output=True, text=True,
@@ -96,6 +95,8 @@ def test_script_quotes_every_value_and_leaves_secrets_out(tmp_path):
     assert subprocess.run(["sh", str(env_dump)], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin"}).stdout == "a b$c|it's\n"
     assert "--api-key left out" in text
+    with pytest.raises(ValueError, match="redacted"):  # a scrubbed credential cannot be shipped as if it worked
+        _without_secrets(["m", "--download-dir", "https://user:***@mirror/models"])
 
 
 def test_yaml_keys_give_back_the_same_flags_through_vllms_reading(tmp_path):

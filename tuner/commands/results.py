@@ -125,11 +125,12 @@ def cmd_export(args) -> int:
     if args.output:
         prepare_output(args.output, "--output").write_text(text)
         print(f"trial {trial.number} ({pick}) written to {args.output}")
-        deploy = write_deploy_files(study, trial, pick, _release(study), args.output, {**bucket_env, **extra})
+        deploy, why_not = write_deploy_files(study, trial, pick, _release(study), args.output,
+                                             {**bucket_env, **extra})
         if deploy:
             print("beside it: " + ", ".join(str(p) for p in deploy) + " (vllm serve --config, and a start script)")
         else:
-            print("no serve config or script beside it: the study does not record how its server was started")
+            print(f"no serve config or script beside it: {why_not}")
     else:
         print(text, end="")
     return 0

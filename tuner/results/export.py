@@ -169,18 +169,19 @@ def export_variables(study: optuna.Study, trial: optuna.trial.FrozenTrial, relea
 
 
 def write_deploy_files(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str, release: str | None,
-                       env_path: Path, extra: dict[str, str] | None = None) -> list[Path]:
-    """The `vllm serve --config` YAML and serve.sh beside the env file (tuner/results/deploy.py); none
-    for a study that does not record how its server was started (older studies)."""
+                       env_path: Path, extra: dict[str, str] | None = None) -> tuple[list[Path], str]:
+    """The `vllm serve --config` YAML and serve.sh beside the env file (tuner/results/deploy.py), or no
+    file and why not: a study that does not record how its server was started (older studies), or a
+    command line that cannot be written safely. The env file stands either way."""
     from .deploy import write_beside
 
     if (study.user_attrs.get("backend") or {}).get("kind") not in ("sim", "vllm"):
-        return []
+        return [], "the study does not record how its server was started"
     env, _ = export_variables(study, trial, release, extra)
     try:
-        return write_beside(Path(env_path), study, trial, pick, env)
+        return write_beside(Path(env_path), study, trial, pick, env), ""
     except ValueError as exc:
-        raise ExportError(f"cannot write the serve config or script of trial {trial.number}: {exc}") from None
+        return [], f"its command line cannot be written safely: {exc}"
 
 
 def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str,
@@ -214,7 +215,7 @@ def export_best(study: optuna.Study, path: Path, pick: str, release: str | None)
         return None
     extra, comments = export_bucket_file(study, trial, path)
     path.write_text(env_file_text(study, trial, pick, release, extra=extra, comments=comments))
-    write_deploy_files(study, trial, pick, release, path, extra)
+    write_deploy_files(study, trial, pick, release, path, extra)  # best.vllm.yaml, best.serve.sh (or none)
     return trial.number
 
 
