@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tuner.load.workload import RandomWorkload  # noqa: E402
+from tuner.perfmodel import target as M  # noqa: E402
+from tuner.perfmodel.serving import run_virtual, summarize  # noqa: E402
 from tuner.serve.backends import Backend  # noqa: E402
-from tuner.sim.clocks import run_virtual, summarize  # noqa: E402
 from tuner.space.schema import TrialSettings  # noqa: E402
 from tuner.trial import run as T  # noqa: E402
 
@@ -29,7 +30,7 @@ KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms", "
 
 
 def virtual_truth(ctx: T.TrialContext, settings: TrialSettings, concurrency: int) -> dict:
-    pred = T.predict(ctx, settings)
+    pred = M.predict(ctx, settings)
     reqs = ctx.workload.requests()
     result = run_virtual(pred, [(0.0, r.prompt_len, r.output_len) for r in reqs], max_concurrency=concurrency)
     return summarize(result.timings, result.duration)
@@ -49,7 +50,7 @@ def main() -> int:
             ctx = T.TrialContext(
                 backend=Backend(kind="sim", model="llama", sim_release="fork-1.21.2", time_scale=scale,
                                 startup_time_scale=0.002),
-                workload=workload, release="fork-1.21.2", device_model=T.DeviceModel(),
+                workload=workload, release="fork-1.21.2", device_model=M.DeviceModel(),
                 load=T.LoadOptions(max_concurrency=args.concurrency, warmup_requests=0),
                 records_dir=Path(tmp) / "run")
             if not rows:

@@ -13,7 +13,9 @@ The tuner's prior model and the simulator share one cost model, which would make
 exact. So the truth differs from the prior in ways the tuner is not told: per scenario (compile and
 warmup x2 / x0.5, KV block memory +10%, graph memory +25%, decode step +25%; SCENARIOS), and per
 effective configuration a warmup factor exp(N(0, sigma)) (--warmup-error, default 0.15). The full
-method has to learn the scenario from its own boots (tuner/perfmodel/calibration.py).
+method has to learn the scenario from its own boots (tuner/perfmodel/calibration.py). Scenario
+real_steps (problem linear, on request) takes the warm-up steps' costs from real logs instead
+(benchmarks/tuning/realsteps.py).
 
 Usage: python benchmarks/tuning_efficiency.py [--quick] [--seeds N] [--budgets 10,20,30,50]
        [--problems linear,gaudi,upgrade,fitted] [--scenarios nominal,...] [--contenders random,tpe,full,...]
@@ -46,6 +48,7 @@ from benchmarks.tuning.runner import VirtualRunner  # noqa: F401
 from benchmarks.tuning.scoring import aggregate, collect, score, summary_of  # noqa: F401
 from benchmarks.tuning.truth import (  # noqa: F401
     SCENARIOS,
+    STEP_SCENARIOS,
     TABLES,
     Eval,
     evaluate,
@@ -99,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                                       "10,20,30)")
     ap.add_argument("--problems", default="linear,gaudi,upgrade,fitted",
                     help="fitted: fitted bucket sets vs ranges, nominal scenario only (benchmarks/tuning/fitted.py)")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--scenarios", default=",".join(s for s in SCENARIOS if s not in STEP_SCENARIOS),
+                    help="default: all but real_steps (problem linear only: --problems linear --scenarios real_steps)")
     ap.add_argument("--contenders", help="default random,tpe,full,full+seed-from (all: random,grid,tpe,gp,"
                                          "nsga2,full,full+seed-from)")
     ap.add_argument("--warmup-error", type=float, default=0.15, help="sigma of the real/predicted warmup factor")
@@ -120,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:
         ap.error(f"unknown scenario {unknown[0]!r}; choose from {', '.join(SCENARIOS)}")
+    from benchmarks.tuning.realsteps import SOURCES
+
+    lacking = [p for p in wanted if p not in SOURCES] if set(scenarios) & set(STEP_SCENARIOS) else []
+    if lacking:
+        ap.error(f"scenario real_steps: no timed real log for problem {lacking[0]!r} (has: {', '.join(SOURCES)})")
     names = [c for c in (args.contenders or "random,tpe,full,full+seed-from").split(",") if c]
     probs, t0, c0 = problems(), time.monotonic(), _cpu_s()
 

@@ -6,3 +6,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 VECTOR_DIR = DATA / "vectors"
 LOG_SAMPLES = DATA / "log-samples"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`--dist loadgroup`, pyproject.toml), the genuine-vLLM tier runs on one worker
+    in file order: its servers take a machine-wide lock anyway, and one worker holding them all keeps
+    the other workers free for the rest of the suite."""
+    import pytest
+
+    for item in items:
+        if item.get_closest_marker("realvllm") is not None:
+            item.add_marker(pytest.mark.xdist_group("realvllm"))

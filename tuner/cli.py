@@ -1,6 +1,6 @@
 """The `bucket-tuner` command line: thin; every command lives in tuner/commands/ and calls into a module.
 
-It is also the one place where errors meet the user (see tuner/errors.py): an expected failure is
+It is also the one place where errors meet the user (see tuner/errors/): an expected failure is
 one line, `bucket-tuner COMMAND: error: ...`, exit 2 for a bad argument or input file and 1 for a
 failure of the surroundings; a traceback only with --debug or BUCKET_TUNER_DEBUG=1. Anything
 unexpected also gets one line, saying where its full trace was written.
@@ -11,19 +11,23 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import signal
 import sys
 import tempfile
+import threading
 import traceback
 from pathlib import Path
 
 from .commands import bench, buckets, calc, explain, fit, results, sim, tune
-from .errors import TunerError
+from .errors import Stopped, TunerError
+from .errors.disk import DISK_ERRNOS, disk_error
 from .serve.redact import redact_argv, redact_env
 from .study.storage import url_password
 
 DEBUG_ENV = "BUCKET_TUNER_DEBUG"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _NO_DEBUG_FLAG = {"sim-serve"}  # passes every argument to the simulator's own parser
+_OWN_SIGNALS = {"sim-serve"}  # the simulator handles its signals itself
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,8 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    previous = _stop_on_signals(args.command)
     try:
         return args.func(args)
+    except Stopped as exc:  # SIGTERM / SIGHUP outside a study's own handling (tuner/study/interrupt.py)
+        print(f"bucket-tuner {args.command}: stopped by {exc.signal_name}", file=sys.stderr)
+        return exc.code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -59,6 +67,23 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except Exception as exc:  # the boundary: every failure leaves here as one line
         return report_failure(exc, args.command, argv, debug)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stop_on_signals(command: str) -> dict:
+    """SIGTERM and SIGHUP unwind the command like Ctrl-C (servers stopped on the way out) instead of
+    killing it on the spot, and are heard at all when the tuner is a container's PID 1. Returns the
+    handlers to restore (main() also runs inside tests)."""
+    if command in _OWN_SIGNALS or threading.current_thread() is not threading.main_thread():
+        return {}
+    from .serve.process import install_signal_handlers
+
+    signals = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.getsignal(sig) for sig in signals}
+    install_signal_handlers(signals)
+    return previous
 
 
 def report_failure(exc: BaseException, command: str, argv: list[str], debug: bool) -> int:
@@ -91,6 +116,8 @@ def classify(exc: BaseException) -> tuple[int, str] | None:
         cause = exc.__cause__ or exc
         text = _one_line(getattr(cause, "orig", None) or cause).split(" [SQL:")[0]
         return 1, f"the study storage failed: {text} (what was recorded so far is kept; re-run to resume)"
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:  # full, over quota, read-only, not allowed
+        return 1, disk_error(exc).args[0]
     if isinstance(exc, OSError) and exc.filename is not None:
         user_side = isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError))
         target = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)

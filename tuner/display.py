@@ -34,6 +34,33 @@ def seconds(v: Any) -> str:
     return f"{v / 3600:.1f} h"
 
 
+def band(central: Any, low: Any = None, high: Any = None, fmt=None, source: str | None = None) -> str:
+    """A prediction with its band and where it comes from: '49 s (35-70 s)', '49 s (35-70 s, a log)';
+    the unit is said once when both ends share it; without a band, the figure alone."""
+    fmt = fmt or seconds
+    if missing(central):
+        return "-"
+    text = fmt(central)
+    if missing(low) or missing(high):
+        return f"{text} ({source})" if source else text
+    return f"{text} ({span(low, high, fmt)}{', ' + source if source else ''})"
+
+
+def span(low: Any, high: Any, fmt=None) -> str:
+    """A range in one unit: '35-70 s'; durations in the unit of the high end ('0.6-9.4 min', '0.9-15 h')."""
+    fmt = fmt or seconds
+    if fmt is seconds and float(high) >= 100:
+        unit, div = ("h", 3600.0) if float(high) >= 3600 else ("min", 60.0)
+        lo_v, hi_v = float(low) / div, float(high) / div
+        digits = 0 if lo_v >= 10 else 1
+        return f"{lo_v:.{digits}f}-{hi_v:.{0 if hi_v >= 10 else 1}f} {unit}"
+    lo, hi = fmt(low), fmt(high)
+    unit = hi.split()[-1] if " " in hi else ""
+    if unit and lo.endswith(" " + unit) and len(lo.split()) == 2 and len(hi.split()) == 2:
+        lo = lo.split()[0]
+    return f"{lo}-{hi}"
+
+
 def millis(v: Any) -> str:
     if missing(v):
         return "-"
@@ -84,3 +111,12 @@ def short(name: str) -> str:
     if len(parts) == 3 and parts[2] == "ms":
         return f"{parts[0]} {parts[1].upper()}"
     return name.replace("_", " ")
+
+
+def above(value: float, limit: float) -> str:
+    """`value` with just enough digits to show it is over `limit`: 240.4 against 240 is '240.4', not '240'."""
+    for digits in range(4):
+        text = f"{value:,.{digits}f}"
+        if float(text.replace(",", "")) > limit:
+            return text
+    return f"{value:,.4g}"

@@ -32,12 +32,12 @@ from benchmarks.tuning.scoring import score
 from benchmarks.tuning.truth import TABLES, feasible, front, objective_vector
 from tuner.buckets import get_profile
 from tuner.load.workload import TraceWorkload, gamma_send_offsets
+from tuner.perfmodel import target as M
 from tuner.sim import run_virtual
 from tuner.space.fit.shapes import decode_block_totals
 from tuner.space.fitted import bind_fitted
 from tuner.status import TrialStatus
 from tuner.study.pareto import hypervolume
-from tuner.trial import run as T
 
 KEYS = ("fitted", "fitted-ranges")
 N_PROMPTS = 200
@@ -123,7 +123,7 @@ def _padding(problem: Problem, params: dict) -> dict:
     (padded tokens = bucket batch x query), and decode at the batch sizes the serving run really had,
     each with steady-state context (decode_block_totals), padded to the release's decode bucket."""
     settings = problem.search_space(False).settings_for(params)
-    pred = T.predict(problem.context(), settings)
+    pred = M.predict(problem.context(), settings)
     profile, plan, w = get_profile(pred.profile), pred.plan, problem.workload()
     ins, outs = w.lengths()
     padded = [profile.pad_prompt(plan, 1, n, 0).bucket for n in ins]

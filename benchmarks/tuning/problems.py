@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 
 from tuner.load.workload import RandomWorkload
+from tuner.perfmodel import target as M
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
 from tuner.study.run import Objectives
@@ -58,7 +59,7 @@ class Problem:
         backend = Backend("sim", model=self.model, sim_release=self.release, sim_device=self.device,
                           sim_model=self.model)
         return T.TrialContext(backend=backend, workload=self.workload(), release=self.release,
-                              device_model=T.DeviceModel(self.device, self.model, "bf16"),
+                              device_model=M.DeviceModel(self.device, self.model, "bf16"),
                               load=T.LoadOptions(max_concurrency=None, request_rate=self.request_rate),
                               limits=T.Limits(warmup_budget_s=reject_budget))
 

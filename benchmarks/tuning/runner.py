@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from benchmarks.tuning.boot import boot_events, replay_boot
 from benchmarks.tuning.problems import Problem
 from benchmarks.tuning.truth import TABLES, Eval, evaluate, key_of, true_prediction
+from tuner.perfmodel import target as M
 from tuner.perfmodel.calibration import observation_sample
 from tuner.perfmodel.projection import BootTracker
 from tuner.status import TrialStatus
@@ -28,7 +29,7 @@ class VirtualRunner:
         base = {"params": settings.params, "server": settings.server, "env": settings.env}
         tp = None
         if self.checked:
-            tp = T.predict_calibrated(ctx, settings)
+            tp = M.predict_calibrated(ctx, settings)
             predicted, rejected = T.pre_boot_check(ctx, settings, tp)
             if rejected is not None:
                 rejected.__dict__.update(base, timings={"accelerator_s": 0.0})

@@ -26,6 +26,7 @@ from benchmarks.tuning.problems import OBJECTIVES
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES, key_of, truth, warmup_factor
 from tuner.commands.tunecache import exported_picks
+from tuner.perfmodel import target as M
 from tuner.recipecache.warmupmode import COLD, NO_HIT, WarmupOptions, finish_trial
 from tuner.study import run as study_mod
 from tuner.study.pareto import measured_front
@@ -50,20 +51,20 @@ class SharedCacheRunner(VirtualRunner):
         e = TABLES[(self.problem.key, self.scenario)].get(key_of(settings.params))
         if not res.booted or res.status.value not in ("ok", "load_errors") or e is None or e.warmup_s is None:
             return res
-        prior = T.predict(ctx, settings)
-        real_cold = T.predict(ctx, settings, truth(self.scenario))
+        prior = M.predict(ctx, settings)
+        real_cold = M.predict(ctx, settings, truth(self.scenario))
         keys = _keys(real_cold)
         hits = keys & self.cache
         f = warmup_factor(prior, self.sigma)
-        mixed = T.predict(ctx, settings, truth(self.scenario), frozenset(hits)) if hits else real_cold
+        mixed = M.predict(ctx, settings, truth(self.scenario), frozenset(hits)) if hits else real_cold
         mixed_s = (sum(s.seconds for s in mixed.steps) + mixed.sampler_seconds) * f
         self.cache |= keys
         rate = len(hits) / len(keys) if keys else 0.0
         saved = max(0.0, e.warmup_s - mixed_s) * self.problem.cards
         res.observed["warmup_s"] = round(mixed_s)  # "Warmup finished in N secs" is whole seconds
         res.timings = {"accelerator_s": res.timings.get("accelerator_s", 0.0) - saved, "cache_saved_s": saved}
-        finish_trial(ctx, lambda corr, keys: T.predict(ctx, settings, corr, keys), res,
-                     T.predict_calibrated(ctx, settings), rate)
+        finish_trial(ctx, settings, res,
+                     M.predict_calibrated(ctx, settings), rate)
         self.boots[key_of(settings.params)] = {"true_cold": e.warmup_s, "hit_rate": rate,
                                                "pred_cold": res.predicted.get("warmup_cold_s"), "saved_s": saved}
         return res

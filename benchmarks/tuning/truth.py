@@ -14,11 +14,11 @@ import numpy as np
 from benchmarks.tuning.problems import DIRECTIONS, OBJECTIVES, Problem
 from tuner.load.workload import gamma_send_offsets
 from tuner.perfmodel import Corrections
+from tuner.perfmodel import target as M
 from tuner.sim import run_virtual
 from tuner.sim.startup import startup_events
 from tuner.space.schema import SearchSpace, TrialSettings
 from tuner.study.pareto import balanced_index, hypervolume
-from tuner.trial import run as T
 
 KEEP = ("output_throughput", "p99_ttft_ms", "median_ttft_ms", "p99_tpot_ms", "median_tpot_ms", "completed", "failed",
         "duration", "runtime_compiles", "num_preemptions")  # median TPOT: the decode-step calibration sample
@@ -31,7 +31,11 @@ SCENARIOS: dict[str, dict[str, float]] = {
     "more_memory": {"kv_block": 1.1},
     "more_graph_memory": {"graph_mem": 1.25},
     "slow_decode": {"decode_step": 1.25},
+    # warm-up steps cost what real logs' timed steps cost (benchmarks/tuning/realsteps.py), not the model's
+    # rules scaled: only for problems with real logs of their device and warm-up style
+    "real_steps": {},
 }
+STEP_SCENARIOS = ("real_steps",)
 COMPILE_ONLY = ("prompt_warmup", "decode_warmup", "capture")  # serving changes only through runtime recompiles
 
 
@@ -75,8 +79,12 @@ def warmup_factor(pred, sigma: float) -> float:
 def true_prediction(problem: Problem, settings: TrialSettings, sigma: float, scenario: str, perturb: bool = True):
     """(the prior model's prediction, what the server really does at startup in this scenario)."""
     ctx = problem.context()
-    prior = T.predict(ctx, settings)
-    real = T.predict(ctx, settings, truth(scenario)) if SCENARIOS[scenario] else prior
+    prior = M.predict(ctx, settings)
+    real = M.predict(ctx, settings, truth(scenario)) if SCENARIOS[scenario] else prior
+    if scenario in STEP_SCENARIOS:
+        from benchmarks.tuning.realsteps import real_steps
+
+        real = real_steps(problem.key, real)
     if not perturb:
         return prior, real
     f = warmup_factor(prior, sigma)
@@ -114,7 +122,7 @@ def grid_points(space: SearchSpace) -> list[dict]:
     out = [{}]
     for p in space.parameters:
         out = [w for v in out for w in ([dict(v, **{p.name: c}) for c in p.choices]
-                                        if space._condition_met(p, v) else [v])]
+                                        if space.condition_met(p, v) else [v])]
     return out
 
 

@@ -59,6 +59,8 @@ def replay_row(profile_name: str, row: dict, bucket_file_dir: str | None = None)
             upstream_text = row["error"].split(": ", 1)[-1]
             return None if upstream_text in str(exc) else f"error text differs: ours {exc}; upstream {row['error']}"
         return f"engine refused ({exc}); upstream gave {row['prompt']['count']}/{row['decode']['count']} buckets"
+    except Exception as exc:  # an engine crash is a difference too, reported with the row's other ones
+        return f"engine crashed: {type(exc).__name__}: {exc}"
     if "error" in row:
         return f"engine built {len(plan.prompt)}/{len(plan.decode)} buckets; upstream raised {row['error'][:200]}"
     if "strategy" in row and plan.strategy != row["strategy"]:

@@ -1,4 +1,4 @@
-"""compare --releases: the bucket sets two releases build from the same settings, diffed offline.
+"""compare --release: the bucket sets two releases build from the same settings, diffed offline.
 
 The known pair: fork-1.21.0 and fork-1.21.2 (vllm-hpu-extension 2b4ba56 and 29bc7a4) on the same linear
 settings. With VLLM_DECODE_BLOCK_BUCKET_MAX unset, 1.21.0 defaults it to
@@ -11,6 +11,7 @@ change.
 from __future__ import annotations
 
 import json
+import re
 
 import optuna
 import pytest
@@ -70,14 +71,25 @@ def test_predicted_kv_blocks_and_warmup_each_way_without_a_block_count():
     for b in diff.builds:
         assert b.kv_source == "predicted" and b.kv_blocks == b.predicted["kv_blocks"] > 0
         assert b.predicted["warmup_s"] > 0 and b.plan is not None
+        # the documented constants alone: the prior's 2-sd band, said as such
+        assert b.predicted["warmup_low_s"] < b.predicted["warmup_s"] < b.predicted["warmup_high_s"]
+        assert b.predicted["warmup_from"] == "prior"
+
+
+def test_compare_releases_prints_the_warmup_with_its_band(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # no folded cells
+    assert main(["compare", "--releases", "fork-1.21.2", "gaudi-main", "--max-num-seqs", "4"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "predicted warmup (2-sd range)" in out
+    assert len(re.findall(r"\(\d+(?:\.\d)?-\d+(?:\.\d)? (?:s|min|h), prior\)", out)) == 2, out
 
 
 def test_unknown_release_is_a_clear_error(capsys):
     with pytest.raises(BucketConfigError, match="unknown release profile 'fork-9'"):
         build_release("fork-9", SERVER, ENV)
-    code = main(["compare", "--releases", "fork-1.21.2", "fork-9", "--max-num-seqs", "4"])
+    code = main(["compare", "--release", "fork-1.21.2", "fork-9", "--max-num-seqs", "4"])
     err = capsys.readouterr().err
-    assert code == 2 and "--releases: unknown release profile 'fork-9'" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "--release: unknown release profile 'fork-9'" in err and len(err.strip().splitlines()) == 1
 
 
 def _json(capsys, argv) -> dict:
@@ -91,14 +103,14 @@ def test_compare_releases_from_an_env_file_with_its_flags_header(tmp_path, capsy
                         "# vllm serve flags: --max-num-seqs 4 --max-model-len 1024 --block-size 128 "
                         "--max-num-batched-tokens 4096\n"
                         + "".join(f"{k}={v}\n" for k, v in ENV.items()))
-    out = _json(capsys, ["compare", "--releases", "fork-1.21.0", "fork-1.21.2", "--env-file", str(env_file),
+    out = _json(capsys, ["compare", "--release", "fork-1.21.0", "fork-1.21.2", "--env-file", str(env_file),
                          "--num-hpu-blocks", "300", "--json"])
     assert out["settings_from"] == str(env_file) and out["releases"] == ["fork-1.21.0", "fork-1.21.2"]
     decode = next(p for p in out["phases"] if p["phase"] == "decode")
     assert decode["added"] == [list(x) for x in ADDED_DECODE] and decode["removed"] == []
     assert [b["counts"]["decode"] for b in out["builds"]] == [3, 9]
     # the terminal form names the counts and the first buckets only in the other release
-    assert main(["compare", "--releases", "fork-1.21.0", "fork-1.21.2", "--env-file", str(env_file),
+    assert main(["compare", "--release", "fork-1.21.0", "fork-1.21.2", "--env-file", str(env_file),
                  "--num-hpu-blocks", "300"]) == 0
     text = capsys.readouterr().out
     assert "decode: 3 -> 9 buckets; 3 in both" in text
@@ -113,7 +125,7 @@ def test_compare_releases_from_a_studys_pick(tmp_path, capsys):
     study.set_user_attr("backend", {"kind": "sim", "device": "gaudi2", "sim_model": "llama-3.1-8b"})
     study.add_trial(optuna.trial.create_trial(values=[100.0, 50.0, 60.0],
                                               user_attrs={"env": ENV, "server": SERVER, "status": "ok"}))
-    out = _json(capsys, ["compare", "s", "--results", str(tmp_path / "results"), "--releases", "fork-1.21.0",
+    out = _json(capsys, ["compare", "s", "--results", str(tmp_path / "results"), "--release", "fork-1.21.0",
                          "fork-1.21.2", "--num-hpu-blocks", "300", "--json"])
     assert out["settings_from"] == "study s, trial 0"
     assert next(p for p in out["phases"] if p["phase"] == "decode")["added"] == [list(x) for x in ADDED_DECODE]
@@ -126,11 +138,11 @@ def test_compare_releases_from_a_studys_pick(tmp_path, capsys):
     (["--model-shape", "gpt-9"], "--model-shape: unknown simulated model 'gpt-9'"),
 ])
 def test_bad_release_diff_inputs_are_one_line_errors(tmp_path, capsys, argv, named):
-    code = main(["compare", "--releases", "fork-1.21.0", "fork-1.21.2", "--results", str(tmp_path), *argv])
+    code = main(["compare", "--release", "fork-1.21.0", "fork-1.21.2", "--results", str(tmp_path), *argv])
     err = capsys.readouterr().err
     assert code == 2 and named in err and len(err.strip().splitlines()) == 1
 
 
 def test_release_flags_without_releases_are_refused(capsys):
     code = main(["compare", "a", "b", "--env-file", "x.env"])
-    assert code == 2 and "--env-file is for the release diff: add --releases" in capsys.readouterr().err
+    assert code == 2 and "--env-file is for the release diff: add --release" in capsys.readouterr().err

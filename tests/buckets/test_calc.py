@@ -56,7 +56,40 @@ def test_documented_example_json(capsys):
 def test_documented_example_env(capsys):
     code, out, _ = run_cli(capsys, EXAMPLE_ARGS + ["--format", "env"])
     assert code == 0
-    assert out.splitlines() == [f"export {k}={v}" for k, v in EXAMPLE_VARIABLES.items()]
+    # MAX_MODEL_LEN is vLLM's --max-model-len flag, not a variable: it goes in the flags header.
+    assert out.splitlines() == ["# vllm serve flags: --max-model-len 16417"] + [
+        f"export {k}={v}" for k, v in EXAMPLE_VARIABLES.items() if k != "MAX_MODEL_LEN"]
+
+
+def test_env_output_is_read_back_by_compare(capsys, tmp_path):
+    from tuner.commands.compare import read_env_file
+
+    code, out, _ = run_cli(capsys, EXAMPLE_ARGS + ["--format", "env", "--release", "fork-1.21.2"])
+    assert code == 0
+    (tmp_path / "calc.env").write_text(out)
+    env, server = read_env_file(tmp_path / "calc.env")
+    assert server == {"max_model_len": 16417} and "MAX_MODEL_LEN" not in env
+    assert env["VLLM_DECODE_BLOCK_BUCKET_MAX"] == "8576"
+
+
+def test_review_predicts_kv_blocks_and_warmup_with_a_band(capsys):
+    code, out, _ = run_cli(capsys, ["calc", "--release", "fork-1.21.2", "--bs-list", "8,16"])
+    assert code == 0
+    review = json.loads(out)["release_review"]
+    pred = review["prediction"]
+    assert review["kv_source"] == "predicted" and review["num_hpu_blocks"] == pred["kv_blocks"] > 0
+    low, high = pred["warmup_band_s"]
+    assert 0 < low < pred["warmup_s"] < high
+    assert review["warmup"].startswith("about ")
+    code, out, _ = run_cli(capsys, ["calc", "--release", "fork-1.21.2", "--num-hpu-blocks", "300"])
+    review = json.loads(out)["release_review"]
+    assert review["num_hpu_blocks"] == 300 and review["kv_source"].startswith("given")
+
+
+def test_review_uses_the_names_the_release_reads(capsys):
+    code, out, _ = run_cli(capsys, ["calc", "--release", "fork-1.17", "--format", "env"])
+    assert code == 0
+    assert "export VLLM_DECODE_SEQ_BUCKET_MAX=2048" in out and "VLLM_DECODE_BLOCK_BUCKET" not in out.split("#")[1]
 
 
 def test_single_batch_size_uses_itself_as_step():
@@ -82,7 +115,7 @@ def test_single_batch_size_uses_itself_as_step():
         (["--input-len", "0"], "--input-len"),
         (["--output-len", "-5"], "--output-len"),
         (["--bucket-size", "0"], "--bucket-size"),
-        (["--profile", "fork-9.99"], "fork-9.99"),
+        (["--release", "fork-9.99"], "fork-9.99"),
     ],
 )
 def test_bad_inputs_name_the_value(capsys, args, needle):
@@ -93,7 +126,7 @@ def test_bad_inputs_name_the_value(capsys, args, needle):
 
 
 def test_review_on_exponential_default_release_says_values_are_ignored(capsys):
-    code, out, _ = run_cli(capsys, EXAMPLE_ARGS + ["--profile", "fork-1.22"])
+    code, out, _ = run_cli(capsys, EXAMPLE_ARGS + ["--release", "fork-1.22"])
     assert code == 0
     review = json.loads(out)["release_review"]
     assert review["strategy"] == "exponential"
@@ -104,7 +137,7 @@ def test_review_on_exponential_default_release_says_values_are_ignored(capsys):
 
 
 def test_review_on_linear_release_uses_values_and_reports_clamping(capsys):
-    code, out, _ = run_cli(capsys, EXAMPLE_ARGS + ["--profile", "fork-1.21.2", "--num-hpu-blocks", "5000"])
+    code, out, _ = run_cli(capsys, EXAMPLE_ARGS + ["--release", "fork-1.21.2", "--num-hpu-blocks", "5000"])
     assert code == 0
     review = json.loads(out)["release_review"]
     assert review["strategy"] == "linear"
@@ -114,7 +147,7 @@ def test_review_on_linear_release_uses_values_and_reports_clamping(capsys):
 
 
 def test_review_env_format_stays_sourceable(capsys):
-    code, out, _ = run_cli(capsys, EXAMPLE_ARGS + ["--format", "env", "--profile", "fork-1.22"])
+    code, out, _ = run_cli(capsys, EXAMPLE_ARGS + ["--format", "env", "--release", "fork-1.22"])
     assert code == 0
     for line in out.splitlines():
         assert line.startswith("export ") or line.startswith("# ")

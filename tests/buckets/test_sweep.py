@@ -12,19 +12,34 @@ from pathlib import Path
 
 import pytest
 
-from tuner.buckets import get_profile, profiles
+from tuner.buckets import BucketConfigError, get_profile, profiles
 
-from .sweep_replay import compact_sha, replay_row
+from .sweep_replay import compact_sha, replay_row, row_config
 
 SWEEP_DIR = Path(__file__).resolve().parents[1] / "data" / "sweep"
 MIN_ROWS_PER_STRATEGY = 150
+MIN_EDGE_ROWS_PER_STRATEGY = 50
+# Every profile, and every alias that names another release (its rows come from that release's code).
+SWEPT = [*profiles(), *(a for p in profiles().values() for a in p.alias_notes)]
+# Releases whose runner runs pooling models (fork 1.21+, vllm-gaudi v0.15.1+).
+POOLING = [name for name in SWEPT if "pooling" in get_profile(name).model_inputs]
 
 
 def _load(profile: str) -> dict:
     return json.loads((SWEEP_DIR / f"{profile}.json").read_text())
 
 
-@pytest.mark.parametrize("profile", list(profiles()))
+def _named(profile: str, name: str) -> dict:
+    rows = [r for r in _load(profile)["rows"] if r.get("name") == name]
+    assert len(rows) == 1, f"{profile}: no named row {name}"
+    return rows[0]
+
+
+def test_every_profile_and_noted_alias_has_a_sweep_file():
+    assert sorted(p.stem for p in SWEEP_DIR.glob("*.json")) == sorted(SWEPT)
+
+
+@pytest.mark.parametrize("profile", SWEPT)
 def test_engine_agrees_with_upstream_on_every_sweep_row(profile, tmp_path):
     data = _load(profile)
     assert data["profile"] == profile
@@ -36,9 +51,9 @@ def test_engine_agrees_with_upstream_on_every_sweep_row(profile, tmp_path):
     assert not problems, f"{len(problems)} of {len(data['rows'])} rows differ:\n" + "\n".join(problems[:10])
 
 
-@pytest.mark.parametrize("profile", list(profiles()))
+@pytest.mark.parametrize("profile", SWEPT)
 def test_sweep_covers_each_strategy_and_the_inputs_that_matter(profile):
-    rows = _load(profile)["rows"]
+    rows = [r for r in _load(profile)["rows"] if not r.get("edge") and "name" not in r]
     generated = Counter(r["generated_for"] for r in rows)
     built = Counter(r["strategy"] for r in rows if "strategy" in r)
     for strategy in get_profile(profile).strategies:
@@ -56,8 +71,69 @@ def test_sweep_covers_each_strategy_and_the_inputs_that_matter(profile):
     assert any(len([k for k in i["env"] if "_BUCKET_" in k]) >= 3 for i in inputs)
 
 
+def _steps(row: dict) -> list[int]:
+    out = []
+    for name, value in row["inputs"]["env"].items():
+        if name.endswith("_BUCKET_STEP"):
+            try:
+                out.append(int(value))
+            except ValueError:
+                pass
+    return out
+
+
+@pytest.mark.parametrize("profile", SWEPT)
+def test_edge_rows_vary_negative_zero_and_odd_steps_under_each_strategy(profile):
+    edges = [r for r in _load(profile)["rows"] if r.get("edge")]
+    for strategy in get_profile(profile).strategies:
+        mine = [r for r in edges if r["generated_for"] == strategy]
+        assert len(mine) >= MIN_EDGE_ROWS_PER_STRATEGY, (strategy, len(mine))
+        steps = [v for r in mine for v in _steps(r)]
+        assert any(v < 0 for v in steps) and 0 in steps and any(v % 2 for v in steps), (strategy, steps)
+        # Both outcomes occur: upstream builds some of these and refuses others.
+        assert any("error" in r for r in mine) and any("error" not in r for r in mine), strategy
+    if profile in POOLING:
+        assert any(r["inputs"].get("pooling") for r in edges)
+
+
+@pytest.mark.parametrize("profile", ["fork-1.22", "fork-main", "fork-1.23"])
+def test_fork_3d_linear_negative_decode_steps_start_as_upstream_does(profile):
+    """Issue 26: the extension's linear range is empty for a negative step, and the fork's warm-up takes an
+    empty list; the blocks step alone leaves the KV block count, which contiguous PA appends."""
+    bs_negative = _named(profile, "decode-bs-step-negative")
+    assert bs_negative["decode"]["count"] == 0 and bs_negative["prompt"]["count"] > 0
+    blocks = _named(profile, "decode-block-step-negative")
+    n = blocks["inputs"]["num_hpu_blocks"]
+    assert blocks["decode"]["buckets"] == [[bs, 1, n] for bs in (1, 2, 4, 8, 16, 32)]
+    assert _named(profile, "decode-block-step-negative-prefix-caching")["decode"]["count"] == 0
+    assert _named(profile, "decode-bs-step-zero")["error"] == "ValueError: range() arg 3 must not be zero"
+    for name in ("decode-bs-step-negative", "decode-block-step-negative",
+                 "decode-block-step-negative-prefix-caching", "decode-bs-step-zero"):
+        assert replay_row(profile, _named(profile, name)) is None, name
+
+
+@pytest.mark.parametrize("profile", SWEPT)
+def test_a_zero_step_fails_with_upstreams_text_on_every_profile(profile):
+    row = _named(profile, "decode-bs-step-zero")
+    assert row["error"].endswith("range() arg 3 must not be zero")
+    with pytest.raises(BucketConfigError, match=r"range\(\) arg 3 must not be zero"):
+        get_profile(profile).build(row_config(row["inputs"]))
+
+
+@pytest.mark.parametrize("profile", POOLING)
+def test_pooling_prompt_buckets_follow_each_releases_runner(profile):
+    """fork 1.22 / habana_main never generate buckets for pooling models (the v0 engine skips
+    initialize_cache); 1.23 (#2098), 1.21 and vllm-gaudi generate prompt buckets; no release decodes."""
+    for strategy in get_profile(profile).strategies:
+        row = _named(profile, f"pooling-{strategy}")
+        assert row["decode"]["count"] == 0
+        assert (row["prompt"]["count"] == 0) == (profile in ("fork-1.22", "fork-main")), (strategy, row["prompt"])
+        plan = get_profile(profile).build(row_config(row["inputs"]))
+        assert (len(plan.prompt), len(plan.decode)) == (row["prompt"]["count"], 0)
+
+
 def _cli_args(profile: str, inputs: dict, bucket_file_dir: str) -> list[str]:
-    args = ["buckets", "--profile", profile, "--json"]
+    args = ["buckets", "--release", profile, "--json"]
     for key in ("block_size", "max_num_seqs", "max_model_len", "max_num_batched_tokens", "num_hpu_blocks",
                 "max_num_prefill_seqs", "num_speculative_tokens", "mamba_chunk_size", "decode_block_size"):
         if inputs.get(key) is not None:
@@ -78,7 +154,7 @@ def _cli_args(profile: str, inputs: dict, bucket_file_dir: str) -> list[str]:
     return args
 
 
-@pytest.mark.parametrize("profile", list(profiles()))
+@pytest.mark.parametrize("profile", SWEPT)
 def test_cli_json_agrees_with_upstream_on_sample_rows(profile, tmp_path, capsys):
     """`bucket-tuner buckets ... --json` takes every sweep input; the first rows of each kind agree."""
     from tuner.cli import main

@@ -65,6 +65,8 @@ def workspace(tmp_path_factory) -> Path:
     typo = dict(SPACE, parameters={**SPACE["parameters"],
                                    "VLLM_PROMPT_SEQ_BUCKET_STEPS": {"type": "categorical", "choices": [128, 256]}})
     (ws / "typo.yaml").write_text(yaml.safe_dump(typo))
+    (ws / "envtypo.yaml").write_text(yaml.safe_dump(dict(SPACE, env={"VLLM_EXPONENTIAL_BUCKETNG": "false"})))
+    (ws / "typo.env").write_text("VLLM_PROMPT_SEQ_BUCKT_STEP=256\nVLLM_DECODE_BS_BUCKET_STEP=16\n")
     (ws / "broken.yaml").write_text("parameters: [unclosed\n")
     (ws / "nobounds.yaml").write_text(yaml.safe_dump(
         dict(SPACE, parameters={"max_num_seqs": {"type": "int", "low": 64, "high": 16}})))
@@ -89,8 +91,9 @@ DB = "results/ok/study.db"
 PG = f"postgresql://tuner:{PASSWORD}@db.invalid/tuning"
 TUNE = ["tune", "--space", "space.yaml", "--n-trials", "1"]
 BENCH = ["bench", "--base-url", f"http://127.0.0.1:{DEAD_PORT}", "--model", "m", "--num-prompts", "2", "--quiet"]
-BUCKETS = ["buckets", "--profile", "fork-1.21.2", "--max-num-seqs", "16", "--max-model-len", "1024",
+BUCKETS = ["buckets", "--release", "fork-1.21.2", "--max-num-seqs", "16", "--max-model-len", "1024",
            "--max-num-batched-tokens", "2048", "--num-hpu-blocks", "100"]
+RELEASES = ["compare", "--release", "fork-1.21.2", "gaudi-main", "--max-model-len", "2048", "--max-num-seqs", "16"]
 
 CASES = [
     # tune
@@ -98,6 +101,7 @@ CASES = [
     Case(["tune", "--space", "broken.yaml"], 2, "broken.yaml: not valid YAML"),
     Case(["tune", "--space", "nobounds.yaml"], 2, "low=64 is greater than high=16"),
     Case(["tune", "--space", "typo.yaml"], 2, "did you mean VLLM_PROMPT_SEQ_BUCKET_STEP?"),
+    Case(["tune", "--space", "envtypo.yaml"], 2, "did you mean VLLM_EXPONENTIAL_BUCKETING?"),
     Case([*TUNE, "--storage", "sqlite:///notes.txt/study.db"], 2, "notes.txt is a file"),
     Case([*TUNE, "--storage", "sqlite:///garbage.db"], 2, "garbage.db is not an SQLite database"),
     Case([*TUNE, "--storage", "sqlite:///other.db"], 2, "other.db is a database but not an Optuna"),
@@ -122,6 +126,9 @@ CASES = [
     Case([*TUNE, "--seed-from", "nosuch"], 2, "results/nosuch/study.db"),
     Case(["tune", "--space"], 2, "--space"),
     Case([*TUNE, "--backend", "vllm", "--vllm-command", "/opt/nowhere/vllm"], 2, "'/opt/nowhere/vllm' is not an"),
+    Case([*TUNE, "--release", "auto"], 2, "--release auto reads the node's installed vLLM packages"),
+    Case([*TUNE, "--backend", "vllm", "--vllm-command", "/bin/true", "--release", "auto"], 2,
+         "cannot tell which Python runs '/bin/true'"),
     # bench
     Case(BENCH, 1, f"http://127.0.0.1:{DEAD_PORT}: connection refused"),
     Case([*BENCH[:2], f"http://admin:{PASSWORD}@127.0.0.1:{DEAD_PORT}", *BENCH[3:]], 1, "admin:***@127.0.0.1"),
@@ -138,14 +145,23 @@ CASES = [
     # buckets, profiles, calc
     Case([*BUCKETS[:2], "fork-0.1", *BUCKETS[3:]], 2, "fork-0.1"),
     Case([*BUCKETS, "--env", "VLLM_PROMPT_SEQ_BUCKET_STEP"], 2, "VLLM_PROMPT_SEQ_BUCKET_STEP"),
+    Case([*BUCKETS, "--env", "VLLM_DECODE_BS_BUCKET_STPE=16"], 2, "did you mean VLLM_DECODE_BS_BUCKET_STEP?"),
     Case([*BUCKETS[:4], "-1", *BUCKETS[5:]], 2, "max_num_seqs"),
     Case([*BUCKETS[:2], "fork-1.17", *BUCKETS[3:], "--strategy", "exponential"], 2, "'exponential'"),
+    Case([*BUCKETS, "--bucket-file", "notes.txt"], 2, "fork-1.21.2 cannot read bucket files"),
+    Case([*BUCKETS[:2], "gaudi-main", *BUCKETS[3:], "--bucket-file", "nofile.txt"], 2, "nofile.txt: file not found"),
+    Case([*BUCKETS[:2], "gaudi-main", *BUCKETS[3:], "--bucket-file", "notes.txt", "--env",
+          "VLLM_BUCKETING_FROM_FILE=other.txt"], 2, "name two files"),
     Case(["profiles", "--bogus"], 2, "--bogus"),
     Case(["calc", "--bs-list", "16,abc"], 2, "'abc'"),
     Case(["calc", "--range-ratio", "1.5"], 2, "1.5"),
-    Case(["calc", "--profile", "fork-0.1"], 2, "fork-0.1"),
+    Case(["calc", "--release", "fork-0.1"], 2, "fork-0.1"),
+    Case(["calc", "--release", "fork-1.21.2", "--model-shape", "llama-9b"], 2, "llama-9b"),
+    Case([*BUCKETS[:-2], "--num-hpu-blocks", "0"], 2, "--num-hpu-blocks"),
+    Case([*BUCKETS[:-2], "--gpu-memory-utilization", "1.5"], 2, "--gpu-memory-utilization"),
     # report
     Case(["report", "nope"], 2, "results/nope/study.db"),
+    Case(["report", "okk"], 2, "did you mean ok? (studies in results: empty, ok)"),
     Case(["report", "ok", "--storage", "sqlite:///notes.txt"], 2, "notes.txt is not an SQLite database"),
     Case(["report", "ok", "--storage", "sqlite:///empty.db"], 2, "empty.db is an empty file"),
     Case(["report", "empty"], 2, "results/empty/study.db is an empty file"),
@@ -162,6 +178,14 @@ CASES = [
     Case(["export", "ok", "-o", "deploy"], 2, "deploy: is a folder"),
     Case(["export", "ok", "--where", "p99_ttft_ms=abc"], 2, "p99_ttft_ms=abc"),
     Case(["export", "ok", "--max-warmup", "0"], 2, "warmup <= 0"),
+    Case(["export", "ok", "--max-warmup", "4x"], 2, "'4x' is not a duration"),
+    Case(["export", "ok", "--max-warmup", "1s"], 2, "would admit it"),
+    Case([*TUNE, "--warmup-budget", "1h30"], 2, "'1h30' is not a duration"),
+    Case([*TUNE, "--dataset-name", "sonnet"], 2, "--dataset-name sonnet: not supported: vLLM builds"),
+    Case([*TUNE, "--dataset-name", "randm"], 2, "did you mean random?"),
+    Case([*TUNE, "--percentile-metrics", "tpot,itl"], 2, "the study needs ttft"),
+    Case([*TUNE, "--percentile-metrics", "ttft,ttfb"], 2, "'ttfb' is not one of"),
+    Case(["tune", "--space", "demoo", "--n-trials", "1"], 2, "did you mean"),
     Case(["export", "ok", "--pick", "fastest"], 2, "fastest"),
     Case(["export", "ok", "--storage", "sqlite:///empty.db", "-o", "new/best.env"], 2, "empty.db"),
     Case(["export"], 2, "which study?"),
@@ -171,12 +195,16 @@ CASES = [
     Case(["compare", "ok", "nope"], 2, "results/nope/study.db"),
     Case(["compare", "ok", "ok", "--html", "notes.txt/cmp.html"], 2, "notes.txt is a file"),
     Case(["compare", "ok", "empty"], 2, "results/empty/study.db is an empty file"),
+    Case([*RELEASES, "--env-file", "typo.env"], 2, "did you mean VLLM_PROMPT_SEQ_BUCKET_STEP?"),
+    Case([*RELEASES, "--env", "VLLM_GRAPH_RESERVED_MEMORY=0.1"], 2, "did you mean VLLM_GRAPH_RESERVED_MEM?"),
+    Case([*RELEASES, "--json", "--env", "PT_HPU_LAZY_MOD=1"], 2, "did you mean PT_HPU_LAZY_MODE?"),
     # fit and explain
     Case(["fit", "--dataset-path", "trace.bin.jsonl"], 2, "trace.bin.jsonl"),
-    Case(["fit", "--profile", "fork-0.1"], 2, "fork-0.1"),
+    Case(["fit", "--release", "fork-0.1"], 2, "fork-0.1"),
     Case(["fit", "-o", "notes.txt/buckets.txt"], 2, "notes.txt is a file"),
     Case(["fit", "-o", "notes.txt"], 2, "notes.txt exists; pass --force"),
     Case(["fit", "--prompt-buckets", "0"], 2, "--prompt-buckets"),
+    Case(["fit", "--release", "fork-1.21.2", "-o", "fits/b.txt"], 2, "fork-1.21.2 cannot read a bucket file"),
     Case(["explain", "missing.log"], 2, "missing.log"),
     Case(["explain", "deploy"], 2, "not a file: deploy"),
     Case(["explain", "notes.txt", "--block-size", "0"], 2, "--block-size"),
@@ -221,7 +249,8 @@ def test_the_table_is_long_enough_and_covers_every_subcommand():
             "sim-serve"} <= commands
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+# ids without the port: each xdist worker collects its own DEAD_PORT, and the ids must agree
+@pytest.mark.parametrize("case", CASES, ids=lambda c: str(c).replace(str(DEAD_PORT), "PORT"))
 def test_bad_input_gives_one_clear_line(case: Case, here: Path, capsys):
     before = snapshot(here)
     code, output = run_cli(case.args, capsys)

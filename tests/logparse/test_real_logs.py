@@ -276,10 +276,11 @@ def test_records_joined_on_one_line_are_split():
 
 
 def test_timestamps_of_kubectl_and_docker_drive_the_timeline():
-    lines = [WRAPPERS["kubectl --prefix --timestamps"](i * 7, s) for i, s in enumerate(BASE[:4])]
+    successor = BASE[2].replace("[203/416] batch_size:96 num_blocks:896", "[204/416] batch_size:224 num_blocks:384")
+    lines = [WRAPPERS["kubectl --prefix --timestamps"](i * 7, s) for i, s in enumerate(BASE[:3] + [successor])]
     x = explain(lines)
     assert x.reading.first_time == "2025-08-18T07:17:00.1+00:00" and x.reading.last_time_s == 21.0
-    assert x.timeline.steps[0].seconds == 7.0
+    assert x.timeline.steps[0].seconds == 7.0     # step 203 lasts until step 204's line
 
 
 def test_tabs_do_not_hide_facts():
@@ -310,7 +311,7 @@ def test_huge_lines_are_read_or_skipped_never_fatal():
             "vllm  | " + " |" * 55_000, big[: len(big) // 2]]
     x = explain(BASE + junk + ["\x00\xff\r\n", "\t", "\r"])
     assert x.reading.lines == len(BASE) + len(junk) + 3
-    cut = x.reading.summary.generated["decode"]   # the half list still says how many; its list is incomplete
+    cut = x.reading.log_summary.generated["decode"]   # the half list still says how many; its list is incomplete
     assert (cut.count, cut.complete, len(cut.buckets) < n) == (n, False, True)
 
 

@@ -19,9 +19,9 @@ import pytest
 from tuner.load.workload import FixedWorkload
 from tuner.perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
 from tuner.perfmodel.calibration import Calibration
+from tuner.perfmodel.target import DeviceModel, ModelTarget, predict
 from tuner.sim.startup import run_startup_virtual
 from tuner.study.logcalibration import LogCalibrationError, log_sample, settings_from_log
-from tuner.trial.run import DeviceModel, TrialContext, predict
 
 from ..conftest import ROOT
 
@@ -29,8 +29,8 @@ SERVER = {"max_model_len": 4096, "block_size": 128, "max_num_batched_tokens": 81
 TRUTH = Corrections(prompt_warmup=2.0, decode_warmup=2.0, capture=2.0, kv_block=1.1)
 
 
-def _ctx(release: str) -> TrialContext:
-    return TrialContext(backend=None, workload=FixedWorkload(128, 16, num_prompts=2), release=release,
+def _ctx(release: str) -> ModelTarget:
+    return ModelTarget(workload=FixedWorkload(128, 16, num_prompts=2), release=release,
                         device_model=DeviceModel("gaudi2", "llama-3.1-8b", "bf16"))
 
 
@@ -86,7 +86,7 @@ def test_tune_calibrate_from_end_to_end(tmp_path):
                      "max_num_batched_tokens: 4096}\nparameters:\n  max_num_seqs: {type: categorical, choices: [16]}\n")
     from tuner.serve.process import find_free_port
 
-    sim = [sys.executable, "-m", "tuner.sim", "meta-llama/Llama-3.1-8B-Instruct", "--sim-release", "fork-1.22",
+    sim = [sys.executable, "-m", "tuner.sim", "meta-llama/Llama-3.1-8B-Instruct", "--release", "fork-1.22",
            "--max-num-seqs", "16", "--max-model-len", "2048", "--max-num-batched-tokens", "4096",
            "--sim-hardware", "prompt_warmup=2", "decode_warmup=2", "kv_block=1.1",
            "--sim-startup-time-scale", "0.002", "--host", "127.0.0.1", "--port", str(find_free_port())]
@@ -123,6 +123,12 @@ def test_a_log_without_bucket_lines_still_calibrates_memory_and_the_total():
     _, lines = _node_log("fork-1.22", {})
     cut = [x for x in lines if "Generated" not in x and "bucket config" not in x and "[Warmup]" not in x]
     got = log_sample(cut, _ctx("fork-1.22"), SERVER, source="cut.log")
-    assert got.sample["kv_block"] == pytest.approx(math.log(1.1), abs=0.005)  # the node's KV blocks are +10%
-    assert got.sample["prompt_warmup"] == got.sample["decode_warmup"] > 0  # slower node, from the total
-    assert any("total warm-up calibrates" in n for n in got.notes)
+    assert got.factor("kv_block") == pytest.approx(math.log(1.1), abs=0.005)  # the node's KV blocks are +10%
+    # Slower node, from the server's total: one observation over both phases, weighted by their seconds
+    # (the buckets are not in the log, so the prediction it is compared with is of the study's defaults).
+    total = [o for o in got.observations if {"prompt_warmup", "decode_warmup"} <= set(o.weights)]
+    assert len(total) == 1 and total[0].value > math.log(1.4)
+    assert sum(total[0].weights.values()) == pytest.approx(1.0)
+    assert any("Warmup finished" in n and "no timed line covers" in n for n in got.notes)
+    cal = got.calibration()
+    assert cal.corrections.prompt_warmup > 1.5 and cal.corrections.decode_warmup > 1.5

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from tuner.load.workload import RandomWorkload
 from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
+from tuner.perfmodel import target as M
 from tuner.perfmodel.calibration import Calibration
 from tuner.perfmodel.hardware import MODELS, device_for, generic_shape, is_generic, shape_for
 from tuner.report.sections import _calibration
@@ -54,7 +55,7 @@ def test_a_study_on_a_model_the_tuner_does_not_know_calibrates_from_its_first_bo
     backend = Backend("sim", model="my-org/custom-13b", sim_release="fork-1.22", sim_device="gaudi2",
                       sim_model="llama-3.1-8b", time_scale=0.2, startup_time_scale=0.02)  # step times well above jitter
     ctx = T.TrialContext(backend=backend, workload=RandomWorkload(200, 16, num_prompts=16), release="fork-1.22",
-                         device_model=T.DeviceModel("gaudi2", "my-org/custom-13b", "bf16"),
+                         device_model=M.DeviceModel("gaudi2", "my-org/custom-13b", "bf16"),
                          load=T.LoadOptions(max_concurrency=8, warmup_requests=2))
     opts = StudyOptions(name="generic", results_root=tmp_path, n_trials=4, enqueue_defaults=False)
     space = SearchSpace.from_dict(SPACE)

@@ -8,6 +8,7 @@ from optuna.distributions import CategoricalDistribution
 
 from tuner.load.workload import RandomWorkload
 from tuner.perfmodel import Corrections
+from tuner.perfmodel import target as M
 from tuner.perfmodel.calibration import Calibration
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
@@ -29,7 +30,7 @@ def setup(values):
     space = SearchSpace.from_dict(SPACE)
     ctx = T.TrialContext(backend=Backend("sim", model="m", sim_release="fork-1.21.2"),
                          workload=RandomWorkload(200, 16, num_prompts=16), release="fork-1.21.2",
-                         device_model=T.DeviceModel(), load=T.LoadOptions(max_concurrency=8, warmup_requests=2),
+                         device_model=M.DeviceModel(), load=T.LoadOptions(max_concurrency=8, warmup_requests=2),
                          limits=T.Limits(warmup_budget_s=10_000.0))
     ctx.calibration = Calibration().update({"decode_step": 0.0, "prompt_warmup": 0.0, "decode_warmup": 0.0})
     study = optuna.create_study(directions=Objectives.directions)
@@ -38,13 +39,15 @@ def setup(values):
         distributions={k: CategoricalDistribution(v) for k, v in CHOICES.items()},
         user_attrs={"feasible": True, "status": "ok", "booted": True}))
     screen = Screen(study, ctx)
-    return space, ctx, study, Guide(study, space, ctx, Objectives(), screen), screen
+    guide = Guide(study, space, ctx, Objectives(), screen)
+    screen.use_guide(guide)
+    return space, ctx, study, guide, screen
 
 
 def test_a_proposal_beaten_everywhere_by_a_measured_point_is_not_booted(monkeypatch):
     space, ctx, study, guide, screen = setup([1e6, 1.0, 1.0])  # a measured point nothing can beat
     settings = space.settings_for({"max_num_seqs": 32, "VLLM_DECODE_BS_BUCKET_STEP": 16})
-    result = guide.dominated(settings, T.predict_calibrated(ctx, settings))
+    result = guide.dominated(settings, M.predict_calibrated(ctx, settings))
     assert result is not None and result.status is TrialStatus.OK and not result.booted
     assert "predicted dominated by trial 0" in result.reason and result.timings["accelerator_s"] == 0.0
     assert result.metrics["output_throughput"] > 0 and result.warmup_s == result.predicted["warmup_s"]
@@ -64,7 +67,7 @@ def test_a_proposal_beaten_everywhere_by_a_measured_point_is_not_booted(monkeypa
 def test_a_proposal_the_measured_front_does_not_beat_boots():
     space, ctx, study, guide, _ = setup([1.0, 1e9, 1e9])  # a measured point everything beats
     settings = space.settings_for({"max_num_seqs": 32, "VLLM_DECODE_BS_BUCKET_STEP": 16})
-    assert guide.dominated(settings, T.predict_calibrated(ctx, settings)) is None
+    assert guide.dominated(settings, M.predict_calibrated(ctx, settings)) is None
 
 
 def test_the_guide_enqueues_the_neighbour_with_the_largest_predicted_gain_every_other_boot():

@@ -105,8 +105,12 @@ def _optuna_uses() -> dict[str, set]:
     uses = {"paths": set(), "trial": set(), "study": set(), "storage": set(), "kwargs": set()}
     for path in sorted((ROOT / "tuner").rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
+        # a module's own classes' methods (tuner/trial/run.py's phases on its `trial`) are not Optuna's
+        own = {f.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+               if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("optuna"):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and module.split(".")[0] == "optuna":
                 uses["paths"].update(f"{node.module}.{a.name}" for a in node.names)
             elif isinstance(node, ast.Attribute):
                 name = _dotted(node)
@@ -115,11 +119,13 @@ def _optuna_uses() -> dict[str, set]:
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue
             owner, method = _dotted(node.func.value), node.func.attr
+            if owner in ("trial", "study") and method in own:
+                continue
             if owner == "trial":
                 uses["trial"].add(method)
             elif owner == "study":
                 uses["study"].add(method)
-            elif owner in ("study._storage", "self._storage"):
+            elif owner in ("study._storage", "self._storage", "storage", "storage_of(study)"):
                 uses["storage"].add(method)
             target = _dotted(node.func)
             if target and target.startswith("optuna."):

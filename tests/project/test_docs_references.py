@@ -69,3 +69,33 @@ def test_cited_doc_and_section_exist(where, name, section):
     if section is not None:
         assert section in _sections(name), f"{where} cites docs/{name} section {section}, which has no such heading"
 
+
+
+# --------------------------------------------------------------------------- paths into tuner/
+# "tuner/perfmodel/target.py", "tuner/study/", "tuner/sim/clocks.py": a cited module or package exists.
+TUNER_PATH = re.compile(r"(?<![\w/.-])tuner/[\w/]+(?:\.py|/)")
+EXTRA_SCANNED = ["docs", "deploy"]
+
+
+def _tuner_paths() -> list[tuple[str, str]]:
+    found = []
+    files = list(_files()) + [p for d in EXTRA_SCANNED for p in (ROOT / d).rglob("*")
+                              if p.is_file() and p.suffix in SUFFIXES]
+    for path in files:
+        if path == ROOT / "tests" / "project" / "test_docs_references.py":
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            found += [(f"{path.relative_to(ROOT)}:{number}", m) for m in TUNER_PATH.findall(line)]
+    return found
+
+
+TUNER_PATHS = _tuner_paths()
+
+
+def test_the_scan_sees_tuner_paths():
+    assert any(p == "tuner/perfmodel/" or p.startswith("tuner/perfmodel/") for _, p in TUNER_PATHS)
+
+
+@pytest.mark.parametrize("where,cited", TUNER_PATHS, ids=[f"{w}-{p}" for w, p in TUNER_PATHS])
+def test_cited_tuner_path_exists(where, cited):
+    assert (ROOT / cited).exists(), f"{where} cites {cited}, which does not exist"

@@ -48,7 +48,7 @@ def test_fact_reading_tests_pass_from_a_copy_in_an_empty_directory(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUCKET_TUNER")}
     env["PYTHONPATH"] = str(copy)  # the copy's own `tuner`, not the checkout's editable install
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-n", "0",
          "tests/buckets/test_vectors.py", "tests/logparse", "tests/sim/test_sim_calibration.py",
          "tests/buckets/test_calc.py",
          "-k", "not standalone"],

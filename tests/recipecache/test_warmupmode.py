@@ -10,6 +10,7 @@ import pytest
 from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 from tuner.perfmodel.calibration import Calibration
 from tuner.perfmodel.corrections import Corrections
+from tuner.perfmodel.target import DeviceModel, ModelTarget
 from tuner.recipecache.warmupmode import (
     cache_hit_sample,
     cached_prediction,
@@ -18,6 +19,7 @@ from tuner.recipecache.warmupmode import (
     settle,
     warmup_figures,
 )
+from tuner.space.schema import TrialSettings
 
 INPUTS = ServerInputs(block_size=128, max_num_seqs=16, max_model_len=1024, max_num_batched_tokens=2048)
 
@@ -66,11 +68,11 @@ def test_the_cache_factor_sample_recovers_the_true_residual():
 
 
 def test_the_cache_correction_scales_the_predicted_cached_warmup():
-    def predict_fn(corrections, keys):
-        return predict_startup("fork-1.21.2", SimSettings(), INPUTS, {}, keys, corrections=corrections)
-
-    base = cached_prediction(predict_fn, Corrections())
-    slower = cached_prediction(predict_fn, Corrections(cache_hit=2.0))
+    target = ModelTarget("fork-1.21.2", DeviceModel())
+    settings = TrialSettings(server={"block_size": 128, "max_num_seqs": 16, "max_model_len": 1024,
+                                     "max_num_batched_tokens": 2048}, env={}, params={})
+    base = cached_prediction(target, settings, Corrections())
+    slower = cached_prediction(target, settings, Corrections(cache_hit=2.0))
     cold = predict_startup("fork-1.21.2", SimSettings(), INPUTS, {})
     assert all(s.cache_hit for s in base.steps if s.kind == "compile")
     assert base.warmup_seconds < slower.warmup_seconds < cold.warmup_seconds

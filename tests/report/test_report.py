@@ -86,6 +86,11 @@ def test_report_answers_first_and_has_every_section(studies):
     assert "warmup pred / obs" in text["trials"] and "KV blocks pred / obs" in text["trials"]
     booted = [t for t in study.trials if (t.user_attrs.get("observed") or {}).get("kv_blocks")]
     assert booted and all(f"/ {t.user_attrs['observed']['kv_blocks']:,}" in text["trials"] for t in booted)
+    # Every warm-up prediction with its 2-sd band and where the calibration came from.
+    pred = next(t.user_attrs["predicted"] for t in booted if "warmup_high_s" in t.user_attrs["predicted"])
+    assert pred["warmup_low_s"] <= pred["warmup_s"] <= pred["warmup_high_s"]
+    assert re.search(r"\(\d[\d.]*-\d[\d.]* (?:s|min|h), (?:prior|\d+ boots?)", text["trials"])
+    assert re.search(r"\(\d[\d.]*-\d[\d.]* (?:s|min|h), (?:prior|\d+ boots?)", text["warmup"])
     assert "prompt padding" in text["workload"]
     assert re.search(r"more trials|too few", text["convergence"])
 

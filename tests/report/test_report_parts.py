@@ -135,3 +135,22 @@ def test_human_units(name, value, text):
 def test_short_headers():
     assert [units.short(n) for n in ("output_throughput", "p99_ttft_ms", "warmup_s", "median_tpot_ms")] == \
         ["tok/s", "p99 TTFT", "warmup", "median TPOT"]
+
+
+@pytest.mark.parametrize("args, text", [
+    ((49.2, 35.1, 70.3), "49 s (35-70 s)"),
+    ((49, 35, 70, None, "3 boots + a log"), "49 s (35-70 s, 3 boots + a log)"),
+    ((600, 450, 800, None, "prior"), "10 min 00 s (7.5-13 min, prior)"),
+    ((13320, 3209, 52560), "3.7 h (0.9-15 h)"), ((141, 36, 564), "2 min 21 s (0.6-9.4 min)"),
+    ((49, None, None), "49 s"), ((None, 1, 2), "-"),
+])
+def test_a_prediction_is_shown_with_its_band_and_source(args, text):
+    assert units.band(*args) == text
+
+
+def test_the_trials_table_shows_the_warmup_band():
+    from tuner.report.sections import _pred_obs
+
+    cell, err = _pred_obs(49, 51, units.seconds, (35, 70, "3 boots"))
+    assert cell == "49 s (35-70 s, 3 boots) / 51 s (-4%)" and round(err) == -4
+    assert _pred_obs(49, 51, units.seconds, (None, None, None))[0] == "49 s / 51 s (-4%)"  # older records

@@ -7,6 +7,7 @@ No assertion depends on speed; timings only bound how long a test waits.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -485,3 +486,40 @@ def test_find_free_port_and_port_in_use():
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         s.bind(("127.0.0.1", port))  # bound, not listening: how vLLM holds it during boot
         assert port_in_use(port)
+
+
+# ------------------------------------------------------------------------------------ PID 1
+AS_PID1 = r"""
+import json, os, sys, time
+from pathlib import Path
+from tuner.serve.process import ServerProcess
+argv, log, url = json.loads(sys.argv[1])
+assert os.getpid() == 1
+srv = ServerProcess(watchdog=False).start(argv, dict(os.environ), log)
+assert srv.wait_ready(url, boot_timeout_s=15, warmup_timeout_s=15).ok
+deadline = time.monotonic() + 10
+while len(srv.group.alive()) < 3 and time.monotonic() < deadline:
+    time.sleep(0.05)
+report = srv.stop(grace_int_s=0.5, grace_term_s=0.5, grace_kill_s=2.0)
+time.sleep(0.3)
+zombies = [int(p) for p in os.listdir("/proc") if p.isdigit()
+           and Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()[0] == "Z"]
+print(json.dumps({"ended_by": report.ended_by, "zombies": zombies}), flush=True)
+"""
+
+
+def test_as_pid_1_the_stopped_tree_leaves_no_defunct_process(fake, tmp_path):
+    """A container's PID 1 inherits every orphan: a tree killed at once (its children die with their
+    parent) would stay <defunct> under the tuner unless it reaps them."""
+    prefix = ["unshare", "--pid", "--fork", "--mount-proc"]
+    probe = subprocess.run([*prefix, "true"], capture_output=True) if shutil.which("unshare") else None
+    if probe is None or probe.returncode:
+        pytest.skip("unshare --pid --fork --mount-proc is not permitted here")
+    port = find_free_port()
+    argv = fake.argv("--ignore-sigint", "--ignore-sigterm", "--spawn-children", 2, port=port)
+    args = json.dumps([argv, str(tmp_path / "pid1.log"), f"http://127.0.0.1:{port}"])
+    run = subprocess.run([*prefix, sys.executable, "-c", AS_PID1, args], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert run.returncode == 0, run.stderr[-2000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen == {"ended_by": "SIGKILL", "zombies": []}, seen

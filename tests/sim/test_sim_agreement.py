@@ -18,8 +18,8 @@ import time
 import aiohttp
 
 from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
+from tuner.perfmodel.serving import RequestTiming
 from tuner.sim import run_virtual, summarize
-from tuner.sim.clocks import RequestTiming
 
 from .test_sim_server import CAL_ARGS, CAL_ENV, MODEL, SimProcess
 

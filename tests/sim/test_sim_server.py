@@ -25,7 +25,7 @@ import aiohttp
 
 from .test_sim_startup import FINISHED, FREE, GENERATED, HPU_BLOCKS, PREFIX, WARMUP
 
-CAL_ARGS = ["meta-llama/Llama-3.1-8B-Instruct", "--sim-release", "fork-1.17", "--max-num-seqs", "4",
+CAL_ARGS = ["meta-llama/Llama-3.1-8B-Instruct", "--release", "fork-1.17", "--max-num-seqs", "4",
             "--max-model-len", "2048", "--max-num-batched-tokens", "4096", "--gpu-memory-utilization", "0.5"]
 CAL_ENV = {"VLLM_GRAPH_RESERVED_MEM": "0.4"}
 
@@ -207,7 +207,7 @@ def test_health_refused_until_warmup_is_over_and_log_times_are_simulated():
 
 
 def test_3d_release_and_tqdm_warmup_lines():
-    args = [MODEL, "--sim-release", "gaudi-main", "--sim-device", "gaudi3", "--max-num-seqs", "8",
+    args = [MODEL, "--release", "gaudi-main", "--sim-device", "gaudi3", "--max-num-seqs", "8",
             "--max-model-len", "4096"]
     with SimProcess(args, {"PT_HPU_LAZY_MODE": "1"}, scale=0.002) as srv:
         srv.wait_ready()
@@ -265,7 +265,7 @@ def test_sigint_with_open_streams_ends_them_and_exits():
 
 def test_impossible_memory_exits_in_its_phase():
     """Llama-3.1-70B in BF16 (131 GiB) on one Gaudi 2 (94.6 GiB): the weight load fails, exit 1."""
-    args = ["meta-llama/Llama-3.1-70B-Instruct", "--sim-release", "fork-1.21.2", "--max-model-len", "4096"]
+    args = ["meta-llama/Llama-3.1-70B-Instruct", "--release", "fork-1.21.2", "--max-model-len", "4096"]
     srv = SimProcess(args)
     rc = srv.proc.wait(90)  # seconds on an idle machine; generous for a loaded CI box
     log = srv.log()

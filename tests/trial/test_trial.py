@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tuner.load.workload import FixedWorkload
+from tuner.perfmodel import target as M
 from tuner.serve.backends import Backend
 from tuner.space.schema import TrialSettings
 from tuner.status import TrialStatus
@@ -34,7 +35,7 @@ def context(tmp_path: Path, *, prediction=True, warmup_budget=None, warmup_timeo
                         startup_time_scale=0.002),
         workload=FixedWorkload(160, 16, num_prompts=num_prompts),
         release="fork-1.21.2",
-        device_model=T.DeviceModel() if prediction else None,
+        device_model=M.DeviceModel() if prediction else None,
         load=T.LoadOptions(max_concurrency=4, warmup_requests=2, request_timeout_s=request_timeout),
         limits=T.Limits(boot_timeout_s=boot_timeout, warmup_timeout_s=warmup_timeout, warmup_budget_s=warmup_budget,
                         stop_grace_s=2.0, wall_slack_s=3.0),

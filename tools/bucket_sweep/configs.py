@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from .profiles import PROFILES
+from .profiles import PROFILES, supports_pooling
 
 # Strategy selection per profile: strategy -> list of env choices that select it.
 _EXP_SWITCH = {"exponential": [{"VLLM_EXPONENTIAL_BUCKETING": "true"}, {"VLLM_EXPONENTIAL_BUCKETING": "True"}],
@@ -23,11 +23,13 @@ _STRATEGY_VAR = {
                {"VLLM_BUCKETING_STRATEGY": "exp", "VLLM_EXPONENTIAL_BUCKETING": "false"}],
     "padding_aware": [{"VLLM_BUCKETING_STRATEGY": "pad"}],
 }
+_SINGLE_LINEAR = {"linear": [{}]}  # releases without a strategy switch
 STRATEGY_ENVS = {
-    "fork-1.17": {"linear": [{}]}, "fork-1.18": {"linear": [{}]}, "fork-1.19": {"linear": [{}]},
-    "fork-1.20": {"linear": [{}]}, "fork-1.21.0": _EXP_SWITCH, "fork-1.21.2": _EXP_SWITCH,
-    "fork-1.22": _EXP_DEFAULT, "fork-main": _EXP_DEFAULT, "gaudi-0.10.1": _EXP_DEFAULT,
-    "gaudi-0.15.1": _EXP_DEFAULT, "gaudi-0.26.0": _STRATEGY_VAR, "gaudi-main": _STRATEGY_VAR,
+    "fork-1.17": _SINGLE_LINEAR, "fork-1.18": _SINGLE_LINEAR, "fork-1.19": _SINGLE_LINEAR,
+    "fork-1.20": _SINGLE_LINEAR, "fork-1.21.0": _EXP_SWITCH, "fork-1.21.2": _EXP_SWITCH,
+    "fork-1.22": _EXP_DEFAULT, "fork-main": _EXP_DEFAULT, "fork-1.23": _EXP_DEFAULT, "gaudi-0.10.1": _EXP_DEFAULT,
+    "gaudi-0.15.1": _EXP_DEFAULT, "gaudi-0.26.0": _STRATEGY_VAR, "gaudi-0.27.0": _STRATEGY_VAR,
+    "gaudi-main": _STRATEGY_VAR,
 }
 
 _DIMS = {
@@ -88,7 +90,7 @@ def _bucket_env(rng: random.Random, groups: tuple[str, ...], row: dict, strategy
 MAX_BLOCKS_PER_SEQ = 256
 # The v0 3-D linear strategy lists every context length per query under prefix caching, and its
 # omitted-bucket bookkeeping is quadratic in that count: keep those configurations smaller still.
-SLOW_LINEAR = ("fork-1.22", "fork-main", "gaudi-0.10.1")
+SLOW_LINEAR = ("fork-1.22", "fork-main", "fork-1.23", "gaudi-0.10.1")
 
 
 def _base(rng: random.Random, profile: str, strategy: str) -> dict:
@@ -184,3 +186,110 @@ def random_row(rng: random.Random, profile: str, strategy: str) -> dict:
         env[f"VLLM_{ph}_{dim}_BUCKET_MAX"] = "2"
     row["env"] = env
     return row
+
+
+def _edge_step(rng: random.Random, dim: str, row: dict) -> int:
+    """A STEP upstream never documents: negative, zero, or odd (off every power of two and block)."""
+    B = row["block_size"]
+    kind = rng.random()
+    if kind < 0.4:
+        return rng.choice([-1, -2, -B, -128, -3])
+    if kind < 0.6:
+        return 0
+    odd = [1, 3, 5, 7, 33] if dim in ("BS", "CTX") else [1, 3, 7, 33, 127, B - 1, B + 1, 2 * B + 1]
+    return rng.choice(odd)
+
+
+def _edge_other(rng: random.Random, profile: str, strategy: str, row: dict) -> tuple[str, int]:
+    """One more unusual value: an odd MIN, a MAX of 0, -1 or odd, a CTX MIN of 0, or a LIMIT / PAD_*
+    at or below zero (or a percentage above 100). No MIN <= 0 elsewhere: upstream hangs on it."""
+    groups = PROFILES[profile][4]
+    kind = next(g for g in groups if g in _DIMS)
+    B, L = row["block_size"], row["max_model_len"]
+    ph, dim = rng.choice(_DIMS[kind])
+    extra = []
+    if kind == "ext2d" and strategy == "exponential":
+        extra.append(("LIMIT", [0, -1, 1, 2, 3]))
+    if "pad" in groups and strategy == "padding_aware":
+        extra += [("PAD_MAX", [-1, 0, 1, 3]), ("PAD_PERCENT", [-1, 0, 101, 150])]
+    # A MIN of 0 hangs the fork and v0.10.1; from v0.15.1 it means "from STEP, plus a 0 bucket".
+    zero_ok = dim == "CTX" or kind == "gaudi3d"
+    param, values = rng.choice([("MIN", [0, 3, 7, 33, B + 1] if zero_ok else [3, 5, 7, 33, B + 1]),
+                                ("MAX", [0, -1, 7, 33, B + 1, L - 1]), *extra])
+    return f"VLLM_{ph}_{dim}_BUCKET_{param}", rng.choice(values)
+
+
+_ODD_BOOLS = ["yes", "on", "t", "y", "TRUE", "True", "no", "off", "ture", ""]
+_ODD_STRATEGIES = ["EXP", "Lin", "linear", "exponential", "exponential_bucketing", "linear_bucketing", ""]
+
+
+def _edge_switch(rng: random.Random, profile: str) -> dict[str, str]:
+    """A switch spelled as users spell them: boolean words the parsers differ on, strategy names that
+    only some releases accept."""
+    groups = PROFILES[profile][4]
+    names = [n for n, g in (("VLLM_CONTIGUOUS_PA", "contiguous"), ("VLLM_MERGED_PREFILL", "merged"),
+                            ("VLLM_PREFIX_CACHING", "prefix_env"), ("VLLM_ENABLE_BUCKETING", "enable"))
+             if g in groups]
+    if STRATEGY_ENVS[profile] is not _SINGLE_LINEAR:
+        names.append("VLLM_EXPONENTIAL_BUCKETING")
+        names.append("VLLM_BUCKETING_STRATEGY")
+    if not names:
+        return {}
+    name = rng.choice(names)
+    return {name: rng.choice(_ODD_STRATEGIES if name == "VLLM_BUCKETING_STRATEGY" else _ODD_BOOLS)}
+
+
+def edge_row(rng: random.Random, profile: str, strategy: str) -> dict:
+    """A random row whose bucket env sets one to three STEP variables to negative, zero or odd values
+    and sometimes one other unusual value (_edge_other) or switch spelling (_edge_switch; the rest as in
+    random_row), and, on releases that run pooling models, a pooling model a fifth of the time. Drawn
+    from its own random stream, so the random rows stay as they were."""
+    row = random_row(rng, profile, strategy)
+    kind = next(g for g in PROFILES[profile][4] if g in _DIMS)
+    dims = _DIMS[kind]
+    for ph, dim in rng.sample(dims, rng.randint(1, min(3, len(dims)))):
+        row["env"][f"VLLM_{ph}_{dim}_BUCKET_STEP"] = str(_edge_step(rng, dim, row))
+    if rng.random() < 0.4:
+        name, value = _edge_other(rng, profile, strategy, row)
+        row["env"][name] = str(value)
+    if rng.random() < 0.3:
+        row["env"].update(_edge_switch(rng, profile))
+    row["pooling"] = supports_pooling(profile) and rng.random() < 0.2
+    if not row["pooling"]:
+        del row["pooling"]
+    return row
+
+
+def named_rows(profile: str) -> list[tuple[str, str, dict]]:
+    """The cases the issues name, on every profile: (name, strategy, inputs). A linear strategy's decode
+    steps negative (bs -1; blocks -128 with contiguous PA, then with prefix caching), zero, odd; and,
+    where the release runs pooling models, a pooling model under each strategy."""
+    groups = PROFILES[profile][4]
+    kind = next(g for g in groups if g in _DIMS)
+    decode_dim = "SEQ" if kind == "fork117" else "BLOCK"
+    linear = dict(STRATEGY_ENVS[profile]["linear"][0])
+
+    def row(env: dict, prefix: bool = False, **extra) -> dict:
+        base = {"block_size": 128, "max_num_seqs": 32, "max_model_len": 2048, "max_num_batched_tokens": 4096,
+                "num_hpu_blocks": 1000, "prefix_caching": prefix, "max_num_prefill_seqs": None, "lora": False,
+                "env": env}
+        return {**base, **extra}
+
+    cpa = {"VLLM_CONTIGUOUS_PA": "true"} if "contiguous" in groups else {}
+    out = [
+        ("decode-bs-step-negative", "linear", row({**linear, "VLLM_DECODE_BS_BUCKET_STEP": "-1"})),
+        ("decode-block-step-negative", "linear",
+         row({**linear, **cpa, f"VLLM_DECODE_{decode_dim}_BUCKET_STEP": "-128"})),
+        ("decode-block-step-negative-prefix-caching", "linear",
+         row({**linear, f"VLLM_DECODE_{decode_dim}_BUCKET_STEP": "-128",
+              **({"VLLM_CONTIGUOUS_PA": "false"} if cpa else {})}, prefix=True)),
+        ("decode-bs-step-zero", "linear", row({**linear, "VLLM_DECODE_BS_BUCKET_STEP": "0"})),
+        ("prompt-bs-step-negative", "linear", row({**linear, "VLLM_PROMPT_BS_BUCKET_STEP": "-1"})),
+        ("odd-steps", "linear", row({**linear, "VLLM_DECODE_BS_BUCKET_STEP": "3",
+                                     f"VLLM_DECODE_{decode_dim}_BUCKET_STEP": "127",
+                                     "VLLM_PROMPT_BS_BUCKET_STEP": "5"})),
+    ]
+    if supports_pooling(profile):
+        out += [(f"pooling-{strategy}", strategy, row(dict(envs[0]), pooling=True))
+                for strategy, envs in STRATEGY_ENVS[profile].items()]
+    return out

@@ -21,14 +21,15 @@ import argparse
 import hashlib
 import io
 import json
-import os
 import random
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
-from .configs import STRATEGY_ENVS, random_row
+from tuner.buckets.owncode import UpstreamWorker as Worker
+
+from .configs import STRATEGY_ENVS, edge_row, named_rows, random_row
 from .profiles import PROFILES, TREES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -54,75 +55,61 @@ def summarise(buckets: list) -> dict:
     return out
 
 
-class Worker:
-    """One upstream interpreter answering requests line by line (restarted after a hang)."""
-
-    def __init__(self, python: str, hang_seconds: int = 30):
-        self.python = python
-        self.hang_seconds = hang_seconds
-        self.proc = None
-
-    def _start(self):
-        self.proc = subprocess.Popen([self.python, str(Path(__file__).with_name("worker.py"))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, start_new_session=True,
-                                     env={**os.environ, "SWEEP_HANG_SECONDS": str(self.hang_seconds)})
-
-    def ask(self, request: dict) -> dict:
-        if self.proc is None:
-            self._start()
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            self.close()
-            return {"error": "worker died"}
-        return json.loads(line)
-
-    def close(self):
-        if self.proc is not None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc = None
+def answer_row(answer: dict, inputs: dict, generated_for: str) -> dict | None:
+    """The stored row for one upstream answer; None when it is not kept (hang, crash, too large)."""
+    if answer.get("error") == "worker died" or "skip" in answer:
+        return None
+    row = {"generated_for": generated_for, "inputs": inputs}
+    if "error" in answer:
+        row["error"] = answer["error"]
+        return row
+    if len(answer["prompt"]) + len(answer["decode"]) > MAX_BUCKETS:
+        return None
+    up = answer.get("upstream_strategy", "")
+    if up == "off":  # no strategy was consulted
+        row["bucketing"] = "off"
+    elif up.startswith("unified:"):  # unified attention: no strategy was consulted
+        row["unified"] = summarise(json.loads(up[len("unified:"):]))
+    else:
+        row["strategy"] = _CLASS_STRATEGY.get(up, "linear")  # fork <= 1.20: linear only
+    row["prompt"] = summarise(answer["prompt"])
+    row["decode"] = summarise(answer["decode"])
+    return row
 
 
-def run_profile(profile: str, trees: Path, worker: Worker, per_strategy: int, seed: int) -> dict:
+def run_profile(profile: str, trees: Path, worker: Worker, per_strategy: int, seed: int,
+                per_edge: int = 0) -> dict:
+    """`per_strategy` random rows per strategy, then `per_edge` edge rows (negative, zero and odd steps,
+    pooling) from a random stream of their own (adding them leaves the random rows unchanged), then the
+    named rows (configs.named_rows: the cases issues name, looked up by name in the tests)."""
     family, tree, release, engine, groups = PROFILES[profile]
-    rng = random.Random(f"{seed}:{profile}")
+    if not (trees / tree).is_dir():  # else every row would store the harness's FileNotFoundError
+        raise SystemExit(f"{profile}: upstream tree {trees / tree} does not exist (run the extract command)")
     rows, skipped = [], 0
-    for strategy in STRATEGY_ENVS[profile]:
-        made = 0
-        while made < per_strategy:
-            inputs = random_row(rng, profile, strategy)
-            req = {"family": family, "tree": str(trees / tree), "release": release, "inputs": inputs}
-            answer = worker.ask(req)
-            if answer.get("error") == "worker died" or "skip" in answer:
-                skipped += 1
-                continue
-            row = {"generated_for": strategy, "inputs": inputs}
-            if "error" in answer:
-                row["error"] = answer["error"]
-            else:
-                if len(answer["prompt"]) + len(answer["decode"]) > MAX_BUCKETS:
+    for kind, make, count, rng in (("random", random_row, per_strategy, random.Random(f"{seed}:{profile}")),
+                                   ("edge", edge_row, per_edge, random.Random(f"{seed}:{profile}:edge"))):
+        for strategy in STRATEGY_ENVS[profile]:
+            made = 0
+            while made < count:
+                inputs = make(rng, profile, strategy)
+                req = {"family": family, "tree": str(trees / tree), "release": release, "inputs": inputs}
+                row = answer_row(worker.ask(req), inputs, strategy)
+                if row is None:
                     skipped += 1
                     continue
-                up = answer.get("upstream_strategy", "")
-                if up == "off":  # no strategy was consulted
-                    row["bucketing"] = "off"
-                elif up.startswith("unified:"):  # unified attention: no strategy was consulted
-                    row["unified"] = summarise(json.loads(up[len("unified:"):]))
-                else:
-                    row["strategy"] = _CLASS_STRATEGY.get(up, "linear")  # fork <= 1.20: linear only
-                row["prompt"] = summarise(answer["prompt"])
-                row["decode"] = summarise(answer["decode"])
-            rows.append(row)
-            made += 1
-            if made % 50 == 0:
-                print(f"  {profile}/{strategy}: {made} rows ({skipped} skipped)", file=sys.stderr, flush=True)
+                if kind == "edge":
+                    row["edge"] = True
+                rows.append(row)
+                made += 1
+                if made % 50 == 0:
+                    print(f"  {profile}/{strategy} ({kind}): {made} rows ({skipped} skipped)", file=sys.stderr,
+                          flush=True)
+    for name, strategy, inputs in named_rows(profile):
+        req = {"family": family, "tree": str(trees / tree), "release": release, "inputs": inputs}
+        row = answer_row(worker.ask(req), inputs, strategy)
+        if row is None:
+            raise SystemExit(f"{profile}: named row {name} got no answer from upstream")
+        rows.append({"name": name, **row})
     repo, ref, commit, path = TREES[tree]
     return {"profile": profile, "upstream": {"repo": repo, "ref": ref, "commit": commit, "path": path},
             "engine": engine, "seed": seed, "skipped_too_large": skipped, "rows": rows}
@@ -134,7 +121,7 @@ def cmd_run(args):
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         for profile in args.profiles or PROFILES:
-            data = run_profile(profile, Path(args.trees), worker, args.per_strategy, args.seed)
+            data = run_profile(profile, Path(args.trees), worker, args.per_strategy, args.seed, args.per_edge)
             (out_dir / f"{profile}.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
             errors = sum("error" in r for r in data["rows"])
             print(f"{profile}: {len(data['rows'])} rows ({errors} upstream errors)", flush=True)
@@ -165,7 +152,7 @@ def cmd_check(args):
 
     total_bad = 0
     for profile in args.profiles or PROFILES:
-        data = json.loads((OUT_DIR / f"{profile}.json").read_text())
+        data = json.loads((Path(args.data) / f"{profile}.json").read_text())
         bad = []
         for i, row in enumerate(data["rows"]):
             problem = replay_row(profile, row)
@@ -230,11 +217,14 @@ def main(argv=None):
     r.add_argument("--trees", required=True)
     r.add_argument("--python", required=True, help="interpreter with numpy and packaging")
     r.add_argument("--per-strategy", type=int, default=150)
+    r.add_argument("--per-edge", type=int, default=50, help="edge rows per strategy (negative, zero, odd steps; "
+                   "pooling)")
     r.add_argument("--seed", type=int, default=19)
     r.add_argument("--out", default=str(OUT_DIR), help="where to write <profile>.json (default: the test data)")
     r.add_argument("profiles", nargs="*")
     c = sub.add_parser("check", help="compare the engine with the stored sweep")
     c.add_argument("--show", type=int, default=5)
+    c.add_argument("--data", default=str(OUT_DIR), help="folder of <profile>.json (default: the test data)")
     c.add_argument("profiles", nargs="*")
     v = sub.add_parser("vectors", help="check that the harness reproduces tests/data/vectors/")
     v.add_argument("--trees", required=True)

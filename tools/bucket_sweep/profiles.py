@@ -6,6 +6,9 @@ follow docs/bucketing-inputs.md.
 
 from __future__ import annotations
 
+from tuner.buckets import get_profile
+from tuner.buckets.owncode import RUNNER_STEPS
+
 # Upstream commits (the same the vectors in tests/data/vectors/ name).
 FORK = "HabanaAI/vllm-fork"
 EXT = "HabanaAI/vllm-hpu-extension"
@@ -26,32 +29,51 @@ TREES = {
     "gaudi-v0.10.1": (GAUDI, "v0.10.1", "ab65f9ba2abbaf4c30f8cdb24a62c731f8bbdf4c", "vllm_gaudi"),
     "gaudi-v0.15.1": (GAUDI, "v0.15.1", "5d6a2db38ea74249a2359a3f75db391a47b70495", "vllm_gaudi"),
     "gaudi-v0.26.0": (GAUDI, "v0.26.0", "b059f9c95d6a07f19eb00aa06d1ec8b87b296437", "vllm_gaudi"),
+    "gaudi-v0.27.0rc0": (GAUDI, "v0.27.0rc0", "d01a3caecd8d818c29c06af56591e40eb4e3dcca", "vllm_gaudi"),
     "gaudi-main": (GAUDI, "main", "091bbadda10bee4fd3f6d0efc1844d2610dd2707", "vllm_gaudi"),
 }
 
-# profile -> (worker family, tree, release tag for the worker, engine, input groups)
-PROFILES = {
-    "fork-1.17": ("fork_runner", "fork-1e0e492", "", "v0", ("fork117",)),
-    "fork-1.18": ("fork_runner", "fork-8492294", "", "v0", ("fork118", "lora")),
-    "fork-1.19": ("ext_context", "ext-4ff86cf", "1.19", "v0", ("ext2d", "prefill_seqs", "spec")),
-    "fork-1.20": ("ext_context", "ext-d4b0d38", "1.20", "v0", ("ext2d", "prefill_seqs", "contiguous", "spec")),
-    "fork-1.21.0": ("ext_context", "ext-2b4ba56", "1.21", "v0",
-                    ("ext2d", "prefill_seqs", "merged", "contiguous", "spec", "pooling")),
-    "fork-1.21.2": ("ext_context", "ext-29bc7a4", "1.21", "v0",
-                    ("ext2d", "prefill_seqs", "merged", "contiguous", "spec", "pooling")),
-    "fork-1.22": ("manager", "ext-8211e0b", "", "v0",
-                  ("ext2d", "prefill_seqs", "merged", "contiguous", "sliding", "prefix_env", "spec", "pooling")),
-    "fork-main": ("manager", "ext-7717587", "", "v0",
-                  ("ext2d", "prefill_seqs", "merged", "contiguous", "sliding", "prefix_env", "spec", "pooling")),
-    "gaudi-0.10.1": ("gaudi", "gaudi-v0.10.1", "v0.10.1", "v1",
-                     ("ext2d", "merged", "contiguous", "prefix_env", "enable")),
-    "gaudi-0.15.1": ("gaudi", "gaudi-v0.15.1", "v0.15.1", "v1",
-                     ("gaudi3d", "merged", "contiguous", "sliding", "prefix_env", "enable", "unified", "file",
-                      "model")),
-    "gaudi-0.26.0": ("gaudi", "gaudi-v0.26.0", "v0.26.0", "v1",
-                     ("gaudi3d", "pad", "merged", "contiguous", "sliding", "prefix_env", "enable", "exp_flag",
-                      "file", "model")),
-    "gaudi-main": ("gaudi", "gaudi-main", "main", "v1",
-                   ("gaudi3d", "pad", "merged", "contiguous", "sliding", "prefix_env", "enable", "exp_flag",
-                    "file", "model")),
+# profile -> (tree, engine, input groups). The worker family and the release tag that selects the
+# runner steps come from the package (tuner/buckets/owncode.py RUNNER_STEPS, shared with the node-side
+# check). The fork's 3-D releases share one extension tree (1.23 pins f1d9275 like habana_main; absent
+# from the snapshots, its bucketing taken as 7717587's): their tag selects the runner steps that differ
+# (pooling). An alias profile (gaudi-0.27.0) gets its own rows from its own tree, replayed against the
+# profile it aliases.
+_EXT3D = ("ext2d", "prefill_seqs", "merged", "contiguous", "sliding", "prefix_env", "spec", "pooling")
+_GAUDI26 = ("gaudi3d", "pad", "merged", "contiguous", "sliding", "prefix_env", "enable", "exp_flag", "file", "model")
+_TREES_OF = {
+    "fork-1.17": ("fork-1e0e492", "v0", ("fork117",)),
+    "fork-1.18": ("fork-8492294", "v0", ("fork118", "lora")),
+    "fork-1.19": ("ext-4ff86cf", "v0", ("ext2d", "prefill_seqs", "spec")),
+    "fork-1.20": ("ext-d4b0d38", "v0", ("ext2d", "prefill_seqs", "contiguous", "spec")),
+    "fork-1.21.0": ("ext-2b4ba56", "v0", ("ext2d", "prefill_seqs", "merged", "contiguous", "spec", "pooling")),
+    "fork-1.21.2": ("ext-29bc7a4", "v0", ("ext2d", "prefill_seqs", "merged", "contiguous", "spec", "pooling")),
+    "fork-1.22": ("ext-8211e0b", "v0", _EXT3D),
+    "fork-main": ("ext-7717587", "v0", _EXT3D),
+    "fork-1.23": ("ext-7717587", "v0", _EXT3D),
+    "gaudi-0.10.1": ("gaudi-v0.10.1", "v1", ("ext2d", "merged", "contiguous", "prefix_env", "enable")),
+    "gaudi-0.15.1": ("gaudi-v0.15.1", "v1", ("gaudi3d", "merged", "contiguous", "sliding", "prefix_env", "enable",
+                                            "unified", "file", "model")),
+    "gaudi-0.26.0": ("gaudi-v0.26.0", "v1", _GAUDI26),
+    "gaudi-0.27.0": ("gaudi-v0.27.0rc0", "v1", _GAUDI26),
+    "gaudi-main": ("gaudi-main", "v1", _GAUDI26),
 }
+
+
+def _entry(profile: str) -> tuple:
+    family, release = RUNNER_STEPS[get_profile(profile).name]
+    tree, engine, groups = _TREES_OF[profile]
+    return family, tree, release, engine, groups
+
+
+# profile -> (worker family, tree, release tag for the worker, engine, input groups)
+PROFILES = {name: _entry(name) for name in _TREES_OF}
+
+
+# Pooling rows only where the release runs pooling models: fork 1.17-1.20 have no HPU pooling runner,
+# vllm-gaudi v0.10.1's asserts "Pooling is not supported in HPU yet".
+POOLING_GROUPS = ("pooling", "model")
+
+
+def supports_pooling(profile: str) -> bool:
+    return any(g in POOLING_GROUPS for g in PROFILES[profile][4])

@@ -149,6 +149,9 @@ class ReleaseProfile(ABC):
 
     name: str
     aliases: tuple[str, ...] = ()
+    # Why an alias names this profile, where it names another release (e.g. a newer tag whose bucketing
+    # code is identical); `bucket-tuner profiles` prints it.
+    alias_notes: Mapping[str, str] = {}
     upstream: str = ""  # "repo@ref (commit)" of the code modelled
     engine: str = "v0"  # v0 (fork) or v1 (vllm-gaudi)
     strategies: tuple[str, ...] = (LINEAR,)
@@ -240,11 +243,15 @@ def env_int(env: Mapping[str, str], name: str, default: int) -> tuple[int, str]:
 
 
 def linear_range(lo: int, step: int, hi: int, drop_below_min: bool = True, name: str | None = None) -> list[int]:
-    """The 1-D "ramp-up then stable" range that every release's linear strategy uses.
+    """The 1-D "ramp-up then stable" range that every release's linear strategy uses (`warmup_range`).
 
-    Ramp-up: lo, 2*lo, 4*lo, ... while < step and <= hi; then step, 2*step, ... <= hi.
+    Ramp-up: lo, 2*lo, 4*lo, ... while < step and <= hi; then range(step, hi + 1, step).
     From fork 1.18 on, values below `lo` are dropped (fork 1.17 keeps them).
     `name` is the variable prefix (e.g. "VLLM_PROMPT_BS_BUCKET") used in error messages.
+    Upstream's order of failures: the min <= max assertion, then range() refusing a step of 0 (built
+    before the lazy ramp-up is consumed), then the ramp-up that never ends from a min <= 0 below the step.
+    A negative step yields no stable values and, from a min >= 1, no ramp-up: an empty range, which the
+    releases accept (their callers decide what an empty dimension means).
     """
     label = name or "bucket"
     if lo > hi:
@@ -254,11 +261,15 @@ def linear_range(lo: int, step: int, hi: int, drop_below_min: bool = True, name:
             "If you want to skip warmup, set VLLM_SKIP_WARMUP=true",
             f"{label}_MIN",
         )
-    if step < 1:
-        raise BucketConfigError(f"{label}_STEP must be >= 1, got {step}", f"{label}_STEP")
+    if step == 0:
+        raise BucketConfigError(f"{label}_STEP=0: ValueError: range() arg 3 must not be zero", f"{label}_STEP")
+    if lo <= 0 and lo < step:
+        # Doubling a value <= 0 never reaches the step: the server hangs building the range.
+        raise BucketConfigError(f"{label}_MIN={lo}: must be >= 1 (doubling {lo} never reaches "
+                                f"{label}_STEP={step}: the release hangs at start-up)", f"{label}_MIN")
     values = []
     v = lo
-    while v < step and v <= hi and v > 0:
+    while v < step and v <= hi:
         values.append(v)
         v *= 2
     values.extend(range(step, hi + 1, step))

@@ -130,40 +130,96 @@ def calculate(inputs: CalcInputs) -> dict:
     }
 
 
-def env_lines(result: dict) -> list[str]:
-    return [f"export {name}={value}" for name, value in result["calculated_variables"].items()]
+def env_lines(result: dict, env: dict[str, str] | None = None) -> list[str]:
+    """`export NAME=VALUE` lines of the bucket variables (`env`: the release's names, see release_env).
+    MAX_MODEL_LEN is not among them: vLLM takes it as a flag (server_flags)."""
+    if env is None:
+        env = {k: v for k, v in result["calculated_variables"].items() if k.startswith("VLLM_")}
+    return [f"export {name}={value}" for name, value in env.items()]
 
 
-def release_review(result: dict, profile_name: str, num_hpu_blocks: int | None = None) -> dict:
-    """What release `profile_name` does with the calculated numbers.
+def server_flags(result: dict) -> list[str]:
+    """The `vllm serve` flags of the result: --max-model-len (the script prints it as MAX_MODEL_LEN)."""
+    return ["--max-model-len", str(result["calculated_variables"]["MAX_MODEL_LEN"])]
 
-    Builds the release's buckets with the calculated env (the block count defaults to the decode
-    block max, i.e. "enough memory") and reports: the strategy it picks, the variables it ignores,
-    the notes that matter (clamping, block-size alignment), and the bucket counts.
-    """
-    profile = get_profile(profile_name)
+
+def server_config(result: dict, num_hpu_blocks: int, env: dict[str, str]) -> ServerConfig:
+    """The server the calculated numbers describe: batch = the largest batch size, one full-length prompt's
+    token budget, max_model_len as calculated."""
     values = result["calculated_variables"]
-    block_size = result["benchmark_inputs"]["bucket_size"]
     max_model_len = values["MAX_MODEL_LEN"]
-    env = {name: str(v) for name, v in values.items() if name.startswith("VLLM_")}
-    blocks = num_hpu_blocks or values["VLLM_DECODE_BLOCK_BUCKET_MAX"]
-    cfg = ServerConfig(
-        block_size=block_size,
+    return ServerConfig(
+        block_size=result["benchmark_inputs"]["bucket_size"],
         max_num_seqs=values["VLLM_DECODE_BS_BUCKET_MAX"],
         max_model_len=max_model_len,
         # The script's prompt seq max is the natural token budget for one full-length prompt.
         max_num_batched_tokens=max(values["VLLM_PROMPT_SEQ_BUCKET_MAX"], max_model_len),
-        num_hpu_blocks=blocks,
+        num_hpu_blocks=num_hpu_blocks,
         env=env,
     )
+
+
+def release_env(result: dict, profile_name: str) -> tuple[dict[str, str], list[str]]:
+    """The calculated bucket variables under the names `profile_name` reads, and notes on what changed.
+
+    MAX_MODEL_LEN is a server flag (--max-model-len), never a variable. Fork 1.17 buckets decode by context
+    tokens per sequence (VLLM_DECODE_SEQ_BUCKET_*), not by KV blocks of the batch: there the decode range
+    is the prompt's (block size .. the longest request, in block-size steps). Whatever else the release
+    does not read is dropped through the one name resolver (tuner/buckets/names.py) and named in the notes.
+    """
+    from .names import counterpart, keep_read
+
+    profile = get_profile(profile_name)
+    values = result["calculated_variables"]
+    env = {k: str(v) for k, v in values.items() if k.startswith("VLLM_")}
     notes: list[str] = []
+    seq = counterpart("VLLM_DECODE_BLOCK_BUCKET_MIN", profile.name)
+    if seq is not None:
+        k = result["benchmark_inputs"]["bucket_size"]
+        for param, value in (("MIN", k), ("STEP", k), ("MAX", values["VLLM_PROMPT_SEQ_BUCKET_MAX"])):
+            env[f"VLLM_DECODE_SEQ_BUCKET_{param}"] = str(value)
+            del env[f"VLLM_DECODE_BLOCK_BUCKET_{param}"]
+        notes.append(f"{profile.name} buckets decode by context tokens per sequence: VLLM_DECODE_SEQ_BUCKET_* "
+                     "take the prompt's range instead of the calculator's block range")
+    query = counterpart("VLLM_PROMPT_SEQ_BUCKET_MIN", profile.name)
+    if query is not None:  # vllm-gaudi 0.15.1+: the prompt length is the query (SEQ is a deprecated fallback)
+        for param in ("MIN", "STEP", "MAX"):
+            env[f"VLLM_PROMPT_QUERY_BUCKET_{param}"] = env.pop(f"VLLM_PROMPT_SEQ_BUCKET_{param}")
+    kept, dropped = keep_read(env, profile.name)
+    if dropped:
+        notes.append(f"{profile.name} does not read {', '.join(dropped)}; left out")
+    return kept, notes
+
+
+def release_review(result: dict, profile_name: str, num_hpu_blocks: int | None = None,
+                   kv_source: str = "given") -> dict:
+    """What release `profile_name` does with the calculated numbers (under the names it reads, release_env).
+
+    Builds the release's buckets (with `num_hpu_blocks` KV blocks: given, predicted by the caller, else
+    the decode block max, i.e. "enough memory") and reports: the strategy it picks, the variables it
+    ignores, the notes that matter (clamping, block-size alignment, what the buckets do not cover), and
+    the bucket counts.
+    """
+    from .coverage import coverage_warnings
+
+    profile = get_profile(profile_name)
+    values = result["calculated_variables"]
+    block_size = result["benchmark_inputs"]["bucket_size"]
+    max_model_len = values["MAX_MODEL_LEN"]
+    env, renamed = release_env(result, profile.name)
+    if num_hpu_blocks is None:
+        num_hpu_blocks, kv_source = values["VLLM_DECODE_BLOCK_BUCKET_MAX"], "assumed: the decode block max"
+    blocks = num_hpu_blocks
+    cfg = server_config(result, blocks, env)
+    notes: list[str] = list(renamed)
     if max_model_len % block_size:
         notes.append(
-            f"MAX_MODEL_LEN={max_model_len} is not a multiple of the block size {block_size}: "
+            f"--max-model-len {max_model_len} is not a multiple of the block size {block_size}: "
             f"use {_round_up(max_model_len, block_size)} (some releases crash, e.g. vllm-gaudi 0.10.1 "
             "exponential bucketing fails with 'math domain error')"
         )
-    review = {"profile": profile.name, "num_hpu_blocks_assumed": blocks, "notes": notes}
+    review = {"profile": profile.name, "num_hpu_blocks": blocks, "kv_source": kv_source, "env": env,
+              "notes": notes}
     default_strategy, _ = profile.select_strategy({})
     if default_strategy != LINEAR:
         if LINEAR in profile.strategies:
@@ -184,8 +240,9 @@ def release_review(result: dict, profile_name: str, num_hpu_blocks: int | None =
     review["prompt_buckets"] = len(plan.prompt)
     review["decode_buckets"] = len(plan.decode)
     review["warnings"] = list(plan.warnings)
+    review["warnings"] += coverage_warnings(plan, cfg, profile.engine)
     dmax = values["VLLM_DECODE_BLOCK_BUCKET_MAX"]
-    if plan.strategy == LINEAR and num_hpu_blocks is not None and dmax > num_hpu_blocks:
+    if plan.strategy == LINEAR and "VLLM_DECODE_BLOCK_BUCKET_MAX" in env and dmax > num_hpu_blocks:
         notes.append(
             f"VLLM_DECODE_BLOCK_BUCKET_MAX={dmax} exceeds the {num_hpu_blocks} KV blocks allocated; "
             f"decode block buckets are clamped to {num_hpu_blocks}"

@@ -87,13 +87,15 @@ def _pad_29b(v, lo, step):
     return p if p <= step else _round_up(v, step)
 
 
-def _exp_range(lo: int, step: int, hi: int, limit: int, end_at_max: bool) -> list[int]:
+def _exp_range(lo: int, step: int, hi: int, limit: int, end_at_max: bool, name: str = "LIMIT") -> list[int]:
     """`limit` exponentially spaced values from lo to hi, rounded up to `step` ("fill" variant, B.1).
 
     The float arithmetic mirrors upstream's exactly (exponent = (1/(limit-1)) * i, then
     lo * (hi/lo)**exponent; math.pow equals numpy.float_power here), because the last point can land
     an ulp above or below hi and the ceil then decides whether hi + step appears.
     """
+    if limit < 1:  # upstream asserts it when the range is built (decode ranges: only when decode is built)
+        raise BucketConfigError(f"{name}={limit}: num_buckets must be a positive integer", name)
     if limit == 1:
         return [hi]
     candidates = range(lo, hi + 1, step)
@@ -185,9 +187,10 @@ class Extension2DProfile(ReleaseProfile):
         if strategy == EXPONENTIAL:
             # 29bc7a4 reads VLLM_CONTIGUOUS_PA when each range is built: prompt ranges at runner init,
             # before the runner defaults it to False for APC; decode ranges at warm-up, after.
-            def rng(c, contig):
-                return _exp_range(*c, end_at_max=self._pa_aware and contig)
-            bs_range, seq_range = rng(bs_p, contiguous_at_init), rng(seq_p, contiguous_at_init)
+            def rng(c, contig, phase, dim):
+                return _exp_range(*c, end_at_max=self._pa_aware and contig, name=_var(phase, dim, "LIMIT"))
+            bs_range = rng(bs_p, contiguous_at_init, "PROMPT", "BS")
+            seq_range = rng(seq_p, contiguous_at_init, "PROMPT", "SEQ")
             self._prompt(plan, bs_range, seq_range, T, L, bs_p, seq_p)
         else:
             bs_range, seq_range = (self._linear_range(c, "PROMPT", d) for c, d in ((bs_p, "BS"), (seq_p, "SEQ")))
@@ -200,7 +203,8 @@ class Extension2DProfile(ReleaseProfile):
             decode = []
         elif strategy == EXPONENTIAL:
             # Decode blocks always span up to num_hpu_blocks; the limit stays the one derived above.
-            bs_range, blk_range = rng(bs_d, contiguous), rng((*blk_d[:2], N, blk_d[3]), contiguous)
+            bs_range = rng(bs_d, contiguous, "DECODE", "BS")
+            blk_range = rng((*blk_d[:2], N, blk_d[3]), contiguous, "DECODE", "BLOCK")
             decode = [(bs, b) for bs in bs_range for b in blk_range]
         else:
             decode = self._linear_decode(plan, env, bs_d, blk_d, N, contiguous)
@@ -264,8 +268,6 @@ class Extension2DProfile(ReleaseProfile):
             name = _var(phase, dim, "LIMIT")
             default = math.ceil(math.log2(hi)) + 1
             limit, source = env_int(env, name, default)
-            if limit < 1:
-                raise BucketConfigError(f"{name}={limit}: num_buckets must be a positive integer", name)
             plan.log_lines.append(f"{name}={limit} (default: {default})")
             plan.settings.append(Setting(name, limit, source))
             cfgs[phase, dim] = [lo, step, hi, limit]
@@ -289,9 +291,6 @@ class Extension2DProfile(ReleaseProfile):
     @staticmethod
     def _linear_range(c, phase: str, dim: str, hi_name: str | None = None) -> list[int]:
         label = f"VLLM_{phase}_{dim}_BUCKET"
-        if c[0] < 1:
-            # Upstream's ramp-up (min, 2*min, ...) never terminates for min <= 0: the server hangs.
-            raise BucketConfigError(f"{label}_MIN={c[0]}: must be >= 1 (upstream loops forever)", f"{label}_MIN")
         if hi_name and c[0] > c[2]:
             raise BucketConfigError(
                 f"{label}_MIN={c[0]} is greater than {hi_name}={c[2]}: Min. batch size cannot be greater "

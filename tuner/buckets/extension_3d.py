@@ -1,10 +1,12 @@
 """3-D bucketing of vllm-hpu-extension's `HPUBucketingManager`, as driven by the vllm-fork v0 runner.
 
-Two releases share this code and differ only in the `_Version` flags below:
+Three releases share this code and differ only in the `_Version` flags below:
 
 * fork-1.22: vllm-fork v0.9.0.1+Gaudi-1.22.0, extension 8211e0b;
 * fork-main: vllm-fork habana_main, extension main 7717587 (the fork pins f1d9275, absent from our
-  snapshot; the bucketing code is unchanged since b7ce4ba).
+  snapshot; the bucketing code is unchanged since b7ce4ba);
+* fork-1.23: vllm-fork v1.23.0 (6ecf39ca), the same extension pin as habana_main; its runner generates
+  the prompt buckets of pooling models at warm-up (#2098), which 1.22 and habana_main never do.
 
 Prompt buckets are (bs, query_len, ctx_blocks), decode buckets (bs, 1, num_blocks); the runner asks for
 them after memory profiling, so the decode block range ends at num_hpu_blocks (N). Exponential is the
@@ -80,6 +82,9 @@ class _Version:
     dedup_prompt: bool
     # How the config framework rejects an invalid VLLM_BUCKETING_STRATEGY (it validates but never uses it).
     strategy_error: str
+    # Pooling models: the v0 engine skips initialize_cache, where 1.22 / habana_main generate every bucket,
+    # so they warm up empty lists; 1.23 generates the prompt buckets in warmup_model (vllm-fork #2098).
+    pooling_prompt_buckets: bool = False
 
 
 class Extension3DProfile(ReleaseProfile):
@@ -132,6 +137,11 @@ class Extension3DProfile(ReleaseProfile):
         plan.state = {"max_num_batched_tokens": cfg.max_num_batched_tokens,
                       "num_hpu_blocks": cfg.num_hpu_blocks, "sliding": ctx.sliding}
         ctx.engine_settings()
+        if cfg.pooling and not self.v.pooling_prompt_buckets:
+            ctx.setting("pooling", True, USER, _NO_POOLING_BUCKETS)
+            plan.warnings.append(f"pooling model on {self.name}: {_NO_POOLING_BUCKETS}")
+            self._ignored(cfg.env, strategy, plan)
+            return plan
         prompt, omitted = (self._exp_prompt if strategy == EXPONENTIAL else self._linear_prompt)(ctx)
         if ctx.sliding:  # the manager drops long queries that are not a multiple of the slice size
             thld, size = ctx.sliding
@@ -188,12 +198,13 @@ class Extension3DProfile(ReleaseProfile):
         bs_cfg = ctx.read_linear("decode", "BS", 1, 32, cfg.max_num_seqs)
         blk_cfg = ctx.read_linear("decode", "BLOCK", cfg.block_size, cfg.block_size, n)
         ctx.log(f"Decode bucket config (min, step, max_warmup) bs:{bs_cfg}, blocks:{blk_cfg}")
+        bs_values = _linear_range(bs_cfg, "VLLM_DECODE_BS_BUCKET")  # upstream's order: bs, then blocks
         blocks = _linear_range(blk_cfg, "VLLM_DECODE_BLOCK_BUCKET")
         # Contiguous PA addresses blocks by id, so unless the user fixed the max, N itself is a bucket.
         if ctx.cpa and "VLLM_DECODE_BLOCK_BUCKET_MAX" not in cfg.env and n not in blocks:
             blocks.append(n)
         buckets = []
-        for bs in _linear_range(bs_cfg, "VLLM_DECODE_BS_BUCKET"):
+        for bs in bs_values:
             for b in blocks:
                 if bs > b:  # more sequences than blocks cannot happen
                     continue
@@ -370,11 +381,13 @@ class _Context:
             self.plan.log_lines += overwritten
 
 
+_NO_POOLING_BUCKETS = ("no buckets: the v0 engine skips initialize_cache for pooling models, the only place this "
+                       "release generates them; warm-up runs on empty lists and every shape compiles at first use "
+                       "(fork 1.23 generates the prompt buckets at warm-up)")
+
+
 def _linear_range(cfg, name: str) -> list[int]:
     lo, step, hi = cfg
-    if lo < 1 and lo <= hi and lo < step:
-        # The release's ramp-up (min, 2*min, ...) never reaches step from min <= 0: warm-up hangs.
-        raise BucketConfigError(f"{name}_MIN={lo}: must be >= 1 (the release would loop forever)", f"{name}_MIN")
     return linear_range(lo, step, hi, name=name)
 
 
@@ -482,4 +495,15 @@ _E771 = _Version(
     strategy_error="bucketing_strategy: {value} is not in allowed options: [exponential_bucketing, linear_bucketing]!",
 )
 
-PROFILES: list[ReleaseProfile] = [Extension3DProfile(_E821), Extension3DProfile(_E771)]
+_F123 = _Version(
+    name="fork-1.23",
+    upstream="HabanaAI/vllm-hpu-extension@f1d9275 (bucketing as main 7717587d178061aaab7498c077b41501944bb288), "
+             "used by HabanaAI/vllm-fork v1.23.0 (6ecf39ca9354a4fb83789cc31aa7bb5ec35541df)",
+    aliases=("fork-1.23.0",),
+    linear_ctx_overshoot=False,
+    dedup_prompt=True,
+    strategy_error=_E771.strategy_error,
+    pooling_prompt_buckets=True,
+)
+
+PROFILES: list[ReleaseProfile] = [Extension3DProfile(_E821), Extension3DProfile(_E771), Extension3DProfile(_F123)]

@@ -44,7 +44,7 @@ _OTHER_BUCKET_SWITCHES = ("VLLM_CONTIGUOUS_PA", "VLLM_MERGED_PREFILL")
 
 
 def _round_up(value: int, k: int) -> int:
-    return -(-value // k) * k
+    return (value + k - 1) // k * k  # upstream's formula (a negative STEP rounds it differently)
 
 
 def _pow2_at_least(value: int) -> int:
@@ -127,14 +127,7 @@ class _ForkProfile(ReleaseProfile):
 
     def _range(self, triple: list[int], prefix: str) -> list[int]:
         lo, step, hi = triple
-        values = linear_range(lo, step, hi, drop_below_min=self.drop_below_min, name=prefix)
-        if lo < 1:
-            # Upstream doubles MIN until it reaches STEP: from 0 or below it never gets there.
-            raise BucketConfigError(
-                f"{prefix}_MIN={lo} must be >= 1: {self.name} would loop forever building the range",
-                f"{prefix}_MIN",
-            )
-        return values
+        return linear_range(lo, step, hi, drop_below_min=self.drop_below_min, name=prefix)
 
     # -- padding helpers ------------------------------------------------------------------------
     def _pad_value(self, value: int, triple: list[int]) -> int:
@@ -292,9 +285,10 @@ class Fork118(_ForkProfile):
             prompt, omitted = sorted(candidates, key=_tokens_key), []
 
         # Decode: no more blocks than sequences, and nothing beyond the KV cache rounded up to STEP.
-        last = _round_up(n_blocks, dblk[1])
+        # Upstream's order: both ranges (a STEP of 0 fails in range()), then the cap.
         dbs_values = self._range(dbs, "VLLM_DECODE_BS_BUCKET")
         block_values = self._range(dblk, "VLLM_DECODE_BLOCK_BUCKET")
+        last = _round_up(n_blocks, dblk[1])
         decode = sorted(((b, k) for b in dbs_values for k in block_values if b <= k <= last), key=_tokens_key)
         if cfg.lora:
             # The runner's LoRA check keeps bs * second dimension <= max_num_batched_tokens, on both lists:

@@ -15,7 +15,7 @@ from . import ReleaseProfile, get_profile
 
 FORK_2024 = ("fork-1.17", "fork-1.18")
 FORK_RATIO_ERA = ("fork-1.17", "fork-1.18", "fork-1.19", "fork-1.20", "fork-1.21.0", "fork-1.21.2")
-FORK_ALL = FORK_RATIO_ERA + ("fork-1.22", "fork-main")
+FORK_ALL = FORK_RATIO_ERA + ("fork-1.22", "fork-main", "fork-1.23")
 GAUDI_ALL = ("gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main")
 
 
@@ -50,7 +50,7 @@ def runtime_variables(profile: ReleaseProfile | str) -> list[RuntimeVariable]:
         ]
     # Lazy mode (HPU graphs) is the fork's default; vllm-gaudi and fork main document eager/torch.compile.
     out.append(
-        RuntimeVariable("PT_HPU_LAZY_MODE", "0" if name in GAUDI_ALL + ("fork-main",) else "1",
+        RuntimeVariable("PT_HPU_LAZY_MODE", "0" if name in GAUDI_ALL + ("fork-main", "fork-1.23") else "1",
                         "1: lazy mode with HPU graphs")
     )
     if name not in FORK_2024:
@@ -61,6 +61,10 @@ def runtime_variables(profile: ReleaseProfile | str) -> list[RuntimeVariable]:
                 "contiguous paged attention (decode buckets capped by the KV block count)",
             )
         )
+    if name == "fork-1.23":  # vllm-fork v1.23.0 hpu_model_runner.py warmup_scenario (from #1997)
+        out.append(RuntimeVariable("VLLM_WARMUP_WITH_PENALTY", "0",
+                                   "1: warm-up requests sample with presence penalty, top-p and temperature, so "
+                                   "the sampler's penalty graphs are compiled before serving"))
     out.append(RuntimeVariable("PT_HPU_RECIPE_CACHE_CONFIG", None, "graph recipe cache: <path>,<delete>,<max_MB>"))
     return out
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import math
+import re
 import socket
 import sys
 import urllib.parse
@@ -23,6 +25,57 @@ def parse_env_pairs(pairs: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--env expects NAME=VALUE, got {pair!r}")
         env[name] = value
     return env
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|min|ms|m|s)")
+_UNIT_S = {"h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+DURATION_HELP = "seconds, or a duration such as 90s, 4m, 1h30m"
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from `240`, `90s`, `4m`, `1h30m`, `1.5h`, `500ms`: the one parser of every duration flag.
+    A plain number is seconds (a negative one passes, for the flag's own range check to name)."""
+    raw = str(text).strip().lower()
+    try:
+        value = float(raw)
+    except ValueError:
+        pos, total = 0, 0.0
+        for match in _DURATION_PART.finditer(raw):
+            if match.start() != pos:
+                break
+            total += float(match.group(1)) * _UNIT_S[match.group(2)]
+            pos = match.end()
+        if pos != len(raw) or not raw:
+            raise ValueError(f"{text!r} is not a duration; give seconds or e.g. 90s, 4m, 1h30m") from None
+        return total
+    if math.isnan(value):
+        raise ValueError(f"{text!r} is not a duration; give seconds or e.g. 90s, 4m, 1h30m")
+    return value
+
+
+def duration(text: str) -> float:
+    """argparse type for a duration flag (parse_duration)."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_allow_unknown(p) -> None:
+    from ..buckets.names import ALLOW_UNKNOWN_HELP
+
+    p.add_argument("--allow-unknown", action="store_true", help=ALLOW_UNKNOWN_HELP)
+
+
+def check_env_names(names, releases, where: str, args) -> list[str]:
+    """The one resolver (tuner/buckets/names.py) on the variables a command was given: an unknown name is
+    a usage error with a suggestion (unless --allow-unknown); the warnings are returned for the caller to show."""
+    from ..buckets.names import UnknownVariableError, check_names
+
+    try:
+        return check_names(names, releases, where=where, allow_unknown=bool(getattr(args, "allow_unknown", False)))
+    except UnknownVariableError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict[str, float]:

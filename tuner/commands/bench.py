@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import UsageError, check_reachable, parse_key_values, prepare_output
+from . import DURATION_HELP, UsageError, check_reachable, duration, parse_key_values, prepare_output
 
 DIFFERENCES = ("Differences from vllm bench serve, on purpose: completions prompts are token-id lists of exact "
                "lengths (the vocabulary comes from --tokenizer/--model read offline, else from the server); "
@@ -47,12 +47,13 @@ def register(sub) -> None:
     s.add_argument("--header", nargs="*", metavar="KEY=VALUE", help="extra request headers")
     s.add_argument("--model", help="model id (default: the server's first model from /v1/models)")
     s.add_argument("--served-model-name", help="the name sent in requests (default: --model)")
-    s.add_argument("--ready-check-timeout-sec", type=int, default=0,
-                   help="retry the first request until it succeeds, up to this long (0: no check)")
+    s.add_argument("--ready-check-timeout-sec", type=lambda t: int(duration(t)), default=0,
+                   help=f"retry the first request until it succeeds, up to this long (0: no check; {DURATION_HELP})")
     s.add_argument("--request-id-prefix", help="x-request-id prefix (default: bench-<8 random hex>-)")
     s.add_argument("--ignore-eos", action="store_true", help="send ignore_eos (always on for token-id datasets)")
     s.add_argument("--no-ignore-eos", action="store_true", help="ours: do not send ignore_eos")
-    s.add_argument("--request-timeout", type=float, default=1800.0, help="ours: seconds per request")
+    s.add_argument("--request-timeout", type=duration, default=1800.0, metavar="S",
+                   help=f"ours: per request ({DURATION_HELP}; default 30m)")
     s.add_argument("--trust-remote-code", action="store_true",
                    help="accepted for vLLM's command lines; no code is ever loaded (tokenizer.json only)")
     s.add_argument("--tokenizer-mode", default="auto", help="accepted for vLLM's command lines; tokenizer.json is read")
@@ -93,9 +94,10 @@ def register(sub) -> None:
 
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (vllm bench serve names)")
-    g.add_argument("--dataset-name", choices=("random", "fixed", "trace", "timed_trace", "sharegpt", "custom"),
-                   default="random", help="fixed and trace are ours (trace: CSV/JSONL of input_len, output_len"
-                                          "[, timestamp]); timed_trace is vLLM's JSONL (hash_ids too)")
+    g.add_argument("--dataset-name", default="random", metavar="NAME",
+                   help="random, fixed, trace, timed_trace, sharegpt or custom; fixed and trace are ours (trace: "
+                        "CSV/JSONL of input_len, output_len[, timestamp]); timed_trace is vLLM's JSONL (hash_ids "
+                        "too); vLLM's sonnet, burstgpt, hf, ... are refused with the reason and an equivalent")
     g.add_argument("--dataset-path", type=Path, help="the dataset file (local)")
     g.add_argument("--num-prompts", type=int, help="requests (default 1000; a trace: all of it)")
     g.add_argument("--input-len", type=int, help="alias of --random-input-len")

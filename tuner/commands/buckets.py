@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
-from ..buckets import ServerConfig, get_profile, profiles
+from ..buckets import DEFAULT, USER, ServerConfig, Setting, get_profile, profiles
 from ..buckets.base import STRATEGIES
-from . import parse_env_pairs
+from ..buckets.coverage import coverage_warnings
+from ..buckets.release_flag import add_release
+from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs
+from .offline import add_model_flags, check_model_flags, predict, warmup_text
 
 
 def register(sub) -> None:
@@ -19,16 +24,20 @@ def _add_buckets(sub):
         "buckets",
         help="list the buckets a vLLM-on-Gaudi release builds for a configuration",
         description="Compute exactly the prompt and decode buckets a release builds (and warms up) "
-        "for a server configuration, with the settings it resolves and the warnings it prints.",
+        "for a server configuration, with the settings it resolves and the warnings it prints; the KV blocks "
+        "and the warm-up the performance model predicts for --model-shape on --device (with a band); and "
+        "whether the buckets cover max_model_len and the worst-case decode context. Nothing is booted.",
     )
-    p.add_argument("--profile", required=True, help="release profile, e.g. fork-1.21.2, fork-1.22, gaudi-main")
+    add_release(p, "the release profile (required), e.g. fork-1.21.2, fork-1.22, gaudi-main (bucket-tuner profiles)")
     p.add_argument("--strategy", choices=STRATEGIES,
                    help="force a strategy (default: what the release picks from --env)")
     p.add_argument("--block-size", type=int, default=128)
     p.add_argument("--max-num-seqs", type=int, required=True)
     p.add_argument("--max-model-len", type=int, required=True)
     p.add_argument("--max-num-batched-tokens", type=int, required=True)
-    p.add_argument("--num-hpu-blocks", type=int, required=True, help="KV blocks the server allocates (from its log)")
+    p.add_argument("--num-hpu-blocks", type=int, metavar="N",
+                   help="override the KV block count (default: what the performance model predicts; a server "
+                        "log says it, e.g. `explain` shows it)")
     p.add_argument("--max-num-prefill-seqs", type=int, help="fork only: --max-num-prefill-seqs")
     pc = p.add_mutually_exclusive_group()
     pc.add_argument("--prefix-caching", dest="prefix_caching", action="store_true", default=None)
@@ -44,6 +53,11 @@ def _add_buckets(sub):
     m.add_argument("--skip-decode-block-clamp", action="store_true",
                    help="vllm-gaudi main: hybrid/GDN/mamba/interleaved-SWA models keep the full decode block range")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="a VLLM_* variable as the server sees it")
+    p.add_argument("--bucket-file", metavar="F",
+                   help="the buckets listed in file F (the same as --env VLLM_BUCKETING_FROM_FILE=F; "
+                        "vllm-gaudi v0.15.1 and later read it)")
+    add_allow_unknown(p)
+    add_model_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--log-lines", action="store_true", help="print the bucket lines the release logs")
     p.set_defaults(func=cmd_buckets)
@@ -56,15 +70,42 @@ def _shape_ranges(buckets) -> str:
     return " x ".join(f"{min(b[i] for b in buckets)}..{max(b[i] for b in buckets)}" for i in range(dims))
 
 
+def _env_with_bucket_file(profile, env: dict[str, str], bucket_file: str | None) -> dict[str, str]:
+    """--bucket-file F as the env variable, refused where the release never reads bucket files."""
+    from ..buckets.runtime import reads_variable
+    from ..space.schema import BUCKET_FILE_VARIABLE
+
+    if bucket_file is None:
+        return env
+    if BUCKET_FILE_VARIABLE in env and env[BUCKET_FILE_VARIABLE] != bucket_file:
+        raise UsageError(f"--bucket-file {bucket_file} and --env {BUCKET_FILE_VARIABLE}={env[BUCKET_FILE_VARIABLE]} "
+                         "name two files; give one")
+    readers = [p.name for p in profiles().values() if reads_variable(p, BUCKET_FILE_VARIABLE)]
+    if profile.name not in readers:
+        raise UsageError(f"--bucket-file {bucket_file}: {profile.name} cannot read bucket files "
+                         f"({BUCKET_FILE_VARIABLE} is not read there); profiles that do: {', '.join(readers)}")
+    if not Path(bucket_file).is_file():
+        raise UsageError(f"--bucket-file {bucket_file}: " + ("not a file" if Path(bucket_file).exists()
+                                                             else "file not found"))
+    return {**env, BUCKET_FILE_VARIABLE: bucket_file}
+
+
 def cmd_buckets(args) -> int:
-    profile = get_profile(args.profile)
+    if args.release is None:
+        raise UsageError("--release is required, e.g. --release fork-1.21.2 (bucket-tuner profiles lists them)")
+    profile = get_profile(args.release)
+    env = _env_with_bucket_file(profile, parse_env_pairs(args.env), args.bucket_file)
+    name_warnings = check_env_names(env, profile.name, "--env", args)
+    check_model_flags(args)
+    if args.num_hpu_blocks is not None and args.num_hpu_blocks < 1:
+        raise UsageError(f"--num-hpu-blocks must be a positive integer, got {args.num_hpu_blocks}")
     cfg = ServerConfig(
         block_size=args.block_size,
         max_num_seqs=args.max_num_seqs,
         max_model_len=args.max_model_len,
         max_num_batched_tokens=args.max_num_batched_tokens,
-        num_hpu_blocks=args.num_hpu_blocks,
-        env=parse_env_pairs(args.env),
+        num_hpu_blocks=args.num_hpu_blocks or 1,  # replaced below by the given or predicted count
+        env=env,
         prefix_caching=args.prefix_caching,
         max_num_prefill_seqs=args.max_num_prefill_seqs,
         lora=args.lora,
@@ -75,7 +116,13 @@ def cmd_buckets(args) -> int:
         decode_block_size=args.decode_block_size,
         skip_decode_block_clamp=args.skip_decode_block_clamp,
     )
+    pred = predict(profile.name, cfg, args)
+    blocks, kv_source = kv_blocks(args, pred, cfg)
+    cfg = replace(cfg, num_hpu_blocks=blocks)
     plan = profile.build(cfg, args.strategy)
+    plan.warnings[:0] = name_warnings
+    plan.warnings += coverage_warnings(plan, cfg, profile.engine)
+    plan.settings = _label_given(plan.settings, args, kv_source)
     if args.json:
         out = {
             "profile": plan.profile,
@@ -86,6 +133,8 @@ def cmd_buckets(args) -> int:
             "counts": {"prompt": len(plan.prompt), "decode": len(plan.decode),
                        "omitted_prompt": len(plan.omitted_prompt)},
             "unified": [list(b) for b in plan.unified],
+            "kv_blocks": {"value": blocks, "source": kv_source},
+            "prediction": pred.to_json(),
             "settings": [{"name": s.name, "value": s.value, "source": s.source, "note": s.note} for s in plan.settings],
             "warnings": plan.warnings,
         }
@@ -107,6 +156,10 @@ def cmd_buckets(args) -> int:
     print(f"decode buckets: {len(plan.decode):>6}  {dshape} ranges {_shape_ranges(plan.decode)}")
     if plan.decode:
         print(f"  largest padded decode: {tuple(max(plan.decode, key=lambda b: (b[0], b[-1])))}")
+    print(f"KV blocks: {blocks:,} ({kv_source})")
+    print(f"warm-up: {warmup_text(pred)}")
+    if kv_source != "predicted" and pred.kv_blocks and _differs(profile, cfg, pred.kv_blocks, plan, args.strategy):
+        print(f"  (predicted for the model's own {pred.kv_blocks:,} KV blocks; the buckets above use {blocks:,})")
     print("settings:")
     for s in plan.settings:
         note = f"  # {s.note}" if s.note else ""
@@ -120,9 +173,50 @@ def cmd_buckets(args) -> int:
     return 0
 
 
+def kv_blocks(args, pred, cfg: ServerConfig) -> tuple[int, str]:
+    """The KV block count the buckets are built for, and where it comes from."""
+    import math
+
+    if args.num_hpu_blocks is not None:
+        return args.num_hpu_blocks, "given: --num-hpu-blocks"
+    if pred.kv_blocks:
+        return pred.kv_blocks, "predicted"
+    enough = cfg.max_num_seqs * math.ceil(cfg.max_model_len / cfg.block_size)
+    return enough, ("assumed: enough for every sequence at max_model_len; the model predicts no KV cache "
+                    f"({pred.failure}); give --num-hpu-blocks")
+
+
+def _differs(profile, cfg: ServerConfig, blocks: int, plan, strategy) -> bool:
+    """Whether the buckets at `blocks` KV blocks differ from `plan` (the warm-up was predicted for those)."""
+    try:
+        other = profile.build(replace(cfg, num_hpu_blocks=blocks), strategy)
+    except ValueError:
+        return True
+    return (other.prompt, other.decode, other.unified) != (plan.prompt, plan.decode, plan.unified)
+
+
+def _label_given(settings: list[Setting], args, kv_source: str) -> list[Setting]:
+    """A value the user passed on the command line is never shown as "(default)"."""
+    given = {"num_hpu_blocks": args.num_hpu_blocks, "prefix_caching": args.prefix_caching,
+             "max_num_prefill_seqs": args.max_num_prefill_seqs, "max_num_seqs": args.max_num_seqs,
+             "max_model_len": args.max_model_len, "max_num_batched_tokens": args.max_num_batched_tokens,
+             "block_size": args.block_size}
+    out = []
+    for s in settings:
+        if s.name == "num_hpu_blocks" and s.source == DEFAULT:
+            s = replace(s, source=kv_source.split(":")[0])
+        elif s.source == DEFAULT and given.get(s.name) is not None and given[s.name] == s.value:
+            s = replace(s, source=USER)
+        out.append(s)
+    return out
+
+
 def cmd_profiles(args) -> int:
     for p in profiles().values():
-        alias = f" (alias {', '.join(p.aliases)})" if p.aliases else ""
+        plain = [a for a in p.aliases if a not in p.alias_notes]
+        alias = f" (alias {', '.join(plain)})" if plain else ""
         print(f"{p.name:<14} strategies: {', '.join(p.strategies):<36} default: {p.default_strategy:<12} "
               f"{p.upstream}{alias}")
+        for name, why in p.alias_notes.items():
+            print(f"{name:<14} alias of {p.name}: {why}")
     return 0

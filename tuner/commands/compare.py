@@ -1,4 +1,4 @@
-"""`bucket-tuner compare --releases BASE OTHER`: the bucket sets two releases build from the same settings,
+"""`bucket-tuner compare --release BASE OTHER`: the bucket sets two releases build from the same settings,
 diffed offline (tuner/results/releasediff.py). The settings come from an env file (`--env-file best.env`, its
 `# vllm serve flags:` header line included), from a study's balanced pick or `--trial N` (the study
 given as the positional), or from flags; --env and the server flags given here override them."""
@@ -10,20 +10,22 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ..buckets.release_flag import add_release
 from ..results.export import FLAGS_HEADER
-from . import UsageError, parse_env_pairs
+from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs
 
 _SERVER_FLAGS = ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size")
 
 
 def add_release_flags(p) -> None:
     g = p.add_argument_group("release diff (offline: nothing is booted)")
-    g.add_argument("--releases", nargs=2, metavar=("BASE", "OTHER"),
-                   help="diff the buckets these two release profiles build from the same settings, e.g. "
-                        "--releases fork-1.21.2 gaudi-main; the settings: --env-file, or the balanced pick "
-                        "(--trial N) of the one STUDY given, or the flags below")
+    add_release(g, "diff the buckets these two release profiles build from the same settings, e.g. "
+                   "--release fork-1.21.2 gaudi-main; the settings: --env-file, or the balanced pick "
+                   "(--trial N) of the one STUDY given, or the flags below", aliases=("--releases",), nargs=2,
+                metavar=("BASE", "OTHER"), dest="releases")
     g.add_argument("--env-file", type=Path, metavar="FILE", help="an env file (e.g. an export's best.env)")
     g.add_argument("--env", action="append", metavar="NAME=VALUE", help="a variable (overrides the file's)")
+    add_allow_unknown(g)
     g.add_argument("--trial", type=int, metavar="N", help="with a STUDY: this trial instead of the balanced pick")
     for name in _SERVER_FLAGS:
         g.add_argument("--" + name.replace("_", "-"), type=int, dest=name)
@@ -40,10 +42,11 @@ def refuse_release_flags(args) -> None:
     given = [flag for flag, value in (("--env-file", args.env_file), ("--env", args.env), ("--trial", args.trial),
                                       ("--num-hpu-blocks", args.num_hpu_blocks), ("--device", args.device),
                                       ("--model-shape", args.model_shape), ("--json", args.json or None),
+                                      ("--allow-unknown", args.allow_unknown or None),
                                       *((f"--{n.replace('_', '-')}", getattr(args, n)) for n in _SERVER_FLAGS))
              if value is not None]
     if given:
-        raise UsageError(f"{given[0]} is for the release diff: add --releases BASE OTHER")
+        raise UsageError(f"{given[0]} is for the release diff: add --release BASE OTHER")
 
 
 def read_env_file(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
@@ -84,13 +87,13 @@ def _from_study(study, trial) -> tuple[dict[str, str], dict[str, Any], dict[str,
 
 
 def check_release_args(args) -> None:
-    """What --releases refuses before anything is read."""
+    """What --release BASE OTHER refuses before anything is read."""
     from ..buckets import BucketConfigError, get_profile
 
     if len(args.studies) > 1:
-        raise UsageError(f"--releases diffs one configuration: give at most one STUDY, got {len(args.studies)}")
+        raise UsageError(f"--release diffs one configuration: give at most one STUDY, got {len(args.studies)}")
     if args.html:
-        raise UsageError("--html is for comparing studies; --releases prints its diff (or --json)")
+        raise UsageError("--html is for comparing studies; --release prints its diff (or --json)")
     if args.trial is not None and not args.studies:
         raise UsageError(f"--trial {args.trial} needs the STUDY it belongs to")
     if args.studies and args.env_file:
@@ -99,7 +102,7 @@ def check_release_args(args) -> None:
         try:
             get_profile(name)
         except BucketConfigError as exc:
-            raise UsageError(f"--releases: {exc}") from None
+            raise UsageError(f"--release: {exc}") from None
 
 
 def cmd_release_diff(args, study=None, trial=None) -> int:
@@ -111,12 +114,16 @@ def cmd_release_diff(args, study=None, trial=None) -> int:
     server: dict[str, Any] = {}
     model: dict[str, str] = {}
     source = "flags"
+    warnings: list[str] = []
     if trial is not None:
         env, server, model, source = _from_study(study, trial)
     elif args.env_file:
         env, server = read_env_file(args.env_file)
         source = str(args.env_file)
-    env.update(parse_env_pairs(args.env))
+        warnings += check_env_names(env, args.releases, f"--env-file {args.env_file}:", args)
+    given = parse_env_pairs(args.env)
+    warnings += check_env_names(given, args.releases, "--env", args)
+    env.update(given)
     for name in _SERVER_FLAGS:
         value = getattr(args, name)
         if value is not None:
@@ -138,8 +145,10 @@ def cmd_release_diff(args, study=None, trial=None) -> int:
             raise UsageError(f"--model-shape: {exc}") from None
     diff = diff_releases(*args.releases, server, env, args.num_hpu_blocks, **model)
     if args.json:
-        print(json.dumps(diff_json(diff, source)))
+        print(json.dumps({**diff_json(diff, source), "name_warnings": warnings}))
     else:
+        for w in warnings:
+            print(f"warning: {w}")
         print_release_diff(diff, source)
     return 0
 
@@ -191,8 +200,10 @@ def print_release_diff(diff, source: str, console=None) -> None:
     plan_row("decode buckets", lambda x: str(len(x.plan.decode)))
     if any(x.plan is not None and x.plan.unified for x in (a, b)):
         plan_row("unified buckets", lambda x: str(len(x.plan.unified)))
-    t.add_row("predicted warmup", *[display.seconds(x.predicted.get("warmup_s")) if "warmup_s" in x.predicted
-                                    else x.predicted.get("failure", "-") for x in (a, b)])
+    t.add_row("predicted warmup (2-sd range)", *[
+        display.band(x.predicted["warmup_s"], x.predicted.get("warmup_low_s"), x.predicted.get("warmup_high_s"),
+                     source=x.predicted.get("warmup_from")) if "warmup_s" in x.predicted
+        else x.predicted.get("failure", "-") for x in (a, b)])
     for key in ("prompt_graphs", "decode_graphs"):
         t.add_row(f"predicted {key.replace('_', ' ')}", *[str(x.predicted.get(key, "-")) for x in (a, b)])
     console.print(t)

@@ -29,9 +29,13 @@ def register(sub) -> None:
     p.add_argument("--output-len", type=int, help="typical output length of your traffic (for the calculator)")
     m = p.add_argument_group("performance model (optional: predictions calibrated with this log, as "
                              "`tune --calibrate-from` would make them)")
-    m.add_argument("--model-shape", help="the served model's shape, e.g. llama-3.1-8b (see tune --model-shape)")
-    m.add_argument("--device", default="gaudi2", choices=("gaudi2", "gaudi3"))
+    m.add_argument("--model-shape", help="the served model: a table shape (llama-3.1-8b, llama-3.1-70b) or any "
+                   "model name, sized from the name (e.g. Qwen/Qwen2.5-32B-Instruct: a generic 32B shape)")
+    m.add_argument("--device", choices=("gaudi2", "gaudi3"),
+                   help="default: the device the log's memory lines show, else gaudi2")
     m.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    m.add_argument("--tensor-parallel-size", type=int,
+                   help="default: the tensor_parallel_size of the log's engine settings, else 1")
     p.set_defaults(func=cmd_explain)
 
 
@@ -39,6 +43,43 @@ def _positive(name: str, value):
     if value is not None and value <= 0:
         raise UsageError(f"{name} must be a positive integer, got {value}")
     return value
+
+
+def _model_advice(x, lines: list[str], args) -> None:
+    """Predict the alternatives with the performance model calibrated with this log: the device and the
+    tensor-parallel size the log shows unless given, a generic shape for a model the tables lack."""
+    from ..perfmodel.hardware import DEVICES, shape_for
+    from ..study.logcalibration import LogCalibrationError, model_advice
+
+    name = args.model_shape.strip()
+    if not name:
+        raise UsageError("--model-shape is empty: give a table shape (llama-3.1-8b) or a model name")
+    shape = shape_for(name)
+    facts = x.server
+    device = args.device or (facts.device if facts.device in DEVICES else None)
+    if device is None:
+        device = "gaudi2"
+        x.advice.assumptions.append("device gaudi2 (the log does not show one; pass --device)")
+    tp = _positive("--tensor-parallel-size", args.tensor_parallel_size)
+    if tp is None:
+        tp = facts.tp if facts.tp_exact else 1
+        if not facts.tp_exact:
+            seen = f"; the paste shows {facts.tp_evidence}" if facts.tp else ""
+            x.advice.assumptions.append(f"tensor-parallel size 1 (not in the log's settings{seen}; pass "
+                                        "--tensor-parallel-size)")
+    assumed_len = (x.advice.server or {}).get("max_model_len")   # what explain read or assumed (shown)
+    server = {"block_size": args.block_size, "max_model_len": args.max_model_len or facts.max_model_len or assumed_len,
+              "max_num_batched_tokens": args.max_num_batched_tokens, "tensor_parallel_size": tp}
+    try:
+        model_advice(x, lines, device, name, args.dtype, {k: v for k, v in server.items() if v is not None})
+    except LogCalibrationError as exc:
+        x.advice.notes.append(f"no model prediction: {exc}")
+        return
+    if x.advice.predicted_by.startswith("the performance model"):
+        what = (f"a generic {shape.params / 1e9:.0f}B shape sized from the name {name!r}" if shape.generic
+                else name)
+        x.advice.predicted_by = (f"the performance model ({device}, {what}, {args.dtype}, TP {tp}) "
+                                 "calibrated with this log")
 
 
 def cmd_explain(args) -> int:
@@ -61,19 +102,8 @@ def cmd_explain(args) -> int:
         # errors="replace": a log cut mid-character or holding binary junk is still read
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     x = explain(lines, source=args.log, advise_opts=opts)
-    if args.model_shape:
-        from ..perfmodel.hardware import MODELS
-        from ..study.logcalibration import LogCalibrationError, model_advice
-
-        if args.model_shape not in MODELS:
-            raise UsageError(f"--model-shape {args.model_shape!r} is unknown; known: {', '.join(sorted(MODELS))}")
-        server = {"block_size": args.block_size, "max_model_len": args.max_model_len,
-                  "max_num_batched_tokens": args.max_num_batched_tokens}
-        try:
-            model_advice(x, lines, args.device, args.model_shape, args.dtype,
-                         {k: v for k, v in server.items() if v is not None})
-        except LogCalibrationError as exc:
-            x.advice.notes.append(f"no model prediction: {exc}")
+    if args.model_shape is not None:
+        _model_advice(x, lines, args)
     if args.json:
         print(json.dumps(to_json(x), indent=2))
     else:

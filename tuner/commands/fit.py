@@ -2,21 +2,47 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import sys
+import textwrap
 from pathlib import Path
 
+from ..buckets.release_flag import add_release
 from . import UsageError, check_folder, prepare_output
+
+TRACE_FORMAT = """\
+trace format (--dataset-path FILE): one request per row, in send order.
+  CSV (.csv) with a header row, or JSON Lines (.jsonl, one object per line).
+  columns: input_len, output_len (tokens, required); timestamp (seconds, optional:
+  every row or none, non-decreasing). vLLM's timed_trace JSONL is read too
+  (input_length, output_length, timestamp, hash_ids).
+
+example trace.csv:
+  input_len,output_len,timestamp
+  812,128,0.0
+  1930,256,0.4
+  402,64,0.9
+
+example trace.jsonl:
+  {"input_len": 812, "output_len": 128}
+  {"input_len": 1930, "output_len": 256}
+
+  bucket-tuner fit --dataset-path trace.csv --max-concurrency 32 -o buckets.txt
+"""
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "fit",
         help="buckets fitted to a workload: least expected padding for each bucket count",
-        description="Computes, per phase, the bucket boundaries that minimise the expected padded tokens of "
-        "the workload for each number of buckets (exact dynamic programme), prints the waste-vs-count curve, "
-        "and writes a vllm-gaudi bucket file (VLLM_BUCKETING_FROM_FILE). For releases without file support "
-        "it gives the linear MIN/STEP/MAX that come closest and the waste each costs.",
+        description=textwrap.fill(
+            "Computes, per phase, the bucket boundaries that minimise the expected padded tokens of the workload "
+            "for each number of buckets (exact dynamic programme), prints the waste-vs-count curve, and writes a "
+            "vllm-gaudi bucket file (VLLM_BUCKETING_FROM_FILE). For releases without file support it gives the "
+            "linear MIN/STEP/MAX that come closest and the waste each costs.", 78),
+        epilog=TRACE_FORMAT, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_argument_group("workload (as for `bench`)")
     src.add_argument("--random-input-len", "--input-len", dest="input_len", type=int, default=1024)
@@ -25,7 +51,8 @@ def register(sub) -> None:
     src.add_argument("--random-prefix-len", dest="prefix_len", type=int, default=0)
     src.add_argument("--num-prompts", type=int, default=1000)
     src.add_argument("--seed", type=int, default=0)
-    src.add_argument("--dataset-path", help="a trace file (CSV or JSONL with input/output lengths) instead")
+    src.add_argument("--dataset-path", help="a trace file instead: CSV or JSONL of input_len, output_len "
+                     "[, timestamp] (format and example below)")
     p.add_argument("--max-concurrency", type=int, default=64, help="decode batch size under load (default 64)")
     p.add_argument("--decode-bs", help="decode batch sizes to fit (default: powers of two up to the concurrency)")
     p.add_argument("--prompt-bs", default="1", help="prompt batch sizes (default 1: vllm-gaudi's default)")
@@ -33,9 +60,9 @@ def register(sub) -> None:
     p.add_argument("--prompt-buckets", type=int, default=8, help="prompt query buckets to write (default 8)")
     p.add_argument("--decode-buckets", type=int, default=8, help="context-block buckets per decode batch size")
     p.add_argument("--max-buckets", type=int, default=16, help="length of the printed curves (default 16)")
-    p.add_argument("--profile", default="gaudi-main", help="release profile (default gaudi-main)")
+    add_release(p, "release profile (default gaudi-main)", default="gaudi-main")
     p.add_argument("-o", "--output", help="write the bucket file here (refuses to overwrite without --force; "
-                   "missing folders are created)")
+                   "missing folders are created; only for a release that reads bucket files)")
     p.add_argument("--force", action="store_true", help="overwrite --output")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_fit)
@@ -61,7 +88,13 @@ def cmd_fit(args) -> int:
     from ..space.fit.bucketfile import format_bucket_file
     from ..space.fit.shapes import parse_int_list
 
-    get_profile(args.profile)  # an unknown name fails here, listing the known ones
+    get_profile(args.release)  # an unknown name fails here, listing the known ones
+    if args.output and not _reads_bucket_files(args.release):
+        from ..buckets.names import readers, span
+
+        raise UsageError(f"--output: {args.release} cannot read a bucket file (VLLM_BUCKETING_FROM_FILE: "
+                         f"{span(readers('VLLM_BUCKETING_FROM_FILE'))} can); drop -o for the closest linear "
+                         "settings it can use, or fit for one of those releases")
     for flag in ("prompt_buckets", "decode_buckets", "max_buckets", "block_size", "max_concurrency"):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
@@ -90,11 +123,28 @@ def cmd_fit(args) -> int:
     if out is not None:
         prepare_output(out, "--output").write_text(text)
     doc = _document(args, fit, prompt, decode, n_prompt, n_decode, out)
+    doc["warnings"] = decode_shortfalls(workload, decode, args.block_size)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
         _print(doc, args)
     return 0
+
+
+def decode_shortfalls(workload, decode: dict, block_size: int) -> list[str]:
+    """Batch sizes whose fitted decode buckets stop short of the worst case (every sequence of the batch at
+    the workload's longest request): a batch past the top bucket runs in a shape that was not warmed up."""
+    ins, outs = workload.lengths()
+    prefix = getattr(workload, "prefix_len", 0)
+    longest = max(prefix + i + o for i, o in zip(ins, outs))
+    out = []
+    for bs, f in sorted(decode.items()):
+        worst = bs * math.ceil(longest / block_size)
+        if f.boundaries and f.boundaries[-1] < worst:
+            out.append(f"decode buckets at batch {bs} reach {f.boundaries[-1]:,} blocks; the worst case is "
+                       f"{worst:,} ({bs} sequences of the longest request, {longest:,} tokens): a batch past "
+                       f"{f.boundaries[-1]:,} blocks runs in a shape that was not warmed up")
+    return out
 
 
 def _reads_bucket_files(profile: str) -> bool:
@@ -103,13 +153,24 @@ def _reads_bucket_files(profile: str) -> bool:
     return reads_variable(profile, "VLLM_BUCKETING_FROM_FILE")
 
 
-def _curve_rows(curve, linear, stem: str, unit: str) -> list[dict]:
+def linear_stem(profile: str, stem: str) -> str | None:
+    """The name `profile` gives the linear range `stem` (through the one name resolver,
+    tuner/buckets/names.py), or None when it has no range in the same unit."""
+    from ..buckets import names
+
+    other = names.counterpart(f"{stem}_MIN", profile)
+    if other is not None and not other.startswith("VLLM_DECODE_SEQ_"):  # fork 1.17's decode is tokens per sequence
+        return other.removesuffix("_MIN")
+    return stem if f"{stem}_MIN" in names.release_variables(profile) else None
+
+
+def _curve_rows(curve, linear, stem: str | None, unit: str) -> list[dict]:
     """One row per bucket count: the fitted set, and the linear MIN/STEP/MAX with at most that many."""
     from ..space.fit import closest_linear
 
     rows = []
     for f in curve:
-        lin = closest_linear(linear, f.count)
+        lin = closest_linear(linear, f.count) if stem else None
         rows.append({"buckets": f.count, f"waste_{unit}": f.waste, "waste_share": f.waste_share,
                      "boundaries": list(f.boundaries),
                      "closest_linear": None if lin is None else {
@@ -119,14 +180,16 @@ def _curve_rows(curve, linear, stem: str, unit: str) -> list[dict]:
 
 
 def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
-    reads_files = _reads_bucket_files(args.profile)
+    reads_files = _reads_bucket_files(args.release)
 
     largest = max(fit.decode_curves)
-    curve = _curve_rows(fit.prompt_curve[: args.max_buckets], fit.prompt_linear, "VLLM_PROMPT_SEQ_BUCKET", "tokens")
-    dcurve = _curve_rows(fit.decode_curves[largest][: args.max_buckets], fit.decode_linear,
-                         "VLLM_DECODE_BLOCK_BUCKET", "blocks")
+    pstem = linear_stem(args.release, "VLLM_PROMPT_SEQ_BUCKET")
+    dstem = linear_stem(args.release, "VLLM_DECODE_BLOCK_BUCKET")
+    curve = _curve_rows(fit.prompt_curve[: args.max_buckets], fit.prompt_linear, pstem, "tokens")
+    dcurve = _curve_rows(fit.decode_curves[largest][: args.max_buckets], fit.decode_linear, dstem, "blocks")
     return {
-        "profile": args.profile,
+        "profile": args.release,
+        "linear_variables": {"prompt": pstem, "decode": dstem},
         "reads_bucket_file": reads_files,
         "bucket_file": str(out) if out else None,
         "env": {"VLLM_BUCKETING_FROM_FILE": str(out) if out else "<path>"} if reads_files else {},
@@ -139,28 +202,40 @@ def _document(args, fit, prompt, decode, n_prompt, n_decode, out) -> dict:
     }
 
 
+def _triple(lin: dict, stem: str) -> str:
+    return "/".join(str(lin[f"{stem}_{p}"]) for p in ("MIN", "STEP", "MAX"))
+
+
 def _print(doc: dict, args) -> None:
     w = sys.stdout.write
     w(f"Prompt buckets fitted to the workload (block size {args.block_size}; mean prompt "
       f"{doc['prompt']['mean_prompt_tokens']:.0f} tokens)\n")
     w(f"  {'buckets':>7} {'padding/prompt':>15} {'share':>6}   closest linear MIN/STEP/MAX (padding)\n")
+    stems = doc["linear_variables"]
     for row in doc["prompt"]["curve"]:
-        lin = row["closest_linear"]
+        lin, stem = row["closest_linear"], stems["prompt"]
         lin_text = "-" if lin is None else (
-            f"{lin['VLLM_PROMPT_SEQ_BUCKET_MIN']}/{lin['VLLM_PROMPT_SEQ_BUCKET_STEP']}/"
-            f"{lin['VLLM_PROMPT_SEQ_BUCKET_MAX']} ({lin['buckets']}: {lin['waste_tokens']:.0f})")
+            f"{_triple(lin, stem)} ({lin['buckets']}: {lin['waste_tokens']:.0f})")
         w(f"  {row['buckets']:>7} {row['waste_tokens']:>15.1f} {row['waste_share']:>6.1%}   {lin_text}\n")
     d = doc["decode"]
     w(f"\nDecode context-block buckets at batch size {d['curve_at_batch_size']}\n")
     w(f"  {'buckets':>7} {'padding/step':>15} {'share':>6}   closest linear MIN/STEP/MAX (padding)\n")
     for row in d["curve"]:
-        lin = row["closest_linear"]
+        lin, stem = row["closest_linear"], stems["decode"]
         lin_text = "-" if lin is None else (
-            f"{lin['VLLM_DECODE_BLOCK_BUCKET_MIN']}/{lin['VLLM_DECODE_BLOCK_BUCKET_STEP']}/"
-            f"{lin['VLLM_DECODE_BLOCK_BUCKET_MAX']} ({lin['buckets']}: {lin['waste_blocks']:.1f})")
+            f"{_triple(lin, stem)} ({lin['buckets']}: {lin['waste_blocks']:.1f})")
         w(f"  {row['buckets']:>7} {row['waste_blocks']:>15.1f} {row['waste_share']:>6.1%}   {lin_text}\n")
+    for phase, stem in stems.items():
+        if stem is None:
+            w(f"({doc['profile']} has no linear {phase} range in these units: no closest linear settings)\n")
     w(f"\nChosen: {doc['counts']['prompt']} prompt and {doc['counts']['decode']} decode buckets; "
       f"prompt boundaries {doc['prompt']['boundaries']}\n")
+    shortfalls = doc.get("warnings") or []
+    for line in shortfalls[-1:]:  # the largest batch; the others (fewer blocks) are in --json
+        more = f" (and at {len(shortfalls) - 1} smaller batch sizes)" if len(shortfalls) > 1 else ""
+        w(f"warning: {line}{more}\n")
+    if not doc["reads_bucket_file"]:
+        w(f"({doc['profile']} reads no bucket file: the closest linear settings above are what it can use)\n")
     if doc["bucket_file"]:
         w(f"Wrote {doc['bucket_file']}")
         w(f"; use it with VLLM_BUCKETING_FROM_FILE={doc['bucket_file']}\n" if doc["reads_bucket_file"] else

@@ -6,19 +6,22 @@ from pathlib import Path
 
 import optuna
 
-from . import UsageError, parse_key_values, prepare_output
+from ..errors.disk import DiskError, write_text
+from . import DURATION_HELP, UsageError, check_folder, duration, parse_key_values, prepare_output
 from .compare import add_release_flags, check_release_args, cmd_release_diff, refuse_release_flags
 
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="trials.csv, pareto.csv, report.html and a terminal table of a study")
     _study_args(p)
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="write the report files here (default: the study's folder); missing folders are created")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("export", help="the complete env file of a chosen Pareto trial")
     _study_args(p)
     p.add_argument("--pick", choices=("throughput", "latency", "balanced", "warmup"), default="balanced")
-    p.add_argument("--max-warmup", type=float, metavar="S")
+    p.add_argument("--max-warmup", type=duration, metavar="S", help=f"warm-up limit ({DURATION_HELP})")
     p.add_argument("--max-latency", type=float, metavar="MS", help="on the study's latency objective")
     p.add_argument("--max-ttft", type=float, metavar="MS", help="p99 TTFT limit")
     p.add_argument("--max-tpot", type=float, metavar="MS", help="p99 TPOT limit")
@@ -40,7 +43,7 @@ def register(sub) -> None:
     p.add_argument("--storage", help="one Optuna storage URL holding all the studies")
     p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here; "
                    "missing folders are created")
-    add_release_flags(p)  # compare --releases BASE OTHER: the bucket sets two releases build, offline
+    add_release_flags(p)  # compare --release BASE OTHER: the bucket sets two releases build, offline
     p.set_defaults(func=cmd_compare)
 
 
@@ -70,7 +73,8 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
     if storage is None:
         db = folder / "study.db"
         if not db.exists():
-            raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL")
+            raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL"
+                             + _known_studies(name, results))
         storage = f"sqlite:///{db.as_posix()}"
     study_name = folder.name
     opened = open_storage_readonly(storage)
@@ -82,6 +86,17 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
                          f"{', '.join(names) or 'none'}") from None
 
 
+def _known_studies(name: str, results: Path) -> str:
+    """'; did you mean demo? (studies in results: demo, ok)' from the study folders under `results`."""
+    import difflib
+
+    found = sorted(p.parent.name for p in results.glob("*/study.db")) if results.is_dir() else []
+    if not found:
+        return f" ({results} holds no study)"
+    close = difflib.get_close_matches(Path(name).name, found, n=1)
+    return (f"; did you mean {close[0]}?" if close else "") + f" (studies in {results}: {', '.join(found)})"
+
+
 def _release(study: optuna.Study) -> str | None:
     return (study.user_attrs.get("space") or {}).get("release")
 
@@ -90,15 +105,23 @@ def cmd_report(args) -> int:
     from .. import report
 
     study, folder = load_study(named_study(args), args.results, args.storage)
-    report.print_pareto(study)
-    paths = report.write_report(study, folder)
+    report.print_pareto(study)  # first: the tables need no disk
+    out = args.out or folder
+    check_folder(out, "--out")
+    try:
+        paths = report.write_report(study, out, elsewhere="--out DIR")
+    except DiskError as exc:  # a full or read-only disk: say what was written, then the one line
+        for label, path in exc.written.items():
+            print(f"{label}: {path}")
+        raise DiskError(f"{exc}; the tables above are complete and the study is unchanged", exc.path,
+                        exc.errno) from None
     for label, path in paths.items():
         print(f"{label}: {path}")
     return 0
 
 
 def cmd_export(args) -> int:
-    from ..results.export import Filters, env_file_text, export_bucket_file, pick_trial, write_deploy_files
+    from ..results.export import Filters, env_file_text, export_bucket_file, write_deploy_files
 
     study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
@@ -109,7 +132,7 @@ def cmd_export(args) -> int:
         limits["p99_tpot_ms"] = args.max_tpot
     filters = Filters(max_warmup_s=args.max_warmup, max_latency_ms=args.max_latency,
                       min_throughput=args.min_throughput, metric_limits=limits)
-    trial = _numbered_trial(study, args.trial) if args.trial is not None else pick_trial(study, args.pick, filters)
+    trial = _numbered_trial(study, args.trial) if args.trial is not None else _pick(study, args.pick, filters)
     extra, comments = {}, []
     if args.with_cache is not None:
         extra, comments, verified = _prepare_cache(study, trial, args)
@@ -123,7 +146,7 @@ def cmd_export(args) -> int:
     text = env_file_text(study, trial, pick, _release(study), extra={**bucket_env, **extra},
                          comments=comments + bucket_notes)
     if args.output:
-        prepare_output(args.output, "--output").write_text(text)
+        write_text(prepare_output(args.output, "--output"), text, elsewhere="-o elsewhere, or no -o to print it")
         print(f"trial {trial.number} ({pick}) written to {args.output}")
         deploy, why_not = write_deploy_files(study, trial, pick, _release(study), args.output,
                                              {**bucket_env, **extra})
@@ -134,6 +157,21 @@ def cmd_export(args) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _pick(study, pick: str, filters):
+    """pick_trial; with nothing feasible at all, the error also names the closest trial and what admits it."""
+    from ..report.facts import closest_admission
+    from ..results.export import ExportError, pick_trial
+    from ..study.pareto import measured_front
+
+    try:
+        return pick_trial(study, pick, filters)
+    except ExportError as exc:
+        admit = None if measured_front(study) else closest_admission(study)
+        if admit is None:
+            raise
+        raise ExportError(f"{exc}; {admit.sentence()} (in `tune`)") from None
 
 
 def _numbered_trial(study, number: int):
@@ -212,7 +250,7 @@ def cmd_compare(args) -> int:
         return cmd_release_diff(args, study, trial)
     refuse_release_flags(args)
     if len(args.studies) < 2:
-        raise UsageError(f"compare needs at least two studies (or --releases BASE OTHER), got "
+        raise UsageError(f"compare needs at least two studies (or --release BASE OTHER), got "
                          f"{len(args.studies)}{': ' + args.studies[0] if args.studies else ''}")
     studies = [load_study(name, args.results, args.storage)[0] for name in args.studies]
     try:

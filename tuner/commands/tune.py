@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import UsageError, check_folder, parse_key_values
+from . import DURATION_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 
 
@@ -20,23 +20,30 @@ def register(sub) -> None:
         "and keep the Pareto front of throughput, latency and warmup time. Re-running the same command "
         "resumes the study.",
     )
-    p.add_argument("--space", type=Path, required=True, help="search-space YAML (see search_spaces/)")
+    p.add_argument("--space", type=Path, required=True,
+                   help="search-space YAML, or the name of one in search_spaces/ (e.g. demo)")
+    add_allow_unknown(p)
     p.add_argument("--study", help="study name (default: the space's name)")
     p.add_argument("--results", type=Path, default=Path("results"), help="output root (default results/)")
     p.add_argument("--storage", help="Optuna storage URL (default $BUCKET_TUNER_STORAGE, else "
                                      "sqlite:///results/<study>/study.db); postgresql://user@host/db to share "
                                      "a study between nodes, its password from PGPASSWORD or ~/.pgpass, never here")
-    p.add_argument("--heartbeat-grace", type=float, default=120.0, metavar="S",
+    p.add_argument("--heartbeat-grace", type=duration, default=120.0, metavar="S",
                    help="another node fails a trial whose tuner has been silent this long as tuner_died "
                         "and runs its parameters again (default 120; heartbeats every grace/4, at most 30 s)")
-    p.add_argument("--storage-outage", type=float, default=600.0, metavar="S",
+    p.add_argument("--storage-outage", type=duration, default=600.0, metavar="S",
                    help="while the storage is unreachable, retry this long before stopping (default 600)")
     g = p.add_argument_group("server")
     g.add_argument("--backend", choices=("sim", "vllm"), default="sim",
                    help="sim: the built-in simulated vLLM-on-Gaudi server; vllm: a real `vllm serve`")
     g.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct")
     g.add_argument("--served-model-name")
-    g.add_argument("--release", help="release profile of the server (default: the space's)")
+    g.add_argument("--release", help="release profile of the server, or auto: read off the node's installed vllm, "
+                                     "vllm-gaudi and vllm-hpu-extension (the default with --backend vllm; "
+                                     "--backend sim: the space's)")
+    g.add_argument("--no-release-check", action="store_true",
+                   help="--backend vllm: do not run the release's own bucketing code (where the node has it) to "
+                        "check the engine's buckets")
     g.add_argument("--vllm-command", default="vllm", help="how to run vLLM's CLI (e.g. /opt/venv/bin/vllm)")
     g.add_argument("--server-args", default="", metavar="ARGS",
                    help="extra arguments for the server command line, e.g. '--load-format dummy' "
@@ -53,16 +60,25 @@ def register(sub) -> None:
     g.add_argument("--startup-time-scale", type=float, default=0.005,
                    help="sim only: compress simulated boot and warmup by this factor")
     g.add_argument("--sim-noise", type=float, default=0.0, help="sim only: run-to-run noise")
-    g.add_argument("--boot-timeout", type=float, default=900.0, help="seconds until warmup starts")
-    g.add_argument("--warmup-timeout", type=float, default=7200.0, help="seconds for warmup")
+    g.add_argument("--boot-timeout", type=duration, default=900.0, metavar="S",
+                   help=f"until warmup starts ({DURATION_HELP}; default 15m)")
+    g.add_argument("--warmup-timeout", type=duration, default=7200.0, metavar="S",
+                   help=f"for warmup ({DURATION_HELP}; default 2h)")
     add_workload_flags(p)
     add_load_flags(p)
+    r = p.add_argument_group("results (vllm bench serve names)")
+    r.add_argument("--percentile-metrics", metavar="M1,M2",
+                   help="the metrics whose percentiles each trial records, of ttft,tpot,itl,e2el (default: all); "
+                        "must include the --latency-metric and every --slo metric. vllm bench serve's other "
+                        "result flags (--save-result, --result-dir, ...) do not apply: every trial's figures are "
+                        "in the study, trials.csv and the trial folders")
     _add_sweep_flags(p)
     o = p.add_argument_group("objectives and constraints")
     o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
     o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
     o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
-    o.add_argument("--warmup-budget", type=float, help="seconds: reject before boot / abort warmup above it")
+    o.add_argument("--warmup-budget", type=duration, metavar="S",
+                   help=f"reject before boot / abort warmup above it ({DURATION_HELP})")
     o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
                    help="the warmup objective and budget: cold (default: every shape compiled) or cached (a "
                         "deployment with a prepared recipe cache, export --with-cache); the other is shown too")
@@ -74,7 +90,8 @@ def register(sub) -> None:
     o.add_argument("--allow-failed-requests", action="store_true")
     b = p.add_argument_group("budget, sampler, parallelism")
     b.add_argument("--n-trials", type=int, default=20, help="finished trials the study should hold")
-    b.add_argument("--timeout", type=float, help="wall seconds for this run (e.g. 28800 for a night)")
+    b.add_argument("--timeout", type=duration, metavar="S",
+                   help=f"wall time for this run ({DURATION_HELP}; e.g. 8h for a night)")
     b.add_argument("--sampler", choices=("tpe", "gp", "nsga2", "random", "grid"), default="tpe")
     b.add_argument("--sampler-seed", type=int, default=0)
     b.add_argument("--slots", type=int, default=1, help="trials at once")
@@ -109,7 +126,7 @@ def _add_sweep_flags(p) -> None:
                    help="which point's figures the trial reports: last (default: the last point measured) or "
                         "best-within-slo (the highest throughput among the points meeting --slo without failed "
                         "requests, with that point's latency; none meets them: the closest, infeasible)")
-    s.add_argument("--load-sweep-budget", type=float, default=DEFAULT_BUDGET_S, metavar="S",
+    s.add_argument("--load-sweep-budget", type=duration, default=DEFAULT_BUDGET_S, metavar="S",
                    help=f"server seconds for all the points of one trial (default {DEFAULT_BUDGET_S:g}): a point "
                         "still running then is cut, later ones are skipped; the points measured are kept")
 
@@ -184,12 +201,33 @@ def _check_latency_stat(stat: str, percentiles) -> None:
                          "(add a percentile with --metric-percentiles)")
 
 
-def build_context(args, space):
-    from ..serve.backends import Backend
-    from ..trial.run import DeviceModel, Limits, LoadOptions, TrialContext
+def percentile_metrics(args) -> tuple[str, ...] | None:
+    """--percentile-metrics, checked against what the study needs: the latency objective and the SLO metrics."""
+    from ..load.metrics import PERCENTILE_METRICS, QUEUE_METRICS
 
-    release = args.release or space.release
-    if args.backend == "sim" and release is None:
+    if not args.percentile_metrics:
+        return None
+    metrics = tuple(m.strip() for m in args.percentile_metrics.split(",") if m.strip())
+    bad = [m for m in metrics if m not in PERCENTILE_METRICS + QUEUE_METRICS]
+    if bad or not metrics:
+        raise UsageError(f"--percentile-metrics: {(bad or [args.percentile_metrics])[0]!r} is not one of "
+                         f"{','.join(PERCENTILE_METRICS + QUEUE_METRICS)}")
+    needed = {args.latency_metric} | {k.split("_")[1] for k in parse_key_values(args.slo, "--slo")
+                                      if k.count("_") >= 2 and k.split("_")[1] in PERCENTILE_METRICS}
+    missing = sorted(needed - set(metrics))
+    if missing:
+        raise UsageError(f"--percentile-metrics {args.percentile_metrics}: the study needs {','.join(missing)} "
+                         "(the --latency-metric or an --slo metric); add it")
+    return metrics
+
+
+def build_context(args, space, console=None):
+    from ..perfmodel.target import DeviceModel
+    from ..serve.backends import Backend
+    from ..trial.run import Limits, LoadOptions, TrialContext
+    from .tunerelease import choose_release
+
+    if args.backend == "sim" and (args.release or space.release) is None:
         raise UsageError("the simulator needs a release profile: give --release or a space with release:")
     _check_numbers(args)
     check_load_flags(args)
@@ -208,6 +246,9 @@ def build_context(args, space):
         # checked now: every trial would otherwise fail the same way and burn the night's budget
         raise UsageError(f"--vllm-command {args.vllm_command!r}: "
                          f"{(vllm_command or [''])[0]!r} is not an executable file or a command on PATH")
+    release, detected, notes = choose_release(args, space, vllm_command)
+    for note in notes if console is not None else ():
+        console.print(note, soft_wrap=True)
     backend = Backend(
         kind=args.backend, model=args.model, served_model_name=args.served_model_name,
         sim_release=release, sim_device=args.device, sim_model=args.model_shape,
@@ -227,10 +268,12 @@ def build_context(args, space):
         load=LoadOptions(max_concurrency=args.max_concurrency, request_rate=args.request_rate,
                          burstiness=args.burstiness, warmup_requests=args.num_warmups,
                          goodput_slos=parse_key_values(args.goodput, "--goodput", sep=":") or None,
-                         percentiles=parse_percentiles(args.metric_percentiles)),
+                         percentiles=parse_percentiles(args.metric_percentiles),
+                         percentile_metrics=percentile_metrics(args)),
         limits=Limits(boot_timeout_s=args.boot_timeout, warmup_timeout_s=args.warmup_timeout,
                       warmup_budget_s=args.warmup_budget),
         load_sweep=load_sweep_from_args(args),
+        release_detection=detected,
     )
 
 
@@ -249,6 +292,8 @@ def _workload(args):
 
 def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
     """One calibration sample per --calibrate-from log, each checked against this study's release."""
+    from rich.markup import escape
+
     from ..study.logcalibration import LogCalibrationError, log_sample
 
     samples = []
@@ -261,26 +306,38 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
         except LogCalibrationError as exc:
             raise UsageError(str(exc)) from None
         for note in got.notes:
-            console.print(f"[yellow]calibrate-from {path}:[/] {note}")
-        console.print(f"calibrate-from {path}: " + ", ".join(f"{k} {v:+.3f}" for k, v in sorted(got.sample.items())))
+            console.print(f"[yellow]calibrate-from {path}:[/] " + escape(note))
+        for line in [*got.described, got.corrections_text()]:
+            console.print(f"calibrate-from {path}: " + escape(line))
         samples.append(got.sample)
     return samples
 
 
 def cmd_tune(args) -> int:
+    run = tune_study(args)
+    return run.exit_status if run.interrupted else 0
+
+
+def tune_study(args, console=None, storage=None, runner=None):
+    """The whole of `tune` on parsed flags (the Python API, tuner.tune, calls this too); the StudyRun.
+    `storage`: an Optuna storage object in place of --storage; `runner`: run_study's trial runner."""
     from rich.console import Console
 
     from .. import report
+    from ..errors.disk import DiskError
     from ..space.schema import SearchSpace
     from ..study.run import Constraints, Objectives, StudyOptions, run_study
-    from ..study.storage import redact_url
+    from ..study.storage import redact_url, write_failure
 
-    console = Console(stderr=True)
+    console = console or Console(stderr=True)
     check_folder(args.results, "--results")
+    from ..space.library import find_space
+
+    args.space = find_space(args.space)
     space = SearchSpace.load(args.space)
-    ctx = build_context(args, space)
+    ctx = build_context(args, space, console)
     if ctx.release:
-        for note in space.check_release(ctx.release):
+        for note in space.check_release(ctx.release, allow_unknown=args.allow_unknown):
             console.print(f"[yellow]space:[/] {note}")
     if args.n_trials < 1:
         raise UsageError(f"--n-trials must be at least 1, got {args.n_trials}")
@@ -298,54 +355,110 @@ def cmd_tune(args) -> int:
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
                               allow_failed_requests=args.allow_failed_requests)
-    storage = _storage_url(args, console)
-    opts = StudyOptions(name=args.study or space.name, results_root=args.results, storage=storage,
+    storage_url = _storage_url(args, console)
+    opts = StudyOptions(name=args.study or space.name, results_root=args.results, storage=storage_url,
                         sampler=args.sampler, seed=args.sampler_seed, n_trials=args.n_trials,
                         timeout_s=args.timeout, slots=_slots(args), seed_from=args.seed_from,
                         enqueue_defaults=not args.no_seed_defaults,
                         heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage,
                         remeasure=args.remeasure, screening=not args.no_screening,
-                        calibration_seeds=calibration_seeds)
+                        calibration_seeds=calibration_seeds, storage_object=storage)
     started = time.monotonic()
     bars = _SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")
     ctx.on_progress = bars.update
 
     def on_trial(number, result):
-        summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
-                   f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
-                   if result.ok else "")
-        if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
-            summary = f"at {result.observed['load_sweep_selected']}: {summary}"
-        warm = result.warmup_s
-        warm_text = f"warmup {warm:.0f} s" if warm is not None else "no warmup"
-        bars.print(f"trial {number}: [{'green' if result.ok else 'red'}]{result.status}[/] "
-                      f"{summary}{warm_text} ({time.monotonic() - started:.0f} s elapsed)"
-                      + ("" if result.ok else f" - {result.reason[:160]}"))
+        bars.print(trial_line(number, result, objectives, constraints, time.monotonic() - started))
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
-                  f"storage {redact_url(opts.storage_url)}; {opts.n_trials} trials")
-    with bars:
-        run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial)
+                  f"storage {redact_url(opts.storage_url) if storage is None else type(storage).__name__}; "
+                  f"{opts.n_trials} trials")
+    from .tunerelease import record_release, release_check
+
+    try:
+        with release_check(args, ctx, opts.study_dir, console, bars.print) as check, bars:
+            run = run_study(opts, space, ctx, objectives, constraints, on_trial=on_trial, runner=runner)
+    except Exception as exc:  # a write to the study's database that failed (full disk, read-only, locked)
+        explained = write_failure(exc, opts.storage_url)
+        if explained is None:
+            raise
+        raise explained from None
+    record_release(run.study, ctx, check, console)
     if run.interrupted:
-        console.print("[yellow]interrupted: everything recorded so far is kept; re-run the command to resume[/]")
+        console.print(f"[yellow]{interrupted_line(run)}[/]", soft_wrap=True)
     elif ctx.warmup is not None:
         from .tunecache import after_study
 
         after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
     if not args.no_report:
-        paths = report.write_report(run.study, opts.study_dir)
-        for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
-                           ("load sweep points", "load_sweep_csv")):
-            if key in paths:
-                console.print(f"{label}: {paths[key]}", soft_wrap=True)
-        from ..results.export import export_best
+        try:
+            _write_results(run, opts, ctx, console)
+        except DiskError as exc:
+            if not run.interrupted:
+                raise
+            console.print(f"[yellow]{exc}[/]", soft_wrap=True)  # the signal's exit status stands
+    run.study_dir = opts.study_dir
+    return run
 
-        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release)
-        if best:
-            console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
-    return 130 if run.interrupted else 0
+
+
+def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:
+    """The live line of a finished trial: a measured trial outside a limit reads as a miss, with the figures."""
+    summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
+               f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
+               if result.ok else "")
+    if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
+        summary = f"at {result.observed['load_sweep_selected']}: {summary}"
+    from ..study.run import measured_warmup
+
+    warm = result.warmup_s
+    warm_text = ("no warmup" if warm is None else f"warmup {warm:.0f} s" if measured_warmup(result)
+                 else f"predicted warmup {warm:.0f} s")
+    misses = constraints.misses(result)
+    if misses:
+        head = f"[yellow]{'; '.join(misses)}[/] ({summary}{warm_text})"
+    elif result.ok:
+        head = f"[green]ok[/] {summary}{warm_text}"
+    else:
+        head = f"[red]{result.status}[/] {warm_text} - {result.reason[:160]}"
+    return f"trial {number}: {head} ({elapsed_s:.0f} s elapsed)"
+
+def _write_results(run, opts, ctx, console) -> None:
+    """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""
+    from .. import report
+    from ..errors.disk import DiskError
+    from ..results.export import export_best
+
+    elsewhere = f"bucket-tuner report {opts.name} --results {opts.results_root} --out DIR"
+    refused = []
+    try:
+        paths = report.write_report(run.study, opts.study_dir, elsewhere=elsewhere)
+    except DiskError as exc:
+        paths, refused = exc.written, [exc]
+    for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
+                       ("load sweep points", "load_sweep_csv")):
+        if key in paths:
+            console.print(f"{label}: {paths[key]}", soft_wrap=True)
+    try:
+        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release,
+                           elsewhere=f"bucket-tuner export {opts.name} --results {opts.results_root} -o FILE")
+    except DiskError as exc:
+        best, refused = None, refused + [exc]
+    if best:
+        console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
+    if refused:
+        raise DiskError(f"{refused[0]}; the study itself is intact", refused[0].path, refused[0].errno)
+
+
+def interrupted_line(run) -> str:
+    """What a signal did to the run, in one line."""
+    numbers = run.interrupted_trials
+    said = (f"trial{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))} stopped, recorded as "
+            "interrupted and enqueued again" if numbers else "stopped between trials")
+    return (f"interrupted by {run.signal}: {said}; everything recorded so far is kept; "
+            "re-run the same command to resume")
 
 
 class _SlotBars:

@@ -1,7 +1,12 @@
 """`bucket-tuner explain`: what a server log says about the settings that produced it.
 
     reading.py   the log as users paste it -> timed events, one rank's view, unread lines counted
-    analysis.py  release, buckets per phase, memory split, warm-up timeline, problems
+    runs.py      where one start of the server ends and the next begins (never add two together)
+    intervals.py what the timestamps really measure: steps timed to their true successor, stretches
+                 over elided lines, phase figures
+    serverfacts.py  tensor-parallel size, model, dtype, device as the log states them
+    analysis.py  release, buckets per phase, memory split, problems
+    timeline.py  the warm-up timeline of each start: phase figures, slowest steps, skipped or not
     advice.py    what other settings would build and cost, predicted from the log's own pace
     render.py    the plain-words text (80 columns) and the --json document
 """
@@ -9,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .advice import Advice, advise
 from .analysis import (
@@ -17,14 +22,14 @@ from .analysis import (
     PhaseBuckets,
     Problem,
     ReleaseGuess,
-    Timeline,
     bucket_phases,
     detect_release,
     memory_view,
     problems,
-    timeline,
 )
 from .reading import LogReading, read_log
+from .serverfacts import ServerFacts, server_facts
+from .timeline import Timeline, timeline
 
 
 @dataclass
@@ -37,18 +42,34 @@ class Explanation:
     timeline: Timeline
     problems: list[Problem]
     advice: Advice
+    server: ServerFacts
+    # phases whose bucket count the log states without bucket lines (the steps' [i/N], "captured:N
+    # (100.0%)"): shown and counted, but nothing to rebuild settings from, so not in `phases`
+    counted: list[PhaseBuckets] = field(default_factory=list)
+
+    @property
+    def bucket_counts(self) -> dict[str, int]:
+        """Buckets per phase as the log states them, from bucket lines or else from its other lines."""
+        return {p.phase: p.count for p in self.phases + self.counted if p.count}
 
 
 def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None = None) -> Explanation:
     reading = read_log(lines)
     release = detect_release(reading)
-    phases = bucket_phases(reading)
+    every = bucket_phases(reading)
+    phases = [p for p in every if p.count_from in ("bucket list", "config")]
     memory = memory_view(reading)
     tl = timeline(reading)
+    facts = server_facts(reading)
     omitted = reading.summary.omitted.get("prompt")
+    opts = dict(advise_opts or {})
+    for key, logged in (("max_model_len", facts.max_model_len), ("max_num_seqs", facts.max_num_seqs)):
+        if opts.get(key) is None and logged is not None:
+            opts[key] = logged     # the engine's own settings line beats a guess from the buckets
     adv = advise(release, phases, tl, memory.kv_blocks, omitted.token_budget if omitted else None,
-                 log_path=None if source == "-" else source, **(advise_opts or {}))
-    return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv)
+                 log_path=None if source == "-" else source, **opts)
+    return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv, facts,
+                       [p for p in every if p not in phases])
 
 
 __all__ = ["Explanation", "explain", "read_log"]

@@ -12,21 +12,30 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
-from ..buckets import BucketConfigError, ServerConfig, calc, get_profile
-from .analysis import PhaseBuckets, ReleaseGuess, Timeline
+from ..buckets import BucketConfigError, ServerConfig, calc, get_profile, names
+from .analysis import PhaseBuckets, ReleaseGuess
+from .timeline import Timeline
 
 # Which shipped search space fits which release family (a starting point for `tune`).
 _SPACES = {
     "fork-1.19": "search_spaces/fork-1.21-linear.yaml", "fork-1.20": "search_spaces/fork-1.21-linear.yaml",
     "fork-1.21.0": "search_spaces/fork-1.21-linear.yaml", "fork-1.21.2": "search_spaces/fork-1.21-linear.yaml",
     "fork-1.22": "search_spaces/fork-1.22-exponential.yaml", "fork-main": "search_spaces/fork-1.22-exponential.yaml",
+    "fork-1.23": "search_spaces/fork-1.22-exponential.yaml",
     "gaudi-0.26.0": "search_spaces/vllm-gaudi.yaml", "gaudi-main": "search_spaces/vllm-gaudi.yaml",
 }
+# Releases without a space of their own: the nearest shipped one, run with --release (tune drops the
+# parameters that release does not read, and says so). vllm-gaudi 0.10.1/0.15.1 crash on the
+# VLLM_BUCKETING_STRATEGY values of vllm-gaudi.yaml, so they take the fork's exponential space.
+_BORROWED = {"fork-1.17": "search_spaces/fork-1.21-linear.yaml", "fork-1.18": "search_spaces/fork-1.21-linear.yaml",
+             "gaudi-0.10.1": "search_spaces/fork-1.22-exponential.yaml",
+             "gaudi-0.15.1": "search_spaces/fork-1.22-exponential.yaml"}
 
 _DIM_VARS = {  # logged dim name -> the variable stem it comes from
     ("prompt", "bs"): "VLLM_PROMPT_BS_BUCKET", ("prompt", "seq"): "VLLM_PROMPT_SEQ_BUCKET",
     ("prompt", "query"): "VLLM_PROMPT_QUERY_BUCKET", ("decode", "bs"): "VLLM_DECODE_BS_BUCKET",
     ("decode", "block"): "VLLM_DECODE_BLOCK_BUCKET", ("decode", "blocks"): "VLLM_DECODE_BLOCK_BUCKET",
+    ("decode", "seq"): "VLLM_DECODE_SEQ_BUCKET",  # fork 1.17: context tokens per sequence
     ("prompt", "blocks"): "VLLM_PROMPT_CTX_BUCKET",
 }
 
@@ -42,6 +51,7 @@ class Alternative:
     predicted_warmup_s: float | None
     error: str | None = None
     predicted_kv_blocks: int | None = None  # with the performance model (explain --model-shape)
+    predicted_warmup_band: tuple[float, float] | None = None  # its 2-sd range (performance model)
 
 
 @dataclass
@@ -53,13 +63,28 @@ class Advice:
     tune_command: list[str] | None = None
     notes: list[str] = field(default_factory=list)
     predicted_by: str = "the log's per-bucket pace"  # or the performance model calibrated with the log
+    # the engine's rebuild of the logged settings against the logged lists: None when they agree (or
+    # nothing was rebuilt), else what differs, said wherever the advice is shown
+    rebuild_mismatch: str | None = None
 
 
 def _max_of(phases: dict[str, PhaseBuckets], phase: str, dim_index: int) -> int | None:
+    """The largest value of a bucket dimension: from the listed buckets when the list is whole, else
+    from the logged config's max (a cut list only gives a lower bound)."""
     p = phases.get(phase)
-    if p is None or len(p.ranges) <= dim_index:
+    if p is None:
         return None
-    return p.ranges[dim_index][1]
+    if p.complete and len(p.ranges) > dim_index:
+        return p.ranges[dim_index][1]
+    values = list((p.config or {}).values())
+    if len(values) > dim_index and len(values[dim_index]) >= 3:
+        return values[dim_index][2]
+    return None
+
+
+def _cut(phases: dict[str, PhaseBuckets]) -> str:
+    cut = [p for p in phases.values() if not p.complete and p.listed]
+    return "; ".join(f"the {p.phase} bucket list is cut after {p.listed} of {p.count} buckets" for p in cut)
 
 
 def env_from_configs(phases: dict[str, PhaseBuckets]) -> dict[str, str]:
@@ -79,7 +104,9 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
     assumed = []
     seqs = max_num_seqs or _max_of(phases, "decode", 0)
     if not seqs or not (max_model_len or _max_of(phases, "prompt", 1)):
-        raise BucketConfigError("the decode batch sizes or the prompt lengths are not in the log")
+        cut = _cut(phases)
+        raise BucketConfigError(f"{cut}: its largest values are not in the log" if cut else
+                                "the decode batch sizes or the prompt lengths are not in the log")
     if max_num_seqs is None:
         assumed.append(f"max_num_seqs={seqs} (the largest decode batch bucket)")
     mml = max_model_len or _max_of(phases, "prompt", 1)
@@ -87,8 +114,14 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
         assumed.append(f"max_model_len={mml} (the longest prompt bucket; pass --max-model-len)")
     budget = max_num_batched_tokens or token_budget
     if budget is None:
-        budget = max(mml, (_max_of(phases, "prompt", 0) or 1) * mml)
-        assumed.append(f"max_num_batched_tokens={budget} (no prompt bucket was omitted by a token budget)")
+        prompt = phases.get("prompt")
+        if prompt is not None and prompt.complete and prompt.max_tokens:
+            budget = max(prompt.max_tokens, mml)
+            assumed.append(f"max_num_batched_tokens={budget} (the largest batch x length among the logged "
+                           "prompt buckets)")
+        else:
+            budget = max(mml, (_max_of(phases, "prompt", 0) or 1) * mml)
+            assumed.append(f"max_num_batched_tokens={budget} (no prompt bucket was omitted by a token budget)")
     blocks = kv_blocks
     if blocks is None:
         decode = phases.get("decode")
@@ -101,12 +134,10 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
 
 
 def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, decode: int) -> float | None:
-    """The log's warm-up scaled by bucket counts, phase by phase (prompt and decode paced separately)."""
+    """The log's warm-up scaled by bucket counts, phase by phase (prompt and decode paced separately,
+    from the primary run's timed stretches)."""
     total = timeline.warmup_total_s
-    shares = {}
-    for phase in ("prompt", "decode"):
-        times = [s.seconds for s in timeline.steps if s.phase == phase and s.seconds is not None]
-        shares[phase] = sum(times)
+    shares = timeline.phase_shares()
     step_sum = sum(shares.values())
     if total is None:
         total = step_sum or None
@@ -165,7 +196,8 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
         try:
             result = calc.calculate(calc.CalcInputs(input_len=inp, output_len=out, bs_list=(cfg.max_num_seqs,),
                                                     bucket_size=cfg.block_size))
-            calc_env = {k: str(v) for k, v in result["calculated_variables"].items() if k.startswith("VLLM_")}
+            calc_env, calc_notes = calc.release_env(result, profile)
+            advice.notes += [f"calculator: {n}" for n in calc_notes]
             candidates.append(("calculator", f"hpu-vllm-bucket-calc for {inp}/{out} tokens at batch "
                                f"{cfg.max_num_seqs}", {**prof.strategy_env("linear"), **calc_env}, "linear"))
         except (calc.CalcInputError, ValueError) as exc:
@@ -176,12 +208,17 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
                            {**prof.strategy_env(other), **logged_env}, other))
     if strategy == "linear" and logged_env:
         coarse = dict(logged_env)
-        for key in ("VLLM_PROMPT_SEQ_BUCKET_STEP", "VLLM_DECODE_BLOCK_BUCKET_STEP"):
+        for key in ("VLLM_PROMPT_SEQ_BUCKET_STEP", "VLLM_PROMPT_QUERY_BUCKET_STEP", "VLLM_DECODE_BLOCK_BUCKET_STEP",
+                    "VLLM_DECODE_SEQ_BUCKET_STEP"):
             if key in coarse:
                 coarse[key] = str(int(coarse[key]) * 2)
         candidates.append(("coarser steps", "linear with twice the sequence and block steps",
                            {**prof.strategy_env("linear"), **coarse}, "linear"))
     for name, desc, env, strat in candidates:
+        # Through the one name resolver: advice never sets a variable its release does not read.
+        env, dropped = names.keep_read(env, profile)
+        if dropped:
+            advice.notes.append(f"{name}: {profile} does not read {', '.join(dropped)}; left out")
         try:
             plan = _build(profile, cfg, env, strat)
         except BucketConfigError as exc:
@@ -190,16 +227,42 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
         advice.alternatives.append(Alternative(
             name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
             _predict(timeline, by_phase, len(plan.prompt), len(plan.decode))))
-    space = _SPACES.get(profile)
-    if space:
-        cmd = ["bucket-tuner", "tune", "--space", space, "--backend", "vllm", "--model", "MODEL",
-               "--n-trials", "30"]
-        if log_path:
-            cmd += ["--calibrate-from", log_path]
-        advice.tune_command = cmd
-    else:
-        advice.notes.append(f"no shipped search space for {profile}: copy one and set `release: {profile}`")
+    advice.rebuild_mismatch = rebuild_mismatch(advice, by_phase)
+    advice.tune_command = tune_command(profile, log_path)
+    if profile not in _SPACES:
+        advice.notes.append(f"no shipped search space for {profile}: the command borrows {_BORROWED[profile]} "
+                            f"with --release {profile} (tune drops what {profile} does not read); copy it and "
+                            f"set `release: {profile}` to make it yours")
     return advice
+
+
+def tune_command(profile: str, log_path: str | None) -> list[str]:
+    """The study that verifies the advice on the real server (MODEL is the user's to fill in)."""
+    space = _SPACES.get(profile) or _BORROWED[profile]
+    cmd = ["bucket-tuner", "tune", "--space", space, "--backend", "vllm", "--model", "MODEL", "--n-trials", "30"]
+    if profile not in _SPACES:
+        cmd += ["--release", profile]
+    if log_path:
+        cmd += ["--calibrate-from", log_path]
+    return cmd
+
+
+def rebuild_mismatch(advice: Advice, by_phase: dict[str, PhaseBuckets]) -> str | None:
+    """Where the engine's rebuild of the logged settings does not give the logged bucket counts."""
+    logged = next((a for a in advice.alternatives if a.name == "as logged"), None)
+    if logged is None:
+        return None
+    if logged.error is not None:
+        return f"the logged settings could not be rebuilt for {advice.profile}: {logged.error}"
+    got = {"prompt": logged.prompt_buckets, "decode": logged.decode_buckets}
+    seen = {ph: p.count for ph, p in by_phase.items() if ph in got and p.count}
+    differ = {ph: n for ph, n in seen.items() if got[ph] != n}
+    if not differ:
+        return None
+    built = " and ".join(f"{got[ph]} {ph}" for ph in seen)
+    shown = " and ".join(f"{n} {ph}" for ph, n in seen.items())
+    return (f"the engine rebuilds the logged settings as {built} buckets, the log shows {shown}: the settings "
+            "assumed are not exactly the server's, and figures derived from them are approximate")
 
 
 def strategy_from_configs(by_phase: dict[str, PhaseBuckets]) -> str:

@@ -1,11 +1,10 @@
-"""What a read log says: the release that wrote it, the settings in force, the buckets, the memory split,
-the warm-up timeline and what went wrong. Pure functions of a `LogReading`."""
+"""What a read log says: the release that wrote it, the settings in force, the buckets, the memory split
+and what went wrong (the warm-up timeline is timeline.py). Pure functions of a `LogReading`."""
 
 from __future__ import annotations
 
-import bisect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from ..logparse import (
     BucketConfig,
@@ -14,7 +13,6 @@ from ..logparse import (
     GeneratedBuckets,
     GraphCaptured,
     MemorySplit,
-    ModelLoaded,
     OutOfMemory,
     ProfilingRun,
     Traceback,
@@ -22,10 +20,10 @@ from ..logparse import (
     WarmupFinished,
     WarmupStep,
 )
-from .reading import LogReading, TimedEvent
+from .reading import LogReading
 
 FORK_2D = ("fork-1.19", "fork-1.20", "fork-1.21.0", "fork-1.21.2")
-FORK_3D = ("fork-1.22", "fork-main")
+FORK_3D = ("fork-1.22", "fork-main", "fork-1.23")
 PLUGIN = ("gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main")
 
 
@@ -36,10 +34,14 @@ class ReleaseGuess:
     engine: str | None            # "v0" | "v1" | None
     version: str | None           # as the log prints it
     evidence: tuple[str, ...]
+    preferred: str | None = None     # the profile whose defaults match what the log shows
 
     @property
     def profile(self) -> str | None:
-        """The newest consistent profile: the one advice is computed with."""
+        """The profile advice is computed with: the one whose defaults match the log's evidence, else
+        the newest consistent one."""
+        if self.preferred in self.profiles:
+            return self.preferred
         return self.profiles[-1] if self.profiles else None
 
 
@@ -89,6 +91,40 @@ def _on_gaudi(events: list, sources: set) -> bool:
 
 
 def detect_release(reading: LogReading) -> ReleaseGuess:
+    guess = _detect_release(reading)
+    if len(guess.profiles) > 1:
+        preferred, why = _prefer_by_graphs(guess.profiles, [t.event for t in reading.events])
+        if preferred is not None:
+            return replace(guess, preferred=preferred, evidence=guess.evidence + (why,))
+    return guess
+
+
+def _prefer_by_graphs(profiles: tuple[str, ...], events: list) -> tuple[str | None, str]:
+    """HPU-graph warm-up lines mean lazy mode: of the consistent profiles, the newest whose default
+    PT_HPU_LAZY_MODE is not 0 (fork-main and vllm-gaudi default to torch.compile, no HPU graphs, and
+    their model would match none of the log's graph steps)."""
+    from ..buckets.runtime import runtime_defaults
+
+    graphs = any(isinstance(e, WarmupStep) and e.graph and e.phase in ("prompt", "decode") for e in events) \
+        or any(isinstance(e, GraphCaptured) for e in events)
+    if not graphs:
+        return None, ""
+    lazy = [p for p in profiles if runtime_defaults(p).get("PT_HPU_LAZY_MODE", "1").strip() != "0"]
+    if not lazy or len(lazy) == len(profiles):
+        return None, ""
+    compiled = [p for p in profiles if p not in lazy]
+    verb = "defaults" if len(compiled) == 1 else "default"
+    return lazy[-1], (f"HPU-graph warm-up lines: lazy mode, the default of {lazy[-1]} "
+                      f"({', '.join(compiled)} {verb} to PT_HPU_LAZY_MODE=0, without HPU graphs)")
+
+
+def _decode_steps_over_seq(events: list) -> bool:
+    """fork 1.17 warms decode buckets over seq_len; from 1.18 its decode warm-up lines say num_blocks."""
+    decode = [e for e in events if isinstance(e, WarmupStep) and e.phase == "decode"]
+    return bool(decode) and all(e.seq_len is not None and e.num_blocks is None for e in decode)
+
+
+def _detect_release(reading: LogReading) -> ReleaseGuess:  # noqa: C901 (one test per release's log signature, in the order they disambiguate)
     events = [t.event for t in reading.events]
     version = next((e.version for e in events if isinstance(e, EngineInfo) and e.version), None)
     named_engine = next((e.engine for e in events if isinstance(e, EngineInfo) and e.engine), None)
@@ -117,6 +153,9 @@ def detect_release(reading: LogReading) -> ReleaseGuess:
         if dims is None and generated:
             return ReleaseGuess("vllm-fork 1.17 (v0, 2-D buckets)", ("fork-1.17",), "v0", version,
                                 ("habana_model_runner.py lines", "bucket lists without a dims label"))
+        if not generated and _decode_steps_over_seq(events):
+            return ReleaseGuess("vllm-fork 1.17 (v0, 2-D buckets)", ("fork-1.17",), "v0", version,
+                                ("habana_model_runner.py lines", "decode warm-up over seq_len (1.18+: num_blocks)"))
         return ReleaseGuess("vllm-fork 1.18 (v0, 2-D buckets)", ("fork-1.18",), "v0", version,
                             ("habana_model_runner.py lines",))
     if width is None and configs and "seq" in {n for c in configs if c.phase == "decode" for n, _ in c.dims}:
@@ -151,21 +190,26 @@ def detect_release(reading: LogReading) -> ReleaseGuess:
 @dataclass(frozen=True)
 class PhaseBuckets:
     phase: str
-    count: int
+    count: int                           # as logged ("Generated N", the steps' [i/N], "captured:N (100%)")
     dims: tuple[str, ...]
-    ranges: tuple[tuple[int, int], ...]     # (min, max) per dim
+    ranges: tuple[tuple[int, int], ...]  # (min, max) per dim of the listed buckets; see `complete`
     omitted: int = 0
     captured: int | None = None          # HPU graphs captured for this phase
     config: dict | None = None           # the logged bucket config: dim -> (min, step, max[, ...])
+    listed: int = 0                      # buckets the log lists (fewer than count when the list is cut)
+    complete: bool = True                # the list is whole: its ranges are facts, not lower bounds
+    count_from: str = "bucket list"      # "bucket list" | "warm-up steps" | "graph summary" | "config"
+    max_tokens: int | None = None        # the largest batch x length among the listed buckets
 
 
 def bucket_phases(reading: LogReading) -> list[PhaseBuckets]:
     s = reading.summary
     out = []
-    for phase in ("prompt", "decode"):
+    for phase in ("prompt", "decode", "unified"):
         g = s.generated.get(phase)
         cfg = s.bucket_configs.get(phase)
-        if g is None and cfg is None:
+        count, count_from = _count(s, phase, g)
+        if g is None and cfg is None and not count:
             continue
         buckets = g.buckets if g else ()
         width = min(len(b) for b in buckets) if buckets else 0  # a cut log line may hold a short tuple
@@ -173,9 +217,25 @@ def bucket_phases(reading: LogReading) -> list[PhaseBuckets]:
         ranges = tuple((min(b[i] for b in buckets), max(b[i] for b in buckets)) for i in range(width))
         omitted = s.omitted.get(phase)
         captured = _captured(s, phase)
-        out.append(PhaseBuckets(phase, g.count if g else 0, dims, ranges, omitted.count if omitted else 0,
-                                captured, {n: r.values for n, r in cfg.dims} if cfg else None))
+        complete = g.complete if g else True
+        tokens = max((b[0] * b[1] for b in buckets), default=None) if width >= 2 else None
+        out.append(PhaseBuckets(phase, count, dims, ranges, omitted.count if omitted else 0,
+                                captured, {n: r.values for n, r in cfg.dims} if cfg else None,
+                                listed=len(buckets), complete=complete, count_from=count_from, max_tokens=tokens))
     return out
+
+
+def _count(s, phase: str, g) -> tuple[int, str]:
+    """The phase's bucket count as the log states it, and where from."""
+    if g is not None:
+        return g.count, "bucket list"
+    totals = [total for key, (_, total) in s.warmup_steps.items() if key.split("/")[-1] == phase]
+    if totals:
+        return max(totals), "warm-up steps"
+    for key, cap in s.graph_captured.items():
+        if key.lower().endswith(phase) and cap.percent:
+            return round(cap.count * 100 / cap.percent), "graph summary"
+    return 0, "config"
 
 
 def _captured(summary, phase: str) -> int | None:
@@ -218,76 +278,6 @@ def memory_view(reading: LogReading) -> MemoryView:
         graphs_used=sum(used) if used else None,
         warmup_allocated=s.warmup_finished.device_memory if s.warmup_finished else None,
     )
-
-
-@dataclass(frozen=True)
-class Step:
-    phase: str
-    index: int
-    total: int
-    shape: tuple[int, ...]
-    seconds: float | None      # from this line to the next timed line (None without timestamps)
-
-
-@dataclass
-class Timeline:
-    phases: list[tuple[str, float | None]] = field(default_factory=list)   # (name, seconds)
-    steps: list[Step] = field(default_factory=list)
-    warmup_total_s: float | None = None     # the server's own "Warmup finished in N secs"
-    log_span_s: float | None = None
-    complete: bool = False                     # warm-up finished in this log
-
-    @property
-    def slowest(self) -> list[Step]:
-        timed = [s for s in self.steps if s.seconds is not None]
-        return sorted(timed, key=lambda s: -s.seconds)[:5]
-
-    def seconds_per_bucket(self, phase: str) -> float | None:
-        """Mean observed seconds per warmed-up bucket of a phase (prompt / decode, graph lines included)."""
-        times = [s.seconds for s in self.steps if s.phase == phase and s.seconds is not None]
-        return sum(times) / len(times) if times else None
-
-
-def _shape(step: WarmupStep) -> tuple[int, ...]:
-    return tuple(v for v in (step.batch_size, step.seq_len, step.query_len, step.num_blocks) if v is not None)
-
-
-def timeline(reading: LogReading) -> Timeline:
-    tl = Timeline(log_span_s=reading.last_time_s)
-    s = reading.summary
-    model = next((t for t in reading.events if isinstance(t.event, ModelLoaded)), None)
-    prof = next((t for t in reading.events if isinstance(t.event, ProfilingRun)), None)
-    if model and model.event.seconds is not None:
-        tl.phases.append(("load weights", model.event.seconds))
-    if prof and prof.event.seconds is not None:
-        tl.phases.append(("profiling run", prof.event.seconds))
-    timed = [t for t in reading.events if t.time_s is not None]
-    timed_lines = [t.line_no for t in timed]      # ascending: events come in line order
-    steps = [t for t in reading.events if isinstance(t.event, WarmupStep)]
-    for t in steps:
-        k = bisect.bisect_right(timed_lines, t.line_no)   # the next timed line (linear scans were quadratic)
-        nxt = timed[k] if k < len(timed) else None
-        secs = nxt.time_s - t.time_s if (nxt is not None and t.time_s is not None) else None
-        e = t.event
-        tl.steps.append(Step(e.phase, e.index, e.total, _shape(e), secs))
-    groups: dict[str, list[Step]] = {}
-    for t, step in zip(steps, tl.steps):
-        key = ("graph capture " if t.event.graph and _has_eager_pass(steps) else "") + f"{step.phase} warmup"
-        groups.setdefault(key, []).append(step)
-    for key, group in groups.items():
-        times = [x.seconds for x in group if x.seconds is not None]
-        tl.phases.append((key, sum(times) if times else None))
-    if s.warmup_finished:
-        tl.warmup_total_s = float(s.warmup_finished.seconds)
-        tl.complete = True
-    elif s.warmup_skipped:
-        tl.complete = True
-    return tl
-
-
-def _has_eager_pass(steps: list[TimedEvent]) -> bool:
-    """Fork <= 1.21 warms every bucket without graphs, then captures graphs: two passes to tell apart."""
-    return any(not t.event.graph for t in steps) and any(t.event.graph for t in steps)
 
 
 @dataclass(frozen=True)

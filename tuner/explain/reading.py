@@ -5,7 +5,8 @@ multiprocessing tags (`(RayWorkerWrapper pid=.., ip=..)`, `(VllmWorker rank=1 pi
 tensor-parallel ranks printing the same warm-up lines interleaved, and lines cut or wrapped by a
 terminal. The parser already strips prefixes; this module adds what only a whole log shows: which
 process speaks for the server (the first one that prints bucket or warm-up lines; the others are
-counted as duplicate ranks), when each event happened, and which lines nobody could read.
+counted as duplicate ranks), when each event happened, which lines nobody could read, and where one
+start of the server ends and the next begins (runs.py): the summary is of one run, never of two added.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..logparse import (
+    BucketConfig,
     ErrorLine,
     Event,
     GeneratedBuckets,
     GraphCaptured,
     LogWatcher,
+    OmittedBuckets,
     OutOfMemory,
     Traceback,
     WarmupFinished,
@@ -28,9 +31,10 @@ from ..logparse import (
     WatchSummary,
 )
 from ..logparse.prefix import split_prefix
+from .runs import Run, primary_run, split_runs
 
 # Events every tensor-parallel rank prints once per rank; only the leading process's copy counts.
-_PER_RANK = (GeneratedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
+_PER_RANK = (BucketConfig, GeneratedBuckets, OmittedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
 # A line that looks like a log record (a level word or a bracketed source) but that no rule read.
 _LOOKS_LOGGED = re.compile(r"\b(INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\b|\[[\w.\-]+\.py:\d+\]")
 
@@ -55,9 +59,22 @@ class LogReading:
     leader: str | None = None
     first_time: str | None = None
     last_time_s: float | None = None
+    runs: list[Run] = field(default_factory=list)
+    primary: Run | None = None           # the run the summary and the timeline describe
+    log_summary: WatchSummary | None = None   # the whole log, every run fed to one watcher
+    settings_text: list[str] = field(default_factory=list)   # engine config / server argument lines
 
     def of_type(self, kind) -> list[TimedEvent]:
         return [e for e in self.events if isinstance(e.event, kind)]
+
+    def run_events(self, run: Run | None = None) -> list[TimedEvent]:
+        """The events of `run` (default: the primary run), after those of the run that lent it its
+        bucket lines."""
+        run = run or self.primary
+        if run is None:
+            return list(self.events)
+        lent = self.runs[run.lender] if run.lender is not None else None
+        return (self.events[lent.first:lent.end] if lent else []) + self.events[run.first:run.end]
 
     @property
     def problems(self) -> list[TimedEvent]:
@@ -105,6 +122,7 @@ def read_log(lines: Iterable[str]) -> LogReading:
     t0: datetime | None = None
     last: float | None = None
     processes: dict[str, None] = {}
+    ranked: list[tuple[TimedEvent, str | None]] = []
     for number, raw in enumerate(lines, start=1):
         reading.lines += 1
         if not isinstance(raw, str):
@@ -132,18 +150,12 @@ def read_log(lines: Iterable[str]) -> LogReading:
             events = watcher.feed(line, t=last or 0.0)
         except Exception:
             events = []
-        kept = []
         rank = _rank_key(prefix) if prefix is not None else None
         for event in events:
-            if isinstance(event, _PER_RANK) and rank is not None:
-                if reading.leader is None:
-                    reading.leader = rank
-                elif rank != reading.leader:
-                    reading.duplicate_rank_lines += 1
-                    continue
-            kept.append(event)
-        for event in kept:
-            reading.events.append(TimedEvent(number, last if stamp is not None else None, event, line))
+            ranked.append((TimedEvent(number, last if stamp is not None else None, event, line), rank))
+        if (_SETTINGS.search(message or "") or (not reading.settings_text and "GiB used)" in (message or ""))) \
+                and len(reading.settings_text) < 8:
+            reading.settings_text.append(message)   # settings, or the device memory a Gaudi line reports
         blank_record = prefix is not None and prefix.level is not None and not (message or "").strip()
         if (not events and not blank_record and _LOOKS_LOGGED.search(message or line)
                 and not _UNINTERESTING.search(message or line)):
@@ -151,11 +163,31 @@ def read_log(lines: Iterable[str]) -> LogReading:
             if len(reading.unread_examples) < 5:
                 reading.unread_examples.append(line[:200])
     for event in watcher.flush():
-        reading.events.append(TimedEvent(reading.lines, last, event, ""))
-    reading.summary = _summary_of_leader(reading)
+        ranked.append((TimedEvent(reading.lines, last, event, ""), None))
+    _keep_one_rank(reading, ranked)
+    reading.runs = split_runs(reading.events)
+    reading.primary = primary_run(reading.runs)
+    reading.log_summary = _summary_of(reading.events)
+    reading.summary = _summary_of(reading.run_events()) if len(reading.runs) > 1 else reading.log_summary
     reading.processes = list(processes)
     reading.last_time_s = last
     return reading
+
+
+def _keep_one_rank(reading: LogReading, ranked: list[tuple[TimedEvent, str | None]]) -> None:
+    """Per-rank lines (buckets, warm-up steps, graph summaries) are kept from one process per kind: the
+    first that prints that kind. The v0 driver prints untagged and its workers tagged; a doc may show
+    the bucket list untagged and the warm-up from `(EngineCore_DP0 ..)`: both are the one speaker."""
+    leaders: dict[type, str] = {}
+    for timed, rank in ranked:
+        if isinstance(timed.event, _PER_RANK) and rank is not None:
+            leaders.setdefault(type(timed.event), rank)
+    reading.leader = leaders.get(WarmupStep) or next(iter(leaders.values()), None)
+    for timed, rank in ranked:
+        if isinstance(timed.event, _PER_RANK) and rank is not None and rank != leaders[type(timed.event)]:
+            reading.duplicate_rank_lines += 1
+            continue
+        reading.events.append(timed)
 
 
 # Records every vLLM startup prints that carry nothing a bucket-tuner user needs (kept out of the
@@ -164,16 +196,20 @@ _UNINTERESTING = re.compile(
     r"non-default args|Available routes|Route: |Started server process|Waiting for application|"
     r"Automatically detected platform|Using .* backend|Chunked prefill|Initializing a V\d LLM engine|"
     r"Loading safetensors|Starting to load model|Loading weights took|Resolved architecture|"
-    r"HTTP Request:|GET /|POST /|\"GET |\"POST |default_chat_template|Supported_tasks|"
+    r"HTTP Request:|GET /|POST /|\"GET |\"POST |default_chat_template|No chat template|Supported_tasks|"
     r"Using max model len|This model|torch.compile|Dynamo|Compil|cudagraph|CUDA graph|"
     r"Waiting for|world_size|distributed_init|PyTorch|Habana|HPU|hpu|environment|VLLM_|"
     r"tokenizer|Tokenizer|Detected|sampling|Sampling|generation config|Default sampling")
 
 
-def _summary_of_leader(reading: LogReading) -> WatchSummary:
-    """The watcher's summary, re-fed with only the leading rank's per-rank events so that counts of
-    warm-up steps and captured graphs are one rank's, not the sum of all ranks."""
+def _summary_of(events: list[TimedEvent]) -> WatchSummary:
+    """The watcher's summary, re-fed with only the leading rank's per-rank events (so that counts of
+    warm-up steps and captured graphs are one rank's, not the sum of all ranks) of the given run."""
     watcher = LogWatcher(clock=lambda: 0.0)
-    for timed in reading.events:
+    for timed in events:
         watcher.record(timed.event, timed.time_s or 0.0)
     return watcher.summary()
+
+
+# Lines that carry the server's settings: the engine's config line, the API server's arguments.
+_SETTINGS = re.compile(r"with config: |non-default args: |args: Namespace\(")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+from .. import display
 from .advice import command_text
 
 if TYPE_CHECKING:
@@ -35,33 +36,74 @@ def _wrap(text: str, indent: str = "", *, words: bool = True) -> list[str]:
                          break_on_hyphens=words, break_long_words=words) or [""]
 
 
-def plain_words(x: Explanation) -> list[str]:
+def _server_line(x: Explanation) -> str:
+    f = x.server
+    parts = []
+    if f.model:
+        parts.append(f.model)
+    if f.tp is not None:
+        parts.append(f"TP {f.tp}" + ("" if f.tp_exact else "+ (ranks seen)"))
+    if f.dtype:
+        parts.append(f.dtype)
+    if f.device:
+        parts.append(f"{f.device} ({f.device_evidence})")
+    return ", ".join(parts)
+
+
+def _phase_rows(phases) -> list[str]:
+    rows = []
+    for p in phases:
+        note = p.describe()
+        rows.append(f"  {p.name:<32}{_secs(p.seconds):>8}" + (f"  {note}" if note else ""))
+    return rows
+
+
+def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fact the log may or may not hold)
     """The answer first: what this log shows and what would change it, in sentences."""
     out = []
     s = x.reading.summary
-    counts = {p.phase: p.count for p in x.phases if p.count}
-    total = x.timeline.warmup_total_s
+    tl = x.timeline
+    counts = x.bucket_counts
+    total = tl.warmup_total_s
     if x.phases and not counts:
         out.append("The bucket configs are logged but no bucket list: the server stopped before generating them.")
     elif counts:
         buckets = " and ".join(f"{n} {ph}" for ph, n in counts.items())
         if total is not None:
             out.append(f"Warm-up took {_secs(total)} for {buckets} buckets.")
-        elif s.warmup_skipped:
-            out.append(f"Warm-up was skipped (VLLM_SKIP_WARMUP): {buckets} buckets will compile on first use.")
+        elif tl.skipped:
+            out.append(f"Warm-up was skipped ({tl.skip_evidence}): {buckets} buckets will compile on first use.")
         else:
             out.append(f"The log ends before warm-up finished ({buckets} buckets generated).")
+    elif tl.skipped:
+        out.append(f"Warm-up is skipped ({tl.skip_evidence}): every bucket compiles on its first use.")
     elif x.release.profile is None:
         out.append("No Gaudi bucketing lines in this log.")
-    slow = x.timeline.slowest
+    cut = [p for p in x.phases if not p.complete and p.listed]
+    for p in cut:
+        out.append(f"The {p.phase} bucket list is cut after {p.listed} of {p.count} buckets: its ranges are "
+                   "only what the cut list shows.")
+    if len(x.reading.runs) > 1 and tl.primary is not None:
+        run = tl.runs[tl.primary]
+        others = len(x.reading.runs) - 1
+        out.append(f"The log holds more than one start of the server ({others + 1} runs: {_runs_why(x)}); "
+                   f"the figures are of lines {run.first_line}-{run.last_line}"
+                   + (f", with the bucket lines of lines {tl.runs[run.lender].first_line}-"
+                      f"{tl.runs[run.lender].last_line}" if run.lender is not None else "") + ", never added together.")
+    slow = tl.slowest
+    timed = [st for st in tl.steps if st.run == (tl.primary or 0)]
     if slow:
-        st = slow[0]
-        out.append(f"The slowest bucket was {st.phase} {st.shape} at {_secs(st.seconds)}.")
-    phase_times = [(n, t) for n, t in x.timeline.phases if t and t > 0 and "warmup" in n]  # reordered logs: t < 0
-    if len(phase_times) > 1:
-        whole = sum(t for _, t in phase_times)
-        top = max(phase_times, key=lambda p: p[1])
-        out.append(f"{top[0].capitalize()} took {top[1] / whole * 100:.0f}% of the timed warm-up.")
+        out.append(f"Of the {len([t for t in timed if t.seconds is not None])} warm-up steps timed one by one, "
+                   f"the slowest was {slow[0].phase} {slow[0].shape} at {_secs(slow[0].seconds)}.")
+    if any(p.gap for p in tl.phases):
+        out.append("Warm-up lines are missing from this log (elided or cut): figures over them are totals of "
+                   "the steps they span, never one step's time.")
+    phase_times = [p for p in tl.phases if p.steps is not None and p.seconds is not None]
+    if len(phase_times) > 1 and all(p.complete and len(p.keys) == 1 for p in phase_times):
+        whole = sum(p.seconds for p in phase_times)
+        top = max(phase_times, key=lambda p: p.seconds)
+        if whole > 0:
+            out.append(f"{top.name.capitalize()} took {top.seconds / whole * 100:.0f}% of the timed warm-up.")
     if x.memory.kv_blocks is not None:
         out.append(f"The KV cache holds {x.memory.kv_blocks} blocks"
                    + (f" ({_gib(x.memory.kv_cache)})." if x.memory.kv_cache else "."))
@@ -72,14 +114,21 @@ def plain_words(x: Explanation) -> list[str]:
     if x.problems:
         out.append(f"{len(x.problems)} error(s), first at line {x.problems[0].line_no}: "
                    f"{x.problems[0].message[:120]}")
+    if x.advice.rebuild_mismatch:
+        out.append(f"Check failed: {x.advice.rebuild_mismatch}.")
     best = _best_alternative(x)
     if best is not None:
         base = _as_logged(x)
         out.append(f"Advice: {best.name} would build {best.prompt_buckets} prompt and {best.decode_buckets} "
                    f"decode buckets, about {_secs(best.predicted_warmup_s)} of warm-up"
                    f"{_pct(best.predicted_warmup_s, base.predicted_warmup_s if base else None)} "
-                   f"(predicted); verify it with the tune command below.")
+                   f"(predicted)" + ("; verify it with the tune command below." if x.advice.tune_command else "."))
     return out
+
+
+def _runs_why(x: Explanation) -> str:
+    return ", ".join(f"lines {r.first_line}-{r.last_line}" + (f" from {r.start}" if r.start else "")
+                     for r in x.timeline.runs)
 
 
 def _as_logged(x: Explanation):
@@ -96,7 +145,7 @@ def _best_alternative(x: Explanation):
     return best if best.predicted_warmup_s < base.predicted_warmup_s else None
 
 
-def render_text(x: Explanation) -> str:
+def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of the reading, each optional)
     lines: list[str] = []
     r = x.release
     head = f"{x.source}: {r.family}"
@@ -104,18 +153,32 @@ def render_text(x: Explanation) -> str:
     if r.profiles:
         lines += _wrap(f"release profiles consistent with it: {', '.join(r.profiles)}"
                        + (f"; vLLM {r.version}" if r.version else ""), "  ")
+    if r.preferred and len(r.profiles) > 1:
+        lines += _wrap(f"read as {r.preferred}: {r.evidence[-1]}", "  ")
+    facts = _server_line(x)
+    if facts:
+        lines += _wrap(f"server: {facts}", "  ")
     lines.append("")
+    assumed = [ln for note in x.advice.assumptions for ln in _wrap(f"assumed: {note}", "  ")]
     for sentence in plain_words(x):
+        if sentence.startswith("Advice:"):  # what the advice assumed comes before it
+            lines += assumed
+            assumed = []
         lines += _wrap(sentence)
-    if x.phases:
-        lines += ["", "Buckets", f"  {'phase':<7}{'count':>6}  {'ranges':<38}{'omitted':>8}{'graphs':>8}"]
-        for p in x.phases:
+    if x.phases or x.counted:
+        lines += ["", "Buckets", f"  {'phase':<9}{'count':>6}{'omitted':>9}{'graphs':>8}  count from"]
+        for p in x.phases + x.counted:
+            lines.append(f"  {p.phase:<9}{p.count:>6}{p.omitted:>9}{'' if p.captured is None else p.captured:>8}"
+                         f"  {p.count_from}")
             rng = ", ".join(f"{d} {lo}..{hi}" for d, (lo, hi) in zip(p.dims, p.ranges))
-            lines.append(f"  {p.phase:<7}{p.count:>6}  {rng[:38]:<38}{p.omitted:>8}"
-                         f"{'' if p.captured is None else p.captured:>8}")
+            if rng and p.complete:
+                lines += _wrap(f"ranges: {rng}", "    ", words=False)
+            elif rng:
+                lines += _wrap(f"ranges of the {p.listed} listed (list cut, not the whole range): {rng}", "    ",
+                               words=False)
             if p.config:
                 cfg = "  ".join(f"{d}:{list(v)}" for d, v in p.config.items())
-                lines += _wrap(f"config (min, step, max...): {cfg}", "    ")
+                lines += _wrap(f"config (min, step, max...): {cfg}", "    ", words=False)
     m = x.memory
     mem = [("weights", _gib(m.weights) if m.weights else None),
            ("profiling peak", _gib(m.profiling_peak) if m.profiling_peak else None),
@@ -131,15 +194,25 @@ def render_text(x: Explanation) -> str:
     if mem:
         lines += ["", "Memory"] + [f"  {k:<24}{v}" for k, v in mem]
     tl = x.timeline
-    if tl.phases or tl.warmup_total_s is not None:
-        lines += ["", "Warm-up timeline"]
-        lines += [f"  {name:<32}{_secs(t):>10}" for name, t in tl.phases]
+    if tl.phases or tl.warmup_total_s is not None or tl.other_runs:
+        where = tl.runs[tl.primary] if tl.primary is not None and len(tl.runs) > 1 else None
+        lines += ["", "Warm-up timeline" + (f" (lines {where.first_line}-{where.last_line})" if where else "")]
+        lines += _phase_rows(tl.phases)
         if tl.warmup_total_s is not None:
-            lines.append(f"  {'total (server: Warmup finished)':<32}{_secs(tl.warmup_total_s):>10}")
+            lines.append(f"  {'total (server: Warmup finished)':<32}{_secs(tl.warmup_total_s):>8}")
         if tl.slowest:
-            lines.append("  slowest buckets:")
-            lines += [f"    {s.phase:<7}[{s.index}/{s.total}] {str(s.shape):<28}{_secs(s.seconds):>10}"
+            lines.append("  slowest buckets (each timed to the next step):")
+            lines += [f"    {s.phase:<8}[{s.index}/{s.total}] {str(s.shape):<28}{_secs(s.seconds):>10}"
                       for s in tl.slowest]
+        for run in tl.other_runs:
+            lines += [""] + _wrap(f"Another run in this log (lines {run.first_line}-{run.last_line}"
+                                  + (f", from {run.start}" if run.start else "") + f"; {run.why}), not added to "
+                                  "the figures above:", "  ")
+            lines += _phase_rows(run.phases)
+            if run.warmup_total_s is not None:
+                lines.append(f"  {'total (server: Warmup finished)':<32}{_secs(run.warmup_total_s):>8}")
+    if tl.skipped:
+        lines += ["", f"Warm-up skipped: {tl.skip_evidence}"]
     s = x.reading.summary
     if s.not_warmed_up or s.buckets_not_prepared or s.preemptions:
         lines += ["", "At runtime"]
@@ -159,10 +232,11 @@ def render_text(x: Explanation) -> str:
         paced = any(a.predicted_warmup_s is not None for a in adv.alternatives)
         lines += ["", *_wrap(f"Alternatives (warm-up predicted from {adv.predicted_by})" if paced else
                              "Alternatives (bucket counts only: this log has no warm-up timing to predict from)"),
-                  f"  {'':<16}{'strategy':<14}{'prompt':>7}{'decode':>7}{'warm-up':>10}"]
+                  f"  {'':<16}{'strategy':<14}{'prompt':>7}{'decode':>7}{'warm-up':>10}"
+                  + ("  (2-sd range)" if any(a.predicted_warmup_band for a in adv.alternatives) else "")]
         base = _as_logged(x)
-        if x.phases:
-            counts = {p.phase: p.count for p in x.phases}
+        if x.phases or x.counted:
+            counts = x.bucket_counts
             lines.append(f"  {'this log':<16}{'':<14}{counts.get('prompt', 0):>7}{counts.get('decode', 0):>7}"
                          f"{_secs(x.timeline.warmup_total_s):>10}  (observed)")
         for a in adv.alternatives:
@@ -170,14 +244,17 @@ def render_text(x: Explanation) -> str:
                 lines += _wrap(f"{a.name}: not valid for {adv.profile}: {a.error}", "  ")
                 continue
             pct = _pct(a.predicted_warmup_s, base.predicted_warmup_s if base and a is not base else None)
+            flag = "  != this log" if a is base and adv.rebuild_mismatch else ""
+            rng = f" ({display.span(*a.predicted_warmup_band)})" if a.predicted_warmup_band else ""
             lines.append(f"  {a.name:<16}{a.strategy or '':<14}{a.prompt_buckets:>7}{a.decode_buckets:>7}"
-                         f"{_secs(a.predicted_warmup_s):>10}{pct}")
+                         f"{_secs(a.predicted_warmup_s):>10}{rng}{pct}{flag}")
         for a in adv.alternatives:
             if a.name == "calculator" and a.error is None:
                 lines.append("  calculator settings:")
                 lines += [f"    {k}={v}" for k, v in a.env.items() if "BUCKET" in k]
-    for note in adv.assumptions:
-        lines += _wrap(f"assumed: {note}", "  ")
+    if adv.rebuild_mismatch:
+        lines += _wrap(f"CHECK FAILED: {adv.rebuild_mismatch}", "  ")
+    lines += assumed  # not shown yet: no advice sentence
     for note in adv.notes:
         lines += _wrap(f"note: {note}", "  ")
     if adv.tune_command:
@@ -191,6 +268,11 @@ def render_text(x: Explanation) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+def _phase_json(p) -> dict:
+    return {"name": p.name, "seconds": p.seconds, "steps": p.steps, "of": p.total, "complete": p.complete,
+            "spans_gap": p.gap, "phases": list(p.keys)}
+
+
 def to_json(x: Explanation) -> dict:
     """The --json document (schema in README "Explain a server log")."""
     s = x.reading.summary
@@ -200,16 +282,28 @@ def to_json(x: Explanation) -> dict:
         "release": {"family": x.release.family, "profiles": list(x.release.profiles), "engine": x.release.engine,
                     "version": x.release.version, "evidence": list(x.release.evidence)},
         "summary": plain_words(x),
-        "buckets": {p.phase: {"count": p.count, "dims": list(p.dims), "ranges": [list(r) for r in p.ranges],
+        "buckets": {p.phase: {"count": p.count, "count_from": p.count_from, "dims": list(p.dims),
+                              "ranges": [list(r) for r in p.ranges] if p.complete else None,
+                              "listed": p.listed, "list_complete": p.complete,
+                              "listed_ranges": [list(r) for r in p.ranges],
                               "omitted": p.omitted, "graphs_captured": p.captured,
                               "config": {k: list(v) for k, v in (p.config or {}).items()} or None}
-                    for p in x.phases},
+                    for p in x.phases + x.counted},
         "memory_bytes": {k: v for k, v in vars(x.memory).items()},
         "warmup": {"total_s": x.timeline.warmup_total_s, "complete": x.timeline.complete,
-                   "phases": [{"name": n, "seconds": t} for n, t in x.timeline.phases],
+                   "phases": [_phase_json(p) for p in x.timeline.phases],
                    "slowest": [{"phase": st.phase, "index": st.index, "total": st.total, "shape": list(st.shape),
-                                "seconds": st.seconds} for st in x.timeline.slowest],
-                   "skipped": s.warmup_skipped},
+                                "seconds": st.seconds, "line": st.line_no} for st in x.timeline.slowest],
+                   "skipped": x.timeline.skipped, "skip_evidence": x.timeline.skip_evidence,
+                   "run": x.timeline.primary,
+                   "runs": [{"index": r.index, "first_line": r.first_line, "last_line": r.last_line, "start": r.start,
+                             "why": r.why, "bucket_lines_from": r.lender, "warmup_steps": r.steps,
+                             "total_s": r.warmup_total_s, "phases": [_phase_json(p) for p in r.phases]}
+                            for r in x.timeline.runs],
+                   "intervals": [{"run": iv.run, "start_line": iv.start_line, "end_line": iv.end_line,
+                                  "seconds": iv.seconds, "steps": dict(iv.steps), "exact": iv.exact}
+                                 for iv in x.timeline.intervals]},
+        "server": {k: v for k, v in vars(x.server).items()},
         "runtime": {"not_warmed_up": [{"phase": n.phase, "shape": list(n.shape)} for n in s.not_warmed_up],
                     "buckets_not_prepared": [{"phase": b.phase, "requested": list(b.requested),
                                               "new_bucket": list(b.new_bucket)} for b in s.buckets_not_prepared],
@@ -220,8 +314,10 @@ def to_json(x: Explanation) -> dict:
                                      "env": a.env, "prompt_buckets": a.prompt_buckets,
                                      "decode_buckets": a.decode_buckets, "predicted_warmup_s": a.predicted_warmup_s,
                                      "predicted_kv_blocks": a.predicted_kv_blocks,
+                                     "predicted_warmup_band_s": (list(a.predicted_warmup_band)
+                                                                 if a.predicted_warmup_band else None),
                                      "error": a.error} for a in x.advice.alternatives],
-                   "predicted_by": x.advice.predicted_by,
+                   "predicted_by": x.advice.predicted_by, "rebuild_mismatch": x.advice.rebuild_mismatch,
                    "tune_command": x.advice.tune_command, "notes": x.advice.notes},
         "reading": {"lines": rd.lines, "events": len(rd.events), "unread": rd.unread,
                     "unread_examples": rd.unread_examples, "duplicate_rank_lines": rd.duplicate_rank_lines,

@@ -437,7 +437,8 @@ async def run_benchmark(base_url: str, model: str, workload: Workload, *,
                         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
                         temperature: float | None = None, seed: int | None = None,
                         on_request_done: Callable[[int, int], None] | None = None,
-                        time_scale: float = 1.0, **client: Any) -> BenchmarkResult:
+                        time_scale: float = 1.0, percentile_metrics: Sequence[str] | None = None,
+                        **client: Any) -> BenchmarkResult:
     """Warm pass (``warmup_requests``, unmeasured), then the measured run; see :class:`LoadGenerator`
     (``client``: its other keyword arguments) and :meth:`LoadGenerator.run` for ``time_scale``.
 
@@ -446,6 +447,7 @@ async def run_benchmark(base_url: str, model: str, workload: Workload, *,
     gen = LoadGenerator(base_url, model, max_concurrency=max_concurrency,
                         request_timeout_s=request_timeout_s, temperature=temperature, progress=progress,
                         on_request_done=on_request_done, **client)
+    extra = {} if percentile_metrics is None else {"percentile_metrics": tuple(percentile_metrics)}
     return await gen.run(workload, request_rate=request_rate, burstiness=burstiness,
                          warmup_requests=warmup_requests, goodput_slos=goodput_slos,
-                         percentiles=percentiles, seed=seed, time_scale=time_scale)
+                         percentiles=percentiles, seed=seed, time_scale=time_scale, **extra)

@@ -161,6 +161,35 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
 # ---- From command-line arguments (bench and tune share the flags)
 
 DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
+DATASETS = ("random", "fixed", "trace", "timed_trace", "sharegpt", "custom")
+# vLLM 0.32's other --dataset-name values, and why they are not offered: bucket tuning needs the request
+# lengths the server will see, and each of these needs what this client does not have (a chat template,
+# text generation, images, the Hugging Face hub) to produce them.
+_LENGTHS = "for the lengths alone, use --dataset-name random (or a trace of your traffic)"
+UNSUPPORTED_DATASETS = {
+    "sonnet": "vLLM builds its prompts from sonnet.txt lines through the model's chat template, which this client "
+              "does not apply; the same lengths: --dataset-name random --random-input-len 550 --random-output-len "
+              "150 --random-prefix-len 200 (sonnet's defaults)",
+    "burstgpt": f"it replays BurstGPT's lengths as generated text; {_LENGTHS}, or a trace from its CSV",
+    "hf": f"it downloads datasets from the Hugging Face hub, which this tool never does; {_LENGTHS}",
+    "random-mm": "multimodal requests (images) do not exist in this client",
+    "random-rerank": "rerank requests do not exist in this client",
+    "prefix_repetition": f"its repeated prefixes are text; {_LENGTHS} with --random-prefix-len",
+    "spec_bench": f"it downloads its questions; {_LENGTHS}",
+}
+
+
+def check_dataset_name(name: str) -> None:
+    """Refuse a --dataset-name this client does not offer, saying why (vLLM's) or what was meant (a typo)."""
+    if name in DATASETS:
+        return
+    if name in UNSUPPORTED_DATASETS:
+        raise ValueError(f"--dataset-name {name}: not supported: {UNSUPPORTED_DATASETS[name]}")
+    import difflib
+
+    close = difflib.get_close_matches(name, [*DATASETS, *UNSUPPORTED_DATASETS], n=1)
+    raise ValueError(f"--dataset-name {name!r} is unknown" + (f"; did you mean {close[0]}?" if close else "")
+                     + f" (choose from {', '.join(DATASETS)})")
 
 
 def build_workload(args, vocab=None) -> Workload:
@@ -185,6 +214,7 @@ def build_workload(args, vocab=None) -> Workload:
     else:
         ids = {"vocab_size": DEFAULT_VOCAB_SIZE}
     name = args.dataset_name
+    check_dataset_name(name)
     if name in ("trace", "timed_trace"):
         if args.dataset_path is None:
             raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")

@@ -121,7 +121,7 @@ class GeneratedBuckets(Event):
     `[bs, total_blocks]`, `[bs, query, num_blocks]`, vllm-gaudi `Generated N spec decode buckets ..`.
     `complete` is False when the list text was cut off; `count` is always the logged count."""
 
-    phase: str                           # "prompt" | "decode" | "spec_decode"
+    phase: str                           # "prompt" | "decode" | "spec_decode" | "unified"
     count: int
     dims: tuple[str, ...] | None      # ("bs", "seq"), None for fork 1.17
     buckets: tuple[tuple[int, ...], ...]
@@ -410,7 +410,7 @@ class Milestone(Event):
     """Marker lines without numbers that still tell where start-up is. Names: sampler_warmup,
     sampler_warmup_done, validation_warmup, validation_warmup_done, no_compile_only_mode,
     compile_warmup, compile_warmup_done, enforce_eager, compile_cache_miss, shutdown,
-    shutdown_waiting_connections."""
+    shutdown_waiting_connections, attention_backend (a worker builds its model runner)."""
 
     name: str
     detail: str = ""

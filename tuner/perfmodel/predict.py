@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..buckets import BucketConfigError, ServerConfig, get_profile
+from ..buckets import BucketConfigError, ServerConfig
+from ..buckets.owncode import build_checked
 from .capture import plan_warmup
 from .corrections import Corrections
 from .costs import (
@@ -74,7 +75,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
             return pred
         pred.config = server_config(rules, model, inputs, env, mem.num_blocks)
         try:
-            pred.plan = get_profile(profile).build(pred.config)
+            pred.plan = build_checked(profile, pred.config)  # the release's own lists where checked
         except BucketConfigError as e:
             pred.failure = Failure("buckets", f"{_bucket_error_class(e)}: {e}")
             return pred
@@ -134,3 +135,17 @@ def _check_kv(rules: ReleaseRules, cfg: ServerConfig, mem: MemorySplit, cost: Co
                        f"maximum model length is {est}. Try increasing `gpu_memory_utilization` or decreasing "
                        "`max_model_len` when initializing the engine.")
     return None
+
+
+def with_bucket_lists(pred: StartupPrediction, prompt: list, decode: list) -> StartupPrediction:
+    """The same start warming up other bucket lists (a log's, where rebuilding its settings gives other
+    lists): memory as predicted, warm-up steps, captures and their times planned again."""
+    from dataclasses import replace
+
+    if pred.plan is None or pred.memory is None:
+        return pred
+    new = replace(pred, plan=replace(pred.plan, prompt=list(prompt), decode=list(decode)), steps=[],
+                  graphed_prompt=[], graphed_decode=[], prompt_graph_mem=0.0, decode_graph_mem=0.0, budget=None,
+                  sampler_seconds=0.0, failure=None)
+    plan_warmup(new, new.cost, frozenset())
+    return new

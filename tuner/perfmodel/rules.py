@@ -42,6 +42,7 @@ RULES: dict[str, ReleaseRules] = {
     "fork-1.21.2": ReleaseRules("fork-1.21.2", **_FORK, graph_mem=(2.8, 0.0, 3.4), style="fork-hpu"),
     "fork-1.22": ReleaseRules("fork-1.22", "v0", "all", None, style="fork-3d"),
     "fork-main": ReleaseRules("fork-main", "v0", "all", None, style="fork-3d"),
+    "fork-1.23": ReleaseRules("fork-1.23", "v0", "all", None, style="fork-3d"),
     **{name: ReleaseRules(name, "v1", "all", None, sampler_warmup=True, style="gaudi")
        for name in ("gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main")},
 }

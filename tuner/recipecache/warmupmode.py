@@ -37,16 +37,18 @@ class WarmupOptions:
     notes: list[str] = field(default_factory=list)  # said once (fallbacks)
 
 
-def cached_prediction(predict_fn, corrections):
+def cached_prediction(target, settings, corrections):
     """The configuration's start with every recipe it compiles already cached (None without a model).
-    `predict_fn(corrections, cached_recipes)` -> StartupPrediction."""
-    cold = predict_fn(corrections, frozenset())
+    `target`, `settings`: as for perfmodel.target.predict."""
+    from ..perfmodel.target import predict
+
+    cold = predict(target, settings, corrections)
     if cold is None or cold.failure is not None or cold.plan is None:
         return None
     keys = frozenset(cold.recipe_id(phase, b) for phase, buckets in (("prompt", cold.plan.prompt),
                                                                      ("decode", cold.plan.decode))
                      for b in buckets)
-    return predict_fn(corrections, keys)
+    return predict(target, settings, corrections, keys)
 
 
 def model_figures(cold_pred, cached_pred) -> tuple[float | None, float | None]:
@@ -158,32 +160,34 @@ def study_figures(study) -> dict[int, dict[str, Figure]]:
 
 # --- in a trial (trial.run_trial calls these; the benchmark's virtual runner can too) ------------
 
-def cached_budget_rejection(ctx, predict_fn, tp) -> tuple | None:
+def cached_budget_rejection(ctx, settings, tp) -> tuple | None:
     """(status, reason) when the cached warmup is confidently over the budget, before any boot.
-    `predict_fn(corrections, cached_recipes)` -> StartupPrediction of the trial's settings."""
+    `ctx`: the trial's context (a perfmodel target with `warmup` options); `settings`: the trial's."""
     opts = ctx.warmup
     if opts is None or opts.mode != CACHED or opts.budget_s is None or tp is None:
         return None
+    from ..display import above
     from ..status import TrialStatus
 
-    cached = cached_prediction(predict_fn, tp.calibrated.corrections)
+    cached = cached_prediction(ctx, settings, tp.calibrated.corrections)
     if cached is None or tp.warmup_low_s is None or not tp.calibrated.warmup_seconds:
         return None
     low = cached.warmup_seconds * tp.warmup_low_s / tp.calibrated.warmup_seconds
     if low > opts.budget_s:
         return (TrialStatus.WARMUP_OVER_BUDGET,
-                f"predicted cached warmup {cached.warmup_seconds:.0f} s (at least {low:.0f} s) exceeds the "
+                f"predicted cached warmup {cached.warmup_seconds:.0f} s (at least {above(low, opts.budget_s)} s) "
+                f"exceeds the "
                 f"budget of {opts.budget_s:g} s")
     return None
 
 
-def finish_trial(ctx, predict_fn, result, tp, hit_rate: float | None) -> None:
+def finish_trial(ctx, settings, result, tp, hit_rate: float | None) -> None:
     """Both warmup figures of a booted trial, the warmup it is scored by, and its calibration sample
-    cleaned of steps a cache hit shortened. `predict_fn` as for cached_budget_rejection."""
+    cleaned of steps a cache hit shortened. `ctx`, `settings` as for cached_budget_rejection."""
     cold_pred_s = cached_pred_s = None
     if tp is not None:
         cold_pred_s, cached_pred_s = model_figures(
-            tp.calibrated, cached_prediction(predict_fn, tp.calibrated.corrections))
+            tp.calibrated, cached_prediction(ctx, settings, tp.calibrated.corrections))
     if result.observed.get("warmup_source") == "launch to ready":
         hit_rate = None  # no Gaudi warmup at all: what was measured is the (only) cold start
     settle(result.observed, result.predicted, cold_pred_s, cached_pred_s, hit_rate)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import optuna
 
+from ..errors.disk import DiskError, explain, write_text, writing
 from .frame import KEY_METRICS, pareto_frame, study_hypervolume, trials_frame, write_csvs
 from .html import SECTION_IDS, write_html
 from .terminal import print_pareto
@@ -27,12 +28,36 @@ __all__ = ["KEY_METRICS", "SECTION_IDS", "pareto_frame", "print_pareto", "study_
            "write_csvs", "write_html", "write_report"]
 
 
-def write_report(study: optuna.Study, out_dir: Path) -> dict[str, Path]:
-    trials_csv, pareto_csv = write_csvs(study, out_dir)
-    report = write_html(study, out_dir / "report.html")
-    paths = {"trials_csv": trials_csv, "pareto_csv": pareto_csv, "report_html": report}
-    from .sweep import write_sweep_csv
+def write_report(study: optuna.Study, out_dir: Path, elsewhere: str | None = None) -> dict[str, Path]:
+    """trials.csv, pareto.csv, report.html (and load_sweep.csv after a --load-sweep study) in out_dir, each
+    whole or not at all. A file the disk refuses (full, over quota, read-only) does not stop the others:
+    those refused are named together in one DiskError raised at the end (its .written: the others);
+    `elsewhere` says where else they could go (e.g. "--out DIR")."""
+    from .frame import csv_texts
+    from .html import html_text
+    from .sweep import CSV_NAME, sweep_csv_text
 
-    if (sweep_csv := write_sweep_csv(study, out_dir)) is not None:  # tune --load-sweep: every point
-        paths["load_sweep_csv"] = sweep_csv
-    return paths
+    with writing(out_dir, elsewhere):
+        out_dir.mkdir(parents=True, exist_ok=True)
+    texts = csv_texts(study)
+    files = [("trials_csv", "trials.csv", lambda: texts[0]), ("pareto_csv", "pareto.csv", lambda: texts[1]),
+             ("report_html", "report.html", lambda: html_text(study)),
+             ("load_sweep_csv", CSV_NAME, lambda: sweep_csv_text(study))]  # tune --load-sweep: every point
+    written: dict[str, Path] = {}
+    refused: list[tuple[str, DiskError]] = []
+    for key, name, content in files:
+        text = content()
+        if text is None:
+            continue
+        try:
+            written[key] = write_text(out_dir / name, text, elsewhere)
+        except DiskError as exc:
+            refused.append((name, exc))
+    if refused:
+        names = ", ".join(name for name, _ in refused)
+        first = refused[0][1]
+        error = DiskError(explain(first.errno, out_dir, elsewhere).replace(
+            f"cannot write {out_dir}", f"cannot write {names} in {out_dir}", 1), out_dir, first.errno)
+        error.written = written
+        raise error
+    return written

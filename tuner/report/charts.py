@@ -18,7 +18,7 @@ CLASS_STYLE = {  # trial class -> (colour, marker symbol)
 SERIES = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
-def _layout(fig: go.Figure, title: str, x: str | None = None, y: str | None = None, height: int = 420) -> go.Figure:
+def layout(fig: go.Figure, title: str, x: str | None = None, y: str | None = None, height: int = 420) -> go.Figure:
     fig.update_layout(title={"text": title, "x": 0, "xanchor": "left"}, height=height, template="plotly_white",
                       margin={"l": 60, "r": 20, "t": 80, "b": 50},
                       legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"})
@@ -39,7 +39,7 @@ def scatter_2d(points: dict[str, list[dict]], x: str, y: str, title: str) -> go.
         fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="markers", name=cls,
                                  marker={"color": colour, "symbol": symbol, "size": 11 if cls == "Pareto front" else 8},
                                  text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
-    return _layout(fig, title, x, y)
+    return layout(fig, title, x, y)
 
 
 def scatter_3d(points: dict[str, list[dict]], names: Sequence[str]) -> go.Figure:
@@ -54,7 +54,7 @@ def scatter_3d(points: dict[str, list[dict]], names: Sequence[str]) -> go.Figure
                                    text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
     fig.update_layout(scene={"xaxis_title": short(names[1]), "yaxis_title": short(names[2]),
                              "zaxis_title": short(names[0])})
-    return _layout(fig, "The front in 3-D (drag to turn)", height=520)
+    return layout(fig, "The front in 3-D (drag to turn)", height=520)
 
 
 def warmup_phases(rows: dict[str, dict[str, float]], phases: Sequence[str]) -> go.Figure:
@@ -66,7 +66,7 @@ def warmup_phases(rows: dict[str, dict[str, float]], phases: Sequence[str]) -> g
                              marker_color=SERIES[i % len(SERIES)],
                              hovertemplate=f"{phase}: %{{x:.0f}} s<extra>%{{y}}</extra>"))
     fig.update_layout(barmode="stack")
-    return _layout(fig, "Startup time per phase (from the server log)", "seconds", None, height=300)
+    return layout(fig, "Startup time per phase (from the server log)", "seconds", None, height=300)
 
 
 def histogram(values: Sequence[float], edges: Sequence[float], title: str, x: str, edge_label: str) -> go.Figure:
@@ -89,7 +89,7 @@ def histogram(values: Sequence[float], edges: Sequence[float], title: str, x: st
         lo, hi = min(list(values) + [edges[0]]), max(values) if values else edges[-1]
         span = max(hi - lo, 1)
         fig.update_xaxes(range=[max(0, lo - 0.15 * span), hi + 0.6 * span])
-    return _layout(fig, title, x, "requests", height=340)
+    return layout(fig, title, x, "requests", height=340)
 
 
 def convergence(xs: Sequence[float], share: Sequence[float], title: str, x: str, hover: Sequence[str]) -> go.Figure:
@@ -97,7 +97,7 @@ def convergence(xs: Sequence[float], share: Sequence[float], title: str, x: str,
                                name="hypervolume", text=list(hover),
                                hovertemplate="%{text}: %{y:.0f}% of the final front<extra></extra>"))
     fig.update_yaxes(range=[0, 105])
-    return _layout(fig, title, x, "hypervolume (% of final)", height=320)
+    return layout(fig, title, x, "hypervolume (% of final)", height=320)
 
 
 def importances(rows: list[dict]) -> go.Figure:
@@ -108,7 +108,7 @@ def importances(rows: list[dict]) -> go.Figure:
         fig.add_trace(go.Bar(x=[r["importance"] for r in sel], y=[r["parameter"] for r in sel], orientation="h",
                              name=short(obj), marker_color=SERIES[i % len(SERIES)]))
     fig.update_layout(barmode="group")
-    return _layout(fig, "Which settings mattered (Optuna's parameter importances)", "importance", None,
+    return layout(fig, "Which settings mattered (Optuna's parameter importances)", "importance", None,
                    height=120 + 40 * len({r["parameter"] for r in rows}))
 
 
@@ -119,4 +119,4 @@ def fronts(studies: dict[str, list[dict]], x: str, y: str, title: str) -> go.Fig
         fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="markers", name=name,
                                  marker={"color": SERIES[i % len(SERIES)], "size": 9},
                                  text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
-    return _layout(fig, title, x, y)
+    return layout(fig, title, x, y)

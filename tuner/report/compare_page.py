@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from optuna.trial import TrialState
 
 from .. import display
+from ..errors.disk import write_text
 from ..results.compare import Comparison
 from . import charts
 from .convergence import front_volume
@@ -47,7 +48,7 @@ def _fronts_3d(cmp: Comparison) -> go.Figure:
     names = cmp.objective_names
     fig.update_layout(scene={"xaxis_title": display.short(names[1]), "yaxis_title": display.short(names[2]),
                              "zaxis_title": display.short(names[0])})
-    return charts._layout(fig, "The fronts in 3-D (drag to turn)", height=520)
+    return charts.layout(fig, "The fronts in 3-D (drag to turn)", height=520)
 
 
 def _share_chart(cmp: Comparison) -> go.Figure:
@@ -55,7 +56,7 @@ def _share_chart(cmp: Comparison) -> go.Figure:
                            text=[f"{s:.0%}" for s in cmp.share], textposition="outside",
                            hovertemplate="%{x}: %{y:.0f}% of the union front<extra></extra>"))
     fig.update_yaxes(range=[0, 115])
-    return charts._layout(fig, "Front hypervolume as a share of the union of all fronts", None, "% of union",
+    return charts.layout(fig, "Front hypervolume as a share of the union of all fronts", None, "% of union",
                           height=320)
 
 
@@ -75,7 +76,7 @@ def _convergence_chart(cmp: Comparison, studies: list[optuna.Study]) -> go.Figur
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv", name=label,
                                  marker={"color": charts.SERIES[i % len(charts.SERIES)]}))
     fig.update_yaxes(range=[0, 105])
-    return charts._layout(fig, "Share of the union front reached per accelerator-hour", "accelerator-hours",
+    return charts.layout(fig, "Share of the union front reached per accelerator-hour", "accelerator-hours",
                           "% of union front", height=340)
 
 
@@ -208,5 +209,4 @@ def write_compare_html(cmp: Comparison, studies: list[optuna.Study], path: Path)
     intro = ("<p>" + ", ".join(f"<b>{esc(n)}</b> ({esc(r or 'no release')})" for n, r in zip(cmp.names, cmp.releases))
              + ". Hypervolumes are taken on one common reference point, worse than every front point.</p>")
     titles = dict(TITLES, summary="Coverage and regressions", pareto="Fronts")
-    path.write_text(page("bucket-tuner: " + " vs ".join(cmp.names), intro, body, COMPARE_IDS, titles))
-    return path
+    return write_text(path, page("bucket-tuner: " + " vs ".join(cmp.names), intro, body, COMPARE_IDS, titles))

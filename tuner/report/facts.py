@@ -30,7 +30,11 @@ class Limits:
 
 
 def study_limits(study: optuna.Study) -> Limits:
-    """tuner/study/run.py stores `value - limit` per constraint; a measured trial gives the limit back."""
+    """The limits tuner/study/run.py recorded; older studies: it stores `value - limit` per constraint, so a
+    measured trial gives the limit back."""
+    stored = study.user_attrs.get("constraints")
+    if isinstance(stored, dict):
+        return Limits(stored.get("warmup_budget_s"), dict(stored.get("slos_ms") or {}))
     out = Limits()
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         if t.user_attrs.get("status") != "ok" or not t.values:
@@ -45,6 +49,99 @@ def study_limits(study: optuna.Study) -> Limits:
             if metric and metric not in out.slos_ms and metrics.get(metric) is not None:
                 out.slos_ms[metric] = round(float(metrics[metric]) - value, 6)
     return out
+
+
+@dataclass
+class Admission:
+    """The trial closest to the limits and the smallest change of the tune command that would admit it."""
+
+    trial: FrozenTrial
+    changes: list[str]  # e.g. ["--slo p99_ttft_ms=4875 (now 3000)", "--allow-recompiles"]
+    measured: bool  # False: the trial never booted (rejected before boot over the warm-up budget)
+
+    def sentence(self) -> str:
+        what = "admits it" if self.measured else "lets it boot"
+        return f"closest trial: {self.trial.number}; the smallest change that {what}: {' and '.join(self.changes)}"
+
+
+def closest_admission(study: optuna.Study) -> Admission | None:
+    """When no trial is feasible: which one the least relaxation admits (fewest limits changed, then the
+    smallest relative change), and how. Trials the configuration broke (invalid, out of memory) cannot be
+    admitted by a limit; those rejected over the warm-up budget before boot can, by a larger budget."""
+    import math
+
+    limits = study_limits(study)
+    best: tuple[tuple[int, float], Admission] | None = None
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        a = t.user_attrs
+        metrics, observed = a.get("metrics") or {}, a.get("observed") or {}
+        changes, cost = [], 0.0
+        if a.get("status") == "ok":
+            cons = {k[len(_CONSTRAINT):]: v for k, v in t.system_attrs.items() if k.startswith(_CONSTRAINT)}
+            for key, over in cons.items():
+                if over <= 0:
+                    continue
+                if key.startswith("slo_") and metrics.get(key[4:]) is not None:
+                    limit = limits.slos_ms.get(key[4:], metrics[key[4:]] - over)
+                    changes.append(f"--slo {key[4:]}={math.ceil(metrics[key[4:]])} (now {limit:g})")
+                    cost += over / max(limit, 1e-9)
+                elif key == "warmup_budget" and limits.warmup_budget_s:
+                    warm = observed.get("warmup_scored_s", observed.get("warmup_s"))
+                    changes.append(f"--warmup-budget {math.ceil(warm)} (now {limits.warmup_budget_s:g})")
+                    cost += over / limits.warmup_budget_s
+                elif key == "recompiles":
+                    changes.append("--allow-recompiles")
+                    cost += 1.0
+                elif key == "failed_requests":
+                    changes.append("--allow-failed-requests")
+                    cost += 1.0
+            measured = True
+        elif a.get("status") == "warmup_over_budget" and limits.warmup_budget_s:
+            warm = (a.get("predicted") or {}).get("warmup_s") or observed.get("warmup_s")
+            if warm is None:
+                continue
+            changes.append(f"--warmup-budget {math.ceil(warm)} (now {limits.warmup_budget_s:g}; predicted "
+                           f"{warm:.0f} s)")
+            cost, measured = warm / limits.warmup_budget_s - 1 + 10.0, False  # a boot not yet seen ranks last
+        else:
+            continue
+        if not changes:
+            continue
+        key = (len(changes), cost)
+        if best is None or key < best[0]:
+            best = (key, Admission(t, changes, measured))
+    return best[1] if best else None
+
+
+BALANCED_RULE = ("each objective is scaled over the feasible front from 0 (its best there) to 1 (its worst), and the "
+                 "pick is the trial nearest the point that is best at all of them")
+
+
+def balanced_rule(front: list[FrozenTrial], pick: FrozenTrial | None, names: list[str], dirs: list[str]) -> str | None:
+    """The balanced pick's rule in one sentence, with the runner-up and the objective it lost on."""
+    from .. import display
+    from ..study.pareto import ideal_distances, normalised
+
+    if not front or pick is None or pick.number not in {t.number for t in front}:
+        return None
+    points = [t.values for t in front]
+    dist = ideal_distances(points, dirs)
+    p = next(i for i, t in enumerate(front) if t.number == pick.number)
+    order = [p, *sorted((i for i in range(len(front)) if i != p), key=lambda i: dist[i])]
+    if len(front) == 1:
+        return f"Trial {pick.number} is the only trial on the feasible front, so it is the balanced pick."
+    norm = normalised(points, dirs)
+    r = order[1]
+    runner = front[r]
+    lost = max(range(len(names)), key=lambda k: norm[r][k] ** 2 - norm[p][k] ** 2)
+    better = [display.short(names[k]) for k in range(len(names)) if norm[r][k] < norm[p][k]]
+
+    def shown(i: int, k: int) -> str:
+        return f"{display.metric(names[k], points[i][k])}, scaled {norm[i][k]:.2f}"
+
+    return (f"Balanced pick rule: {BALANCED_RULE}; trial {pick.number} is at {dist[p]:.2f}, and the runner-up, trial "
+            f"{runner.number} at {dist[r]:.2f}, loses on {display.short(names[lost])} ({shown(r, lost)}, against "
+            f"{shown(p, lost)})" + (f" though it is better on {' and '.join(better)}." if better else "."))
 
 
 def seed_trial(study: optuna.Study, label: str) -> FrozenTrial | None:
@@ -71,6 +168,24 @@ def safe_pick(study: optuna.Study, pick: str, filters: Filters | None = None) ->
 
 def release_of(study: optuna.Study) -> str | None:
     return (study.user_attrs.get("space") or {}).get("release")
+
+
+def release_notes(study: optuna.Study) -> list[str]:
+    """How the study's release was chosen (tune --release auto) and what the release's own code said of
+    the engine's buckets; plain sentences, empty when neither happened."""
+    out = []
+    det = study.user_attrs.get("release_detection") or {}
+    if det:
+        out.append(f"Release read off the node ({det.get('python')}): {det.get('why')}.")
+        out += [f"{det[k][0].upper()}{det[k][1:]}." for k in ("nearest", "log_witness") if det.get(k)]
+    check = study.user_attrs.get("release_check") or {}
+    if check:
+        n = check.get("n_differences", 0)
+        out.append(f"Release code check: {check.get('checked', 0)} configuration(s) run through the release's own "
+                   f"{check.get('module')}; {n} differ from the engine's buckets"
+                   + (f" (the study used the release's lists for them; both lists in {check.get('file')})." if n
+                      else "."))
+    return out
 
 
 def cards(t: FrozenTrial) -> int:

@@ -13,6 +13,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
+from ..errors.disk import write_text
 from ..study.pareto import hypervolume, measured_front
 from .sweep import sweep_columns
 
@@ -42,8 +43,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             "reason": a.get("reason", ""),
             "seed": a.get("seed", ""),
         }
+        blank = placeholders(t, names)
         for name, value in zip(names, t.values or [None] * len(names)):
-            row[name] = value if t.state == TrialState.COMPLETE else None
+            row[name] = value if t.state == TrialState.COMPLETE and name not in blank else None
         for k, v in t.params.items():
             row[f"param:{k}"] = v
         for group in ("predicted", "observed"):
@@ -59,6 +61,19 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             if t.datetime_complete and t.datetime_start else None
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def placeholders(t, names: list[str]) -> set[str]:
+    """Objectives told to Optuna as penalties, not measured (tuner/study/run.py tell_result): empty cells in the
+    data files. Studies recorded before the attribute: worked out from the status and what was observed."""
+    if "placeholders" in t.user_attrs:
+        return set(t.user_attrs["placeholders"])
+    a = t.user_attrs
+    observed = a.get("observed") or {}
+    out = set(names[:2]) if a.get("status") != "ok" else set()
+    if len(names) > 2 and all(observed.get(k) is None for k in ("warmup_s", "warmup_scored_s")):
+        out.add(names[2])
+    return out
 
 
 def pareto_frame(study: optuna.Study, frame: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -80,8 +95,11 @@ def study_hypervolume(study: optuna.Study, reference: list[float]) -> float:
 
 def write_csvs(study: optuna.Study, out_dir: Path) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
+    trials_text, pareto_text = csv_texts(study)
+    return write_text(out_dir / "trials.csv", trials_text), write_text(out_dir / "pareto.csv", pareto_text)
+
+
+def csv_texts(study: optuna.Study) -> tuple[str, str]:
+    """trials.csv's and pareto.csv's content."""
     frame = trials_frame(study)
-    trials_csv, pareto_csv = out_dir / "trials.csv", out_dir / "pareto.csv"
-    frame.to_csv(trials_csv, index=False)
-    pareto_frame(study, frame).to_csv(pareto_csv, index=False)
-    return trials_csv, pareto_csv
+    return frame.to_csv(index=False), pareto_frame(study, frame).to_csv(index=False)

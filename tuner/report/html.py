@@ -6,8 +6,10 @@ from pathlib import Path
 
 import optuna
 
+from ..errors.disk import write_text
 from . import sections, summary
 from .data import gather
+from .facts import release_notes
 from .tables import CSS, SORT_JS, esc
 
 SECTION_IDS = ("summary", "pareto", "warmup", "workload", "failures", "convergence", "trials")
@@ -34,13 +36,18 @@ def page(title: str, intro: str, body: list[str], ids=SECTION_IDS, titles=TITLES
 
 
 def write_html(study: optuna.Study, path: Path) -> Path:
+    return write_text(path, html_text(study))
+
+
+def html_text(study: optuna.Study) -> str:
+    """report.html's content."""
     d = gather(study)
     objectives = ", ".join(f"{n} ({x})" for n, x in zip(d.names, d.dirs))
     intro = (f"<p>Study <b>{esc(study.study_name)}</b>"
              + (f" on release profile <b>{esc(d.release)}</b>" if d.release else "")
              + f" ({esc(d.backend.get('kind', 'unknown'))} backend, {esc(d.backend.get('model', ''))}): "
              f"{len(d.trials)} trials, {len(d.front)} on the feasible Pareto front. Objectives: {esc(objectives)}.</p>")
+    intro += "".join(f"<p class='note'>{esc(line)}</p>" for line in release_notes(study))
     body = [summary.section(d), sections.pareto(d, chart), sections.warmup(d, chart), sections.workload(d, chart),
             sections.failures(d), sections.convergence_section(d, chart), sections.trials(d)]
-    path.write_text(page(f"bucket-tuner study {study.study_name}", intro, body))
-    return path
+    return page(f"bucket-tuner study {study.study_name}", intro, body)

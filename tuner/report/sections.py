@@ -168,12 +168,17 @@ def _calibration(d: ReportData) -> str:
 
 def _predicted_vs_observed(t: FrozenTrial) -> str:
     pred, obs = t.user_attrs.get("predicted") or {}, t.user_attrs.get("observed") or {}
-    keys = [k for k in pred if isinstance(pred[k], (int, float)) and not isinstance(pred[k], bool)]
+    keys = [k for k in pred if isinstance(pred[k], (int, float)) and not isinstance(pred[k], bool)
+            and k not in ("warmup_low_s", "warmup_high_s")]  # shown as the warm-up's band
     rows = []
     for k in keys:
         o = obs.get(k)
         _, pct = display.change(pred[k], o) if isinstance(o, (int, float)) else (None, None)
-        rows.append([k, pred[k], o if isinstance(o, (int, float)) else "-", (display.percent(pct, 1), pct)])
+        shown = pred[k]
+        if k == "warmup_s":  # with its 2-sd band and where the calibration came from
+            shown = (display.band(pred[k], pred.get("warmup_low_s"), pred.get("warmup_high_s"),
+                                  source=pred.get("warmup_from")), pred[k])
+        rows.append([k, shown, o if isinstance(o, (int, float)) else "-", (display.percent(pct, 1), pct)])
     extra = {k: v for k, v in t.user_attrs.items() if k.startswith(("perfmodel", "calibrat", "prediction"))}
     html = table(["quantity", "predicted", "observed", "prediction error"], rows) if rows else \
         "<p class='none'>No prediction was recorded for this trial (--no-prediction, or no release profile).</p>"
@@ -296,11 +301,14 @@ def convergence_section(d: ReportData, chart: Chart) -> str:
     return "".join(out) + "</section>"
 
 
-def _pred_obs(pred, obs, fmt) -> tuple[str, float | None]:
-    """'predicted / observed' for a table cell, sorted by the prediction error (%)."""
+def _pred_obs(pred, obs, fmt, band: tuple | None = None) -> tuple[str, float | None]:
+    """'predicted / observed' for a table cell, sorted by the prediction error (%); `band`: the
+    prediction's (low, high, source), shown as '49 s (35-70 s, 3 boots) / 51 s'."""
     if pred is None and obs is None:
         return ("-", None)
-    text = f"{fmt(pred) if pred is not None else '-'} / {fmt(obs) if obs is not None else '-'}"
+    shown = display.band(pred, band[0], band[1], fmt=fmt, source=band[2]) if pred is not None and band else (
+        fmt(pred) if pred is not None else "-")
+    text = f"{shown} / {fmt(obs) if obs is not None else '-'}"
     if isinstance(pred, (int, float)) and isinstance(obs, (int, float)) and obs:
         err = (pred - obs) / obs * 100
         return (f"{text} ({err:+.0f}%)", err)
@@ -328,7 +336,8 @@ def trials(d: ReportData) -> str:
         row += [(display.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
         row += [value_text(t.params[p]) if p in t.params else "-" for p in params]
         row += [s.get("prompt_buckets"), s.get("decode_buckets"),
-                _pred_obs(pred.get("warmup_s"), obs.get("warmup_s"), display.seconds),
+                _pred_obs(pred.get("warmup_s"), obs.get("warmup_s"), display.seconds,
+                          (pred.get("warmup_low_s"), pred.get("warmup_high_s"), pred.get("warmup_from"))),
                 _cold_cached(warmups.get(t.number)),
                 _pred_obs(pred.get("kv_blocks"), obs.get("kv_blocks"), display.num),
                 (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",

@@ -8,6 +8,7 @@ from optuna.trial import FrozenTrial, TrialState
 from .. import display
 from ..results.export import ExportError, env_file_text
 from .data import ReportData
+from .facts import balanced_rule
 from .tables import esc, table
 
 
@@ -109,11 +110,9 @@ def why(d: ReportData, t: FrozenTrial) -> str:
         say.append("No request hit a shape that was not warmed up.")
     elif rec:
         say.append(f"{rec} request shapes were not warmed up and compiled at runtime.")
-    if len(d.front) == 1:
-        say.append("It is the only trial on the feasible front.")
-    elif d.front:
-        say.append(f"Among the {len(d.front)} trials on the feasible front it is the closest to the ideal point "
-                   "(the best of every objective at once), so it gives up the least on any one of them.")
+    rule = balanced_rule(d.front, t, d.names, d.dirs) if t is d.pick else None
+    if rule:
+        say.append(rule)
     return " ".join(say)
 
 
@@ -138,8 +137,11 @@ def section(d: ReportData) -> str:
     parts = ["<section id='summary'><h2>What to deploy</h2>"]
     limits = d.limits.describe()
     if d.pick is None:
+        from .facts import closest_admission
+
+        admit = closest_admission(d.study)
         parts.append("<p class='warn'>No trial is feasible yet: there is nothing to deploy. The Failures "
-                     "section says what went wrong.</p>")
+                     "section says what went wrong" + (f"; {esc(admit.sentence())}" if admit else "") + ".</p>")
         return "".join(parts) + "</section>"
     t = d.pick
     base = d.defaults

@@ -10,6 +10,7 @@ import optuna
 import pandas as pd
 
 from .. import display
+from ..errors.disk import write_text
 
 THROUGHPUT = "output_throughput"
 CSV_NAME = "load_sweep.csv"
@@ -55,12 +56,14 @@ def sweep_frame(study: optuna.Study) -> pd.DataFrame:
 
 def write_sweep_csv(study: optuna.Study, out_dir: Path) -> Path | None:
     """load_sweep.csv when some trial ran a sweep (None otherwise: no empty file)."""
+    text = sweep_csv_text(study)
+    return None if text is None else write_text(out_dir / CSV_NAME, text)
+
+
+def sweep_csv_text(study: optuna.Study) -> str | None:
+    """load_sweep.csv's content; None when no trial ran a sweep."""
     frame = sweep_frame(study)
-    if frame.empty:
-        return None
-    path = out_dir / CSV_NAME
-    frame.to_csv(path, index=False)
-    return path
+    return None if frame.empty else frame.to_csv(index=False)
 
 
 def sweep_cell(user_attrs: dict[str, Any]) -> tuple[str, float | None]:

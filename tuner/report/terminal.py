@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 
 from .. import display
-from .facts import settings_text
+from .facts import balanced_rule, closest_admission, settings_text
 
 MIN_SETTINGS = 24  # below this the settings go on their own lines under the table
 
@@ -38,11 +38,16 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
     counts: dict[str, int] = {}
     for t in d.trials:
         status = t.user_attrs.get("status") or t.state.name.lower()
+        if status == "ok" and t.state.name == "COMPLETE" and not t.user_attrs.get("feasible", True):
+            status = "outside a limit"  # measured, but an SLO, the warm-up budget or a recompile ruled it out
         counts[status] = counts.get(status, 0) + 1
     console.print(f"[bold]{study.study_name}[/]: {len(d.trials)} trials ("
                   + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
     if not d.front:
         console.print("No feasible trial yet: no Pareto front. See trials.csv or report.html for the reasons.")
+        admit = closest_admission(study)
+        if admit is not None:
+            console.print(admit.sentence()[0].upper() + admit.sentence()[1:] + ".", soft_wrap=True, markup=False)
         return
     headers = ["#", *[display.short(n) for n in d.names]]
     plural = "s" if len(d.front) != 1 else ""
@@ -63,3 +68,6 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
             _, p = display.change(d.pick.values[0], base.values[0])
             line += f", {display.percent(p)} throughput vs the release defaults (trial {base.number})"
         console.print(line)
+        rule = balanced_rule(d.front, d.pick, d.names, d.dirs)
+        if rule:
+            console.print(rule, soft_wrap=False, markup=False)

@@ -2,5 +2,5 @@
 
     export       pick a trial from the feasible Pareto set and write its complete env file
     compare      studies side by side (the release-upgrade check)
-    releasediff  two releases, the same settings: their bucket sets diffed offline (`compare --releases`)
+    releasediff  two releases, the same settings: their bucket sets diffed offline (`compare --release`)
 """

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import stat
 from pathlib import Path
 
 import optuna
 import yaml
 
+from ..errors.disk import write_text
 from ..serve.redact import REDACTED, is_secret_name
 
 
@@ -36,11 +36,12 @@ def script_beside(env_path: Path) -> Path:
 def server_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> tuple[list[str], list[str], list[str]]:
     """(program and subcommand, model and flags, left-out secret flags) the trial booted with."""
     from ..recipecache.prepare import backend_from_study  # the study's backend, rebuilt from its record
+    from ..trial.record import TrialRecord
     from .export import measured_trial
 
-    booted = measured_trial(study, trial)
-    backend = backend_from_study(study.user_attrs.get("backend") or {}, booted.user_attrs.get("argv") or [])
-    head, tail = backend.command(booted.user_attrs.get("server", {}), resolve=False)
+    booted = TrialRecord.from_frozen(measured_trial(study, trial))
+    backend = backend_from_study(study.user_attrs.get("backend") or {}, booted.argv)
+    head, tail = backend.command(booted.server, resolve=False)
     kept, dropped = _without_secrets(tail)
     return head, kept, dropped
 
@@ -128,7 +129,7 @@ def write_beside(env_path: Path, study: optuna.Study, trial: optuna.trial.Frozen
     head, tail, dropped = server_command(study, trial)
     title = f"bucket-tuner export: study {study.study_name}, trial {trial.number}, pick {pick}"
     conf, script = config_beside(env_path), script_beside(env_path)
-    conf.write_text(config_text(title, head, tail, dropped, env_path.name))
-    script.write_text(script_text(title, env, head, tail, dropped))
-    os.chmod(script, os.stat(script).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    write_text(conf, config_text(title, head, tail, dropped, env_path.name))  # whole or not at all
+    write_text(script, script_text(title, env, head, tail, dropped))
+    os.chmod(script, 0o755)  # a start script: runnable by whoever deploys it
     return [conf, script]

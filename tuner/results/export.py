@@ -21,6 +21,7 @@ import optuna
 
 from ..buckets import BucketConfigError, ServerConfig, get_profile
 from ..buckets.runtime import DIAGNOSTIC_VARIABLES, runtime_variables
+from ..errors.disk import write_text
 from ..serve.backends import server_flags, server_options
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
@@ -65,7 +66,7 @@ def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial
     kept = [t for t in candidates if keep(t)]
     if not kept:
         raise ExportError(f"none of the {len(candidates)} Pareto trials passes the filters "
-                          f"({_describe_filters(filters, names)})")
+                          f"({_describe_filters(filters, names)}); {_closest(candidates, filters, names)}")
     if pick == "throughput":
         return max(kept, key=lambda t: (t.values[0], -t.values[1]))
     if pick == "latency":
@@ -74,6 +75,38 @@ def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial
         return min(kept, key=lambda t: (t.values[2], -t.values[0]))
     directions = [d.name.lower() for d in study.directions]
     return kept[balanced_index([t.values for t in kept], directions)]
+
+
+def _closest(candidates: list, filters: Filters, names: list[str]) -> str:
+    """The trial the least loosening of the filters admits (smallest total relative excess), and how."""
+    import math
+
+    def excess(value: float, limit: float) -> float:
+        return value / limit - 1 if limit > 0 else math.inf
+
+    def misses(t) -> list[tuple[float, str]]:
+        thr, lat, warm = t.values[0], t.values[1], t.values[2]
+        m = t.user_attrs.get("metrics", {})
+        out = []
+        if filters.max_warmup_s is not None and warm > filters.max_warmup_s:
+            out.append((excess(warm, filters.max_warmup_s), f"--max-warmup {math.ceil(warm)}"))
+        if filters.max_latency_ms is not None and lat > filters.max_latency_ms:
+            out.append((excess(lat, filters.max_latency_ms), f"--max-latency {math.ceil(lat)}"))
+        if filters.min_throughput is not None and thr < filters.min_throughput:
+            out.append((1 - thr / filters.min_throughput if filters.min_throughput > 0 else math.inf,
+                        f"--min-throughput {math.floor(thr)}"))
+        for k, v in filters.metric_limits.items():
+            if m.get(k) is None:
+                out.append((math.inf, f"{k} (not measured)"))
+            elif m[k] > v:
+                out.append((excess(m[k], v), f"--where {k}={math.ceil(m[k])}"))
+        return out
+
+    best = min(candidates, key=lambda t: (len(misses(t)), sum(x for x, _ in misses(t)), t.number))
+    thr, lat, warm = best.values[0], best.values[1], best.values[2]
+    lat_name = names[1] if len(names) > 1 else "latency"
+    return (f"closest: trial {best.number} ({thr:,.0f} tok/s, {lat_name} {lat:,.0f} ms, warm-up {warm:,.0f} s); "
+            f"{' '.join(text for _, text in misses(best))} would admit it")
 
 
 def _describe_filters(f: Filters, names: list[str]) -> str:
@@ -207,14 +240,16 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
     return "\n".join(lines) + "\n"
 
 
-def export_best(study: optuna.Study, path: Path, pick: str, release: str | None) -> int | None:
-    """Write the env file of the pick; None when there is no feasible trial (nothing written)."""
+def export_best(study: optuna.Study, path: Path, pick: str, release: str | None,
+                elsewhere: str | None = None) -> int | None:
+    """Write the env file of the pick (whole or not at all: a full disk raises errors.disk.DiskError); None
+    when there is no feasible trial (nothing written)."""
     try:
         trial = pick_trial(study, pick, Filters())
     except ExportError:
         return None
     extra, comments = export_bucket_file(study, trial, path)
-    path.write_text(env_file_text(study, trial, pick, release, extra=extra, comments=comments))
+    write_text(path, env_file_text(study, trial, pick, release, extra=extra, comments=comments), elsewhere)
     write_deploy_files(study, trial, pick, release, path, extra)  # best.vllm.yaml, best.serve.sh (or none)
     return trial.number
 

@@ -1,4 +1,4 @@
-"""Two releases, the same settings: the bucket sets each builds, diffed offline (`compare --releases`).
+"""Two releases, the same settings: the bucket sets each builds, diffed offline (`compare --release`).
 
 Before a release upgrade is booted: the same env and server flags go through both releases' bucket
 engines (tuner/buckets) and the performance model (tuner/perfmodel: KV blocks, warmup and graph
@@ -73,6 +73,7 @@ def build_release(release: str, server: dict[str, Any], env: dict[str, str], num
     else the model's prediction for this release (its memory defaults differ from release to release).
     Raises BucketConfigError for an unknown release name."""
     from ..perfmodel import ServerInputs, SimSettings, predict_startup
+    from ..perfmodel.uncertainty import warmup_band
 
     profile = get_profile(release)
     out = ReleaseBuild(release=profile.name)
@@ -91,6 +92,10 @@ def build_release(release: str, server: dict[str, Any], env: dict[str, str], num
     if pred.failure is None:
         out.predicted.update(warmup_s=round(pred.warmup_seconds, 1), prompt_graphs=len(pred.graphed_prompt),
                              decode_graphs=len(pred.graphed_decode))
+        band = warmup_band(pred, None)  # the documented constants alone: the prior's band
+        if band is not None:
+            out.predicted.update(warmup_low_s=round(band.low, 1), warmup_high_s=round(band.high, 1),
+                                 warmup_from=band.source)
     else:
         out.predicted["failure"] = f"{pred.failure.phase}: {pred.failure.message}"
     if num_hpu_blocks is not None:
@@ -155,7 +160,7 @@ def _shown(value: Any, source: str) -> str:
     return f"{value} ({source})"
 
 
-def setting_diffs(a: ReleaseBuild, b: ReleaseBuild, env: dict[str, str]) -> list[SettingDiff]:
+def setting_diffs(a: ReleaseBuild, b: ReleaseBuild, env: dict[str, str]) -> list[SettingDiff]:  # noqa: C901 (one branch per kind of setting a release change can touch)
     """Settings the two releases treat differently: read by one only, ignored or overridden by one, or
     resolved to different values (another default, another meaning). The ones the env sets come first."""
     out: list[SettingDiff] = []

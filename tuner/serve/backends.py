@@ -140,7 +140,7 @@ class Backend:
             return [exe, *self.vllm_command[1:], "serve"], [*common, *self.extra_args]
         head, argv = [sys.executable, "-m", "tuner.sim"], list(common)
         if self.sim_release:
-            argv += ["--sim-release", self.sim_release]
+            argv += ["--release", self.sim_release]
         argv += ["--sim-device", self.sim_device, "--sim-model", self.sim_model,
                  "--sim-time-scale", str(self.time_scale), "--sim-seed", str(self.sim_seed)]
         if self.startup_time_scale is not None:

@@ -39,6 +39,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuner.errors import Stopped
+from tuner.errors.hangup import detach_dead_outputs
 from tuner.serve.procgroup import (
     _DEAD,
     _boot_id,
@@ -219,6 +221,7 @@ class ServerProcess:
         self._lock = threading.RLock()       # log reading and on_line delivery
         self._group_lock = threading.Lock()  # group.escaped: watcher thread vs stop()
         self._stop_lock = threading.Lock()
+        self._hurry = threading.Event()  # hurry(): no more grace, SIGKILL
         self._done = threading.Event()
         self._stopping = False  # from then on only stop() touches the group and the record
 
@@ -301,8 +304,12 @@ class ServerProcess:
                 owner_pid=os.getpid(), owner_start=me.start if me else 0)
         self._record_data["escaped"] = {str(p): s for p, s in self.group.escaped.items()}
         tmp = self._record.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._record_data, indent=1))
-        os.replace(tmp, self._record)  # atomic: a reader never sees half a record
+        try:
+            tmp.write_text(json.dumps(self._record_data, indent=1))
+            os.replace(tmp, self._record)  # atomic: a reader never sees half a record
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: no half-written record left behind
+            raise
 
     # -- following the log ------------------------------------------------------------------------
     def _watch(self) -> None:
@@ -439,7 +446,7 @@ class ServerProcess:
             if self._guard is not None:  # we stop the group ourselves, in order
                 self._guard.release()
             with self._group_lock:
-                ended_by, before, leftover = _escalate(self.group, steps, reap=self.proc.poll)
+                ended_by, before, leftover = _escalate(self.group, steps, reap=self.proc.poll, hurry=self._hurry)
             if not leftover:
                 with suppress(subprocess.TimeoutExpired):
                     self.proc.wait(timeout=1.0)
@@ -450,11 +457,24 @@ class ServerProcess:
                 log.error("server group %d: pids %s survived SIGKILL", self.pgid, leftover)
             elif self._record is not None:
                 self._record.unlink(missing_ok=True)
+            self.group.reap_orphans()  # as a container's PID 1, the tree's orphans are ours to reap
             _LIVE.discard(self)
             log.info("server group %d stopped (%s) in %.2f s", self.pgid, ended_by or "had exited",
                      report.elapsed_s)
             self.stop_report = report
             return report
+
+    def hurry(self) -> None:
+        """SIGKILL the whole group now, and make a stop() in progress (or to come) skip its grace
+        periods: the tuner got a second signal and must be gone within the scheduler's grace."""
+        self._hurry.set()
+        if self.group is None or self._stopping:
+            return  # stop() is escalating: it sees the event within 50 ms
+        if self._group_lock.acquire(timeout=1.0):  # the watcher's sweep holds it briefly
+            try:
+                self.group.signal(signal.SIGKILL)
+            finally:
+                self._group_lock.release()
 
     def _close_log(self) -> None:
         self._done.set()
@@ -483,13 +503,25 @@ def _stop_all_at_exit() -> None:
             log.exception("stopping a server at exit failed")
 
 
+def hurry_all() -> list[int]:
+    """hurry() every live server (a second signal to the tuner); returns their pgids."""
+    live = list(_LIVE)
+    for srv in live:
+        srv.hurry()
+    return [srv.pgid for srv in live if srv.pgid is not None]
+
+
 def install_signal_handlers(signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
-    """Make SIGTERM/SIGHUP to the tuner unwind like Ctrl-C (SystemExit instead of dying on the
-    spot), so `with` blocks and the atexit hook stop the servers. The handler only raises; no work
-    runs in signal context. Call from the main thread. Servers live in their own sessions, so a
-    terminal's Ctrl-C reaches only the tuner, which then stops them in order."""
+    """Make SIGTERM/SIGHUP to the tuner unwind like Ctrl-C (tuner.errors.Stopped, a SystemExit with
+    status 128 + signal, instead of dying on the spot), so `with` blocks and the atexit hook stop the
+    servers. As PID 1 of a container this is what makes SIGTERM heard at all: the kernel drops the
+    signals PID 1 has no handler for. The handler only raises; no work runs in signal context. Call
+    from the main thread. Servers live in their own sessions, so a terminal's Ctrl-C reaches only
+    the tuner, which then stops them in order."""
     def _raise(signum, _frame):
-        raise SystemExit(128 + signum)
+        if signum == signal.SIGHUP:  # a closed terminal: writing to it would fail the way out
+            detach_dead_outputs()
+        raise Stopped(signum)
     for sig in signals:
         signal.signal(sig, _raise)
 

@@ -8,6 +8,7 @@ everything is read from /proc (no psutil).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -137,6 +138,20 @@ class _Group:
                     new = True
         return new
 
+    def reap_orphans(self) -> list[int]:
+        """Reap the group's dead processes that were handed to us when their parent died: that happens
+        to PID 1 of a PID namespace (the tuner as a container's command), and nobody else would reap
+        them, so each stopped vLLM tree would leave <defunct> EngineCore and worker entries. Never the
+        leader: it is our own child, which subprocess reaps."""
+        me, reaped = os.getpid(), []
+        for pid, s in _scan().items():
+            if (s.ppid == me and s.state == "Z" and pid != self.pgid
+                    and (s.pgid == self.pgid or self.escaped.get(pid) == s.start)):
+                with suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+                    reaped.append(pid)
+        return reaped
+
     def signal(self, sig: int) -> None:
         snap = _scan()
         if self.is_ours(snap):
@@ -148,12 +163,19 @@ class _Group:
                     os.kill(pid, sig)
 
 
-def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None):
+def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None, hurry=None):
     """Send each (signal, grace) step to the whole group until nothing is left. Returns
-    (ended_by or None, {signal name: pids alive when it was sent}, pids still alive at the end)."""
+    (ended_by or None, {signal name: pids alive when it was sent}, pids still alive at the end).
+    `hurry` (a threading.Event): once set, the steps before SIGKILL and their grace are skipped."""
     before: dict[str, list[int]] = {}
     alive: list[int] = []
+
+    def hurried(sig) -> bool:
+        return hurry is not None and hurry.is_set() and sig != signal.SIGKILL
+
     for sig, grace in steps:
+        if hurried(sig):
+            continue
         reap()  # reap our direct child, or it lingers as a zombie
         group.track()  # last sweep for children that escaped since the previous look
         if not (alive := group.alive()):
@@ -166,6 +188,8 @@ def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None):
             reap()
             if not group.alive():
                 return sig.name, before, []
+            if hurried(sig):
+                break
         alive = group.alive()
     return None, before, alive
 

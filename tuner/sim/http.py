@@ -5,7 +5,7 @@
 max_tokens, ignore_eos, stream with stream_options.include_usage; chunks shaped like vLLM's,
 docs/real-vllm-cpu.md section 6), /v1/chat/completions (messages, max_completion_tokens, the same
 streaming), /metrics (Prometheus text with vLLM's names) and /version. Token ids at or above the
-model shape's vocabulary (tuner/sim/models.py) fail as in vLLM: an SSE error event in a 200 stream.
+model shape's vocabulary (tuner/perfmodel/hardware.py) fail as in vLLM: an SSE error event in a 200 stream.
 """
 
 from __future__ import annotations

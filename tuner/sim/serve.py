@@ -19,12 +19,13 @@ import time
 from aiohttp import web
 
 from ..buckets import get_profile
+from ..buckets.release_flag import add_release
 from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
+from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
 from ..perfmodel.rules import env_value
 from .clocks import LiveDriver
 from .configfile import ConfigFileError, expand_config
-from .engine import Engine
 from .faults import COMPILE_ERROR, FaultError, Faults
 from .faults import ENV_VAR as FAULT_ENV
 from .faults import from_env as fault_specs_from_env
@@ -83,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--load-format", default="auto")
     sim = p.add_argument_group("simulator")
-    sim.add_argument("--sim-release", default=DEFAULT_RELEASE, help="release profile (bucket-tuner profiles)")
+    add_release(sim, f"release profile (bucket-tuner profiles; default {DEFAULT_RELEASE})", aliases=("--sim-release",),
+                default=DEFAULT_RELEASE, dest="sim_release")
     sim.add_argument("--sim-device", default="gaudi2", choices=sorted(DEVICES))
     sim.add_argument("--sim-model", default=None, choices=sorted(MODELS), help="model shape (default: from MODEL)")
     sim.add_argument("--sim-time-scale", type=float, default=1.0,

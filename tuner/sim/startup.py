@@ -24,8 +24,8 @@ from .recipe_cache import RecipeCache
 VERSIONS = {
     "fork-1.17": "0.5.3.post1+gaudi117", "fork-1.18": "0.5.3.post1+gaudi118", "fork-1.19": "0.6.4.post2+gaudi119",
     "fork-1.20": "0.6.6.post1+gaudi120", "fork-1.21.0": "0.7.2+gaudi121", "fork-1.21.2": "0.7.2+gaudi1212",
-    "fork-1.22": "0.9.0.1+gaudi122", "fork-main": "0.11.0+gaudi", "gaudi-0.10.1": "0.10.1",
-    "gaudi-0.15.1": "0.15.1", "gaudi-0.26.0": "0.26.0", "gaudi-main": "0.27.0.dev0",
+    "fork-1.22": "0.9.0.1+gaudi122", "fork-main": "0.11.0+gaudi", "fork-1.23": "0.9.0.1+gaudi123",
+    "gaudi-0.10.1": "0.10.1", "gaudi-0.15.1": "0.15.1", "gaudi-0.26.0": "0.26.0", "gaudi-main": "0.27.0.dev0",
 }
 HOST_TOTAL, HOST_USED = 1007 * GiB, 472.25 * GiB  # host memory before loading (1.17 log: 475.2 GiB after)
 

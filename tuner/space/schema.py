@@ -35,7 +35,6 @@ on other parameters' (or fixed env/server) values: a value or a list of values.
 from __future__ import annotations
 
 import ast
-import difflib
 import math
 import operator
 from dataclasses import dataclass, field
@@ -216,13 +215,16 @@ class SearchSpace:
             known.add(name)
 
     # -- release check ---------------------------------------------------------------------------------
-    def check_release(self, release: str) -> list[str]:
-        """Refuse variables no release reads (a typo); drop those this release ignores, say so once.
+    def check_release(self, release: str, allow_unknown: bool = False) -> list[str]:
+        """Refuse variables no release reads (a typo; tuner/buckets/names.py); drop those this release
+        ignores, say so once.
 
         A variable another release reads stays a warning: that is how one space serves several
-        releases. Only the release's own families (VLLM_*, PT_HPU_*) are judged; fixed env: entries
-        may belong to other components and pass through (a near-miss of a known name is noted).
+        releases. Only the release's own families (VLLM_*, PT_HPU_*) are judged; other names belong to
+        other components and pass through. `allow_unknown` (tune --allow-unknown) keeps an unknown
+        fixed env: entry, with a note; searched and derived variables must be known.
         """
+        from ..buckets import names
         from ..buckets.runtime import reads_variable
 
         profile = get_profile(release)
@@ -230,35 +232,38 @@ class SearchSpace:
             if not reads_variable(profile, BUCKET_FILE_VARIABLE):
                 raise SpaceError(f"{self.source}: parameter {p.name!r}: release {profile.name} cannot read a "
                                  f"bucket file ({BUCKET_FILE_VARIABLE}), so it cannot boot a fitted bucket set")
-        known = known_variables()
+        known = names.known_variables()
         kept, notes, ignored = [], [], set()
         for p in self.parameters:
-            if p.target != "env" or not p.key.startswith(_JUDGED_PREFIXES):
+            if p.target != "env" or not names.judged(p.key) or p.key in names.OUTSIDE_BUCKETING:
                 kept.append(p)
                 continue
             if p.key not in known:
                 raise SpaceError(f"{self.source}: parameter {p.name!r}: no release reads {p.key}"
-                                 f"{_did_you_mean(p.key, known)}")
+                                 f"{names.did_you_mean(p.key)}")
             try:
                 strategies = self._possible_strategies(profile, p)
             except BucketConfigError as exc:  # a strategy switch value the release refuses
                 raise SpaceError(f"{self.source}: parameter {p.name!r}: {exc}") from None
-            if any(reads_variable(profile, p.key, s) for s in strategies):
+            if any(reads_variable(profile, p.key, s) for s in strategies) or (
+                    p.key in names.release_variables(profile.name)
+                    and not any(p.key in profile.bucket_variables(s) for s in profile.strategies)):
                 kept.append(p)
             elif p.key not in ignored:
                 ignored.add(p.key)
+                others = names.readers(p.key)
                 notes.append(
                     f"{p.name}: {profile.name} does not read {p.key} under {'/'.join(sorted(strategies))} "
-                    "bucketing (other releases do); not searched"
+                    f"bucketing ({names.span(others) if others else 'other releases'} read it); not searched"
                 )
         for name in self.derived:
-            if name.startswith(_JUDGED_PREFIXES) and name not in known:
+            if names.judged(name) and name not in known:
                 raise SpaceError(f"{self.source}: derived {name!r}: no release reads {name}"
-                                 f"{_did_you_mean(name, known)}")
-        for name in self.env:
-            hint = _did_you_mean(name, known, cutoff=0.85)
-            if name.startswith(_JUDGED_PREFIXES) and name not in known and hint:
-                notes.append(f"env: {name}: no release reads it{hint} (passed to the server as given)")
+                                 f"{names.did_you_mean(name)}")
+        try:
+            notes += names.check_names(self.env, profile.name, where="env:", allow_unknown=allow_unknown)
+        except names.UnknownVariableError as exc:
+            raise SpaceError(f"{self.source}: {exc}") from None
         self.parameters = kept
         self.notes = notes
         return notes
@@ -277,7 +282,7 @@ class SearchSpace:
         """Ask an Optuna trial for values (define-by-run: unmet conditions are not asked)."""
         values: dict[str, Any] = {}
         for p in self.parameters:
-            if not self._condition_met(p, values):
+            if not self.condition_met(p, values):
                 continue
             values[p.name] = _suggest_one(trial, p)
         return self.settings_for(values)
@@ -288,7 +293,7 @@ class SearchSpace:
         env = dict(self.env)
         params, fitted = {}, {}
         for p in self.parameters:
-            if p.name not in values or not self._condition_met(p, params):
+            if p.name not in values or not self.condition_met(p, params):
                 continue
             v = values[p.name]
             params[p.name] = v
@@ -313,7 +318,7 @@ class SearchSpace:
             env[BUCKET_FILE_VARIABLE] = self.fitted_resolver(fitted, server)
         return TrialSettings(server=server, env=env, params=params, fitted=fitted)
 
-    def _condition_met(self, p: Parameter, sampled: dict[str, Any]) -> bool:
+    def condition_met(self, p: Parameter, sampled: dict[str, Any]) -> bool:
         for cond, allowed in p.when.items():
             current = sampled.get(cond, self.env.get(cond, self.server.get(cond)))
             allowed_list = allowed if isinstance(allowed, list) else [allowed]
@@ -327,42 +332,18 @@ class SearchSpace:
 
 # ------------------------------------------------------------------------------------------ helpers
 
-_JUDGED_PREFIXES = ("VLLM_", "PT_HPU_")
-# Switches the release profiles consult besides their bucket, strategy and runtime variables
-# (tuner/buckets: prefix caching, unified attention, bucket files, bucketing on/off, sliding window).
-_ALSO_READ = ("VLLM_PREFIX_CACHING", "VLLM_UNIFIED_ATTN", "VLLM_BUCKETING_FROM_FILE", "VLLM_ENABLE_BUCKETING",
-              "VLLM_FUSEDSDPA_SLIDE_THLD", "PT_HPU_SDPA_BC_FACTOR", "VLLM_LOGGING_LEVEL")
-
-
 def known_variables() -> frozenset[str]:
-    """Every VLLM_*/PT_HPU_* variable some release profile reads (bucket, switch, warmup, memory)."""
-    global _KNOWN
-    if _KNOWN is None:
-        from ..buckets import profiles
-        from ..buckets.runtime import runtime_variables
+    """Every VLLM_*/PT_HPU_* name some release reads (kept here for callers; tuner/buckets/names.py)."""
+    from ..buckets.names import known_variables as known
 
-        names: set[str] = set(_ALSO_READ)
-        for profile in profiles().values():
-            for strategy in profile.strategies:
-                names.update(profile.bucket_variables(strategy), profile.strategy_env(strategy))
-            names.update(v.name for v in runtime_variables(profile))
-        _KNOWN = frozenset(names)
-    return _KNOWN
-
-
-_KNOWN: frozenset[str] | None = None
-
-
-def _did_you_mean(name: str, known, cutoff: float = 0.6) -> str:
-    match = difflib.get_close_matches(name, sorted(known), n=1, cutoff=cutoff)
-    return f"; did you mean {match[0]}?" if match else ""
+    return known()
 
 
 def _is_strategy_switch(profile, key: str) -> bool:
     return any(key in profile.strategy_env(s) for s in profile.strategies)
 
 
-def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:
+def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:  # noqa: C901 (one validation per parameter type and key, each with its own message)
     where = f"{source}: parameter {name!r}"
     if not isinstance(spec, dict):
         raise SpaceError(f"{where}: definition must be a mapping, got {spec!r}")

@@ -1,11 +1,15 @@
 """A log of a past boot is a free observation: `tune --calibrate-from LOG` and `explain`'s predictions.
 
-The log is read as `explain` reads it; the settings it shows (bucket configs and strategy, the memory
-split's gpu_memory_utilization and VLLM_GRAPH_RESERVED_MEM, the graph prompt ratio, max_num_seqs) fill
-in the study's server defaults; the performance model predicts that configuration with the documented
-constants, and the log's own figures (load and profiling time, free memory, KV blocks and bytes, the
-time of every warm-up step, graph memory) are compared with it exactly as a booted trial's are
-(perfmodel.calibration.observation_sample). The sample joins the study's calibration like a boot's.
+The log is read as `explain` reads it; when it holds several runs or excerpts (logparse.steptimes),
+only the run whose warm-up counts and the startup lines that lead up to it are read. The settings it
+shows (bucket configs and strategy, the memory split's gpu_memory_utilization and
+VLLM_GRAPH_RESERVED_MEM, the graph prompt ratio, max_num_seqs) fill in the study's server defaults; the
+performance model predicts that configuration with the documented constants, and the log's own
+figures become observations with their own noise: memory (free memory, KV block bytes, graph memory)
+as a boot's, warm-up step timings as perfmodel.evidence reads them (contiguous intervals only; gaps
+as coarse samples over the steps they span; the rest dropped, each said), load and profiling time
+where both ends are timed. The sample joins the study's calibration as one source, which never
+weighs more than a boot of the same configuration (perfmodel.calibration).
 """
 
 from __future__ import annotations
@@ -18,9 +22,19 @@ from typing import Any
 from ..explain import Explanation, explain
 from ..explain.advice import env_from_configs, server_from_log, strategy_from_configs
 from ..logparse import GraphBudget
+from ..logparse.steptimes import elision_lines, events_of, line_ranges, read_step_times
 from ..perfmodel import Corrections
-from ..perfmodel.calibration import observation_sample
-from ..perfmodel.projection import BootTracker, prediction_facts
+from ..perfmodel.calibration import (
+    ADDITIVE,
+    WARMUP_FACTORS,
+    Calibration,
+    Observation,
+    combination,
+    evidence_sample,
+    memory_sample,
+)
+from ..perfmodel.evidence import MIN_TICKS, step_order, warmup_evidence
+from ..perfmodel.projection import prediction_facts
 from ..space.schema import TrialSettings
 
 
@@ -32,10 +46,35 @@ class LogCalibrationError(ValueError):
 class LogSample:
     source: str
     settings: TrialSettings
-    sample: dict[str, float]
+    sample: dict[str, Any]  # as the study stores it (calibration.evidence_sample)
     prior: dict[str, Any]
     observed: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the reading kept, merged, dropped and why
+    observations: list[Observation] = field(default_factory=list)
+    described: list[str] = field(default_factory=list)  # one line per observation
+
+    def factor(self, name: str) -> float | None:
+        """The log's own reading of one correction (log ratio; GiB for the offset), where it has one."""
+        return next((o.value for o in self.observations if set(o.weights) == {name}), None)
+
+    def calibration(self) -> Calibration:
+        """The model calibrated with this log alone."""
+        return Calibration.from_samples([self.sample])
+
+    def corrections_text(self) -> str:
+        """The corrections this log alone sets, each with its 95% range: what a study starts from."""
+        cal = self.calibration()
+        parts = []
+        for name, f in cal.fits().items():
+            if f.n == 0 and not (name in WARMUP_FACTORS and any(cal.fit(k).n for k in WARMUP_FACTORS)):
+                continue
+            lo, hi = f.mean - 2 * f.se, f.mean + 2 * f.se
+            if name in ADDITIVE:
+                parts.append(f"{name} {f.mean:+.2f} GiB ({lo:+.2f}..{hi:+.2f})")
+            else:
+                parts.append(f"{name} x{f.value:.3g} ({math.exp(lo):.3g}-{math.exp(hi):.3g})")
+        notes = "; " + "; ".join(cal.notes) if cal.notes else ""
+        return "corrections from this log (95% range): " + (", ".join(parts) or "none") + notes
 
 
 def settings_from_log(x: Explanation, server_defaults: dict[str, Any], release: str) -> tuple[TrialSettings, list[str]]:
@@ -103,11 +142,25 @@ def _bucket_env(profile, cfg, strategy: str, base: dict[str, str], logged: dict[
     return {k: v for k, v in env.items() if k not in base}
 
 
+def read_for_calibration(lines: Iterable[str], source: str = "-") -> tuple[Explanation, list[str], list[str]]:
+    """The log as calibration reads it: (explanation of the run whose warm-up counts, with the startup
+    lines before it; the lines, others blanked so that line numbers stay; notes on what was left out)."""
+    lines = list(lines)
+    x = explain(lines, source=source)
+    first = read_step_times(events_of(x.reading.events), elision_lines(lines))
+    keep = first.kept_lines()
+    if keep is None:
+        return x, lines, []
+    read = {t.line_no for t in x.reading.events}
+    notes = [*first.run_notes, f"read lines {line_ranges(keep & read)} (the run whose warm-up counts and the "
+             f"startup lines before it); left out lines {line_ranges(read - keep)}"]
+    lines = [line if n in keep else "" for n, line in enumerate(lines, start=1)]
+    return explain(lines, source=source), lines, notes
+
+
 def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], source: str = "-") -> LogSample:
     """One calibration sample from a log, against the study's release, device and model (ctx)."""
-    from ..trial.run import predict
-
-    x = explain(list(lines), source=source)
+    x, lines, notes = read_for_calibration(lines, source)
     if ctx.release is None or ctx.device_model is None:
         raise LogCalibrationError(f"--calibrate-from {source}: the study has no performance model "
                                   "(a release and --model-shape are needed)")
@@ -120,67 +173,152 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
     from ..buckets import BucketConfigError
 
     try:
-        settings, notes = settings_from_log(x, server_defaults, ctx.release)
+        settings, more = settings_from_log(x, server_defaults, ctx.release)
     except BucketConfigError as exc:
         raise LogCalibrationError(f"--calibrate-from {source}: its settings cannot be read back ({exc})") from None
+    return log_evidence(x, lines, ctx, settings, source, notes + more)
+
+
+def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings, source: str = "-",
+                 notes: list[str] | None = None) -> LogSample:
+    """The sample of a log read by read_for_calibration, against the prediction of `settings` (the
+    settings it ran with: read from it, or known otherwise, as the fidelity benchmark's facts)."""
+    from ..perfmodel.target import predict
+
+    notes = list(notes or [])
+    elisions = elision_lines(lines)
     prior_pred = predict(ctx, settings)
     if prior_pred is None or prior_pred.failure is not None:
         why = prior_pred.failure.message if prior_pred is not None and prior_pred.failure else "no prediction"
         raise LogCalibrationError(f"--calibrate-from {source}: the model cannot predict the logged "
                                   f"configuration ({why})")
-    observed = _observed(x, prior_pred)
-    sample = {k: v for k, v in observation_sample(prediction_facts(prior_pred), observed).items()
-              if k in MEMORY_KEYS}
+    memory_obs = _observed_memory(x)
+    memory = memory_sample(prediction_facts(prior_pred), memory_obs)
     # The bucket lists follow the KV blocks (decode ranges end at the block count): the warm-up steps are
     # compared with the prediction that has the log's own memory, so that both sides hold the same steps.
     # Its time constants are still the documented ones, so the time factors mean what a boot's do.
-    memory = Corrections(kv_block=math.exp(sample.get("kv_block", 0.0)),
-                         graph_mem=math.exp(sample.get("graph_mem", 0.0)),
-                         free_mem_offset_gib=sample.get("free_mem_offset_gib", 0.0))
-    steps_pred = predict(ctx, settings, memory)
+    corrected = Corrections(kv_block=math.exp(memory.get("kv_block", 0.0)),
+                            graph_mem=math.exp(memory.get("graph_mem", 0.0)),
+                            free_mem_offset_gib=memory.get("free_mem_offset_gib", 0.0))
+    steps_pred = predict(ctx, settings, corrected)
     if steps_pred is None or steps_pred.failure is not None:
         steps_pred = prior_pred
-    observed = _observed(x, steps_pred)
-    prior = prediction_facts(steps_pred)
-    sample.update({k: v for k, v in observation_sample(prior, observed).items() if k not in MEMORY_KEYS})
-    if not any(k in sample for k in WARMUP_KEYS) and observed.get("warmup_s") and prior.get("warmup_s"):
-        # Untimed warm-up lines (vllm-gaudi's tqdm bars carry no timestamp): the server's own total says
-        # how much slower or faster this node warms up; both phases take that factor.
-        ratio = math.log(observed["warmup_s"] / prior["warmup_s"])
-        sample.update({k: ratio for k in WARMUP_KEYS})
-        notes.append("no warm-up step could be timed against the prediction: the total warm-up calibrates "
-                     "both phases")
-    counts = {p.phase: p.count for p in x.phases}
+    steps_pred = _logged_lists(x, steps_pred, notes)
+    st = read_step_times(events_of(x.reading.events), elisions, step_order(steps_pred))
+    warm = warmup_evidence(st, steps_pred)
+    notes += st.notes + warm.notes
+    observations = [Observation({k: 1.0}, v, MEMORY_NOISE[k]) for k, v in memory.items()]
+    described = [f"{k} {_ratio(k, v)}: {_memory_words(k, memory_obs)}" for k, v in memory.items()]
+    for o, what in zip(warm.observations, warm.described):
+        observations.append(o)
+        described.append(f"{combination(o.weights)} x{math.exp(o.value):.3g} (+-{o.noise:.2f}): {what}")
+    for o, what in _startup_observations(x, st, steps_pred, notes):
+        observations.append(o)
+        described.append(f"{combination(o.weights)} x{math.exp(o.value):.3g} (+-{o.noise:.2f}): {what}")
+    counts = {p.phase: p.count for p in x.phases if p.phase in ("prompt", "decode")}
     predicted_counts = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
     if counts and counts != predicted_counts:
         notes.append(f"the log's buckets {counts} differ from the rebuilt configuration's {predicted_counts}: "
-                     "only the warm-up steps both share are compared")
-    if not sample:
+                     "its steps are placed by their share of each phase")
+    if not observations:
         raise LogCalibrationError(f"--calibrate-from {source}: nothing in it could be compared with the model "
                                   "(no timestamps, memory split or KV blocks)")
-    return LogSample(source, settings, sample, prior, observed, notes)
+    prior = prediction_facts(steps_pred)
+    return LogSample(source, settings, evidence_sample(source, observations), prior,
+                     {**memory_obs, "warmup_s": x.timeline.warmup_total_s}, notes, observations, described)
 
 
-MEMORY_KEYS = ("kv_block", "graph_mem", "free_mem_offset_gib")
-WARMUP_KEYS = ("prompt_warmup", "decode_warmup")
+# What the printed figures leave open: GiB with three or four digits, whole blocks.
+MEMORY_NOISE = {"kv_block": 0.003, "graph_mem": 0.01, "free_mem_offset_gib": 0.02}
 
 
-def _observed(x: Explanation, pred) -> dict[str, Any]:
-    """The log's figures in prediction_facts' keys (step times placed against `pred`'s steps)."""
-    tracker = BootTracker(pred)
-    times = [t.time_s for t in x.reading.events if t.time_s is not None]
-    for timed in x.reading.events:
-        if timed.time_s is not None:
-            tracker.on_event(timed.event, timed.time_s)
+def _logged_lists(x: Explanation, pred, notes: list[str]):
+    """Where the log prints both bucket lists whole and the rebuilt configuration builds other lists,
+    time the steps against the logged lists: a step is compared with the cost of the bucket it warmed."""
+    from ..perfmodel.predict import with_bucket_lists
+
+    gen = x.reading.summary.generated
+    logged = {ph: [tuple(b) for b in gen[ph].buckets] for ph in ("prompt", "decode")
+              if ph in gen and gen[ph].complete and len(gen[ph].buckets) == gen[ph].count}
+    if len(logged) < 2 or pred.plan is None:
+        return pred
+    built = {"prompt": [tuple(b) for b in pred.plan.prompt], "decode": [tuple(b) for b in pred.plan.decode]}
+    width = {len(b) for ph in built for b in built[ph]} | {len(b) for ph in logged for b in logged[ph]}
+    if all(set(logged[ph]) == set(built[ph]) for ph in logged) or len(width) > 1:
+        return pred  # the same buckets (a release may print them in another order than it warms them up)
+    again = with_bucket_lists(pred, logged["prompt"], logged["decode"])
+    if again.failure is not None:
+        return pred
+    differ = {ph: len(set(logged[ph]) ^ set(built[ph])) for ph in logged}
+    notes.append("the rebuilt configuration builds other buckets than the log prints (" + ", ".join(
+        f"{ph} {len(built[ph])} vs {len(logged[ph])}, {n} differ" for ph, n in differ.items() if n) +
+        "): its steps are timed against the logged lists")
+    return again
+
+
+def _ratio(name: str, value: float) -> str:
+    return f"{value:+.2f} GiB" if name in ADDITIVE else f"x{math.exp(value):.3g}"
+
+
+def _memory_words(name: str, obs: dict[str, Any]) -> str:
+    if name == "kv_block":
+        return f"{obs.get('kv_blocks')} KV blocks"
+    if name == "graph_mem":
+        return f"{obs.get('graph_mem_gib', 0):.2f} GiB for {obs.get('graphs')} HPU graphs"
+    return f"{obs.get('free_gib', 0):.2f} GiB free after profiling"
+
+
+def _observed_memory(x: Explanation) -> dict[str, Any]:
+    """The log's memory figures in prediction_facts' keys."""
+    from ..perfmodel.hardware import GiB
+
+    m, out = x.memory, {}
+    if m.free_after_profiling is not None:
+        out["free_gib"] = m.free_after_profiling / GiB
+    if m.kv_cache:
+        out["kv_cache_gib"] = m.kv_cache / GiB
+    if m.kv_blocks is not None:
+        out["kv_blocks"] = m.kv_blocks
+    if m.warmup_allocated:
+        out["graph_mem_gib"] = m.warmup_allocated / GiB
     graphs = [c.count for c in x.reading.summary.graph_captured.values()]
-    observed = {**tracker.facts(), "kv_blocks": x.memory.kv_blocks, "graphs": sum(graphs) if graphs else None}
-    if any(b < a - 1 for a, b in zip(times, times[1:])):
-        # Lines out of time order (excerpts pasted together, a log across restarts): no step is timed
-        # reliably, so none is compared; the server's own warm-up total still is.
-        observed["steps"] = {}
-    if x.timeline.warmup_total_s is not None:
-        observed["warmup_s"] = x.timeline.warmup_total_s
-    return observed
+    if graphs:
+        out["graphs"] = sum(graphs)
+    return out
+
+
+def _startup_observations(x: Explanation, st, pred, notes: list[str]) -> list[tuple[Observation, str]]:
+    """Weights load (the model runner's start, its attention-backend or bucket-config line, to 'Loading
+    model weights took': what the documented load constants were read from) and the profiling run (to
+    the memory split), where the chosen run shows both ends with timestamps."""
+    from ..logparse import BucketConfig, BucketVariable, GeneratedBuckets, MemorySplit, Milestone, ModelLoaded
+
+    run = st.run
+    if run is None:
+        return []
+    timed = [t for t in x.reading.events if t.time_s is not None and run.first_line <= t.line_no <= run.last_line]
+    loaded = next((t for t in timed if isinstance(t.event, ModelLoaded)), None)
+    split = next((t for t in timed if isinstance(t.event, MemorySplit)), None)
+    tick = st.resolution_s
+    pair = math.sqrt(2 * tick**2 / 6)  # two truncated stamps
+    out = []
+    if loaded is not None:
+        starts = [t for t in timed if t.line_no < loaded.line_no and (
+            isinstance(t.event, (BucketConfig, BucketVariable, GeneratedBuckets))
+            or (isinstance(t.event, Milestone) and t.event.name == "attention_backend"))]
+        secs = loaded.time_s - starts[-1].time_s if starts else None
+        if secs is not None and secs >= MIN_TICKS * tick and pred.load_seconds > 0:
+            out.append((Observation({"load": 1.0}, math.log(secs / pred.load_seconds), pair / secs),
+                        f"weights loaded {secs:.0f} s after the model runner started (line {starts[-1].line_no}; "
+                        f"predicted {pred.load_seconds:.0f} s)"))
+        elif not starts:
+            notes.append("weights load not timed: no timed model-runner start (attention backend or bucket "
+                         "config line) before 'Loading model weights'")
+    if loaded is not None and split is not None and split.time_s - loaded.time_s >= MIN_TICKS * tick:
+        secs = split.time_s - loaded.time_s
+        out.append((Observation({"profile": 1.0}, math.log(secs / pred.profile_seconds), pair / secs),
+                    f"profiling run {secs:.0f} s (predicted {pred.profile_seconds:.0f} s)"))
+    return out
 
 
 def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str, dtype: str,
@@ -189,16 +327,16 @@ def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str
     that `explain` and a study started with `--calibrate-from` the same log say the same thing."""
     from dataclasses import replace
 
-    from ..perfmodel.calibration import Calibration
-    from ..trial.run import DeviceModel, TrialContext, predict
+    from ..perfmodel.target import DeviceModel, ModelTarget, predict
+    from ..perfmodel.uncertainty import warmup_band
 
     release = x.advice.profile
     if release is None or not x.advice.alternatives:
         return
-    ctx = TrialContext(backend=None, workload=None, release=release,
-                       device_model=DeviceModel(device=device, model=model_shape, dtype=dtype))
+    ctx = ModelTarget(release, DeviceModel(device=device, model=model_shape, dtype=dtype))
     got = log_sample(lines, ctx, server_defaults, source=x.source)
-    corrections = Calibration.from_samples([got.sample]).corrections
+    cal = got.calibration()
+    corrections = cal.corrections
     memory_env = {k: v for k, v in got.settings.env.items() if not k.startswith("VLLM_") or "GRAPH" in k}
     out = []
     for alt in x.advice.alternatives:
@@ -211,8 +349,10 @@ def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str
             out.append(replace(alt, error=pred.failure.message if pred is not None and pred.failure else
                                "no prediction"))
             continue
+        band = warmup_band(pred, cal)
         out.append(replace(alt, prompt_buckets=len(pred.plan.prompt), decode_buckets=len(pred.plan.decode),
-                           predicted_warmup_s=pred.warmup_seconds, predicted_kv_blocks=pred.num_blocks))
+                           predicted_warmup_s=pred.warmup_seconds, predicted_kv_blocks=pred.num_blocks,
+                           predicted_warmup_band=(band.low, band.high) if band else None))
     x.advice.alternatives = out
     x.advice.predicted_by = (f"the performance model ({device}, {model_shape}, {dtype}) calibrated with this log")
     x.advice.notes += [f"calibration: {n}" for n in got.notes]

@@ -29,10 +29,10 @@ from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage
-from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.trial import TrialState
 
 from ..errors import StorageUnavailable
+from .optuna_private import BaseHeartbeat, heartbeat_storage, stale_trial_ids, trial_id
 from .storage import driver_url, redact_url
 
 log = logging.getLogger(__name__)
@@ -198,21 +198,14 @@ class AskLock:
 
 
 # ------------------------------------------------------------------------------------ heartbeats
-def _heartbeat_storage(study: optuna.Study):
-    storage = study._storage  # the public API offers no heartbeat for ask/tell
-    if isinstance(storage, BaseHeartbeat) and storage.get_heartbeat_interval():
-        return storage
-    return None
-
-
 class Heartbeat:
     """Beats for one trial at once and then every interval, until stop(). Without a beat an ask/tell
     trial of a crashed tuner would stay RUNNING; the first beat is immediate so that a tuner that dies
     in its first seconds is noticed too."""
 
     def __init__(self, study: optuna.Study, trial: optuna.Trial):
-        self._storage = _heartbeat_storage(study)
-        self._trial_id = trial._trial_id
+        self._storage = heartbeat_storage(study)
+        self._trial_id = trial_id(trial)
         self._stop = threading.Event()
         if self._storage is None:
             return
@@ -236,12 +229,12 @@ class Heartbeat:
 def fail_stale_trials(study: optuna.Study, me: dict | None = None) -> list[int]:
     """Trials whose heartbeat is older than the grace period: marked `tuner_died`, failed, and their
     parameters enqueued again (by whichever node wins the row lock). Returns the numbers failed here."""
-    storage = _heartbeat_storage(study)
+    storage = heartbeat_storage(study)
     if storage is None:
         return []
     failed = []
-    for trial_id in storage._get_stale_trial_ids(study._study_id):
-        trial = storage.get_trial(trial_id)
+    for stale_id in stale_trial_ids(storage, study):
+        trial = storage.get_trial(stale_id)
         owner = trial.user_attrs.get("owner") or {}
         if me is not None and owner == me:
             continue  # ours, running in one of our slots: alive whatever its heartbeat says
@@ -250,11 +243,11 @@ def fail_stale_trials(study: optuna.Study, me: dict | None = None) -> list[int]:
                   f"{(me or {}).get('host', '?')} and its parameters enqueued again")
         try:
             # Attributes first: a finished trial accepts none. Several nodes may write the same ones.
-            storage.set_trial_user_attr(trial_id, "status", TUNER_DIED)
-            storage.set_trial_user_attr(trial_id, "reason", reason)
-            storage.set_trial_user_attr(trial_id, "requeued", True)
-            storage.set_trial_system_attr(trial_id, "tuner_recovered", True)
-            won = storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+            storage.set_trial_user_attr(stale_id, "status", TUNER_DIED)
+            storage.set_trial_user_attr(stale_id, "reason", reason)
+            storage.set_trial_user_attr(stale_id, "requeued", True)
+            storage.set_trial_system_attr(stale_id, "tuner_recovered", True)
+            won = storage.set_trial_state_values(stale_id, state=TrialState.FAIL)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # told meanwhile by its owner, or failed by another node
         if won:
@@ -276,7 +269,7 @@ class StaleReaper:
 
     def __init__(self, study: optuna.Study, me: dict, on_failed: Callable[[int], None] | None = None):
         self.study, self.me, self.on_failed = study, me, on_failed
-        storage = _heartbeat_storage(study)
+        storage = heartbeat_storage(study)
         self.interval = storage.get_heartbeat_interval() if storage else None
         self.grace = getattr(getattr(storage, "inner", storage), "grace_period", None) or 0
         self._stop = threading.Event()

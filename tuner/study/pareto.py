@@ -64,11 +64,17 @@ def normalised(points: Sequence[Vector], directions: Sequence[str]) -> list[tupl
     return [tuple((v - a) / (b - a) if b > a else 0.0 for v, a, b in zip(p, lo, hi)) for p in pts]
 
 
-def balanced_index(points: Sequence[Vector], directions: Sequence[str], weights: Vector | None = None) -> int:
-    """The point closest (Euclidean, after normalisation) to the ideal point of the set."""
+def ideal_distances(points: Sequence[Vector], directions: Sequence[str], weights: Vector | None = None) -> list[float]:
+    """Each point's Euclidean distance, after normalisation, to the ideal point of the set (best everywhere)."""
     norm = normalised(points, directions)
     w = weights or [1.0] * len(directions)
-    return min(range(len(norm)), key=lambda i: sum((wi * x) ** 2 for wi, x in zip(w, norm[i])))
+    return [sum((wi * x) ** 2 for wi, x in zip(w, p)) ** 0.5 for p in norm]
+
+
+def balanced_index(points: Sequence[Vector], directions: Sequence[str], weights: Vector | None = None) -> int:
+    """The point closest (Euclidean, after normalisation) to the ideal point of the set."""
+    dist = ideal_distances(points, directions, weights)
+    return min(range(len(dist)), key=lambda i: dist[i])
 
 
 def measured_front(study) -> list:

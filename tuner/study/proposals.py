@@ -25,10 +25,12 @@ import optuna
 from optuna.trial import TrialState
 
 from ..perfmodel.checks import rejection
+from ..perfmodel.target import predict, predict_calibrated, predict_serving
 from ..status import TrialStatus
-from ..trial.run import TrialContext, TrialResult, predict, predict_calibrated, predict_serving
+from ..trial.record import TrialRecord
+from ..trial.run import TrialContext, TrialResult
 from .pareto import hypervolume, pareto_indices
-from .screen import SCREENED_ATTR, effective_key
+from .screen import effective_key
 
 GUIDE_ATTR = "seed"
 GUIDE_LABEL = "performance model: predicted front"
@@ -88,7 +90,6 @@ class Guide:
         self.study, self.space, self.ctx, self.objectives, self.screen = study, space, ctx, objectives, screen
         self.rng = random.Random(seed)
         self.booted_since = 0
-        screen.guide = self
 
     def after_tell(self, booted: bool, more: bool = True) -> dict[str, Any] | None:
         """Called once a trial is told (`more`: the study wants more trials); the enqueued parameters, if any."""
@@ -110,10 +111,10 @@ class Guide:
 
     def measured(self) -> list[tuple[int, dict, tuple[float, float, float]]]:
         """(trial number, parameters, objectives) of every measured feasible configuration (booted or reused)."""
-        return [(t.number, t.params, tuple(t.values))
-                for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get("feasible") and t.user_attrs.get("status") == "ok" and t.values
-                and t.user_attrs.get(SCREENED_ATTR) != DOMINATED]
+        records = (TrialRecord.from_frozen(t) for t in self.study.get_trials(deepcopy=False,
+                                                                             states=(TrialState.COMPLETE,)))
+        return [(r.number, r.params, r.values) for r in records
+                if r.feasible and r.ok and r.values and r.screened != DOMINATED]
 
     def measured_front(self) -> list[tuple[int, dict, tuple[float, float, float]]]:
         """The measured Pareto front, as `measured`."""

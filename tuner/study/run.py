@@ -13,34 +13,44 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
-from ..errors import StudyError
+from ..errors import StorageUnavailable, StudyError
+from ..errors.disk import DISK_ERRNOS, DiskError, disk_error, is_disk_failure, require_space, write_text, writing
 from ..serve.redact import redact_env
 from ..space.fitted import bind_fitted, pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
 from ..status import CONFIG_FAILURES, TrialStatus
 from ..trial import run as trial_mod
 from ..trial.run import Slot, TrialContext, TrialResult
-from . import nodes
+from . import nodes, optuna_private
+from .interrupt import Interrupt
 from .proposals import Guide
-from .screen import SEED_ATTR, Screen, counts_toward_budget, model_seeds, refresh_calibration, seed_calibration
-from .storage import open_storage, open_storage_readonly, redact_url
+from .screen import (
+    SEED_ATTR,
+    Screen,
+    counts_toward_budget,
+    effective_key,
+    model_seeds,
+    refresh_calibration,
+    seed_calibration,
+)
+from .storage import open_storage, open_storage_readonly, redact_url, write_failure
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
 THROUGHPUT = "output_throughput"
 WARMUP = "warmup_s"
 LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
+ELSEWHERE = "--results DIR"  # where else a study's files can go, said when its disk refuses them
 GRACE_S = nodes.DEFAULT_GRACE_S  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
 
 
@@ -85,6 +95,27 @@ class Constraints:
             out["failed_requests"] = float(result.metrics.get("failed", 0) or 0)
         return out
 
+    def misses(self, result: TrialResult) -> list[str]:
+        """The limits a measured trial breaks, as a person reads them: 'SLO miss p99_ttft_ms 4874 > 3000'."""
+        from ..display import above
+
+        if not result.ok:
+            return []
+        out = []
+        for key, limit in self.slos_ms.items():
+            value = result.metrics.get(key)
+            out += ([f"SLO miss {key}: not measured (limit {limit:g})"] if value is None else
+                    [f"SLO miss {key} {above(value, limit)} > {limit:g}"] if value > limit else [])
+        w = result.warmup_s
+        if self.warmup_budget_s is not None and w is not None and w > self.warmup_budget_s:
+            out.append(f"warm-up {above(w, self.warmup_budget_s)} s > budget {self.warmup_budget_s:g} s")
+        cons = self.values(result)
+        if cons.get("recompiles", 0) > 0:
+            out.append(f"{cons['recompiles']:.0f} runtime recompiles (--allow-recompiles accepts them)")
+        if cons.get("failed_requests", 0) > 0:
+            out.append(f"{cons['failed_requests']:.0f} failed requests (--allow-failed-requests accepts them)")
+        return out
+
 
 @dataclass
 class StudyOptions:
@@ -105,6 +136,7 @@ class StudyOptions:
     screening: bool = True  # the calibrated model's confident rejections are told without a boot
     # calibration samples from logs of past boots (--calibrate-from), added once to the study's seeds
     calibration_seeds: list[dict] = field(default_factory=list)
+    storage_object: optuna.storages.BaseStorage | None = None  # given by the Python API: used as it is
 
     @property
     def study_dir(self) -> Path:
@@ -167,7 +199,8 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
 def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -> optuna.Study:
     _quiet_optuna()
     opts.study_dir.mkdir(parents=True, exist_ok=True)
-    storage = make_storage(opts.storage_url, opts.heartbeat_grace_s, opts.storage_outage_s)
+    storage = (opts.storage_object if opts.storage_object is not None
+               else make_storage(opts.storage_url, opts.heartbeat_grace_s, opts.storage_outage_s))
     sampler = make_sampler(opts.sampler, opts.seed, space, opts.n_trials, opts.grid_levels)
     for attempt in range(5):
         try:
@@ -304,10 +337,8 @@ def recover_orphans(study: optuna.Study) -> list[int]:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.system_attrs.get("tuner_owner") or t.user_attrs.get("owner")
         if owner and identity_alive(owner) is False:
-            study._storage.set_trial_system_attr(t._trial_id, "tuner_recovered", True)
-            study._storage.set_trial_user_attr(t._trial_id, "status", "tuner_died")
-            study._storage.set_trial_user_attr(t._trial_id, "requeued", True)
-            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            optuna_private.fail_trial_of_dead_tuner(study, t, {"status": "tuner_died", "requeued": True},
+                                                    {"tuner_recovered": True})
             study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number})
             recovered.append(t.number)
     return recovered
@@ -332,6 +363,9 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
     cons = constraints.values(result)
     feasible = all(v <= 0 for v in cons.values())
     trial.set_user_attr("feasible", feasible)  # optuna-dashboard 0.21 does not read set_constraint
+    misses = constraints.misses(result)
+    if misses:  # a measured trial outside a limit: its reason says which, with the figures
+        trial.set_user_attr("reason", "; ".join([*misses, *([result.reason] if result.reason else [])]))
     if result.status not in CONFIG_FAILURES and not result.ok:
         # The environment failed, not the configuration: no values; run these parameters again.
         requeue = result.status in (TrialStatus.INTERRUPTED, TrialStatus.PORT_IN_USE)
@@ -344,16 +378,30 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
         trial.set_constraint(name, float(value))
     # optuna-dashboard 0.21 reads only the legacy "constraints" system attribute; mirror the values
     # there (same numbers, same order) so its Pareto view hides infeasible trials too.
-    study._storage.set_trial_system_attr(trial._trial_id, "constraints", [float(v) for v in cons.values()])
+    optuna_private.mirror_constraints(study, trial, [float(v) for v in cons.values()])
+    # Penalties for what was not measured: they steer the sampler away, and stay inside Optuna (the names
+    # are recorded so that trials.csv and pareto.csv leave those cells empty, tuner/report/frame.py).
+    placeholders = []
     throughput = float(result.metrics.get(THROUGHPUT) or 0.0) if result.ok else 0.0
+    if not result.ok or result.metrics.get(THROUGHPUT) is None:
+        placeholders.append(THROUGHPUT)
     latency = result.metrics.get(objectives.latency_key)
     if latency is None or not result.ok:
         latency = max([LATENCY_PENALTY_MS, *constraints.slos_ms.values()])
+        placeholders.append(objectives.latency_key)
     warmup = result.warmup_s
+    if warmup is None or not measured_warmup(result):
+        placeholders.append(WARMUP)
     if warmup is None:
         warmup = constraints.warmup_budget_s or result.predicted.get("warmup_s") or 0.0
+    trial.set_user_attr("placeholders", placeholders)
     study.tell(trial, [throughput, float(latency), float(warmup)])
     return TrialState.COMPLETE
+
+
+def measured_warmup(result: TrialResult) -> bool:
+    """The warm-up scored is this boot's (or the one it stands for), not a prediction for a trial that never booted."""
+    return any(result.observed.get(k) is not None for k in ("warmup_s", "warmup_scored_s"))
 
 
 @dataclass
@@ -361,15 +409,20 @@ class StudyRun:
     study: optuna.Study
     ran: int = 0
     interrupted: bool = False
+    signal: str | None = None  # what interrupted it: SIGINT, SIGTERM or SIGHUP
+    exit_status: int = 0  # 128 + the signal's number once interrupted
+    interrupted_trials: list[int] = field(default_factory=list)  # recorded interrupted, enqueued again
     seeds: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    study_dir: Path | None = None  # where its report, trials.csv and best.env are
 
 
-def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
+def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,  # noqa: C901
               constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
               install_sigint: bool = True, runner: Callable[..., TrialResult] | None = None) -> StudyRun:
     """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
-    or Ctrl-C. A second Ctrl-C stops at once (servers are still stopped on the way out).
+    or a signal (Ctrl-C, SIGTERM, SIGHUP: tuner/study/interrupt.py). A second signal kills the servers
+    at once (the trials are still recorded); a third leaves without recording.
 
     `runner(ctx, settings, trial_dir, slot, stop_event) -> TrialResult` runs one trial; the default
     boots a server (trial.run_trial). The tuning-efficiency benchmark passes a virtual-clock runner
@@ -389,12 +442,16 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     notes += [f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"
               for n in nodes.fail_stale_trials(study, owner)]
     study.set_user_attr("space", {"name": space.name, "source": space.source, "release": ctx.release})
+    if ctx.release_detection:  # tune --release auto: the profile read off the node, and why
+        study.set_user_attr("release_detection", ctx.release_detection)
     study.set_user_attr("backend", ctx.backend.describe())
+    study.set_user_attr("constraints", asdict(constraints))  # the limits, for the report and export to name
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
     seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
     run = StudyRun(study=study, seeds=seeds, notes=notes)
     screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
     guide = Guide(study, space, ctx, objectives, screen, opts.seed)  # the calibrated model's proposals
+    screen.use_guide(guide)  # ... and what they predict dominated is screened before boot
     known = study.user_attrs.get(SEED_ATTR) or []
     fresh_logs = [x for x in opts.calibration_seeds if x not in known]  # a re-run adds nothing twice
     if fresh_logs:
@@ -402,18 +459,19 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         notes.append(f"calibration: {len(fresh_logs)} log(s) of past boots added")
     refresh_calibration(study, ctx)
     for line in notes + [f"seeded: {s}" for s in seeds]:
-        trial_mod._status(ctx, line)
+        trial_mod.status_line(ctx, line)
 
     stop = threading.Event()
+    interrupt = Interrupt(stop)  # installed below, while the slots run
     lock = threading.Lock()
-    ask_lock = nodes.AskLock(study._storage, nodes.storage_url(opts.storage_url), opts.name)
+    ask_lock = nodes.AskLock(optuna_private.storage_of(study), nodes.storage_url(opts.storage_url), opts.name)
     errors: list[BaseException] = []
     deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
 
     def want_more() -> bool:
         return not stop.is_set() and time.monotonic() < deadline and _counted(study) < opts.n_trials
 
-    def worker(slot: Slot):
+    def worker(slot: Slot):  # noqa: C901 (ask, claim or wait, screen, run, tell: the slot's loop)
         while True:
             with lock, ask_lock:  # count and ask atomically, across nodes too
                 more = want_more()
@@ -430,72 +488,105 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
             try:
                 settings = space.suggest(trial)
                 trial.set_user_attr("slot", slot.index)
-                result, run_ctx = screen.decide(trial, settings, slot.index)
+                key = effective_key(ctx, settings)
+                with lock, ask_lock:  # claims of one configuration are ordered across nodes (screen.claim)
+                    ahead = screen.claim(trial, key)
+                result = screen.wait_for(trial, ahead, stop, settings) if ahead else None
+                if result is None:
+                    result, run_ctx = screen.decide(trial, settings, slot.index)
                 if result is None:
                     trial_dir = opts.study_dir / "trials" / f"{trial.number:04d}"
+                    # A server that cannot write its log fails for no fault of its settings: not booted.
+                    require_space(opts.study_dir, elsewhere=ELSEWHERE)
                     settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
                     result = runner(run_ctx, settings, trial_dir, slot, stop)
+                    if not result.ok and not result.status.config_failure:
+                        require_space(opts.study_dir, elsewhere=ELSEWHERE)  # did it fail for want of disk?
                 heartbeat.stop()
-                _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
+                if result.status is TrialStatus.INTERRUPTED and interrupt.name:
+                    result.reason = f"{result.reason} ({interrupt.name} to the tuner)"
+                files_failed = None
+                try:
+                    _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
+                except DiskError as exc:  # the measurement is still told; the study stops after it
+                    files_failed = exc
                 with lock:
                     screen.record(trial, result)
                     tell_result(study, trial, result, objectives, constraints)
                     run.ran += 1
+                    if result.status is TrialStatus.INTERRUPTED:
+                        run.interrupted_trials.append(trial.number)
                     if result.calibration_sample:
                         refresh_calibration(study, ctx)
                     guide.after_tell(result.booted, more=want_more())
                 if on_trial:
                     on_trial(trial.number, result)
+                if files_failed is not None:
+                    raise files_failed
             except optuna.exceptions.UpdateFinishedTrialError:
                 # Our heartbeat went silent too long (a storage outage) and another node failed the
                 # trial and enqueued its parameters again: its result files stay, go on.
-                trial_mod._status(ctx, f"trial {trial.number} was failed meanwhile by another node "
+                trial_mod.status_line(ctx, f"trial {trial.number} was failed meanwhile by another node "
                                        "(heartbeat missed); its parameters run again")
             except BaseException as exc:
                 # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
                 # record, stop every slot, and let the caller see the error.
+                exc = _explained(exc, opts)
                 errors.append(exc)
                 stop.set()
                 with lock, contextlib.suppress(Exception):  # the trial may have been told already
-                    trial.set_user_attr("status", "tuner_error")
-                    trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
-                    study.tell(trial, state=TrialState.FAIL)
+                    if is_disk_failure(exc) or isinstance(exc, StorageUnavailable):
+                        # The disk or the database failed, not the settings: they run again on resume.
+                        tell_result(study, trial, TrialResult(status=TrialStatus.INTERRUPTED, reason=str(exc)[:500],
+                                                              params=dict(trial.params)), objectives, constraints)
+                    else:
+                        trial.set_user_attr("status", "tuner_error")
+                        trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
+                        study.tell(trial, state=TrialState.FAIL)
                 return
             finally:
                 heartbeat.stop()
 
-    previous = None
-    if install_sigint and threading.current_thread() is threading.main_thread():
-        def on_sigint(signum, frame):
-            if stop.is_set():
-                raise KeyboardInterrupt
-            stop.set()
-            run.interrupted = True
-        previous = signal.signal(signal.SIGINT, on_sigint)
     threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
                for slot in opts.slots]
-    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod._status(
+    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod.status_line(
         ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
+    signals = install_sigint and threading.current_thread() is threading.main_thread()
     try:
-        with reaper:
+        with reaper, (interrupt if signals else contextlib.nullcontext()):
             for t in threads:
                 t.start()
             for t in threads:
                 while t.is_alive():
                     t.join(0.2)
+                    if interrupt.hurry_due():  # a second signal: no grace for the servers any more
+                        from ..serve.process import hurry_all
+
+                        hurry_all()
     finally:
         stop.set()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    if interrupt.signum is not None:
+        run.interrupted, run.signal, run.exit_status = True, interrupt.name, 128 + interrupt.signum
     if errors:
         raise errors[0]
     return run
 
 
 def _write_trial_files(trial_dir: Path, result: TrialResult, settings: TrialSettings) -> None:
-    trial_dir.mkdir(parents=True, exist_ok=True)
+    with writing(trial_dir, ELSEWHERE):
+        trial_dir.mkdir(parents=True, exist_ok=True)
     env_path = trial_dir / "trial.env"
     lines = [f"{k}={v}" for k, v in sorted(redact_env(settings.env).items())]
-    env_path.write_text("\n".join(lines) + "\n")
+    write_text(env_path, "\n".join(lines) + "\n", ELSEWHERE)
     result.artifacts["env_file"] = str(env_path)
-    (trial_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    write_text(trial_dir / "result.json", json.dumps(result.to_json(), indent=2, default=str), ELSEWHERE)
+
+
+def _explained(exc: BaseException, opts: StudyOptions) -> BaseException:
+    """A disk or database failure as one line naming the path and the remedy (the study is intact)."""
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        exc = disk_error(exc, opts.study_dir, ELSEWHERE)
+    if isinstance(exc, DiskError) and "re-run" not in str(exc):
+        return DiskError(f"{exc}; everything recorded so far is kept: re-run the same command to resume", exc.path,
+                         exc.errno)
+    return write_failure(exc, opts.storage_url) or exc

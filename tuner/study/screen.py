@@ -12,6 +12,11 @@
 Screened proposals (reused or rejected) cost no accelerator time and do not count toward --n-trials;
 at most MAX_SCREENED in a row, so that a study whose sampler only proposes known points still ends.
 `--no-screening` turns reuse, screening and the model seeds off: every proposal runs and counts.
+* Running elsewhere: a proposal whose effective settings another trial is running (another node of a
+  shared study, or another slot) is not booted at the same time. Each trial claims its effective key
+  (user attribute "effective_key") under the study's ask lock (nodes.AskLock), so of two claims of one
+  key the later one always sees the earlier; it waits for those trials to end and then reuses their
+  measurement (or boots, if they failed). `remeasure` N lets up to N boots of one configuration run at once.
 * Calibration: every booted trial stores its sample (trial user attribute "calibration_sample");
   `study_calibration` refits from all of them (and from samples seeded from logs), so every node of a
   shared study uses the same corrections; the fit in force is kept in the study attribute "calibration".
@@ -31,14 +36,17 @@ from optuna.trial import TrialState
 
 from ..perfmodel.calibration import Calibration
 from ..perfmodel.checks import rejection
+from ..perfmodel.target import predict, predict_calibrated
 from ..space.fitted import bucket_set_digest
 from ..space.schema import BUCKET_FILE_VARIABLE, TrialSettings
 from ..status import TrialStatus
-from ..trial.run import TrialContext, TrialResult, predict, predict_calibrated
+from ..trial.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
+from ..trial.run import TrialContext, TrialResult
+from . import optuna_private
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
 EXPLORE_SHARE = 0.05  # over-budget rejections booted anyway
-SAMPLE_ATTR, KEY_ATTR, SCREENED_ATTR = "calibration_sample", "effective_key", "screened"
+SAMPLE_ATTR, KEY_ATTR, SCREENED_ATTR = CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED  # trial/record.py
 CAL_ATTR, SEED_ATTR = "calibration", "calibration_seed_samples"
 REUSABLE = {s.value for s in TrialStatus if s is TrialStatus.OK or s.config_failure}
 
@@ -82,7 +90,8 @@ def study_calibration(study: optuna.Study, generic: bool = False) -> Calibration
     """The corrections every node of this study uses: seeded samples plus every booted trial's.
     `generic`: the device or model is not in the tables (a wide prior the boots replace)."""
     samples = list(study.user_attrs.get(SEED_ATTR) or [])
-    samples += [t.user_attrs.get(SAMPLE_ATTR) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    samples += [TrialRecord.from_frozen(t).calibration_sample
+                for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
     return Calibration.from_samples(samples, generic=generic)
 
 
@@ -100,9 +109,15 @@ def seed_calibration(study: optuna.Study, samples: list[dict[str, float]]) -> No
 
 
 def refresh_calibration(study: optuna.Study, ctx: TrialContext) -> Calibration:
+    """Refit from every sample; say (once) when a log of a past boot is bounded or outvoted by the boots."""
     cal = study_calibration(study, generic_prior(ctx))
     ctx.calibration = cal
-    study.set_user_attr(CAL_ATTR, cal.summary())
+    said = set((study.user_attrs.get(CAL_ATTR) or {}).get("notes") or [])
+    summary = cal.summary()
+    study.set_user_attr(CAL_ATTR, summary)
+    for note in summary.get("notes", []):
+        if note not in said and ctx.progress is not None:
+            ctx.progress(f"calibration: {note}")
     return cal
 
 
@@ -118,18 +133,59 @@ class Screen:
         self.screening = screening
         self.rng = random.Random(seed)
         self.in_a_row: dict[int, int] = {}
-        self.guide = None  # guided.Guide: predicted-dominated proposals are not booted either
+        self.guide = None  # proposals.Guide (use_guide): predicted-dominated proposals are not booted either
 
-    def measurements(self, key: str) -> list[optuna.trial.FrozenTrial]:
-        return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get(KEY_ATTR) == key and not t.user_attrs.get(SCREENED_ATTR)
-                and t.user_attrs.get("status") in REUSABLE and t.user_attrs.get("booted")]
+    def use_guide(self, guide) -> None:
+        """Screen what the guide's calibrated model predicts a measured point beats everywhere."""
+        self.guide = guide
+
+    def claim(self, trial: optuna.Trial, key: str) -> list[optuna.trial.FrozenTrial]:
+        """Record the trial's effective key; return the running trials with that key it must wait for
+        (empty: go on). Call under the study's ask lock, so that claims of one key are ordered."""
+        trial.set_user_attr(KEY_ATTR, key)
+        if not self.screening:
+            return []
+        measured = len(self.measurements(key))
+        if measured >= self.remeasure:
+            return []  # decide() reuses the record
+        ahead = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                 if t.number != trial.number and TrialRecord.from_frozen(t).effective_key == key]
+        return ahead if measured + len(ahead) >= self.remeasure else []
+
+    def wait_for(self, trial: optuna.Trial, ahead: list[optuna.trial.FrozenTrial], stop, settings: TrialSettings,
+                 poll_s: float = 0.5) -> TrialResult | None:
+        """Wait until the trials `ahead` (claim()) are no longer running; None then (decide() reuses their
+        result, or boots if they failed), or an interrupted result when `stop` is set meanwhile."""
+        from ..trial.run import status_line
+
+        numbers = [t.number for t in ahead]
+        trial.set_user_attr("waited_for", numbers)
+        who = ", ".join(f"trial {t.number} ({_owner(t)})" for t in ahead)
+        status_line(self.ctx, f"trial {trial.number}: the same effective settings as {who}, running now: "
+                          "waiting for its result instead of booting them again")
+        storage = optuna_private.storage_of(self.study)
+        pending = list(ahead)
+        while pending:
+            if stop.wait(poll_s):
+                return TrialResult(status=TrialStatus.INTERRUPTED, params=settings.params, server=settings.server,
+                                   reason=f"interrupted while waiting for trial(s) {numbers} "
+                                          "(the same effective settings)", timings={"accelerator_s": 0.0})
+            pending = [t for t in pending if storage.get_trial(optuna_private.trial_id(t)).state == TrialState.RUNNING]
+        return None
+
+    def measurements(self, key: str) -> list[TrialRecord]:
+        records = (TrialRecord.from_frozen(t) for t in self.study.get_trials(deepcopy=False,
+                                                                             states=(TrialState.COMPLETE,)))
+        return [r for r in records
+                if r.effective_key == key and not r.screened and r.status in REUSABLE and r.booted]
 
     def decide(self, trial: optuna.Trial, settings: TrialSettings, slot: int) -> tuple[TrialResult | None,
                                                                                        TrialContext]:
         """(a result to tell without running, or None; the context to run with)."""
-        key = effective_key(self.ctx, settings)
-        trial.set_user_attr(KEY_ATTR, key)
+        key = trial.user_attrs.get(KEY_ATTR)  # claim() recorded it
+        if key is None:
+            key = effective_key(self.ctx, settings)
+            trial.set_user_attr(KEY_ATTR, key)
         if not self.screening:  # every proposal runs (and counts), repeats included
             return None, self.ctx
         if self.in_a_row.get(slot, 0) >= MAX_SCREENED:
@@ -160,12 +216,11 @@ class Screen:
         self.in_a_row[slot] = 0
         return None, self.ctx
 
-    def _reused(self, earlier: optuna.trial.FrozenTrial, settings: TrialSettings) -> TrialResult:
-        a = earlier.user_attrs
-        res = TrialResult(status=TrialStatus(a["status"]), reason=f"reused from trial {earlier.number}: "
-                          f"same effective settings{'; ' + a['reason'] if a.get('reason') else ''}",
-                          params=settings.params, server=settings.server, predicted=dict(a.get("predicted") or {}),
-                          observed=dict(a.get("observed") or {}), metrics=dict(a.get("metrics") or {}),
+    def _reused(self, earlier: TrialRecord, settings: TrialSettings) -> TrialResult:
+        res = TrialResult(status=TrialStatus(earlier.status), reason=f"reused from trial {earlier.number}: "
+                          f"same effective settings{'; ' + earlier.reason if earlier.reason else ''}",
+                          params=settings.params, server=settings.server, predicted=dict(earlier.predicted),
+                          observed=dict(earlier.observed), metrics=dict(earlier.metrics),
                           timings={"accelerator_s": 0.0})
         res.observed["reused_from"] = earlier.number
         return res
@@ -183,23 +238,28 @@ class Screen:
         """--remeasure: a configuration measured before is told the mean of all its measurements."""
         if self.remeasure <= 1 or not result.ok:
             return
-        earlier = [t for t in self.measurements(trial.user_attrs.get(KEY_ATTR) or "")
-                   if t.user_attrs.get("status") == TrialStatus.OK.value]
+        earlier = [r for r in self.measurements(trial.user_attrs.get(KEY_ATTR) or "")
+                   if r.status == TrialStatus.OK.value]
         if not earlier:
             return
-        runs = [t.user_attrs.get("metrics") or {} for t in earlier] + [result.metrics]
+        runs = [r.metrics for r in earlier] + [result.metrics]
         for k, v in result.metrics.items():
             vals = [r.get(k) for r in runs]
             if isinstance(v, (int, float)) and all(isinstance(x, (int, float)) for x in vals):
                 result.metrics[k] = statistics.fmean(vals)
-        w = [t.user_attrs.get("observed", {}).get("warmup_s") for t in earlier] + [result.observed.get("warmup_s")]
+        w = [r.observed.get("warmup_s") for r in earlier] + [result.observed.get("warmup_s")]
         if all(isinstance(x, (int, float)) for x in w):
             result.observed["warmup_s"] = statistics.fmean(w)
         result.observed["measurements"] = len(runs)
 
 
+def _owner(t: optuna.trial.FrozenTrial) -> str:
+    owner = t.user_attrs.get("owner") or {}
+    return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}"
+
+
 def counts_toward_budget(t: optuna.trial.FrozenTrial) -> bool:
-    return not t.user_attrs.get(SCREENED_ATTR)
+    return not TrialRecord.from_frozen(t).screened
 
 
 # ----------------------------------------------------------------------------------- model seeds

@@ -106,8 +106,11 @@ PRIOR_ERROR_PER_SHARE = 0.3
 
 def extrapolated_share(t) -> float | None:
     """The share of a trial's cold warmup its boot did not run (cached), as predicted; None: unknown."""
-    observed, pred = t.user_attrs.get("observed") or {}, t.user_attrs.get("predicted") or {}
-    rate, cold, cached = observed.get("recipe_cache_hit_rate"), pred.get("warmup_cold_s"), pred.get("warmup_cached_s")
+    from ..trial.record import TrialRecord
+
+    rec = TrialRecord.from_frozen(t)
+    rate = rec.observed.get("recipe_cache_hit_rate")
+    cold, cached = rec.predicted.get("warmup_cold_s"), rec.predicted.get("warmup_cached_s")
     if rate is None or not cold or cached is None:
         return None
     return max(0.0, float(rate) * (float(cold) - float(cached)) / float(cold))
@@ -122,9 +125,10 @@ def error_per_share(checks: list[tuple[float | None, float | None, float]]) -> f
 
 
 def needs_cold_figure(t, reboots: dict) -> bool:
-    observed = t.user_attrs.get("observed") or {}
-    return (t.user_attrs.get("status") == "ok" and observed.get("warmup_cold_s") is None
-            and str(t.number) not in reboots)
+    from ..trial.record import TrialRecord
+
+    rec = TrialRecord.from_frozen(t)
+    return rec.ok and rec.observed.get("warmup_cold_s") is None and str(t.number) not in reboots
 
 
 def cold_reboots(study, picks, measure, say=lambda text: None) -> list[int]:
@@ -138,7 +142,9 @@ def cold_reboots(study, picks, measure, say=lambda text: None) -> list[int]:
     done: list[int] = []
 
     def reboot(t, why: str) -> None:
-        predicted = (t.user_attrs.get("predicted") or {}).get("warmup_cold_s")
+        from ..trial.record import TrialRecord
+
+        predicted = TrialRecord.from_frozen(t).predicted.get("warmup_cold_s")
         say(f"trial {t.number}: cold re-boot, {why} (its cold warmup was predicted: {predicted or '?'} s)")
         cold = measure(t, why)
         if cold is None:
@@ -179,6 +185,7 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None,
     from ..perfmodel.costs import CACHE_HIT
     from ..recipecache.warmupmode import cache_hit_sample
     from ..trial import run as trial_mod
+    from ..trial.record import TrialRecord
     from .screen import seed_calibration
 
     opts = ctx.warmup
@@ -186,7 +193,8 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None,
         return []
 
     def measure(t, why: str) -> float | None:
-        observed, predicted = t.user_attrs.get("observed") or {}, t.user_attrs.get("predicted") or {}
+        rec = TrialRecord.from_frozen(t)
+        predicted = rec.predicted
         fresh = fresh_cold_cache(opts.shared)
         cold_ctx = dataclasses.replace(ctx, warmup=dataclasses.replace(opts, shared=fresh, budget_s=None),
                                        limits=dataclasses.replace(ctx.limits, warmup_budget_s=None),
@@ -203,7 +211,7 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None,
             say(f"trial {t.number}: the cold re-boot did not measure a cold warmup ({result.status}: "
                 f"{result.reason[:160]})")
             return None
-        cached = observed.get("warmup_cached_s")
+        cached = rec.observed.get("warmup_cached_s")
         if cached is not None and predicted.get("warmup_cold_s") and predicted.get("warmup_cached_s"):
             dtype = ctx.device_model.dtype if ctx.device_model else "bf16"
             x = cache_hit_sample(cold, cached, predicted["warmup_cold_s"], predicted["warmup_cached_s"],

@@ -18,9 +18,10 @@ from typing import Any
 
 import optuna
 
-from ..errors import StorageUnavailable, StudyError
+from ..errors import StorageUnavailable, StudyError, TunerError
 from ..serve.redact import redact_env
 
+SQLITE_LOCK_WAIT_S = 60  # how long a write waits for another process's lock on an SQLite study
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
 _OPTUNA_TABLES = ("studies", "trials", "version_info", "alembic_version")
 # What to pip-install for a missing DB-API module (SQLAlchemy 2.1 defaults postgresql:// to psycopg 3).
@@ -99,7 +100,7 @@ def open_storage(url: str, *, heartbeat_interval: int | None = None, grace_perio
             except Exception as exc:
                 raise _open_failure(url, exc) from None
         # Several tuners on one machine may share the file: wait for its lock instead of failing.
-        engine_kwargs["connect_args"] = {"timeout": 60}
+        engine_kwargs["connect_args"] = {"timeout": SQLITE_LOCK_WAIT_S}
     else:
         _check_driver(url)
     for attempt in range(5):
@@ -113,7 +114,7 @@ def open_storage(url: str, *, heartbeat_interval: int | None = None, grace_perio
             if any(r in str(exc) for r in racing) and attempt < 4:
                 time.sleep(0.5 * (attempt + 1))
                 continue
-            raise _open_failure(url, exc) from None
+            raise (write_failure(exc, url) or _open_failure(url, exc)) from None  # a full disk: its own line
     raise AssertionError("unreachable")
 
 
@@ -157,7 +158,7 @@ def _readonly_sqlite(path: Path) -> dict[str, Any]:
     """Engine arguments that open the SQLite file read-only (SQLite refuses every write)."""
     uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
     # The same lock wait as writers: a report taken while a tune commits waits instead of failing.
-    return {"creator": lambda: sqlite3.connect(uri, uri=True, timeout=60, check_same_thread=False)}
+    return {"creator": lambda: sqlite3.connect(uri, uri=True, timeout=SQLITE_LOCK_WAIT_S, check_same_thread=False)}
 
 
 def _check_sqlite_file(path: Path) -> None:
@@ -235,3 +236,41 @@ def _open_failure(url: str, exc: BaseException) -> StudyError:
     if path is None:
         return StorageUnavailable(f"cannot open the study storage {redact_url(url)}: {text}")
     return StudyError(f"cannot open the study storage {redact_url(url)}: {text}")
+
+
+# ----------------------------------------------------------------------------------------- write failures
+
+def write_failure(exc: BaseException, url: str) -> TunerError | None:
+    """One line for a write to the study storage that failed for a reason the user can fix (an SQLite
+    file on a full or read-only disk, a lock held too long), naming the database and the remedy; None
+    for anything else. SQLite rolls a failed write back: the study stays as it was."""
+    from ..errors.disk import DiskError, space_left
+
+    path = sqlite_path(url)
+    if path is None:
+        return None
+    inner = exc
+    while getattr(inner, "orig", None) is not None or inner.__cause__ is not None:
+        inner = getattr(inner, "orig", None) or inner.__cause__
+    if not isinstance(inner, sqlite3.Error):
+        return None
+    text = " ".join(str(inner).split()).lower()
+    kept = "SQLite rolled the write back, so the study is intact: re-run the same command to resume"
+    if "database or disk is full" in text:
+        error = DiskError(f"cannot write the study database {path}: no space left on its file system "
+                          f"({space_left(path)}); free some space there; {kept}", path)
+    elif "disk i/o error" in text:
+        error = DiskError(f"cannot write the study database {path}: disk I/O error ({space_left(path)}; a full "
+                          f"disk, or a network file system SQLite cannot lock): free space or use a local disk; {kept}",
+                          path)
+    elif "database is locked" in text:
+        error = StorageUnavailable(
+            f"the study database {path} stayed locked by another process for over {SQLITE_LOCK_WAIT_S} s (an open "
+            "sqlite3 shell or database browser holding a write, or a network file system without working locks): "
+            f"close it; {kept}; tuners on several machines need PostgreSQL (--storage postgresql://...)")
+    elif "readonly database" in text or "unable to open database file" in text:
+        error = DiskError(f"cannot write the study database {path}: it or its folder is read-only (SQLite writes "
+                          f"a journal beside it): make both writable; report and export still read it", path)
+    else:
+        return None
+    return error

@@ -22,22 +22,26 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from ..display import above
 from ..load.client import run_benchmark
 from ..load.metrics import rescale_time
-from ..load.workload import Workload, gamma_send_offsets
+from ..load.workload import Workload
 from ..logparse import LogWatcher, last_error
 from ..perfmodel.calibration import Calibration, observation_sample
-from ..perfmodel.checks import TrialPrediction, predict_trial, rejection
+from ..perfmodel.checks import TrialPrediction, rejection
 from ..perfmodel.projection import BootTracker
+from ..perfmodel.target import DeviceModel, predict_calibrated, predict_serving
 from ..serve.backends import Backend
 from ..serve.process import OutcomeKind, ServerProcess, device_env, find_free_port
 from ..serve.redact import redact_argv, redact_env
 from ..space.schema import TrialSettings
 from ..status import TrialStatus
+
+if TYPE_CHECKING:
+    from ..recipecache.warmupmode import WarmupOptions
+    from .loadsweep import LoadSweep
 
 
 @dataclass
@@ -49,6 +53,7 @@ class LoadOptions:
     goodput_slos: dict[str, float] | None = None
     percentiles: tuple[float, ...] = (50, 90, 99)
     request_timeout_s: float = 600.0
+    percentile_metrics: tuple[str, ...] | None = None  # vllm bench serve's --percentile-metrics (None: all)
 
 
 @dataclass
@@ -59,21 +64,15 @@ class Limits:
     warmup_timeout_s: float = 7200.0
     warmup_budget_s: float | None = None  # abort (and reject before boot) above this predicted warmup
     stop_grace_s: float = 10.0  # per signal (SIGINT, then SIGTERM), before SIGKILL of the group
+    # the same when the tuner itself is being stopped (a signal): inside a scheduler's 30 s grace period
+    interrupt_grace_s: float = 5.0
     wall_slack_s: float = 30.0  # added to every time-scaled wall-clock limit (process start-up jitter)
 
 
 @dataclass
-class DeviceModel:
-    """What the target hardware and model are, for pre-boot prediction (None: no prediction)."""
-
-    device: str = "gaudi2"
-    model: str = "llama-3.1-8b"
-    dtype: str = "bf16"
-
-
-@dataclass
 class TrialContext:
-    """Everything the trials of one study share."""
+    """Everything the trials of one study share. It is also the model's target
+    (perfmodel.target.ServingTarget: release, device_model, calibration, workload, load)."""
 
     backend: Backend
     workload: Workload
@@ -90,11 +89,13 @@ class TrialContext:
     calibration: Calibration | None = None
     predict_serving: bool = True  # also predict the load test's figures (decode-step calibration)
     # tune --warmup cold|cached and --shared-recipe-cache (warmupmode.WarmupOptions); None: cold, no cache
-    warmup: Any = None
+    warmup: WarmupOptions | None = None
     preboot_reject: bool = True  # False: boot even what the model rejects (exploration)
     # several load points per boot (a loadsweep.LoadSweep; None: one load test with `load`)
-    load_sweep: Any = None
+    load_sweep: LoadSweep | None = None
     measure_load: bool = True  # False: stop once ready (a boot that only measures the warmup)
+    # tune --release auto: what was read off the node and why (detect.Detection.describe()); None: given
+    release_detection: dict | None = None
 
 
 @dataclass
@@ -139,52 +140,7 @@ class TrialResult:
 
 
 # ---------------------------------------------------------------------------------------- pre-boot
-
-def predict(ctx: TrialContext, settings: TrialSettings, corrections=None, cached_recipes: frozenset = frozenset()):
-    """The release's buckets and the performance model's startup prediction, or None without a model.
-    `corrections`: the calibrated ones (default: the documented prior); `cached_recipes`: recipe keys
-    found in a recipe cache (warmupmode.cached_prediction)."""
-    if ctx.release is None or ctx.device_model is None:
-        return None
-    from ..perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
-
-    corrections = corrections or Corrections()
-    key = json.dumps([ctx.release, asdict(ctx.device_model), settings.server, settings.env,
-                      corrections.to_dict(), sorted(cached_recipes)], sort_keys=True, default=str)
-    if key in _PREDICTIONS:
-        return _PREDICTIONS[key]
-
-    s = settings.server
-    sim = SimSettings(
-        model=ctx.device_model.model,
-        device=ctx.device_model.device,
-        dtype=ctx.device_model.dtype,
-        tp=int(s.get("tensor_parallel_size", 1)),
-        gpu_memory_utilization=float(s.get("gpu_memory_utilization", 0.9)),
-        enforce_eager=bool(s.get("enforce_eager", False)),
-    )
-    inputs = ServerInputs(
-        block_size=int(s.get("block_size", 128)),
-        max_num_seqs=int(s.get("max_num_seqs", 256)),
-        max_model_len=s.get("max_model_len"),
-        max_num_batched_tokens=s.get("max_num_batched_tokens"),
-        prefix_caching=s.get("enable_prefix_caching"),
-        max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
-    )
-    pred = predict_startup(ctx.release, sim, inputs, settings.env, cached_recipes, corrections=corrections)
-    if len(_PREDICTIONS) >= 2048:  # a study asks again for what it predicted (reuse key, screening, the run)
-        _PREDICTIONS.pop(next(iter(_PREDICTIONS)))
-    _PREDICTIONS[key] = pred
-    return pred
-
-
-_PREDICTIONS: dict[str, Any] = {}  # pure function of its key; callers never mutate a prediction
-
-
-def predict_calibrated(ctx: TrialContext, settings: TrialSettings) -> TrialPrediction | None:
-    """The prior and the calibrated prediction (ctx.calibration), with their bounds; None without a model."""
-    return predict_trial(lambda corr: predict(ctx, settings, corr), ctx.calibration)
-
+# (the predictions themselves: tuner/perfmodel/target.py; a TrialContext is a target)
 
 def pre_boot_check(ctx: TrialContext, settings: TrialSettings,
                    tp: TrialPrediction | None = None) -> tuple[dict[str, Any], TrialResult | None]:
@@ -251,41 +207,154 @@ class _SafeWatcher:
 def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot: Slot | None = None,
               stop_event: threading.Event | None = None) -> TrialResult:
     """Run one trial; always returns a classified result and never leaves a process behind."""
-    slot = slot or Slot()
-    trial_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    tp = predict_calibrated(ctx, settings)
-    predicted, rejected = pre_boot_check(ctx, settings, tp)
-    base = dict(params=settings.params, server=settings.server, env=redact_env(settings.env))
-    if rejected is None and ctx.warmup is not None:
-        from ..recipecache.warmupmode import cached_budget_rejection
-
-        refused = cached_budget_rejection(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), tp)
-        if refused is not None:
-            rejected = TrialResult(status=refused[0], reason=refused[1], predicted=predicted)
+    phases = _TrialRun(ctx, settings, trial_dir, slot or Slot(), stop_event)
+    rejected = phases.check_before_boot()
     if rejected is not None:
-        rejected.__dict__.update(base)
-        rejected.timings = {"total_s": round(time.monotonic() - t0, 3)}
         return rejected
+    with ServerProcess(records_dir=ctx.records_dir, on_line=phases.watch.on_line) as srv:
+        outcome = phases.boot(srv)
+        if outcome.ok:
+            phases.measure(srv)
+        else:
+            phases.classify_failure(srv, outcome)
+        phases.stop(srv)
+    return phases.finish(srv, outcome)
 
-    backend, limits = ctx.backend, ctx.limits
-    scale = backend.startup_scale  # boot and warmup run at the startup time scale
-    port = find_free_port(ctx.host)
-    argv = backend.argv(settings.server, ctx.host, port)
-    base_url = f"http://{ctx.host}:{port}"
-    log_path = trial_dir / "server.log"
-    tracker = BootTracker(tp.calibrated if tp else None, spread=ctx.calibration.warmup_spread()
-                          if ctx.calibration else 0.15)
-    watch = _SafeWatcher(expect_graphs=bool(predicted.get("prompt_graphs")), tracker=tracker, scale=scale)
-    result = TrialResult(status=TrialStatus.OK, predicted=predicted, argv=redact_argv(argv), booted=True,
-                         artifacts={"server_log": str(log_path)}, **base)
-    measured_ctx = ctx  # the context whose load the metrics were measured under
 
-    def warmup_started() -> bool:
-        return watch.read(lambda w: w.progress() is not None or w.stage != "startup")
+class _TrialRun:
+    """The phases of one trial, in order: check_before_boot, boot, measure (or classify_failure), stop,
+    finish. Each phase fills the trial's one TrialResult."""
 
-    def should_abort() -> str | None:
-        if stop_event is not None and stop_event.is_set():
+    def __init__(self, ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot: Slot,
+                 stop_event: threading.Event | None):
+        self.ctx, self.settings, self.trial_dir, self.slot, self.stop_event = ctx, settings, trial_dir, slot, stop_event
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.monotonic()
+        self.tp = predict_calibrated(ctx, settings)
+        self.base = dict(params=settings.params, server=settings.server, env=redact_env(settings.env))
+        self.measured_ctx = ctx  # the context whose load the metrics were measured under (a sweep's point)
+        self.shared = ctx.warmup.shared if ctx.warmup is not None else None
+        self.cache_before = None
+
+    # ------------------------------------------------------------------------------------- phases
+    def check_before_boot(self) -> TrialResult | None:
+        """A rejection that costs no boot (the model's confident refusal), or None: boot it."""
+        ctx, settings, tp = self.ctx, self.settings, self.tp
+        self.predicted, rejected = pre_boot_check(ctx, settings, tp)
+        if rejected is None and ctx.warmup is not None:
+            from ..recipecache.warmupmode import cached_budget_rejection
+
+            refused = cached_budget_rejection(ctx, settings, tp)
+            if refused is not None:
+                rejected = TrialResult(status=refused[0], reason=refused[1], predicted=self.predicted)
+        if rejected is not None:
+            rejected.__dict__.update(self.base)
+            rejected.timings = {"total_s": round(time.monotonic() - self.t0, 3)}
+            return rejected
+        backend = ctx.backend
+        self.scale = backend.startup_scale  # boot and warmup run at the startup time scale
+        self.port = find_free_port(ctx.host)
+        self.argv = backend.argv(settings.server, ctx.host, self.port)
+        self.base_url = f"http://{ctx.host}:{self.port}"
+        self.log_path = self.trial_dir / "server.log"
+        self.tracker = BootTracker(tp.calibrated if tp else None, spread=ctx.calibration.warmup_spread()
+                                   if ctx.calibration else 0.15)
+        self.watch = _SafeWatcher(expect_graphs=bool(self.predicted.get("prompt_graphs")), tracker=self.tracker,
+                                  scale=self.scale)
+        self.result = TrialResult(status=TrialStatus.OK, predicted=self.predicted, argv=redact_argv(self.argv),
+                                  booted=True, artifacts={"server_log": str(self.log_path)}, **self.base)
+        return None
+
+    def boot(self, srv: ServerProcess):
+        """Start the server and wait until it serves, watching the warm-up (and aborting it over budget)."""
+        ctx, limits, scale = self.ctx, self.ctx.limits, self.scale
+        self.srv = srv
+        _slot_status(ctx, self.slot, f"booting {ctx.backend.kind} on port {self.port}")
+        env = server_environment(self.settings, self.slot, ctx.backend, ctx.release)
+        if self.shared is not None:  # tune --shared-recipe-cache: the study's recipes, never exported
+            env.update(self.shared.env(self.settings.server))
+            self.cache_before = self.shared.snapshot(self.settings.server)
+        srv.start(self.argv, env, self.log_path, port=self.port)
+        self.tracker.started_at = (srv.started_at or time.monotonic()) / scale
+        outcome = srv.wait_ready(
+            self.base_url,
+            boot_timeout_s=limits.boot_timeout_s * scale + limits.wall_slack_s,
+            warmup_timeout_s=limits.warmup_timeout_s * scale + limits.wall_slack_s,
+            warmup_started=self._warmup_started,
+            should_abort=self._should_abort,
+            oom_seen=lambda: self.watch.read(lambda w: w.oom_seen),
+        )
+        self.t_ready = time.monotonic()
+        self.result.timings["boot_and_warmup_s"] = round(self.t_ready - self.t0, 3)
+        return outcome
+
+    def classify_failure(self, srv: ServerProcess, outcome) -> None:
+        result = self.result
+        result.status = TrialStatus.from_outcome(outcome.kind)
+        if outcome.kind is OutcomeKind.BOOT_FAILURE and srv.warmup_started_at is not None:
+            result.status = TrialStatus.CRASH  # it got as far as warmup: not a launch problem
+        if outcome.kind is OutcomeKind.WARMUP_OVER_BUDGET and outcome.reason == "interrupted":
+            result.status = TrialStatus.INTERRUPTED
+        result.reason = outcome.reason + _last_error(outcome.log_tail)
+        if _stopping(self.stop_event) and result.status is not TrialStatus.INTERRUPTED:
+            # The tuner is being stopped (a second signal kills the group): not the configuration's doing.
+            result.status, result.reason = TrialStatus.INTERRUPTED, f"interrupted ({outcome.reason})"
+
+    def measure(self, srv: ServerProcess) -> None:
+        """The warm pass and the load test (or a sweep of load points); a server that died meanwhile."""
+        ctx, result, watch = self.ctx, self.result, self.watch
+        if not ctx.measure_load:
+            _slot_status(ctx, self.slot, "ready; warmup measured, no load test")
+            return
+        _slot_status(ctx, self.slot, "ready; load test")
+        if ctx.load_sweep is not None:  # the serving prediction below is for the chosen point's load
+            chosen = ctx.load_sweep.run(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event,
+                                        self.slot, _run_load)
+            self.measured_ctx = ctx_with_load(ctx, chosen)
+        else:
+            _run_load(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event, self.slot)
+        ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
+        if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
+            # Died during (or right after) the load test: its requests failed because of that.
+            result.status = TrialStatus.RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else TrialStatus.CRASH
+            result.reason = ended.reason + _last_error(ended.log_tail)
+
+    def stop(self, srv: ServerProcess) -> None:
+        self.result.timings["load_s"] = round(time.monotonic() - self.t_ready, 3)
+        limits = self.ctx.limits
+        g = min(limits.stop_grace_s, limits.interrupt_grace_s) if _stopping(self.stop_event) else limits.stop_grace_s
+        srv.stop(grace_int_s=g, grace_term_s=g, grace_kill_s=5.0)
+
+    def finish(self, srv: ServerProcess, outcome) -> TrialResult:
+        """What the stopped server showed: its log's figures, the model's check, both warm-up figures."""
+        ctx, result, watch = self.ctx, self.result, self.watch
+        stop = srv.stop_report
+        if stop is not None:
+            result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover}
+        _observe(result, watch, self.scale, self.t_ready - (srv.started_at or self.t0), outcome.ok)
+        if self.tp is not None:
+            record_model_check(self.measured_ctx, result, self.tp, watch.read(lambda w: self.tracker.facts()))
+        if ctx.warmup is not None:
+            from ..recipecache.prepare import shapes_compiled
+            from ..recipecache.warmupmode import finish_trial
+
+            hit_rate = None
+            if self.shared is not None:
+                hit_rate = self.shared.hit_rate(self.settings.server, self.cache_before,
+                                                shapes_compiled(watch.read(lambda w: w.summary()).warmup_steps))
+                for note in self.shared.take_notes():
+                    status_line(ctx, note)
+            finish_trial(ctx, self.settings, result, self.tp, hit_rate)
+        result.timings["total_s"] = round(time.monotonic() - self.t0, 3)
+        return result
+
+    # ---------------------------------------------------------------------------- the boot's watch
+    def _warmup_started(self) -> bool:
+        return self.watch.read(lambda w: w.progress() is not None or w.stage != "startup")
+
+    def _should_abort(self) -> str | None:
+        ctx, watch, scale = self.ctx, self.watch, self.scale
+        if self.stop_event is not None and self.stop_event.is_set():
             return "interrupted"
         proj = watch.project(time.monotonic())
         if ctx.on_progress is not None:
@@ -293,84 +362,31 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
             if proj is not None:
                 eta = max(0.0, proj.total_s - proj.elapsed_s) * scale
             if prog is not None:
-                ctx.on_progress(slot.index, f"warmup {prog[0]}", prog[1], prog[2], eta)
-        budget = limits.warmup_budget_s
+                ctx.on_progress(self.slot.index, f"warmup {prog[0]}", prog[1], prog[2], eta)
+        budget = ctx.limits.warmup_budget_s
         if budget is None:
             return None
         if proj is not None:  # the known bucket list at this boot's own pace: abort when surely over
             return warmup_abort_reason(proj, budget)
         # No prediction to place the steps in (another backend, an unexpected list): the early pace.
         remaining = watch.read(lambda w: w.projected_remaining_s())
-        started = srv.warmup_started_at
+        started = self.srv.warmup_started_at
         if remaining is None or started is None:
             return None
         projected = (time.monotonic() - started + remaining) / scale
         if projected > budget * 1.1:  # 10% slack: early pace estimates are noisy
-            return f"projected warmup {projected:.0f} s exceeds the budget of {budget:g} s"
+            return f"projected warmup {above(projected, budget)} s exceeds the budget of {budget:g} s"
         return None
 
-    with ServerProcess(records_dir=ctx.records_dir, on_line=watch.on_line) as srv:
-        _slot_status(ctx, slot, f"booting {backend.kind} on port {port}")
-        env = server_environment(settings, slot, backend, ctx.release)
-        shared = ctx.warmup.shared if ctx.warmup is not None else None
-        if shared is not None:  # tune --shared-recipe-cache: the study's recipes, never exported
-            env.update(shared.env(settings.server))
-            cache_before = shared.snapshot(settings.server)
-        srv.start(argv, env, log_path, port=port)
-        tracker.started_at = (srv.started_at or time.monotonic()) / scale
-        outcome = srv.wait_ready(
-            base_url,
-            boot_timeout_s=limits.boot_timeout_s * scale + limits.wall_slack_s,
-            warmup_timeout_s=limits.warmup_timeout_s * scale + limits.wall_slack_s,
-            warmup_started=warmup_started,
-            should_abort=should_abort,
-            oom_seen=lambda: watch.read(lambda w: w.oom_seen),
-        )
-        t_ready = time.monotonic()
-        result.timings["boot_and_warmup_s"] = round(t_ready - t0, 3)
-        if not outcome.ok:
-            result.status = TrialStatus.from_outcome(outcome.kind)
-            if outcome.kind is OutcomeKind.BOOT_FAILURE and srv.warmup_started_at is not None:
-                result.status = TrialStatus.CRASH  # it got as far as warmup: not a launch problem
-            if outcome.kind is OutcomeKind.WARMUP_OVER_BUDGET and outcome.reason == "interrupted":
-                result.status = TrialStatus.INTERRUPTED
-            result.reason = outcome.reason + _last_error(outcome.log_tail)
-        elif not ctx.measure_load:
-            _slot_status(ctx, slot, "ready; warmup measured, no load test")
-        else:
-            _slot_status(ctx, slot, "ready; load test")
-            if ctx.load_sweep is not None:  # the serving prediction below is for the chosen point's load
-                measured_ctx = ctx_with_load(ctx, ctx.load_sweep.run(ctx, srv, base_url, trial_dir, result, watch,
-                                                                     stop_event, slot, _run_load))
-            else:
-                _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot)
-            ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
-            if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
-                # Died during (or right after) the load test: its requests failed because of that.
-                result.status = TrialStatus.RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else TrialStatus.CRASH
-                result.reason = ended.reason + _last_error(ended.log_tail)
-        result.timings["load_s"] = round(time.monotonic() - t_ready, 3)
-        g = limits.stop_grace_s
-        srv.stop(grace_int_s=g, grace_term_s=g, grace_kill_s=5.0)
-    stop = srv.stop_report
-    if stop is not None:
-        result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover}
-    _observe(result, watch, scale, t_ready - (srv.started_at or t0), outcome.ok)
-    if tp is not None:
-        record_model_check(measured_ctx, result, tp, watch.read(lambda w: tracker.facts()))
-    if ctx.warmup is not None:
-        from ..recipecache.prepare import shapes_compiled
-        from ..recipecache.warmupmode import finish_trial
 
-        hit_rate = None
-        if shared is not None:
-            hit_rate = shared.hit_rate(settings.server, cache_before,
-                                       shapes_compiled(watch.read(lambda w: w.summary()).warmup_steps))
-            for note in shared.take_notes():
-                _status(ctx, note)
-        finish_trial(ctx, lambda corr, keys: predict(ctx, settings, corr, keys), result, tp, hit_rate)
-    result.timings["total_s"] = round(time.monotonic() - t0, 3)
-    return result
+def _stopping(stop_event: threading.Event | None) -> bool:
+    return stop_event is not None and stop_event.is_set()
+
+
+def _stopped_by_user(stop_event) -> bool:
+    """The tuner is being stopped (a load sweep's guard also stops at its own deadline: not this)."""
+    user_stop = getattr(stop_event, "user_stop", None)
+    return user_stop() if user_stop is not None else _stopping(stop_event)
 
 
 def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
@@ -388,7 +404,7 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
             base_url, ctx.backend.api_model_name, ctx.workload,
             max_concurrency=lo.max_concurrency, request_rate=lo.request_rate, burstiness=lo.burstiness,
             warmup_requests=lo.warmup_requests, goodput_slos=lo.goodput_slos, percentiles=lo.percentiles,
-            progress=False,
+            percentile_metrics=lo.percentile_metrics, progress=False,
             on_request_done=(None if ctx.on_progress is None else
                              lambda done, total: ctx.on_progress(slot.index, "load test", done, total, None)),
             request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
@@ -400,10 +416,10 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
             if bench.done():
                 break
             crashed = srv.check(lambda: watch.read(lambda w: w.oom_seen))
-            if crashed is not None or (stop_event is not None and stop_event.is_set()):
+            if crashed is not None or _stopping(stop_event):
                 bench.cancel()
                 await asyncio.gather(bench, return_exceptions=True)
-                return crashed
+                return None if _stopped_by_user(stop_event) else crashed  # a hurried stop kills the server
         return bench.result()
 
     outcome = asyncio.run(main())
@@ -439,6 +455,8 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
         obs["decode_buckets"] = s.generated["decode"].count
     if s.hpu_blocks is not None:
         obs["kv_blocks"] = s.hpu_blocks
+    if s.engine_version:  # the second witness of the release `--release auto` read off the node
+        obs["engine_version"] = s.engine_version
     for phase, cap in s.graph_captured.items():
         obs[f"{phase.split('/')[-1].lower()}_graphs"] = cap.count
     if s.warmup_finished is not None:
@@ -463,10 +481,10 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
 def warmup_abort_reason(proj, budget: float) -> str | None:
     """Abort when even the projection's lower bound is over the budget, or the warmup already is."""
     if proj.elapsed_s > budget:
-        return f"warmup has run {proj.elapsed_s:.0f} s, over the budget of {budget:g} s"
+        return f"warmup has run {above(proj.elapsed_s, budget)} s, over the budget of {budget:g} s"
     if proj.low_s > budget:
-        return (f"projected warmup {proj.total_s:.0f} s (at least {proj.low_s:.0f} s after {proj.steps_done} of "
-                f"{proj.steps_total} steps) exceeds the budget of {budget:g} s")
+        return (f"projected warmup {proj.total_s:.0f} s (at least {above(proj.low_s, budget)} s after "
+                f"{proj.steps_done} of {proj.steps_total} steps) exceeds the budget of {budget:g} s")
     return None
 
 
@@ -486,30 +504,13 @@ def record_model_check(ctx: TrialContext, result: TrialResult, tp: TrialPredicti
     result.calibration_sample = {k: round(v, 5) for k, v in observation_sample(prior, observed).items()}
 
 
-SERVING_KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")
-
-
-def predict_serving(ctx: TrialContext, pred) -> dict[str, float]:
-    """The load test's figures as the model predicts them (the simulator's virtual clock)."""
-    from ..sim import run_virtual  # the simulator's clock (imported late: the tuner does not need it)
-
-    w, lo = ctx.workload, ctx.load
-    try:
-        ins, outs = w.lengths()
-    except NotImplementedError:
-        return {}
-    rng = np.random.default_rng([getattr(w, "seed", 0), 0x41525256])
-    times = gamma_send_offsets(len(ins), lo.request_rate, lo.burstiness, rng)
-    summary = run_virtual(pred, list(zip(times, ins, outs)), max_concurrency=lo.max_concurrency).summary()
-    return {k: float(summary[k]) for k in SERVING_KEYS if summary.get(k) is not None}
-
-
 def _last_error(tail: list[str]) -> str:
     text = last_error(tail or [])  # an ERROR line or a traceback, never a warning that quotes one
     return f" | last error: {text[-300:]}" if text else ""
 
 
-def _status(ctx: TrialContext, text: str) -> None:
+def status_line(ctx: TrialContext, text: str) -> None:
+    """One line of the study's live output (ctx.progress), if anyone listens."""
     if ctx.progress is not None:
         ctx.progress(text)
 
@@ -519,4 +520,4 @@ def _slot_status(ctx: TrialContext, slot: Slot, text: str) -> None:
     if ctx.on_progress is not None:
         ctx.on_progress(slot.index, text, 0, 0, None)
     else:
-        _status(ctx, f"slot {slot.index}: {text}")
+        status_line(ctx, f"slot {slot.index}: {text}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -118,9 +119,8 @@ def test_postgres_template_takes_its_password_from_the_tuners_secret():
     assert svc["spec"]["selector"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
 
 
-@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
-def test_the_slurm_script_runs_one_tuner_per_node_with_a_command_line_our_cli_accepts(tmp_path):
-    # Run the batch script itself with a stand-in `srun` that records what it was asked to run.
+def run_sbatch(tmp_path: Path) -> dict:
+    """Run the batch script itself with a stand-in `srun` that records what it was asked to run."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     srun = bindir / "srun"
@@ -131,7 +131,12 @@ def test_the_slurm_script_runs_one_tuner_per_node_with_a_command_line_our_cli_ac
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "SLURM_JOB_ID": "42"}
     run = subprocess.run(["bash", str(SBATCH)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    seen = json.loads((tmp_path / "srun.json").read_text())
+    return json.loads((tmp_path / "srun.json").read_text())
+
+
+@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
+def test_the_slurm_script_runs_one_tuner_per_node_with_a_command_line_our_cli_accepts(tmp_path):
+    seen = run_sbatch(tmp_path)
     argv = seen["argv"]
     srun_opts = argv[:argv.index("bucket-tuner")]
     assert "--kill-on-bad-exit=0" in srun_opts and "--ntasks-per-node=1" in srun_opts
@@ -145,3 +150,68 @@ def test_the_slurm_script_runs_one_tuner_per_node_with_a_command_line_our_cli_ac
     # The #SBATCH header: one task per node, the whole node.
     header = [line for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH")]
     assert "#SBATCH --ntasks-per-node=1" in header and "#SBATCH --exclusive" in header
+
+
+# ------------------------------------------------------------------------------------- stopping
+GRACE_S = 30  # Slurm's default KillWait and the kubelet's default grace: SIGTERM, then SIGKILL this much later
+
+
+def slurm_signal(script: Path) -> tuple[str | None, signal.Signals, int]:
+    """(target "B"/"R"/None, signal, seconds before the time limit) of the script's #SBATCH --signal,
+    read the way sbatch reads `--signal=[{R|B}:]<sig_num>[@sig_time]` (a name or number; 60 s by default)."""
+    for line in script.read_text().splitlines():
+        m = re.match(r"#SBATCH\s+--signal=(?:([BR]):)?(\w+)(?:@(\d+))?\s*$", line)
+        if m:
+            name = m.group(2)
+            sig = signal.Signals(int(name)) if name.isdigit() else signal.Signals["SIG" + name.removeprefix("SIG")]
+            return m.group(1), sig, int(m.group(3) or 60)
+    raise AssertionError(f"{script} has no #SBATCH --signal line: the time limit would SIGKILL trials in flight")
+
+
+@pytest.mark.parametrize("line,expected", [
+    ("#SBATCH --signal=TERM@120", (None, signal.SIGTERM, 120)),
+    ("#SBATCH --signal=B:TERM@120", ("B", signal.SIGTERM, 120)),
+    ("#SBATCH --signal=SIGHUP", (None, signal.SIGHUP, 60)),
+    ("#SBATCH --signal=R:15@90", ("R", signal.SIGTERM, 90)),
+])
+def test_a_signal_line_is_read_as_slurm_reads_it(tmp_path, line, expected):
+    script = tmp_path / "s.sbatch"
+    script.write_text(f"#!/bin/bash\n{line}\n")
+    assert slurm_signal(script) == expected
+
+
+def slurm_seconds(value: str) -> int:
+    """sbatch --time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
+    days, dash, rest = value.partition("-") if "-" in value else ("0", "", value)
+    parts = [int(p) for p in rest.split(":")]
+    if dash:
+        h, m, s = (parts + [0, 0])[:3]
+    else:
+        h, m, s = {1: (0, parts[0], 0), 2: (0, *parts), 3: tuple(parts)}[len(parts)]
+    return ((int(days) * 24 + h) * 60 + m) * 60 + s
+
+
+@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
+def test_the_slurm_script_has_the_tuners_stop_cleanly_before_the_time_limit(tmp_path):
+    from tuner.study.interrupt import SIGNALS
+
+    target, sig, lead_s = slurm_signal(SBATCH)
+    # The tuners run as the tasks of an srun step: "B:" would signal only the batch shell, which
+    # passes nothing on to the step, and at the limit the tuners would be SIGKILLed mid-trial.
+    assert target is None, "--signal=B:... reaches only the batch shell, not the tuners"
+    assert sig in SIGNALS, f"the tuner does not stop cleanly on {sig.name}"  # tests/study/test_signals.py
+    assert lead_s >= 2 * GRACE_S, f"{lead_s} s before the limit: too little for a clean stop"
+    header = "\n".join(line for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH"))
+    limit_s = slurm_seconds(re.search(r"--time=(\S+)", header).group(1))
+    argv = run_sbatch(tmp_path)["argv"]
+    args = build_parser().parse_args(argv[argv.index("bucket-tuner") + 1:])
+    # The study's own --timeout ends it before the signal; the signal stops a trial still running then.
+    assert args.timeout + lead_s < limit_s, (args.timeout, lead_s, limit_s)
+
+
+def test_the_job_gives_the_tuner_its_grace_period():
+    (job,) = [d for d in all_docs() if d["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    # The container's command is the tuner itself: PID 1, which handles SIGTERM (test_signals.py covers it).
+    assert pod["containers"][0]["command"][:2] == ["bucket-tuner", "tune"]
+    assert pod["terminationGracePeriodSeconds"] >= GRACE_S

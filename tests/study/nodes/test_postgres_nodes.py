@@ -343,3 +343,25 @@ def test_a_long_outage_stops_cleanly_and_the_same_command_resumes(tmp_path, own_
     assert states[0] == (0, "FAIL", "tuner_died")  # failed and enqueued again on resume
     assert [s[1:] for s in states[1:]] == [("COMPLETE", "ok")] * 2
     assert any(t.user_attrs.get("requeued_from") == 0 for t in study.trials)
+
+
+def test_two_nodes_never_boot_one_configuration_at_once(tmp_path, pg_url, pg_env, pw):
+    """The same configuration proposed to both nodes (enqueued twice in a row): the node that gets it
+    second waits for the other's trial and reuses its result (tuner/study/screen.py, Screen.claim)."""
+    from ..test_running_elsewhere import TWO_CONFIGS, assert_no_collision, enqueue
+
+    space = write_space(tmp_path, TWO_CONFIGS)
+    enqueue(optuna.create_study(study_name="multinode", storage=nodes.storage_url(pg_url),
+                                directions=["maximize", "minimize", "minimize"]))
+    procs = [start_node(tune_cmd(space, tmp_path / f"node{i}", pg_url, 2, devices,
+                                 ["--sampler", "random", "--startup-time-scale", "0.01"]),
+                        pg_env, tmp_path / f"node{i}.log") for i, devices in enumerate(["0,1", "2,3"])]
+    try:
+        for p in procs:
+            p.wait(timeout=240)
+    finally:
+        stop_all(procs)
+    errs = [_read(tmp_path / f"node{i}.log") for i in range(2)]
+    assert [p.returncode for p in procs] == [0, 0], [e[-1500:] for e in errs]
+    assert_no_collision(load(pg_url), {p.pid for p in procs})
+    assert any("waiting for its result instead of booting" in e for e in errs)

@@ -22,10 +22,11 @@ def _generate_v0101(run: _Run, eng: _Engine) -> tuple[list[Bucket], list[Bucket]
         if eng.merged_prefill:
             # Prompts packed into one row: bs pinned to 1, the length range widened to the packed size.
             old = (tuple(bs_cfg), tuple(seq_cfg))
-            bs_cfg, seq_cfg = [1, 1, 1], [seq_cfg[0], seq_cfg[1], min(bs_cfg[2] * seq_cfg[2], T)]
+            # Tuples from here on, as upstream's (its log lines and errors print them so).
+            bs_cfg, seq_cfg = (1, 1, 1), (seq_cfg[0], seq_cfg[1], min(bs_cfg[2] * seq_cfg[2], T))
             run.info("Merged prefill is enabled!\nOverriding prompt bucketing settings!\n"
-                     f"prompt bs cfg: {old[0]} -> {tuple(bs_cfg)}\nprompt seq cfg: {old[1]} -> {tuple(seq_cfg)}\n")
-            run.setting("prompt bs, seq (merged prefill)", str([bs_cfg, seq_cfg]), FORCED,
+                     f"prompt bs cfg: {old[0]} -> {bs_cfg}\nprompt seq cfg: {old[1]} -> {seq_cfg}\n")
+            run.setting("prompt bs, seq (merged prefill)", str([list(bs_cfg), list(seq_cfg)]), FORCED,
                         "rewritten by merged prefill")
         run.info(f"Prompt bucket config (min, step, max_warmup) bs:{bs_cfg}, seq:{seq_cfg}")
         bs_vals = _linear_range(*bs_cfg, "VLLM_PROMPT_BS_BUCKET", zero_rule=False)

@@ -62,6 +62,8 @@ class VllmGaudiProfile(ReleaseProfile):
         self.name = release.name
         self.upstream = release.upstream
         self.strategies = release.strategies
+        self.alias_notes = dict(release.alias_notes)
+        self.aliases = tuple(self.alias_notes)
         if release.range_pipeline:  # v0.15.1+: the runner passes these to the bucketing manager
             self.model_inputs = ("num_speculative_tokens", "mamba_chunk_size", "pooling")
             if release.strategy_variable:
@@ -72,6 +74,7 @@ class VllmGaudiProfile(ReleaseProfile):
     # --- strategy selection
 
     def select_strategy(self, env: Mapping[str, str]) -> tuple[str, list[str]]:
+        _check_env(self._rel, env)  # the config framework parses the integer flags before it checks choices
         return _select(self._rel, env)
 
     def strategy_env(self, strategy: str) -> dict[str, str]:

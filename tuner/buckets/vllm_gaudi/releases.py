@@ -52,6 +52,8 @@ class _Release:
     fallback_caps_v26: bool = False
     # The advice of the "Generated 0 ... buckets" RuntimeError (v0.15.1+).
     zero_buckets_hint: str = ""
+    # Later tags whose bucketing code is this release's, and why (ReleaseProfile.alias_notes).
+    alias_notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def upstream(self) -> str:
@@ -84,9 +86,12 @@ _V0260 = replace(
     strategies=(EXPONENTIAL, LINEAR, PADDING_AWARE), has_unified_attn=False, exp_decode="v0.26",
     strategy_variable=True, ctx_filter_in_blocks=True, log_omitted=True, linear_decode_clamp_v26=True,
     fallback_caps_v26=True, zero_buckets_hint="Please adjust the bucketing configuration according to README",
+    alias_notes=(("gaudi-0.27.0", f"{REPO}@v0.27.0rc0 (d01a3caecd8d818c29c06af56591e40eb4e3dcca): the same "
+                  "text bucketing as v0.26.0 (extension/bucketing differs in vision.py only, the runner's "
+                  "bucketing calls not at all); tests/data/sweep/gaudi-0.27.0.json checks it"),),
 )
 _MAIN = replace(_V0260, name="gaudi-main", ref="main", commit="091bbadda10bee4fd3f6d0efc1844d2610dd2707",
-                exp_decode="main")
+                exp_decode="main", alias_notes=())
 
 _STRATEGY_CODES = {"exp": EXPONENTIAL, "lin": LINEAR, "pad": PADDING_AWARE}
 _STRATEGY_CLASSES = {EXPONENTIAL: "ExponentialBucketingStrategy", LINEAR: "LinearBucketingStrategy",

@@ -1,19 +1,27 @@
-"""Runs one release's own bucketing code on sweep inputs (JSON lines in, JSON lines out).
+"""Runs a release's own bucketing code, with its runner's steps (JSON lines in, JSON lines out).
 
-Started by generate.py with an interpreter that has numpy and packaging (the upstream modules import
-them). Each request names a release family, the extracted upstream tree and the inputs; the worker
-imports the upstream modules from that tree afresh for every request (their singletons and cached
-configs would otherwise leak between configurations), performs the runner-side steps of that release
-explicitly (see RUNNER STEPS below), and answers with the strategy, both bucket lists in upstream's
-order, or the exception upstream raised. No upstream code lives here: it is imported or, for fork
-1.17/1.18 whose bucketing sits inside the model runner next to torch/habana imports, the few
-bucketing functions are lifted out of the file with the ast module and executed unchanged.
+A standalone script (standard library only, no import of this project): it runs inside the interpreter
+that has the upstream modules, either
+* the maintainers' differential sweep (tools/bucket_sweep): an interpreter with numpy and packaging, and
+  each request names an extracted upstream tree (`tree`), or
+* a node's own interpreter (tuner/buckets/owncode.py, the release's code as a check before a study):
+  requests without a tree import the installed packages.
+Each request names a release family and tag and the inputs. The upstream modules are imported afresh
+for every request (their singletons and cached configs would otherwise leak between configurations);
+the runner-side steps of each release are performed explicitly (see RUNNER STEPS below); the answer is
+the strategy, both bucket lists in upstream's order, or the exception upstream raised. No upstream code
+lives here: it is imported or, for fork 1.17/1.18 whose bucketing sits inside the model runner next to
+torch/habana imports, the few bucketing functions are lifted out of the file with the ast module and
+executed unchanged. Hardware probes are answered from PROBE_ENV and a fused-SDPA stub, so nothing here
+touches a device (none of them changes a bucket list).
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
+import importlib.util
 import io
 import itertools
 import json
@@ -33,7 +41,9 @@ PROBE_ENV = {
     "VLLM_FUSED_BLOCK_SOFTMAX_ADJUSTMENT": "false", "VLLM_PROMPT_USE_FUSEDSDPA": "true",
 }
 _PKGS = ("vllm_hpu_extension", "vllm_gaudi", "vllm", "habana_frameworks")
-_BASE_ENV = dict(os.environ)
+# The caller's environment without its own VLLM_* / PT_HPU_* settings: only the request's env may steer
+# the release (a variable exported in the shell would otherwise change the answer behind the inputs).
+_BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PT_HPU_"))}
 _TREES_ADDED: set[str] = set()
 
 
@@ -48,18 +58,34 @@ def _env(inp: dict) -> dict[str, str]:
     return env
 
 
-def _fresh(tree: str, env: dict[str, str], engine: str):
-    """Forget every previously imported upstream module, point sys.path at `tree`, set the env."""
+def _installed(package: str) -> str | None:
+    """Where an installed package lives, found without running its __init__ (None: not installed)."""
+    spec = importlib.util.find_spec(package)
+    return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
+
+
+def _package_dir(tree: str | None, package: str) -> str | None:
+    if tree is None:
+        return _installed(package)
+    path = os.path.join(tree, package)
+    return path if os.path.isdir(path) else None
+
+
+def _fresh(tree: str | None, env: dict[str, str], engine: str):
+    """Forget every previously imported upstream module, point sys.path at `tree` (None: the installed
+    packages), set the env."""
     for name in list(sys.modules):
         if name.split(".")[0] in _PKGS:
             del sys.modules[name]
-    if not os.path.isdir(tree):
-        raise FileNotFoundError(f"upstream tree {tree} does not exist (run the extract command)")
-    # Only this request's tree may be importable: a tree left from an earlier request would otherwise
-    # answer for a package the current one lacks.
-    sys.path[:] = [p for p in sys.path if p not in _TREES_ADDED]
-    _TREES_ADDED.add(tree)
-    sys.path.insert(0, tree)
+    if tree is not None:
+        if not os.path.isdir(tree):
+            raise FileNotFoundError(f"upstream tree {tree} does not exist (run the extract command)")
+        # Only this request's tree may be importable: a tree left from an earlier request would otherwise
+        # answer for a package the current one lacks.
+        sys.path[:] = [p for p in sys.path if p not in _TREES_ADDED]
+        _TREES_ADDED.add(tree)
+        sys.path.insert(0, tree)
+    importlib.invalidate_caches()
     os.environ.clear()
     os.environ.update(_BASE_ENV)
     os.environ.update(PROBE_ENV)
@@ -72,9 +98,10 @@ def _fresh(tree: str, env: dict[str, str], engine: str):
                  "habana_frameworks.torch.hpex.kernels"):
         sys.modules[name] = types.ModuleType(name)
     sys.modules["habana_frameworks.torch.hpex.kernels"].FusedSDPA = object
-    if os.path.isdir(os.path.join(tree, "vllm_gaudi")):
+    gaudi_dir = _package_dir(tree, "vllm_gaudi")
+    if gaudi_dir:
         pkg = types.ModuleType("vllm_gaudi")
-        pkg.__path__ = [os.path.join(tree, "vllm_gaudi")]
+        pkg.__path__ = [gaudi_dir]
         sys.modules["vllm_gaudi"] = pkg
 
 
@@ -111,8 +138,11 @@ def run_fork_runner(req):
     lists in warmup_model (token-budget filter, then with LoRA the runner's _is_valid_bucket filter;
     decode blocks bounded by the KV cache size)."""
     inp = req["inputs"]
-    _fresh(req["tree"], inp["env"], "v0")
-    ns = _lift(os.path.join(req["tree"], "habana_model_runner.py"))
+    _fresh(req.get("tree"), inp["env"], "v0")
+    vllm_dir = None if req.get("tree") else _installed("vllm")
+    runner = (os.path.join(req["tree"], "habana_model_runner.py") if req.get("tree") else
+              os.path.join(vllm_dir or "", "worker", "habana_model_runner.py"))
+    ns = _lift(runner)
     self = SimpleNamespace(max_num_seqs=inp["max_num_seqs"], block_size=inp["block_size"],
                            max_num_batched_tokens=inp["max_num_batched_tokens"],
                            lora_config=SimpleNamespace() if inp.get("lora") else None)
@@ -146,12 +176,12 @@ def run_ext_context(req):
     (prompt buckets), then with prefix caching sets VLLM_CONTIGUOUS_PA=False unless already set and
     asserts it is not "true", and finally generates decode buckets from the KV block count."""
     inp = req["inputs"]
-    _fresh(req["tree"], inp["env"], "v0")
+    _fresh(req.get("tree"), inp["env"], "v0")
     S, B, T, L, N = (inp[k] for k in ("max_num_seqs", "block_size", "max_num_batched_tokens",
                                       "max_model_len", "num_hpu_blocks"))
     P = inp.get("max_num_prefill_seqs") or S
     spec = inp.get("num_speculative_tokens", 0)
-    if os.path.isdir(os.path.join(req["tree"], "vllm_hpu_extension", "bucketing")):
+    if os.path.isdir(os.path.join(_package_dir(req.get("tree"), "vllm_hpu_extension") or "", "bucketing")):
         from vllm_hpu_extension.bucketing.common import get_bucketing_context
 
         merged = os.environ.get("VLLM_MERGED_PREFILL", "false").lower() == "true"
@@ -186,7 +216,7 @@ def run_manager(req):
     dense models. The KV block count is set after profiling, before any generation."""
     inp = req["inputs"]
     gaudi = req["family"] == "gaudi"
-    _fresh(req["tree"], _env(inp), "v1" if gaudi else "v0")
+    _fresh(req.get("tree"), _env(inp), "v1" if gaudi else "v0")
     pkg = "vllm_gaudi.extension" if gaudi else "vllm_hpu_extension"
     environment = __import__(f"{pkg}.environment", fromlist=["x"])
     runtime = __import__(f"{pkg}.runtime", fromlist=["x"])
@@ -229,9 +259,15 @@ def run_manager(req):
     if unified:
         m.generate_unified_buckets()
         return [], [], "unified:" + json.dumps([list(map(int, b)) for b in m.unified_buckets])
-    m.generate_prompt_buckets()
-    # RUNNER STEP: no decode buckets for pooling models (fork 1.22/main worker, vllm-gaudi v0.15.1+).
     pooling = inp.get("pooling") and (not gaudi or req["release"] != "v0.10.1")
+    if pooling and not gaudi and req["release"] in ("1.22", "main"):
+        # RUNNER STEP (fork 1.22 / habana_main): the v0 engine skips initialize_cache for pooling models
+        # (llm_engine.py: `if runner_type != "pooling": self._initialize_kv_caches()`), the only place the
+        # worker generates buckets; warmup_model (called from load_model) sees the empty lists. 1.23
+        # generates the prompt buckets in warmup_model instead (vllm-fork #2098).
+        return [], [], _strategy_name(m)
+    m.generate_prompt_buckets()
+    # RUNNER STEP: no decode buckets for pooling models (fork 1.22+ worker, vllm-gaudi v0.15.1+).
     if hasattr(m, "skip_decode_block_clamp"):
         m.skip_decode_block_clamp = bool(inp.get("skip_decode_block_clamp"))
     if pooling:
@@ -244,18 +280,22 @@ def run_manager(req):
             m.generate_decode_buckets()
         finally:
             m.block_size = saved
-    strategy = ""
-    if hasattr(m, "get_bucketing_strategy"):
-        with contextlib.redirect_stderr(io.StringIO()):
-            strategy = type(m.get_bucketing_strategy()).__name__
-    return _lists(m.prompt_buckets, m.decode_buckets) + (strategy,)
+    return _lists(m.prompt_buckets, m.decode_buckets) + (_strategy_name(m),)
+
+
+def _strategy_name(m) -> str:
+    """The class of the strategy the manager picks from the env ("" where it has no such method)."""
+    if not hasattr(m, "get_bucketing_strategy"):
+        return ""
+    with contextlib.redirect_stderr(io.StringIO()):
+        return type(m.get_bucketing_strategy()).__name__
 
 
 FAMILIES = {"fork_runner": run_fork_runner, "ext_context": run_ext_context, "manager": run_manager,
             "gaudi": run_manager}
 
 
-HANG_SECONDS = int(os.environ.get("SWEEP_HANG_SECONDS", "30"))
+HANG_SECONDS = int(os.environ.get("UPSTREAM_STEPS_HANG_SECONDS", "30"))
 
 
 class _Hung(BaseException):
@@ -267,6 +307,10 @@ def _hung(signum, frame):
 
 
 def main():
+    # This file sits next to the engine's own `vllm_gaudi` package (tuner/buckets/vllm_gaudi): its folder,
+    # which Python puts first on sys.path for a script, must not answer for the release's packages.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     out = sys.stdout
     sys.stdout = sys.stderr  # upstream prints must not corrupt the answers
     logging.disable(logging.CRITICAL)

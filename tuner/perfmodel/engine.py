@@ -2,8 +2,8 @@
 
 `Engine.step(now)` picks the next batch the way the release's engine would, pads it to a bucket through
 the bucket engine, and returns how long the step takes (cost model) and which requests got a token.
-It never sleeps and never reads a clock: `clocks.run_virtual` advances time by the returned durations,
-`clocks.LiveDriver` sleeps them off (time-scaled) behind the HTTP server. Both therefore see the same
+It never sleeps and never reads a clock: `serving.run_virtual` advances time by the returned durations,
+the simulator's `clocks.LiveDriver` sleeps them off (time-scaled) behind the HTTP server. Both therefore see the same
 steps, so a virtual run predicts a live one.
 
 * v0 (vllm-fork): a step is either prefills (first-come first-served while max_num_seqs,
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 from ..buckets import BucketPlan, get_profile
 from ..buckets.runtime import supports_compile_log
-from ..perfmodel.capture import compile_seconds
-from ..perfmodel.costs import CostModel, decode_blocks, prompt_shape
-from ..perfmodel.prediction import StartupPrediction
-from ..perfmodel.rules import env_value
+from .capture import compile_seconds
+from .costs import CostModel, decode_blocks, prompt_shape
+from .prediction import StartupPrediction
+from .rules import env_value
 
 PREEMPT_MSG = ("Sequence group {rid}-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough "
                "KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or "

@@ -1,5 +1,8 @@
 """The errors a user can cause or meet, and how the command line reports them.
 
+    disk    whole-or-nothing writes; a full, read-only or over-quota disk as one line with the remedy
+    hangup  the terminal closed under a running command (SIGHUP): outputs that can no longer be written
+
 Two kinds, told apart by the exit status `tuner.cli` gives them:
 
 * `UserError` (exit 2): the command line or a file the user gave is wrong (a bad value, a missing
@@ -42,3 +45,19 @@ class StorageUnavailable(StudyError, RuntimeFailure):
     """The storage is named correctly but cannot be reached or opened (server down, no driver)."""
 
     exit_code = 1
+
+
+class Stopped(SystemExit):
+    """A signal ended the command (SIGTERM, SIGHUP, a repeated Ctrl-C): raised in the main thread, it
+    unwinds like Ctrl-C, so that `with` blocks and the exit hook stop every server. Exit status
+    128 + the signal's number, the shell's convention."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + int(signum))
+        self.signum = int(signum)
+
+    @property
+    def signal_name(self) -> str:
+        import signal
+
+        return signal.Signals(self.signum).name

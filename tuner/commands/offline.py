@@ -1,0 +1,107 @@
+"""KV blocks and warm-up for the offline commands (`buckets`, `calc`), before anything boots.
+
+A thin helper over the performance model (tuner/perfmodel, `predict_startup`): the KV block count the
+release would allocate for this model, device and memory settings, and the warm-up it would take,
+with a band. Without a calibrated study the model runs on its documented constants, which one boot can
+move by about x2 (tuner/perfmodel/calibration.py, PRIOR_SD): the band is the prediction with the
+warm-up factors one predictive standard deviation either way. `tune --calibrate-from LOG` (or explain
+--model-shape on a log) narrows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..buckets import ServerConfig
+from . import UsageError
+
+DEVICES = ("gaudi2", "gaudi3")
+_WARMUP_FACTORS = ("prompt_warmup", "decode_warmup", "capture")
+
+
+@dataclass
+class OfflinePrediction:
+    model: str  # "llama-3.1-8b on gaudi2 (bf16, gpu_memory_utilization 0.9)"
+    kv_blocks: int | None = None
+    warmup_s: float | None = None
+    band_s: tuple[float, float] | None = None
+    failure: str | None = None  # the model predicts the start fails: where and why
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "kv_blocks": self.kv_blocks, "warmup_s": _round(self.warmup_s),
+                "warmup_band_s": [round(b, 1) for b in self.band_s] if self.band_s else None,
+                "failure": self.failure}
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 1)
+
+
+def add_model_flags(p, *, title: str = "prediction (the performance model; nothing is booted)") -> None:
+    g = p.add_argument_group(title)
+    g.add_argument("--model-shape", default="llama-3.1-8b",
+                   help="the served model's shape (default llama-3.1-8b; see tune --model-shape)")
+    g.add_argument("--device", default="gaudi2", choices=DEVICES, help="default gaudi2")
+    g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F",
+                   help="vLLM's --gpu-memory-utilization (default 0.9): sets the KV cache size")
+    g.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
+
+
+def check_model_flags(args) -> None:
+    from ..perfmodel.hardware import model_for
+
+    try:
+        model_for(args.model_shape)
+    except ValueError as exc:
+        raise UsageError(f"--model-shape: {exc}") from None
+    if not 0 < args.gpu_memory_utilization <= 1:
+        raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
+    if args.tensor_parallel_size < 1:
+        raise UsageError(f"--tensor-parallel-size must be at least 1, got {args.tensor_parallel_size}")
+
+
+def predict(release: str, cfg: ServerConfig, args) -> OfflinePrediction:
+    """The model's KV blocks and warm-up (with its band) for `cfg` on `release`; cfg.num_hpu_blocks is
+    ignored (the model computes its own)."""
+    from ..perfmodel import ServerInputs, SimSettings, predict_startup
+    from ..perfmodel.calibration import Calibration
+    from ..perfmodel.corrections import Corrections
+
+    sim = SimSettings(model=args.model_shape, device=args.device, dtype=args.dtype, tp=args.tensor_parallel_size,
+                      gpu_memory_utilization=args.gpu_memory_utilization)
+    inputs = ServerInputs(block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs, max_model_len=cfg.max_model_len,
+                          max_num_batched_tokens=cfg.max_num_batched_tokens, prefix_caching=cfg.prefix_caching,
+                          max_num_prefill_seqs=cfg.max_num_prefill_seqs)
+    out = OfflinePrediction(model=f"{args.model_shape} on {args.device} ({args.dtype}, gpu_memory_utilization "
+                                  f"{args.gpu_memory_utilization:g}"
+                                  + (f", TP {args.tensor_parallel_size})" if args.tensor_parallel_size > 1 else ")"))
+    pred = predict_startup(release, sim, inputs, dict(cfg.env))
+    if pred.memory is not None and pred.num_blocks > 0:
+        out.kv_blocks = pred.num_blocks
+    if pred.failure is not None:
+        out.failure = f"{pred.failure.phase}: {pred.failure.message}"
+        return out
+    out.warmup_s = pred.warmup_seconds
+    fits = Calibration().fits()
+    band = []
+    for z in (-1.0, 1.0):
+        corr = replace(Corrections(), **{k: fits[k].at(z) for k in _WARMUP_FACTORS})
+        band.append(predict_startup(release, sim, inputs, dict(cfg.env), corrections=corr).warmup_seconds)
+    out.band_s = (min(band), max(band))
+    return out
+
+
+def warmup_text(p: OfflinePrediction) -> str:
+    """'about 3 min 20 s (1 min 38 s to 6 min 50 s) for llama-3.1-8b on gaudi2 (...)', or why there is none."""
+    from .. import display
+
+    if p.failure:
+        return f"the model predicts this start fails ({p.failure})"
+    low, high = p.band_s
+    return (f"about {display.seconds(p.warmup_s)} ({display.seconds(low)} to {display.seconds(high)}: the "
+            f"uncalibrated model, one standard deviation) for {p.model}")
+
+
+def with_blocks(cfg: ServerConfig, blocks: int) -> ServerConfig:
+    return replace(cfg, num_hpu_blocks=blocks)

@@ -1,0 +1,95 @@
+"""The server a log came from, as far as the log says: tensor-parallel size, model, dtype, device.
+
+Read from the engine's config line (`Initializing an LLM engine (..) with config: model='..',
+dtype=torch.bfloat16, max_seq_len=.., tensor_parallel_size=8, ..`), the API server's arguments
+(`non-default args: {..}`, `args: Namespace(..)`), the worker tags of the ranks (`Worker_TP7`,
+`(VllmWorkerProcess pid=..)`: a lower bound when the paste is cut), the device memory the Gaudi lines
+report (`(14.97 GiB/94.62 GiB used)`) and the extension's runtime dump (`hw: gaudi3`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..logparse import ConfigValue
+from .reading import LogReading
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    tp: int | None = None
+    tp_exact: bool = False            # False: a lower bound from the ranks seen in the paste
+    tp_evidence: str | None = None
+    model: str | None = None
+    dtype: str | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    block_size: int | None = None
+    enforce_eager: bool | None = None
+    device: str | None = None         # gaudi1 | gaudi2 | gaudi3
+    device_evidence: str | None = None
+
+
+def _setting(texts: list[str], name: str, value: str = r"(\d+)") -> str | None:
+    """`name=value` (config line, Namespace) or `'name': value` (non-default args)."""
+    pattern = re.compile(rf"\b{name}=(?:torch\.)?'?{value}'?|'{name}': '?{value}'?")
+    for text in texts:
+        m = pattern.search(text)
+        if m:
+            return next(g for g in m.groups() if g is not None)
+    return None
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
+
+
+# device memory as PyTorch sees it, per card: Gaudi 1 ~30 GiB, Gaudi 2 94.62 GiB, Gaudi 3 ~126.5 GiB
+_USED = re.compile(r"/(\d+(?:\.\d+)?) GiB used\)")
+_DEVICES = ((28.0, 34.0, "gaudi1"), (90.0, 100.0, "gaudi2"), (118.0, 135.0, "gaudi3"))
+
+
+def _device(reading: LogReading) -> tuple[str | None, str | None]:
+    for t in reading.events:
+        e = t.event
+        if isinstance(e, ConfigValue) and e.name == "hw" and e.value.strip().startswith("gaudi"):
+            return e.value.strip(), f"runtime dump hw: {e.value.strip()}"
+    for text in [t.text for t in reading.events] + reading.settings_text:
+        m = _USED.search(text)
+        if m:
+            gib = float(m.group(1))
+            for lo, hi, name in _DEVICES:
+                if lo <= gib <= hi:
+                    return name, f"{m.group(1)} GiB of device memory per card"
+    return None, None
+
+
+def _tp_from_ranks(reading: LogReading) -> tuple[int | None, str | None]:
+    tp_index = [int(m.group(1)) for p in reading.processes for m in [re.match(r"Worker_TP(\d+)\b", p)] if m]
+    if tp_index:
+        return max(tp_index) + 1, f"ranks up to Worker_TP{max(tp_index)} in the paste"
+    workers = [p for p in reading.processes if p.startswith(("VllmWorkerProcess", "RayWorkerWrapper"))]
+    if workers:
+        return len(workers) + 1, f"{len(workers)} worker processes and the driver in the paste"
+    return None, None
+
+
+def server_facts(reading: LogReading) -> ServerFacts:
+    texts = reading.settings_text
+    tp = _int(_setting(texts, "tensor_parallel_size"))
+    exact = tp is not None
+    why = "tensor_parallel_size in the engine's settings" if exact else None
+    if tp is None:
+        tp, why = _tp_from_ranks(reading)
+    eager = _setting(texts, "enforce_eager", r"(True|False)")
+    device, device_why = _device(reading)
+    return ServerFacts(
+        tp=tp, tp_exact=exact, tp_evidence=why,
+        model=_setting(texts, "model", r"([^',)\s]+)"),
+        dtype=_setting(texts, "dtype", r"(\w+)"),
+        max_model_len=_int(_setting(texts, "max_model_len")) or _int(_setting(texts, "max_seq_len")),
+        max_num_seqs=_int(_setting(texts, "max_num_seqs")),
+        block_size=_int(_setting(texts, "block_size")),
+        enforce_eager=None if eager is None else eager == "True",
+        device=device, device_evidence=device_why)

@@ -1,0 +1,175 @@
+"""The warm-up timeline of a read log: per start of the server, the figures its timestamps support
+(intervals.py), the slowest steps timed one by one, the server's own total, and whether warm-up was
+skipped. Pure functions of a `LogReading`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..logparse import (
+    BucketVariable,
+    ConfigValue,
+    GraphCaptured,
+    ModelLoaded,
+    ProfilingRun,
+    WarmupFinished,
+    WarmupStep,
+)
+from .intervals import Interval, PhaseTime, RunTiming, time_run
+from .reading import LogReading
+
+
+@dataclass(frozen=True)
+class Step:
+    phase: str
+    index: int
+    total: int
+    shape: tuple[int, ...]
+    seconds: float | None      # to its true successor; None when lines are missing or there is no time
+    run: int = 0
+    line_no: int = 0
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One start of the server in the log: where it is and what its warm-up figures are."""
+
+    index: int
+    first_line: int
+    last_line: int
+    start: str | None          # its first timestamp as printed
+    why: str
+    phases: list[PhaseTime]
+    warmup_total_s: float | None
+    steps: int
+    lender: int | None = None
+
+
+@dataclass
+class Timeline:
+    phases: list[PhaseTime] = field(default_factory=list)   # of the primary run
+    steps: list[Step] = field(default_factory=list)          # every run's, in line order
+    intervals: list[Interval] = field(default_factory=list)  # every run's timed stretches
+    warmup_total_s: float | None = None     # the server's own "Warmup finished in N secs" (primary run)
+    log_span_s: float | None = None
+    complete: bool = False                     # warm-up finished in the primary run
+    skipped: bool = False
+    skip_evidence: str | None = None
+    runs: list[RunView] = field(default_factory=list)
+    primary: int | None = None
+
+    @property
+    def slowest(self) -> list[Step]:
+        """The slowest steps timed one by one (to their true successor) in the primary run."""
+        timed = [s for s in self.steps if s.seconds is not None and s.run == (self.primary or 0)]
+        return sorted(timed, key=lambda s: -s.seconds)[:5]
+
+    @property
+    def other_runs(self) -> list[RunView]:
+        return [r for r in self.runs if r.index != self.primary and (r.steps or r.warmup_total_s is not None)]
+
+    def seconds_per_bucket(self, phase: str) -> float | None:
+        """Mean seconds per warmed-up bucket of a phase (prompt / decode, graph lines included), from
+        the primary run's single-phase figures."""
+        figures = [p for p in self.phases if p.keys and all(k.split("/")[-1] == phase for k in p.keys)
+                   and p.seconds is not None and p.steps]
+        steps = sum(p.steps for p in figures)
+        return sum(p.seconds for p in figures) / steps if steps else None
+
+    def phase_shares(self) -> dict[str, float]:
+        """Seconds of the primary run per bucket phase (prompt / decode, graph capture included); a
+        stretch over both is shared by the steps it covers (a prediction's weight, not a fact)."""
+        shares = {"prompt": 0.0, "decode": 0.0}
+        for iv in self.intervals:
+            if iv.run != (self.primary or 0):
+                continue
+            total = sum(n for _, n in iv.steps)
+            for key, n in iv.steps:
+                base = key.split("/")[-1]
+                if base in shares and total:
+                    shares[base] += iv.seconds * n / total
+        return shares
+
+
+def _shape(step: WarmupStep) -> tuple[int, ...]:
+    dims = tuple(v for v in (step.batch_size, step.seq_len, step.query_len, step.num_blocks) if v is not None)
+    blocks = dict(step.extra)      # unified attention: shared_blocks, unique_blocks
+    return dims + tuple(int(blocks[k]) for k in ("shared_blocks", "unique_blocks") if blocks.get(k, "").isdigit())
+
+
+def timeline(reading: LogReading) -> Timeline:
+    tl = Timeline(log_span_s=reading.last_time_s)
+    s = reading.summary
+    primary = reading.primary
+    tl.primary = primary.index if primary else None
+    model = next((t for t in reading.run_events() if isinstance(t.event, ModelLoaded)
+                  and t.event.seconds is not None), None)
+    prof = next((t for t in reading.run_events() if isinstance(t.event, ProfilingRun)
+                 and t.event.seconds is not None), None)
+    if model:
+        tl.phases.append(PhaseTime("load weights", model.event.seconds))
+    if prof:
+        tl.phases.append(PhaseTime("profiling run", prof.event.seconds))
+    for run in reading.runs:
+        view, timing = _time_run(reading, run)
+        tl.runs.append(view)
+        tl.intervals += timing.intervals
+        for i in range(run.first, run.end):
+            t = reading.events[i]
+            if isinstance(t.event, WarmupStep):
+                e = t.event
+                tl.steps.append(Step(e.phase, e.index, e.total, _shape(e), timing.step_seconds.get(i), run.index,
+                                     t.line_no))
+        if primary is not None and run.index == primary.index:
+            tl.phases += view.phases
+    if s.warmup_finished:
+        tl.warmup_total_s = float(s.warmup_finished.seconds)
+        tl.complete = True
+    tl.skip_evidence = _skip_evidence(reading)
+    tl.skipped = tl.skip_evidence is not None and not any(st.run == tl.primary for st in tl.steps)
+    tl.complete = tl.complete or s.warmup_skipped     # "Skipping warmup..." ends the warm-up stage
+    return tl
+
+
+def _time_run(reading: LogReading, run) -> tuple[RunView, RunTiming]:
+    events = reading.events
+    part = events[run.first:run.end]
+    eager = any(isinstance(t.event, WarmupStep) and not t.event.graph for t in part)
+    captured = {c.phase: c.count for c in (t.event for t in part) if isinstance(c, GraphCaptured)}
+
+    def name(key: str) -> str:
+        graph = key.startswith("graph/")
+        return ("graph capture " if graph and eager else "") + f"{key.split('/')[-1]} warmup"
+
+    timing = time_run(events, run.first, run.end, run.index, captured, name)
+    finished = next((t.event for t in part if isinstance(t.event, WarmupFinished)), None)
+    first_stamp = next((t.text for t in part if t.time_s is not None), None)
+    view = RunView(run.index, run.first_line, run.last_line, _stamp_text(first_stamp), run.why, timing.phases,
+                   float(finished.seconds) if finished else None, run.steps, run.lender)
+    return view, timing
+
+
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|\b\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def _stamp_text(line: str | None) -> str | None:
+    m = _STAMP.search(line or "")
+    return m.group(0) if m else None
+
+
+def _skip_evidence(reading: LogReading) -> str | None:
+    """Why warm-up is (to be) skipped: the server's "Skipping warmup...", the extension's runtime dump
+    `skip_warmup: True`, or VLLM_SKIP_WARMUP=true among the logged variables."""
+    if reading.summary.warmup_skipped:
+        return "'Skipping warmup...'"
+    for t in reading.run_events():
+        e = t.event
+        if isinstance(e, ConfigValue) and e.name == "skip_warmup" and e.value.strip().lower() in _TRUE:
+            return f"runtime dump skip_warmup: {e.value.strip()}"
+        if isinstance(e, BucketVariable) and e.name == "VLLM_SKIP_WARMUP" and str(e.value).strip().lower() in _TRUE:
+            return f"VLLM_SKIP_WARMUP={e.value}"
+    return None
+
+
+_TRUE = ("1", "true", "t", "yes", "y", "on")

@@ -1,0 +1,143 @@
+"""The model's entry point: what a configuration will do on a target, before anything boots.
+
+A *target* is what the model predicts for: the release that reads the settings, the device and model
+shape, the study's calibration and, for the serving figures, the workload and its arrivals. The trial's
+context is one (tuner/trial/run.py TrialContext has these fields); log calibration, the screen, the
+proposals and the cache modes pass the same kind of object, so nothing here calls back into a trial.
+
+    predict             the release's buckets and the startup prediction (prior or given corrections)
+    predict_calibrated  the prior and the calibrated prediction with their bounds (checks.TrialPrediction)
+    predict_serving     the load test's figures on the model's virtual clock (serving.run_virtual)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..load.workload import Workload, gamma_send_offsets
+from .calibration import Calibration
+from .checks import TrialPrediction, predict_trial
+from .corrections import Corrections
+from .costs import ServerInputs, SimSettings
+from .predict import predict_startup
+from .prediction import StartupPrediction
+
+
+@dataclass
+class DeviceModel:
+    """What the target hardware and model are, for pre-boot prediction (None: no prediction)."""
+
+    device: str = "gaudi2"
+    model: str = "llama-3.1-8b"
+    dtype: str = "bf16"
+
+
+class Arrivals(Protocol):
+    """How requests arrive in the predicted load test (the trial's LoadOptions has these fields)."""
+
+    request_rate: float
+    burstiness: float
+    max_concurrency: int | None
+
+
+class Target(Protocol):
+    """What a prediction is for. `release` or `device_model` None: no model, every prediction is None."""
+
+    release: str | None
+    device_model: DeviceModel | None
+    calibration: Calibration | None
+
+
+class ServingTarget(Target, Protocol):
+    workload: Workload
+    load: Arrivals
+
+
+@dataclass
+class LoadShape:
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+
+
+@dataclass
+class ModelTarget:
+    """A target built without a trial (a log's calibration, an offline command, a plan)."""
+
+    release: str | None
+    device_model: DeviceModel | None
+    calibration: Calibration | None = None
+    workload: Workload | None = None
+    load: LoadShape | None = None
+
+
+_PREDICTIONS: dict[str, Any] = {}  # pure function of its key; callers never mutate a prediction
+
+
+def predict(target: Target, settings, corrections: Corrections | None = None,
+            cached_recipes: frozenset = frozenset()) -> StartupPrediction | None:
+    """The release's buckets and the performance model's startup prediction, or None without a model.
+    `settings`: a space.TrialSettings (server flags and env); `corrections`: the calibrated ones (default:
+    the documented prior); `cached_recipes`: recipe keys found in a recipe cache
+    (recipecache.warmupmode.cached_prediction)."""
+    if target.release is None or target.device_model is None:
+        return None
+    from ..buckets.owncode import bucket_source
+
+    corrections = corrections or Corrections()
+    # bucket_source: the release's own bucketing code may replace the engine's lists (tune --release auto)
+    key = json.dumps([target.release, asdict(target.device_model), settings.server, settings.env,
+                      corrections.to_dict(), sorted(cached_recipes), bucket_source()], sort_keys=True, default=str)
+    if key in _PREDICTIONS:
+        return _PREDICTIONS[key]
+
+    s, dm = settings.server, target.device_model
+    sim = SimSettings(
+        model=dm.model,
+        device=dm.device,
+        dtype=dm.dtype,
+        tp=int(s.get("tensor_parallel_size", 1)),
+        gpu_memory_utilization=float(s.get("gpu_memory_utilization", 0.9)),
+        enforce_eager=bool(s.get("enforce_eager", False)),
+    )
+    inputs = ServerInputs(
+        block_size=int(s.get("block_size", 128)),
+        max_num_seqs=int(s.get("max_num_seqs", 256)),
+        max_model_len=s.get("max_model_len"),
+        max_num_batched_tokens=s.get("max_num_batched_tokens"),
+        prefix_caching=s.get("enable_prefix_caching"),
+        max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
+    )
+    pred = predict_startup(target.release, sim, inputs, settings.env, cached_recipes, corrections=corrections)
+    if len(_PREDICTIONS) >= 2048:  # a study asks again for what it predicted (reuse key, screening, the run)
+        _PREDICTIONS.pop(next(iter(_PREDICTIONS)))
+    _PREDICTIONS[key] = pred
+    return pred
+
+
+def predict_calibrated(target: Target, settings) -> TrialPrediction | None:
+    """The prior and the calibrated prediction (target.calibration), with their bounds; None without a model."""
+    return predict_trial(lambda corr: predict(target, settings, corr), target.calibration)
+
+
+SERVING_KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")
+
+
+def predict_serving(target: ServingTarget, pred: StartupPrediction) -> dict[str, float]:
+    """The load test's figures as the model predicts them (the scheduler on the virtual clock)."""
+    from .serving import run_virtual  # the engine and the metrics: loaded only when serving is predicted
+
+    w, lo = target.workload, target.load
+    try:
+        ins, outs = w.lengths()
+    except NotImplementedError:
+        return {}
+    rng = np.random.default_rng([getattr(w, "seed", 0), 0x41525256])
+    times = gamma_send_offsets(len(ins), lo.request_rate, lo.burstiness, rng)
+    summary = run_virtual(pred, list(zip(times, ins, outs)), max_concurrency=lo.max_concurrency).summary()
+    return {k: float(summary[k]) for k in SERVING_KEYS if summary.get(k) is not None}

@@ -1,0 +1,67 @@
+"""A finished trial as the study stored it, typed: read a trial through TrialRecord, never through its
+attribute names.
+
+The study writes a trial's TrialResult into Optuna's user attributes (study/run.py tell_result) and the
+screen adds what it decided before any boot (study/screen.py). Everything that reads a study back (the
+screen, the proposals, the shared cache, export, compare, the report) goes through
+`TrialRecord.from_frozen(trial)`, so a renamed or added attribute changes one file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+
+# The names of the attributes a trial carries, written by the study and the screen.
+STATUS, REASON, FEASIBLE, BOOTED, REQUEUED = "status", "reason", "feasible", "booted", "requeued"
+SCREENED, EFFECTIVE_KEY, CALIBRATION_SAMPLE = "screened", "effective_key", "calibration_sample"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    number: int
+    state: optuna.trial.TrialState
+    values: tuple[float, ...] | None
+    params: dict[str, Any]
+    status: str | None  # a TrialStatus value; None while the trial runs or when it was told by hand
+    reason: str = ""
+    feasible: bool = False
+    booted: bool = False
+    requeued: bool = False
+    screened: str | None = None  # "rejected", "dominated" or "reused": decided without a boot
+    effective_key: str | None = None  # what the release really reads (study/screen.py effective_key)
+    server: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
+    predicted: dict[str, Any] = field(default_factory=dict)
+    observed: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    calibration_sample: dict[str, float] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)  # everything else the trial carries
+
+    @classmethod
+    def from_frozen(cls, trial: optuna.trial.FrozenTrial) -> TrialRecord:
+        a = trial.user_attrs
+        return cls(
+            number=trial.number, state=trial.state, params=dict(trial.params),
+            values=tuple(trial.values) if trial.values is not None else None,
+            status=a.get(STATUS), reason=a.get(REASON) or "", feasible=bool(a.get(FEASIBLE)),
+            booted=bool(a.get(BOOTED)), requeued=bool(a.get(REQUEUED)), screened=a.get(SCREENED),
+            effective_key=a.get(EFFECTIVE_KEY), server=a.get("server") or {}, env=a.get("env") or {},
+            argv=a.get("argv") or [], predicted=a.get("predicted") or {}, observed=a.get("observed") or {},
+            metrics=a.get("metrics") or {}, artifacts=a.get("artifacts") or {}, timings=a.get("timings") or {},
+            calibration_sample=a.get(CALIBRATION_SAMPLE) or {}, attrs=a,
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def measured(self) -> bool:
+        """Booted and told with values: a measurement of its configuration."""
+        return self.state == optuna.trial.TrialState.COMPLETE and self.booted and self.values is not None
