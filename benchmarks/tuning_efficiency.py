@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="output stem (default benchmarks/results/tuning_efficiency[-quick])")
     ap.add_argument("--no-shared-cache", action="store_true",
                     help="skip the shared-recipe-cache mode (full method, nominal scenario)")
+    ap.add_argument("--only-shared-cache", action="store_true",
+                    help="run only the shared-recipe-cache mode (its problems' nominal tables, no contenders)")
     args = ap.parse_args(argv)
     args.budgets = sorted(int(b) for b in (args.budgets or ("10,20,30" if args.quick else "10,20,30,50")).split(","))
     seeds = list(range(args.seeds or (4 if args.quick else 20)))
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     def log(text):
         print(f"[{time.monotonic() - t0:5.0f} s] {text}", file=sys.stderr, flush=True)
 
+    if args.only_shared_cache:
+        return shared_cache_only(args, probs, [k for k in wanted if k != "upgrade"], seeds, log, t0, c0)
     fronts, runs = run_all(args, probs, wanted, scenarios, names, seeds, log) if wanted else ({}, [])
     res = collect(args, probs, wanted, scenarios, fronts, runs, len(seeds))
     if fitted:
@@ -145,6 +149,24 @@ def main(argv: list[str] | None = None) -> int:
     print(table + f"\n(wall time {res['wall_s']:.0f} s, CPU time {res['cpu_s']:.0f} s on {args.jobs} processes)")
     stem = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
         "tuning_efficiency" + ("-quick" if args.quick else ""))
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{stem}.json").write_text(json.dumps(finite(res), default=str) + "\n")
+    Path(f"{stem}.md").write_text(table + "\n")
+    return 0
+
+
+def shared_cache_only(args, probs, wanted, seeds, log, t0, c0) -> int:
+    """--only-shared-cache: the nominal truth tables of `wanted`, then the shared-cache mode alone."""
+    with mp.get_context("fork").Pool(args.jobs) as pool:
+        for key in wanted:
+            TABLES[(key, "nominal")] = true_table(probs[key], args.quick, args.warmup_error, "nominal", pool)
+            log(f"{key}/nominal: {len(TABLES[(key, 'nominal')])} configurations")
+    res: dict = {"summary": {}}
+    table = shared_cache_mode(args, probs, wanted, seeds, res, log)
+    res["wall_s"], res["cpu_s"] = round(time.monotonic() - t0, 1), round(_cpu_s() - c0, 1)
+    print(table + f"\n(wall time {res['wall_s']:.0f} s, CPU time {res['cpu_s']:.0f} s on {args.jobs} processes)")
+    stem = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
+        "tuning_efficiency-shared-cache" + ("-quick" if args.quick else ""))
     stem.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{stem}.json").write_text(json.dumps(finite(res), default=str) + "\n")
     Path(f"{stem}.md").write_text(table + "\n")

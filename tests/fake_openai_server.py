@@ -4,6 +4,12 @@ It speaks the streaming format a real vLLM sends (docs/real-vllm-cpu.md §6): on
 event per chunk, the last token chunk carrying ``finish_reason``, then (if the client asked with
 ``stream_options.include_usage``) a ``"choices": []`` chunk with ``usage``, then ``data: [DONE]``.
 
+It also answers /v1/chat/completions (the content rendered into the real-vLLM tier's chat template and
+counted with a local tokenizer, when given one), refuses every /v1 path without the right key when
+started with one (401 {"error": "Unauthorized"}, as vLLM's --api-key does), lists an alias with the
+model behind it as ``root`` in /v1/models, and rejects prompts longer than ``max_model_len`` with
+vLLM's HTTP 400.
+
 What each request does is a :class:`Behaviour`, chosen by the request's *prompt length* (so the
 choice is deterministic whatever the concurrency): per-token delay, several tokens per chunk,
 tokens whose text decodes to "" (optionally not sent at all, as vLLM does), no usage chunk,
@@ -63,6 +69,10 @@ class FakeServerConfig:
     model: str = MODEL
     oov_as_stream_error: bool = False  # vLLM 0.32: a streamed request with a bad id gets 200 + SSE error event
     accept_text: bool = False  # text prompts count one token per word (to serve vLLM's own client)
+    root: str | None = None  # /v1/models "root": the model behind the served name (default: the name)
+    api_key: str | None = None  # like vllm serve --api-key: /v1/* without "Bearer <key>" gets 401
+    tokenizer_dir: str | None = None  # counts chat prompts with this tokenizer.json (else one token per word)
+    max_model_len: int | None = None  # prompt + output tokens beyond this: HTTP 400, as vLLM
 
     def behaviour_for(self, prompt_len: int) -> Behaviour:
         return self.by_prompt_len.get(prompt_len, self.default)
@@ -88,9 +98,47 @@ def _token_text(i: int, b: Behaviour) -> str:
     return "" if i in b.empty_text_tokens else f" t{i}"
 
 
+CHAT_TEMPLATE = "<s>{role}: {content}\n"  # the real-vLLM tier's tiny model's template, per message
+GENERATION_PROMPT = "assistant: "
+
+
+def chat_prompt_text(messages) -> str | None:
+    """The messages rendered as the tier's template renders them (None when they are malformed)."""
+    if not isinstance(messages, list) or not messages:
+        return None
+    out = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if not isinstance(content, str):
+            return None
+        out.append(CHAT_TEMPLATE.format(role=m.get("role", "user"), content=content))
+    return "".join(out) + GENERATION_PROMPT
+
+
+def _counter(config: FakeServerConfig):
+    """Token count of a rendered text: the tokenizer's (no specials added: the template holds them)."""
+    if config.tokenizer_dir is None:
+        return lambda text: max(1, len(text.split()))
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(f"{config.tokenizer_dir}/tokenizer.json")
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+
 def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) -> web.Application:
     log = log if log is not None else []
-    app = web.Application()
+
+    @web.middleware
+    async def key_check(request: web.Request, handler):
+        if config.api_key is not None and request.path.startswith("/v1") and \
+                request.headers.get("Authorization") != f"Bearer {config.api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    app = web.Application(middlewares=[key_check])
+    count_text = _counter(config)
     app[LOG_KEY] = log
     counter = {"n": 0}
     stats = app[STATS_KEY] = {"in_flight": 0, "max_in_flight": 0}
@@ -100,7 +148,7 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
 
     async def models(_req: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
-            {"id": config.model, "object": "model", "owned_by": "fake", "root": config.model}]})
+            {"id": config.model, "object": "model", "owned_by": "fake", "root": config.root or config.model}]})
 
     async def debug_log(_req: web.Request) -> web.Response:
         return web.json_response([{k: v for k, v in asdict(r).items() if k != "body"} for r in log])
@@ -109,14 +157,22 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
         return web.json_response({"error": {"message": message, "type": "BadRequestError",
                                             "code": status}}, status=status)
 
-    async def completions(request: web.Request) -> web.StreamResponse:
+    async def chat_completions(request: web.Request) -> web.StreamResponse:
+        return await completions(request, chat=True)
+
+    async def completions(request: web.Request, chat: bool = False) -> web.StreamResponse:
         received = time.perf_counter()
         try:
             body = await request.json()
         except json.JSONDecodeError:
             return error(400, "body is not JSON")
         prompt, max_tokens = body.get("prompt"), body.get("max_tokens")
-        if isinstance(prompt, str) and prompt and config.accept_text:  # e.g. vLLM's own client (benchmarks)
+        if chat:
+            text = chat_prompt_text(body.get("messages"))
+            if text is None:
+                return error(400, "messages must be a non-empty list of {role, content}")
+            prompt, max_tokens = list(range(count_text(text))), body.get("max_completion_tokens")
+        elif isinstance(prompt, str) and prompt and config.accept_text:  # e.g. vLLM's own client (benchmarks)
             prompt = list(range(len(prompt.split()) or 1))
         rec = RequestRecord(seq=counter["n"], request_id=request.headers.get("x-request-id"),
                             received_at=received,
@@ -145,15 +201,21 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
         if body.get("model") != config.model:
             rec.status = 404
             return error(404, f"The model `{body.get('model')}` does not exist.")
+        if config.max_model_len is not None and len(prompt) + max_tokens > config.max_model_len:
+            rec.status = 400
+            return error(400, f"This model's maximum context length is {config.max_model_len} tokens. However, "
+                              f"you requested {len(prompt) + max_tokens} tokens ({len(prompt)} in the messages, "
+                              f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                              "completion.")
 
         stats["in_flight"] += 1
         stats["max_in_flight"] = max(stats["max_in_flight"], stats["in_flight"])
         try:
-            return await _answer(request, rec, body, prompt, max_tokens)
+            return await _answer(request, rec, body, prompt, max_tokens, chat)
         finally:
             stats["in_flight"] -= 1
 
-    async def _answer(request, rec, body, prompt, max_tokens) -> web.StreamResponse:
+    async def _answer(request, rec, body, prompt, max_tokens, chat=False) -> web.StreamResponse:
         b = config.behaviour_for(len(prompt))
         if b.hang_s:
             await asyncio.sleep(b.hang_s)
@@ -166,7 +228,8 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
                                                        "Cache-Control": "no-cache"})
         await resp.prepare(request)
         nl = "\r\n" if b.crlf else "\n"
-        base = {"id": f"cmpl-{rec.seq}", "object": "text_completion", "created": 0, "model": config.model}
+        base = {"id": f"{'chatcmpl' if chat else 'cmpl'}-{rec.seq}",
+                "object": "chat.completion.chunk" if chat else "text_completion", "created": 0, "model": config.model}
 
         pending: list[bytes] = []
         encoded: dict[tuple[str, bool], str] = {}
@@ -213,8 +276,9 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
                     return resp
                 key = (text, last)  # token events repeat: encode each distinct one once (a fast server)
                 if key not in encoded:
+                    said = {"delta": {"content": text}} if chat else {"text": text}
                     encoded[key] = json.dumps({**base, "choices": [
-                        {"index": 0, "text": text, "logprobs": None, "finish_reason": "length" if last else None,
+                        {"index": 0, **said, "logprobs": None, "finish_reason": "length" if last else None,
                          "stop_reason": None}]}, separators=(",", ":"))
                 await send(encoded[key], token_chunk=True)
                 rec.chunk_tokens.append(len(idx))
@@ -239,6 +303,7 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
     app.router.add_get("/v1/models", models)
     app.router.add_get("/debug/log", debug_log)
     app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)
     return app
 
 

@@ -6,10 +6,12 @@ true server compiled so far (tuner.perfmodel.costs.recipe_key: shapes and KV blo
 the keys already there; its true warmup is the truth's prediction with those recipes cached (the same
 perturbation factor as its cold warmup), its accelerator time shrinks by the difference, and the tuner
 sees what `tune` would: the warmup of the mixed boot, the hit rate, and (tuner/recipecache/warmupmode.py) a cold
-warmup predicted from them. At the end the Pareto trials whose cold warmup was predicted are booted
-once more, cold (start to ready, charged). Reported per problem: accelerator-hours saved (cache
-savings minus the re-boots), the median error of the predicted cold warmups (against the true cold
-warmup of the same configuration), and whether every front point carries a measured cold warmup.
+warmup predicted from them. At the end the trials `tune` re-boots cold are charged (start to ready): the
+exported picks and the Pareto trials whose predicted cold warmup is uncertain (tuner/study/sharedcache.py
+reboot_targets, the same selection). Reported per problem: accelerator-hours saved (cache savings minus
+the re-boots), the median error of the predicted cold warmups (against the true cold warmup of the same
+configuration), the error of those the front keeps predicted, and whether every exported pick carries a
+measured cold warmup.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from benchmarks.tuning.contenders import _memory_storage
 from benchmarks.tuning.problems import OBJECTIVES
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES, key_of, truth, warmup_factor
+from tuner.commands.tunecache import exported_picks
 from tuner.perfmodel import target as M
 from tuner.recipecache.warmupmode import COLD, NO_HIT, WarmupOptions, finish_trial
 from tuner.study import run as study_mod
+from tuner.study.pareto import measured_front
 from tuner.study.run import Constraints, StudyOptions, run_study
+from tuner.study.sharedcache import cold_reboots, extrapolated_share
 from tuner.trial import run as T
 
 
@@ -79,27 +84,38 @@ def run_shared_cache(task) -> dict:
     constraints = Constraints(warmup_budget_s=problem.warmup_budget_s, allow_recompiles=True)
     run = run_study(opts, space, ctx, OBJECTIVES, constraints, install_sigint=False, runner=runner)
     cards, saved = problem.cards, sum(b["saved_s"] for b in runner.boots.values())
-    reboot_s, front_cold, errors = 0.0, [], []
+    reboot_s, errors = 0.0, []
     for b in runner.boots.values():
         if b["hit_rate"] > NO_HIT and b["pred_cold"] and b["true_cold"]:
             errors.append(abs(b["pred_cold"] / b["true_cold"] - 1))
     table = TABLES[(problem.key, scenario)]
-    for t in run.study.best_trials:
-        b = runner.boots.get(key_of(t.params))
-        obs = t.user_attrs.get("observed") or {}
-        if obs.get("warmup_cold_s") is not None:
-            front_cold.append(True)
-        elif b is not None:  # its cold warmup was predicted: the cold re-boot (start to ready) measures it
-            reboot_s += table[key_of(t.params)].startup_s * cards
-            front_cold.append(True)
-        else:
-            front_cold.append(False)  # told without a boot of its own (a reused record has its figures)
+    picks = exported_picks(run.study)
+    front = measured_front(run.study)
+    truth_of = {t.number: runner.boots.get(key_of(t.params)) for t in front}
+
+    def measure(t, why):  # what tune's cold re-boot measures (start to ready, charged)
+        nonlocal reboot_s
+        reboot_s += table[key_of(t.params)].startup_s * cards
+        return table[key_of(t.params)].warmup_s
+
+    rebooted = set(cold_reboots(run.study, picks, measure))  # the same selection as tune's after_study
+    kept, points = [], []
+    for t in front:
+        b, measured = truth_of[t.number], (t.user_attrs.get("observed") or {}).get("warmup_cold_s") is not None
+        error = (b["pred_cold"] / b["true_cold"] - 1) if b and b["pred_cold"] and b["true_cold"] else None
+        if not measured and t.number not in rebooted and error is not None:
+            kept.append(abs(error))  # left predicted: how far off it is
+        points.append({"trial": t.number, "pick": t.number in picks, "measured": measured,
+                       "rebooted": t.number in rebooted, "share": extrapolated_share(t), "error": error})
+    picks_cold = [t.number in rebooted or (t.user_attrs.get("observed") or {}).get("warmup_cold_s") is not None
+                  for t in front if t.number in picks]
     spent = sum((t.user_attrs.get("timings") or {}).get("accelerator_s", 0.0) for t in run.study.trials)
     return {"problem": problem.key, "scenario": scenario, "seed": seed, "wall_s": round(time.monotonic() - t0, 1),
             "saved_h": (saved - reboot_s) / 3600, "cache_saved_h": saved / 3600, "reboot_h": reboot_s / 3600,
             "spent_h": spent / 3600 + reboot_s / 3600, "cold_errors": errors,
-            "hit_trials": len(errors), "boots": len(runner.boots),
-            "front": len(front_cold), "front_measured_cold": all(front_cold) and bool(front_cold)}
+            "hit_trials": len(errors), "boots": len(runner.boots), "reboots": len(rebooted), "kept_errors": kept,
+            "front_points": points,
+            "front": len(front), "picks_measured_cold": all(picks_cold) and bool(picks_cold)}
 
 
 def summarize(runs: list[dict]) -> dict:
@@ -117,7 +133,11 @@ def summarize(runs: list[dict]) -> dict:
             "reboot_hours": round(statistics.mean(r["reboot_h"] for r in mine), 4),
             "median_cold_error": round(statistics.median(errors), 4) if errors else None,
             "predicted_cold_trials": sum(r["hit_trials"] for r in mine),
-            "front_measured_cold": all(r["front_measured_cold"] for r in mine),
+            "reboots": round(statistics.mean(r["reboots"] for r in mine), 2),
+            "front": round(statistics.mean(r["front"] for r in mine), 2),
+            "kept_predicted": sum(len(r["kept_errors"]) for r in mine),
+            "kept_max_error": round(max(kept), 4) if (kept := [x for r in mine for x in r["kept_errors"]]) else None,
+            "picks_measured_cold": all(r["picks_measured_cold"] for r in mine),
         }
     return out
 
@@ -130,12 +150,16 @@ def tasks(probs: dict, wanted: list[str], seeds: list[int], n_trials: int, quick
 def markdown(summary: dict) -> str:
     lines = ["", "Shared recipe cache (tune --shared-recipe-cache; full method, nominal scenario, mean over seeds):",
              "", "| problem | accelerator-hours saved (net) | share of the study | saved by cache hits (h) | cold "
-             "re-boots (h) | median error of predicted cold warmups | trials with a predicted cold warmup | front "
-             "all measured cold |", "|---|---|---|---|---|---|---|---|"]
+             "re-boots (h) | re-boots / front points | median error of predicted cold warmups | trials with a "
+             "predicted cold warmup | front points kept predicted (max error) | exported picks measured cold |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for key, s in summary.items():
         err = "-" if s["median_cold_error"] is None else f"{100 * s['median_cold_error']:.1f}%"
+        kept = "-" if s["kept_max_error"] is None else f"{100 * s['kept_max_error']:.1f}%"
         lines.append(f"| {key} | {s['hours_saved']:.3f} | {100 * s['hours_saved_share']:.0f}% | "
-                     f"{s['cache_hours_saved']:.3f} | {s['reboot_hours']:.3f} | {err} | {s['predicted_cold_trials']} | "
-                     f"{'yes' if s['front_measured_cold'] else 'no'} |")
+                     f"{s['cache_hours_saved']:.3f} | {s['reboot_hours']:.3f} | "
+                     f"{s['reboots']:.1f} / {s['front']:.1f} | "
+                     f"{err} | {s['predicted_cold_trials']} | {s['kept_predicted']} ({kept}) | "
+                     f"{'yes' if s['picks_measured_cold'] else 'no'} |")
     return "\n".join(lines)
 

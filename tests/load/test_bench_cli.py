@@ -132,7 +132,7 @@ def test_vllm_command_lines_append_ramp_up_and_model_from_server(sim_server, tmp
 def test_server_errors_exit_non_zero_with_the_servers_message(sim_server, tmp_path, capsys):
     code = main(["bench", "--base-url", sim_server, "--model", "llama", "--num-prompts", "5",
                  "--random-input-len", "20", "--random-output-len", "2", "--vocab-size", "999999",
-                 "--seed", "1", "--disable-tqdm",
+                 "--seed", "1", "--disable-tqdm", "--fail-on-errors",
                  "--result-file", str(tmp_path / "r.json")])
     cap = capsys.readouterr()
     assert code == 1

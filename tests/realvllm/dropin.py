@@ -99,7 +99,7 @@ def server_error_gives_exit_1_and_the_servers_message(shared_server, tmp_path):
     s, env = shared_server, server_env(tmp_path / "client")
     bad = _run([*bucket_tuner(), "bench", "--model", SERVED, "--base-url", s.base_url, "--num-prompts", "6",
                 "--random-input-len", "64", "--random-output-len", "4", "--vocab-size", "32000",
-                "--disable-tqdm"], env)
+                "--disable-tqdm", "--fail-on-errors"], env)  # (without it: vLLM's 0, tests/realvllm/test_deployed)
     assert bad.returncode == 1
     assert "is out of vocabulary" in bad.stdout and "requests failed" in bad.stderr
     _FIGURES.append("server error: " + bad.stderr.strip().splitlines()[-1][:160])

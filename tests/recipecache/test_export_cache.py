@@ -4,6 +4,7 @@ configuration with another KV block count misses that cache and the verification
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -36,6 +37,14 @@ def study_dir(tmp_path_factory) -> Path:
     run = tune_enqueued(root, SPACE, [{"VLLM_GRAPH_RESERVED_MEM": mem} for mem in (0.1, 0.3)], *FAST)
     assert run.returncode == 0, run.stderr
     return root
+
+
+def snapshot(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every file under `folder` (and its siblings' names): content digest and modification time."""
+    files = {str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+             for p in sorted(folder.rglob("*")) if p.is_file()}
+    files["<siblings>"] = (",".join(sorted(p.name for p in folder.parent.iterdir())), 0)
+    return files
 
 
 def trials(root: Path) -> list[optuna.trial.FrozenTrial]:
@@ -75,6 +84,7 @@ def test_other_memory_settings_miss_that_cache(study_dir):
         assert cli("export", "warm", "--results", str(study_dir / "results"), "--trial", str(low.number),
                    "--with-cache", str(cache), "-o", str(study_dir / "warm.env")).returncode == 0
     before = json.loads((cache / "manifest.json").read_text())
+    files_before = snapshot(cache)
     assert high.user_attrs["observed"]["kv_blocks"] != before["kv_blocks"]
     run = cli("export", "warm", "--results", str(study_dir / "results"), "--trial", str(high.number),
               "--with-cache", str(cache), "--reuse-cache", "-o", str(study_dir / "other.env"))
@@ -86,3 +96,37 @@ def test_other_memory_settings_miss_that_cache(study_dir):
     assert "hit rate 0%" in out
     assert "does not fit trial" in run.stderr and not (study_dir / "other.env").exists()
     assert json.loads((cache / "manifest.json").read_text()) == before  # never rewritten to claim a fit
+    # the verification booted on a copy: the refused folder is byte-identical, nothing left beside it
+    assert snapshot(cache) == files_before
+
+
+def test_a_reused_cache_is_measured_against_the_trials_own_cold_warmup(study_dir):
+    """A cache another trial prepared (its cold warmup in the manifest): the ratio and the manifest that
+    a fitting trial ships carry that trial's own cold warmup from the study."""
+    low, _ = trials(study_dir)
+    cache = study_dir / "cache-reuse"
+    assert cli("export", "warm", "--results", str(study_dir / "results"), "--trial", str(low.number),
+               "--with-cache", str(cache), "-o", str(study_dir / "a.env")).returncode == 0
+    m = json.loads((cache / "manifest.json").read_text())
+    m["cold_warmup_s"], m["cold_warmup_source"] = 999.0, "another trial's delete=True boot"  # as if
+    (cache / "manifest.json").write_text(json.dumps(m))
+    recipes_before = {p.name for p in cache.iterdir()}
+    run = cli("export", "warm", "--results", str(study_dir / "results"), "--trial", str(low.number),
+              "--with-cache", str(cache), "--reuse-cache", "-o", str(study_dir / "b.env"))
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    own = low.user_attrs["observed"]["warmup_cold_s"]
+    assert f"the cold {own:.0f} s (trial {low.number}'s own cold warmup in the study, measured" in out, out
+    assert "999" not in out
+    shipped = read_manifest(cache)
+    assert shipped.cold_warmup_s == own and "own cold warmup in the study" in shipped.cold_warmup_source
+    assert {p.name for p in cache.iterdir()} == recipes_before  # the verified recipes, no more
+    assert f"s cold (trial {low.number}'s own" in (study_dir / "b.env").read_text()
+
+
+def test_reuse_of_an_empty_folder_is_refused_before_anything_boots(study_dir, tmp_path):
+    low, _ = trials(study_dir)
+    run = cli("export", "warm", "--results", str(study_dir / "results"), "--trial", str(low.number),
+              "--with-cache", str(tmp_path / "none"), "--reuse-cache")
+    assert run.returncode == 2 and "holds no recipe to reuse" in run.stderr
+    assert not (tmp_path / "none").exists()

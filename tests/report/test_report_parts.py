@@ -39,8 +39,9 @@ def test_startup_phases_are_timed_from_the_log(tmp_path):
     path = tmp_path / "server.log"
     path.write_text(LOG)
     facts = read_log(path)
-    assert facts.phase_s == {"weights": 9.0, "profiling": 3.0, "prompt warmup": 18.0, "decode warmup": 30.0,
-                             "graph capture": 60.0}
+    assert facts.phase_s == {"start to weights loaded": 9.0, "profiling": 3.0, "prompt warmup": 18.0,
+                             "decode warmup": 30.0, "graph capture": 60.0}
+    assert facts.weights_s is None  # this log gives the weights' memory, not their time
     assert facts.warmup_s == 108.0
     assert facts.generated["prompt"].buckets == ((1, 128), (1, 256))
     assert facts.not_warmed_up == ["prompt (8, 384)"]

@@ -132,6 +132,8 @@ def test_request_faults_are_load_errors_with_metrics_kept(tmp_path, name):
     assert 0 < r.metrics["failed"] < 12
     assert r.metrics["completed"] == 12 - r.metrics["failed"]
     assert r.metrics["output_throughput"] > 0  # measured on the requests that succeeded
+    # one fault, one group: completion ids and offsets do not split it ("3 x ValueError: ... cmpl-<id>")
+    assert f"requests failed: {r.metrics['failed']} x " in r.reason and "more distinct" not in r.reason, r.reason
 
 
 def test_crash_under_load(tmp_path):

@@ -1,10 +1,12 @@
 """`bucket-tuner bench`: a drop-in for `vllm bench serve` (0.32.0) against any OpenAI-compatible server.
 
 vLLM's flags keep vLLM's meanings, the result file gets vLLM's name and fields, stdout vLLM's
-layout. Deliberate differences (also in --help and README): prompts are token-id lists of exact
-lengths (vLLM sends text that re-tokenizes a few tokens off), ignore_eos is on for every
-token-id dataset (vLLM: random only; --no-ignore-eos turns it off), and a run whose requests fail
-exits non-zero with the server's own messages.
+layout, and the exit status vLLM's (0 even when requests fail; --fail-on-errors is the stricter gate a
+study applies). Deliberate differences (also in --help and README): completions prompts are token-id
+lists of exact lengths (vLLM sends text that re-tokenizes a few tokens off; chat prompts are text
+sized as vLLM sizes them, tuner/load/chatprompt.py), ignore_eos is on for every token-id dataset
+(vLLM: random only; --no-ignore-eos turns it off), and a server that refuses us for want of an API
+key is named before any request is sent (exit 2).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from pathlib import Path
 
 from . import DURATION_HELP, UsageError, check_reachable, duration, parse_key_values, prepare_output
 
-DIFFERENCES = ("Differences from vllm bench serve, on purpose: prompts are token-id lists of exact lengths "
-               "(the vocabulary comes from --tokenizer/--model read offline, else from the server); "
-               "ignore_eos is on for token-id datasets (--no-ignore-eos); the exit status is 1 when every "
-               "request fails or more than --max-failed-ratio of them.")
+DIFFERENCES = ("Differences from vllm bench serve, on purpose: completions prompts are token-id lists of exact "
+               "lengths (the vocabulary comes from --tokenizer/--model read offline, else from the server); "
+               "ignore_eos is on for token-id datasets (--no-ignore-eos); a missing API key (HTTP 401/403) "
+               "stops the run before it starts. As vLLM's, the exit status is 0 even when requests fail; "
+               "--fail-on-errors makes it 1.")
 
 
 def register(sub) -> None:
@@ -79,8 +82,12 @@ def register(sub) -> None:
     o.add_argument("--time-scale", type=float, default=1.0,
                    help="the server runs time-compressed by this factor (a simulator started with "
                         "--sim-time-scale): rates, trace times and SLOs are its own time, and so is the report")
-    o.add_argument("--max-failed-ratio", type=float, default=0.0,
-                   help="exit 1 when more than this fraction of requests failed (default 0: any failure)")
+    o.add_argument("--fail-on-errors", action="store_true",
+                   help="exit 1 when more than --max-failed-ratio of the requests failed (vLLM's client, and "
+                        "ours by default, exit 0); the gate a tuning study applies to its load tests")
+    o.add_argument("--max-failed-ratio", type=float, default=None,
+                   help="with --fail-on-errors (implied when given): the fraction of failed requests allowed "
+                        "(default 0: any failure)")
     o.add_argument("--quiet", action="store_true", help="no progress bar (same as --disable-tqdm)")
     p.set_defaults(func=cmd_bench)
 
@@ -168,8 +175,12 @@ def _check(args) -> None:
 
     if not 0 < args.time_scale <= 1:
         raise UsageError(f"--time-scale must be in (0, 1], got {args.time_scale}")
-    if not 0 <= args.max_failed_ratio <= 1:
-        raise UsageError(f"--max-failed-ratio must be in [0, 1], got {args.max_failed_ratio}")
+    if args.max_failed_ratio is not None:
+        if not 0 <= args.max_failed_ratio <= 1:
+            raise UsageError(f"--max-failed-ratio must be in [0, 1], got {args.max_failed_ratio}")
+        args.fail_on_errors = True
+    elif args.fail_on_errors:
+        args.max_failed_ratio = 0.0
     if args.max_concurrency is not None and args.max_concurrency <= 0:
         raise UsageError("--max-concurrency must be greater than 0")
     if args.ramp_up_strategy is not None:
@@ -185,16 +196,43 @@ def _check(args) -> None:
     args.percentile_metrics_list = tuple(metrics)
 
 
-async def _first_model(base_url: str, headers: dict) -> str:
+async def _served_models(base_url: str, headers: dict, needed: bool) -> list[dict]:
+    """The server's /v1/models entries. A refusal for want of a key is named whether or not we needed
+    them; any other failure only when we did (no --model given)."""
     import aiohttp
 
+    from ..load.client import auth_refusal
+
+    refusal = None
     async with aiohttp.ClientSession(trust_env=False) as s:
         try:
             async with s.get(base_url + "/v1/models", headers=headers) as resp:
-                data = await resp.json(content_type=None)
-            return data["data"][0]["id"]
-        except (aiohttp.ClientError, ValueError, KeyError, IndexError, TypeError) as e:
-            raise UsageError(f"no --model given and {base_url}/v1/models did not name one ({e})") from None
+                refusal = auth_refusal(resp.status)
+                if refusal is None and resp.status != 200:
+                    raise ValueError(f"HTTP {resp.status}")
+                data = None if refusal else await resp.json(content_type=None)
+            models = [] if refusal else [m for m in data["data"] if isinstance(m, dict) and m.get("id")]
+            if needed and not models and not refusal:
+                raise ValueError("it lists no model")
+        except (aiohttp.ClientError, ValueError, KeyError, TypeError) as e:
+            if needed:
+                raise UsageError(f"no --model given and {base_url}/v1/models did not name one ({e})") from None
+            return []
+    if refusal is not None:
+        raise UsageError(f"{base_url}/v1/models: {refusal}")
+    return models
+
+
+def resolve_model(args, models: list[dict]) -> None:
+    """vLLM's: without --model, the first served model's id is the name sent and its root (the model
+    behind an alias, e.g. the path --served-model-name renamed) the model id, whose tokenizer is used."""
+    if args.model is not None:
+        return
+    first = models[0]
+    root = first.get("root") or first["id"]
+    args.served_model_name = args.served_model_name or first["id"]
+    args.model = root
+    print(f"First model name: {first['id']}, first model id: {root}")
 
 
 async def _resolve_vocab(args, gen, needs_ids: bool):
@@ -218,10 +256,10 @@ async def _resolve_vocab(args, gen, needs_ids: bool):
 
 
 async def _bench(args) -> tuple[dict, object]:
+    from ..load.chatprompt import UNCONTROLLED, ChatText
     from ..load.client import LoadGenerator, ReadyCheckFailed
     from ..load.datasets import build_workload
     from ..load.metrics import rescale_time
-    from ..load.tokenizer import text_tools
 
     base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
     headers = parse_pairs(args.header, "--header")
@@ -231,9 +269,7 @@ async def _bench(args) -> tuple[dict, object]:
         build_workload(args, None)  # every workload flag checked before the server is contacted
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if args.model is None:
-        args.model = await _first_model(base_url, {**headers, **_auth()})
-        print(f"First model name: {args.model}")
+    resolve_model(args, await _served_models(base_url, {**_auth(), **headers}, needed=args.model is None))
     sampling = {k: v for k, v in (("top_p", args.top_p), ("top_k", args.top_k), ("min_p", args.min_p),
                                   ("temperature", args.temperature),
                                   ("frequency_penalty", args.frequency_penalty),
@@ -249,9 +285,13 @@ async def _bench(args) -> tuple[dict, object]:
                         keep_text=bool(args.save_detailed or args.result_file))
     needs_ids = not text_dataset and args.backend != "openai-chat"
     vocab = await _resolve_vocab(args, gen, needs_ids)
-    decode, _ = text_tools(vocab)
-    if decode is not None:
-        gen.prompt_text = decode
+    chat = None
+    if gen.chat and not text_dataset:
+        if vocab is not None and vocab.folder is not None:
+            chat = ChatText(vocab)
+            gen.prompt_text = chat.text
+        else:
+            print(UNCONTROLLED.format(name=args.tokenizer or args.model), file=sys.stderr)
     try:
         workload = build_workload(args, vocab)
     except ValueError as e:
@@ -273,6 +313,11 @@ async def _bench(args) -> tuple[dict, object]:
     data = rescale_time(result.to_json(detailed=True), args.time_scale)
     if vocab is not None:
         data["tuner_vocab"] = vocab.describe()
+    if gen.chat and not text_dataset:
+        data["tuner_chat_prompts"] = (
+            {"sized_by": vocab.source, "text_tokens": "input length - the tokenizer's special tokens "
+             f"({chat.num_special}); the server's chat template adds its own", "mismatch_tokens": chat.mismatch}
+            if chat is not None else {"sized_by": None, "text_tokens": "not controlled (synthetic words)"})
     return data, result
 
 
@@ -301,19 +346,25 @@ def cmd_bench(args) -> int:
     print_failures(data)
     print_summary(data, args.percentile_metrics_list, parse_percentiles(args.metric_percentiles))
     save_results(args, data)
-    return exit_status(data, args.max_failed_ratio)
+    return exit_status(data, args.max_failed_ratio if args.fail_on_errors else None)
 
 
-def exit_status(data: dict, max_failed_ratio: float) -> int:
-    """1 when no request completed or more than ``max_failed_ratio`` of them failed, else 0."""
+def exit_status(data: dict, max_failed_ratio: float | None) -> int:
+    """vLLM's 0 whatever failed when ``max_failed_ratio`` is None (no --fail-on-errors); else 1 when
+    no request completed or more than ``max_failed_ratio`` of them failed. Failures are said either way."""
     total = data.get("completed", 0) + data.get("failed", 0)
     failed = data.get("failed", 0)
-    if total and (data.get("completed", 0) == 0 or failed / total > max_failed_ratio):
-        top = (data.get("tuner_failures", {}).get("by_message") or [{"message": "?"}])[0]["message"]
-        print(f"bucket-tuner bench: error: {failed} of {total} requests failed "
-              f"(allowed: {max_failed_ratio:.0%}); most common error: {top}", file=sys.stderr)
-        return 1
-    return 0
+    if not (total and failed):
+        return 0
+    top = (data.get("tuner_failures", {}).get("by_message") or [{"message": "?"}])[0]["message"]
+    if max_failed_ratio is None:
+        print(f"bucket-tuner bench: {failed} of {total} requests failed; most common error: {top} "
+              "(exit status 0, as vllm bench serve's; --fail-on-errors makes it 1)", file=sys.stderr)
+        return 0
+    over = data.get("completed", 0) == 0 or failed / total > max_failed_ratio
+    print(f"bucket-tuner bench: {'error: ' if over else ''}{failed} of {total} requests failed "
+          f"(allowed: {max_failed_ratio:.0%}); most common error: {top}", file=sys.stderr)
+    return 1 if over else 0
 
 
 def result_filename(args, data: dict) -> str | None:

@@ -121,7 +121,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..results.export import Filters, env_file_text, export_bucket_file
+    from ..results.export import Filters, env_file_text, export_bucket_file, write_deploy_files
 
     study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
@@ -148,6 +148,12 @@ def cmd_export(args) -> int:
     if args.output:
         write_text(prepare_output(args.output, "--output"), text, elsewhere="-o elsewhere, or no -o to print it")
         print(f"trial {trial.number} ({pick}) written to {args.output}")
+        deploy, why_not = write_deploy_files(study, trial, pick, _release(study), args.output,
+                                             {**bucket_env, **extra})
+        if deploy:
+            print("beside it: " + ", ".join(str(p) for p in deploy) + " (vllm serve --config, and a start script)")
+        else:
+            print(f"no serve config or script beside it: {why_not}")
     else:
         print(text, end="")
     return 0
@@ -196,8 +202,8 @@ def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]
         env, _ = export_env(trial, release)
         report = prepare(backend, server, env, args.with_cache, release=release or "unknown",
                          dtype=dtype_of(server, argv), device=described.get("device") or "unknown",
-                         logs=args.cache_logs,
-                         reuse=args.reuse_cache, max_mb=args.cache_max_mb)
+                         logs=args.cache_logs, reuse=args.reuse_cache, max_mb=args.cache_max_mb,
+                         own_cold=_own_cold(study, trial))
     except (CacheWarmError, RecipeCacheError) as exc:
         raise UsageError(str(exc)) from None
     for line in report.lines():
@@ -208,9 +214,21 @@ def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]
         comments.append(f"recipe cache: {report.folder} ({m.recipes} recipes; manifest.json: {m.release}, "
                         f"{m.device}, {m.dtype}, TP {m.tp}, {m.kv_blocks} KV blocks, {m.software_version})")
         if m.cold_warmup_s and m.cached_warmup_s is not None:
-            comments.append(f"recipe cache: warmup {m.cached_warmup_s:.0f} s cached vs {m.cold_warmup_s:.0f} s cold; "
-                            "copy the folder to local disk before start (no NFS)")
+            comments.append(f"recipe cache: warmup {m.cached_warmup_s:.0f} s cached vs {m.cold_warmup_s:.0f} s cold "
+                            f"({m.cold_warmup_source}); copy the folder to local disk before start (no NFS)")
     return {VARIABLE: report.value}, comments, report.verified
+
+
+def _own_cold(study, trial):
+    """The trial's own cold warmup in its study (measured, its cold re-boot, else predicted)."""
+    from ..recipecache.prepare import ColdFigure
+    from ..recipecache.warmupmode import study_figures
+
+    cold = (study_figures(study).get(trial.number) or {}).get("cold")
+    if cold is None or cold.seconds is None:
+        return None
+    how = "measured" if cold.measured else "predicted by the model"
+    return ColdFigure(cold.seconds, f"trial {trial.number}'s own cold warmup in the study, {how}")
 
 
 def cmd_compare(args) -> int:

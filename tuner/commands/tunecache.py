@@ -41,14 +41,38 @@ def warmup_options(args, ctx, console):
     return opts  # cold without a shared cache: trials still get the predicted cached warmup
 
 
+# The picks a study exports (best.env) and its report sets beside them: their cold warmups are measured.
+EXPORTED_PICKS = ("balanced", "throughput")
+
+
+def exported_picks(study) -> set[int]:
+    from ..results.export import ExportError, Filters, pick_trial
+
+    out = set()
+    for pick in EXPORTED_PICKS:
+        try:
+            out.add(pick_trial(study, pick, Filters()).number)
+        except ExportError:
+            pass
+    return out
+
+
 def after_study(study, space, ctx, study_dir, console) -> None:
-    from ..study.sharedcache import reboot_front_cold
+    from ..study.pareto import measured_front
+    from ..study.sharedcache import REBOOT_ATTR, reboot_front_cold
 
     opts = ctx.warmup
     study.set_user_attr("warmup_mode", opts.mode)
     if opts.shared is None or not opts.shared.enabled:
         return
     study.set_user_attr("shared_recipe_cache", str(opts.shared.root))
-    done = reboot_front_cold(study, space, ctx, study_dir, say=lambda text: console.print(f"  {text}"))
+    done = reboot_front_cold(study, space, ctx, study_dir, say=lambda text: console.print(f"  {text}"),
+                             picks=exported_picks(study))
+    reboots = study.user_attrs.get(REBOOT_ATTR) or {}
+    predicted = [t.number for t in measured_front(study) if str(t.number) not in reboots
+                 and (t.user_attrs.get("observed") or {}).get("warmup_cold_s") is None]
     if done:
-        console.print(f"cold re-boot of {len(done)} Pareto trial(s): every front point has a measured cold warmup")
+        console.print(f"cold re-boot of {len(done)} trial(s): the exported picks and the uncertain predictions")
+    if predicted:
+        console.print(f"{len(predicted)} Pareto trial(s) keep a predicted cold warmup (trusted within the band; "
+                      f"marked pred. in the report): {', '.join(map(str, predicted))}")

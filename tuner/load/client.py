@@ -76,6 +76,16 @@ def _default_request_id_prefix() -> str:
     return f"bench-{uuid.uuid4().hex[:8]}-"  # vLLM's default: ids differ from run to run
 
 
+def auth_refusal(status: int) -> str | None:
+    """The plain sentence for a server that refused us for want of a key (vLLM's --api-key answers 401)."""
+    if status == 401:
+        return ("HTTP 401 Unauthorized: the server requires an API key; set OPENAI_API_KEY "
+                "(the variable vllm bench serve reads)")
+    if status == 403:
+        return "HTTP 403 Forbidden: the server refused the API key; check OPENAI_API_KEY"
+    return None
+
+
 def auth_headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """vLLM's request headers: JSON, ``Authorization: Bearer $OPENAI_API_KEY`` if set, then --header."""
     headers = {"Content-Type": "application/json"}
@@ -200,7 +210,8 @@ class LoadGenerator:
                         message = error_text(json.loads(text))
                     except ValueError:
                         message = text.strip()
-                    out.fail(f"http {resp.status}", f"HTTP {resp.status}: {message or resp.reason or ''}".strip())
+                    out.fail(f"http {resp.status}", auth_refusal(resp.status)
+                             or f"HTTP {resp.status}: {message or resp.reason or ''}".strip())
                     return
                 splitter = SSELineSplitter()
                 feed, on_lines = splitter.feed_bytes, rec.on_lines

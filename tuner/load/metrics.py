@@ -25,6 +25,16 @@ PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 QUEUE_METRICS = ("client_queue_time", "e2el_including_client_queue")  # vLLM: only under --max-concurrency
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vllm bench serve, generative models
 _DIGITS = re.compile(r"\d+")
+# Ids a server or client puts in a message (a completion's "cmpl-3fa9...", a request's "bench-1a2b3c4d-7",
+# a bare uuid): one failure repeated over requests differs only by them, so they are taken out.
+_IDS = re.compile(r"\b((?:chatcmpl|cmpl|chat|req|request|bench|run)-)[0-9A-Za-z_-]*\d[0-9A-Za-z_-]*"
+                  r"|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+                  r"|\b(?=[0-9a-f]*\d)[0-9a-f]{16,}\b")
+
+
+def without_ids(text: str) -> str:
+    """The message with request and completion ids replaced by "<id>" (their prefix kept)."""
+    return _IDS.sub(lambda m: (m.group(1) or "") + "<id>", text)
 
 
 # ---- Per-request record
@@ -245,11 +255,13 @@ class BenchmarkResult:
         for o in failed:
             if len(examples[o.failure_reason]) < 3:
                 examples[o.failure_reason].append(o.error[:ERROR_EXCERPT])
-        # Grouped with numbers masked: "Token id 7000 ..." and "Token id 7012 ..." are one error.
-        by_message = Counter(_DIGITS.sub("N", o.error[:ERROR_EXCERPT]) for o in failed)
+        # Grouped with ids taken out and numbers masked: "Token id 7000 ..." and "Token id 7012 ..." are
+        # one error, and so are two cut chunks that differ only by their completion's id.
+        shown = [without_ids(o.error[:ERROR_EXCERPT]) for o in failed]
+        by_message = Counter(_DIGITS.sub("N", m) for m in shown)
         first: dict[str, str] = {}
-        for o in failed:
-            first.setdefault(_DIGITS.sub("N", o.error[:ERROR_EXCERPT]), o.error[:ERROR_EXCERPT])
+        for m in shown:
+            first.setdefault(_DIGITS.sub("N", m), m)
         return {"count": len(failed), "by_reason": dict(Counter(o.failure_reason for o in failed)),
                 "by_message": [{"message": first[m], "pattern": m, "count": n}
                                for m, n in by_message.most_common()],

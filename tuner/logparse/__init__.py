@@ -23,10 +23,12 @@ Package map (each module imports only the ones above it)
     summary.py    WatchSummary, the snapshot a LogWatcher returns
     watcher.py    LogWatcher: tracebacks, multi-line lists, running state, progress and projection
     parse.py      parse_line, the stateless entry point (a multi-line record goes through a LogWatcher)
+    cause.py      last_error / starts_an_error: the line that states a failure (never a warning)
 """
 
 from __future__ import annotations
 
+from .cause import last_error, starts_an_error
 from .events import (
     BucketClamp,
     BucketConfig,
@@ -73,7 +75,8 @@ from .units import parse_bytes
 from .watcher import LogWatcher
 
 __all__ = [
-    "parse_line", "parse_bytes", "LogWatcher", "WatchSummary", "LogPrefix", "Event", "BucketRange",
+    "parse_line", "parse_bytes", "LogWatcher", "last_error", "starts_an_error", "WatchSummary", "LogPrefix",
+    "Event", "BucketRange",
     "BucketConfig", "BucketVariable", "BucketClamp", "ExponentialOverride", "ConfigValue",
     "ExperimentalFlags", "GeneratedBuckets", "OmittedBuckets", "MemorySplit", "UsableBlocks",
     "HpuBlocks", "ModelLoaded", "ProfilingRun", "KvCacheSize", "WarmupStep", "WarmupProgress",

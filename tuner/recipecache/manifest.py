@@ -104,7 +104,8 @@ class Manifest:
     software_version: str          # as the server log prints it ("vLLM API server version ...")
     recipes: int = 0
     size_bytes: int = 0
-    cold_warmup_s: float | None = None
+    cold_warmup_s: float | None = None       # the shipped configuration's own cold warmup
+    cold_warmup_source: str | None = None    # where that figure comes from (a boot here, or its study)
     cached_warmup_s: float | None = None
     hit_rate: float | None = None  # of the verification boot, 0..1
     format: int = MANIFEST_FORMAT

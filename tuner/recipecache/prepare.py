@@ -3,16 +3,24 @@
 Two boots of the chosen configuration, through the same launcher (server.ServerProcess) and the same
 backend command line (backends.Backend.argv) as a trial: the first with delete=True compiles every
 shape into DIR (the cold warmup), the second with delete=False must find them there (the cached
-warmup). The verification is measured, never assumed: the recipes the second boot had to add to DIR
-are its misses, out of the shapes its warmup compiled (the log's [Warmup] steps). The server's log
-gives the warmup ("Warmup finished in N secs"), the KV block count and the software version.
+warmup). The verification is measured, never assumed: the recipes the second boot had to add are its
+misses, out of the shapes its warmup compiled (the log's [Warmup] steps). The server's log gives the
+warmup ("Warmup finished in N secs"), the KV block count and the software version.
 With `reuse=True` the first boot is skipped: one delete=False boot tells how much of an existing
 cache (e.g. one prepared for other memory settings) this configuration hits.
+
+The verifying boot runs on a copy of DIR (a sibling folder, removed after): its misses would otherwise
+be written into the folder a team ships, so a refused `--reuse-cache` leaves DIR as it was, byte for
+byte, and DIR holds exactly the recipes that were verified. Every ratio and the manifest's cold warmup
+are the exported configuration's own: its delete=True boot here, or (reuse) its cold warmup in the
+study, never the figure of the trial that prepared the cache.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +44,14 @@ from .manifest import (
 
 class CacheWarmError(RuntimeError):
     """A boot of the cache preparation did not reach ready; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ColdFigure:
+    """The exported configuration's cold warmup and where it comes from (said next to every ratio)."""
+
+    seconds: float
+    source: str  # e.g. "this export's delete=True boot", "trial 3's cold boot in the study"
 
 
 @dataclass
@@ -66,6 +82,7 @@ class CacheReport:
     manifest: Manifest | None = None
     previous: Manifest | None = None   # what DIR held before, if anything
     compatibility: str | None = None   # previous manifest vs this configuration
+    cold: ColdFigure | None = None     # the exported configuration's own cold warmup
 
     @property
     def verified(self) -> bool:
@@ -83,12 +100,12 @@ class CacheReport:
             rate = f"{b.hit_rate:.0%}" if (b.hit_rate is not None and not b.delete) else "-"
             out.append(f"{kind}: warmup {warm}, {b.shapes_compiled} shapes, {b.recipes_added} recipes written, "
                        f"hit rate {rate}, KV blocks {b.kv_blocks}")
-        m = self.manifest
-        if m and m.cold_warmup_s and m.cached_warmup_s is not None:
-            guide = GUIDE_RATIO.get(m.dtype)
-            out.append(f"cached warmup {m.cached_warmup_s:.0f} s = {m.cached_warmup_s / m.cold_warmup_s:.2f}x "
-                       f"the cold {m.cold_warmup_s:.0f} s ({m.dtype}, {m.recipes} recipes, "
-                       f"{m.size_bytes / 2**20:.1f} MiB)"
+        m, cached = self.manifest, self.boots[-1].warmup_s if self.boots else None
+        if self.cold is not None and cached is not None and self.cold.seconds:
+            guide = GUIDE_RATIO.get(m.dtype) if m else None
+            files = f", {m.recipes} recipes, {m.size_bytes / 2**20:.1f} MiB" if m else ""
+            out.append(f"cached warmup {cached:.0f} s = {cached / self.cold.seconds:.2f}x the cold "
+                       f"{self.cold.seconds:.0f} s ({self.cold.source}{files})"
                        + (f"; the warmup guide measured {guide:.2f}x for Llama 3.1 8B" if guide else ""))
         if self.boots and not self.boots[-1].delete:
             last = self.boots[-1]
@@ -150,11 +167,26 @@ def boot(backend: Backend, server: dict, env: dict[str, str], folder: Path, dele
                 recipes_before=len(before), recipes_added=len(set(after) - set(before)), log_path=log_path)
 
 
+def verify_on_copy(backend: Backend, server: dict, env: dict[str, str], folder: Path, log_path: Path, *,
+                   max_mb: int, host: str = "127.0.0.1") -> Boot:
+    """The delete=False boot, on a copy of `folder` beside it (removed after): `folder` is never written."""
+    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.verify-", dir=folder.parent))
+    try:
+        shutil.copytree(folder, scratch, dirs_exist_ok=True)
+        return boot(backend, server, env, scratch, False, log_path, max_mb=max_mb, host=host)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def prepare(backend: Backend, server: dict, env: dict[str, str], folder: Path, *, release: str, dtype: str,
             device: str, logs: Path, reuse: bool = False, max_mb: int = 8192,
-            host: str = "127.0.0.1") -> CacheReport:
-    """Prepare (unless `reuse`) and verify the cache in `folder`; write its manifest when verified."""
+            host: str = "127.0.0.1", own_cold: ColdFigure | None = None) -> CacheReport:
+    """Prepare (unless `reuse`) and verify the cache in `folder`; write its manifest when verified.
+    `own_cold`: with `reuse`, the exported configuration's cold warmup (from its study)."""
     folder = Path(folder).resolve()
+    if reuse and not recipe_files(folder):
+        raise CacheWarmError(f"--reuse-cache: {folder} holds no recipe to reuse; leave --reuse-cache out to "
+                             "prepare it")
     folder.mkdir(parents=True, exist_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
     report = CacheReport(folder=folder, value=format_value(folder, False, max_mb))
@@ -166,7 +198,12 @@ def prepare(backend: Backend, server: dict, env: dict[str, str], folder: Path, *
             raise CacheWarmError(f"the server wrote no recipe into {folder}: it does not use {VARIABLE} (a vLLM "
                                  "that does not run on Gaudi ignores it); there is no cache to ship")
         report.boots.append(first)
-    verify = boot(backend, server, env, folder, False, logs / f"cache-verify-{stamp}.log", max_mb=max_mb, host=host)
+        if first.warmup_s is not None:
+            report.cold = ColdFigure(first.warmup_s, "this export's delete=True boot of the same configuration")
+    else:
+        report.cold = own_cold
+    verify = verify_on_copy(backend, server, env, folder, logs / f"cache-verify-{stamp}.log", max_mb=max_mb,
+                            host=host)
     report.boots.append(verify)
     tp = int(server.get("tensor_parallel_size") or 1)
     if report.previous is not None:
@@ -177,12 +214,12 @@ def prepare(backend: Backend, server: dict, env: dict[str, str], folder: Path, *
     if reuse and not report.verified:
         return report  # DIR keeps the manifest of what it was built for: never claim this one fits
     files = recipe_files(folder)
-    cold = report.boots[0].warmup_s if not reuse else (report.previous.cold_warmup_s if report.previous else None)
+    cold = report.cold
     report.manifest = Manifest(
         release=release, device=device, model=backend.model, dtype=normalize_dtype(dtype), tp=tp,
         kv_blocks=verify.kv_blocks or 0, software_version=verify.software_version or "unknown",
-        recipes=len(files), size_bytes=sum(files.values()), cold_warmup_s=cold,
-        cached_warmup_s=verify.warmup_s, hit_rate=verify.hit_rate)
+        recipes=len(files), size_bytes=sum(files.values()), cold_warmup_s=cold.seconds if cold else None,
+        cold_warmup_source=cold.source if cold else None, cached_warmup_s=verify.warmup_s, hit_rate=verify.hit_rate)
     if report.verified or not reuse:
         write_manifest(folder, report.manifest)
     return report

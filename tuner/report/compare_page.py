@@ -21,6 +21,7 @@ from .html import SECTION_IDS, TITLES, chart, page
 from .startup import PHASES
 from .summary import stats
 from .tables import esc, table
+from .warmuprows import warmup_rows
 
 COMPARE_IDS = SECTION_IDS
 
@@ -135,14 +136,9 @@ def _warmup(cmp: Comparison, data: list[ReportData]) -> str:
     out = ["<section id='warmup'><h2>Warmup of each balanced pick</h2>"]
     if not picks:
         return out[0] + "<p class='none'>No study has a feasible trial.</p></section>"
-    rows = []
-    for key in ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks"):
-        rows.append([key.replace("_", " "), *[(display.num(stats(d, t).get(key)), stats(d, t).get(key))
-                                              for _, d, t in picks]])
+    by_trial = {id(t): d for _, d, t in picks}
+    rows = warmup_rows([(t, d.log(t)) for _, d, t in picks], lambda t: stats(by_trial[id(t)], t))
     bars = {}
-    for phase in PHASES:
-        vals = [(d.log(t).phase_s.get(phase) if d.log(t) else None) for _, d, t in picks]
-        rows.append([f"{phase} (s)", *[(display.seconds(v), v) for v in vals]])
     for label, d, t in picks:
         if d.log(t) and d.log(t).phase_s:
             bars[f"{label} (trial {t.number})"] = d.log(t).phase_s

@@ -19,6 +19,7 @@ from .startup import PHASES
 from .summary import stats
 from .sweep import sweep_cell, sweep_points
 from .tables import esc, table
+from .warmuprows import warmup_rows
 
 Chart = Callable[[object, str], str]  # (figure, div id) -> html
 
@@ -115,15 +116,7 @@ def warmup(d: ReportData, chart: Chart) -> str:
     if not who:
         return out[0] + "<p class='none'>No pick and no release-defaults trial to show.</p></section>"
     facts = {label: d.log(t) for label, t in who}
-    rows = []
-    for key in ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks"):
-        rows.append([key.replace("_", " "), *[(display.num(stats(d, t).get(key)), stats(d, t).get(key))
-                                              for _, t in who]])
-    for phase in PHASES:
-        vals = [(facts[label].phase_s.get(phase) if facts[label] else None) for label, _ in who]
-        rows.append([f"{phase} (s)", *[(display.seconds(v), v) for v in vals]])
-    vals = [(t.user_attrs.get("observed") or {}).get("warmup_s") for _, t in who]
-    rows.append(["warmup total (server's own count)", *[(display.seconds(v), v) for v in vals]])
+    rows = warmup_rows([(t, facts[label]) for label, t in who], lambda t: stats(d, t))
     out.append(table(["", *[f"{label}: trial {t.number}" for label, t in who]], rows))
     bars = {f"{label} (trial {t.number})": facts[label].phase_s for label, t in who
             if facts[label] and facts[label].phase_s}
@@ -152,7 +145,10 @@ def _calibration(d: ReportData) -> str:
     """The corrections in force: what every boot of this study (and --calibrate-from logs) taught the model."""
     cal = d.study.user_attrs.get("calibration") or {}
     head = "<h3 id='calibration'>Calibration in force</h3>"
-    if not cal:
+    if d.release is None:  # a generic vLLM (CPU, CUDA): the cost model has nothing to predict, nothing to correct
+        return head + ("<p class='none'>None: this server has no release profile, so the performance model "
+                       "predicted nothing for it and nothing was calibrated.</p>")
+    if not cal or not cal.get("boots"):
         return head + "<p class='none'>No calibration recorded (no prediction, or no boot yet).</p>"
     boots = cal.get("boots", 0)
     rows = []
@@ -292,9 +288,10 @@ def convergence_section(d: ReportData, chart: Chart) -> str:
            f"<p class='answer' id='verdict'>{esc(c.verdict)}</p>"]
     if c.numbers:
         total = c.hours[-1]
+        scaled = ("; the simulator's compressed time scaled back to a real node's"
+                  if d.backend.get("kind") == "sim" else "")
         out.append(f"<p>{len(c.numbers)} finished trials took {total:.2f} accelerator-hours "
-                   "(boot + warmup + load test, times the cards each held; the simulator's compressed time "
-                   "scaled back to a real node's).</p><div class='grid'>")
+                   f"(boot + warmup + load test, times the cards each held{scaled}).</p><div class='grid'>")
         hov = [f"trial {n}" for n in c.numbers]
         out.append(chart(charts.convergence(c.numbers, c.share, "Front hypervolume over trials", "trial", hov),
                          "chart-convergence-trials"))
@@ -351,12 +348,31 @@ def trials(d: ReportData) -> str:
         cls = trial_class(t, d.pareto)
         classes.append("pick" if d.pick is not None and t.number == d.pick.number else
                        {"failed": "failed", "infeasible": "infeasible"}.get(cls, ""))
+    headers, rows = _without_empty(headers, rows, OPTIONAL_COLUMNS)
     out.append(table(headers, rows, cls="sortable", row_classes=classes, table_id="trials-table"))
     return "".join(out) + "</section>"
 
 
+# Columns a server may give nothing for (a CPU or CUDA vLLM logs no buckets, KV blocks or cached warmup)
+OPTIONAL_COLUMNS = ("prompt buckets", "decode buckets", "cold / cached warmup", "KV blocks pred / obs")
+
+
+def _empty(cell) -> bool:
+    value = cell[1] if isinstance(cell, tuple) else cell
+    return value is None or value == "-"
+
+
+def _without_empty(headers: list[str], rows: list[list], optional) -> tuple[list[str], list[list]]:
+    """Drop the optional columns that no trial has a value in."""
+    drop = {i for i, h in enumerate(headers) if h in optional and all(_empty(r[i]) for r in rows)}
+    if not drop:
+        return headers, rows
+    keep = [i for i in range(len(headers)) if i not in drop]
+    return [headers[i] for i in keep], [[r[i] for i in keep] for r in rows]
+
+
 def _cold_cached(w) -> tuple[str, float | None]:
     """'cold / cached' warmup of a trial, predicted ones marked (tune --warmup); sorted by the cold one."""
-    if not w or all(f.seconds is None for f in w.values()):
+    if not w or w["cached"].seconds is None:  # no cached figure (no recipe cache, no model): nothing to set beside
         return ("-", None)
     return (f"{w['cold'].text(display.seconds)} / {w['cached'].text(display.seconds)}", w["cold"].seconds)

@@ -18,9 +18,14 @@ from ..logparse import (
     WarmupFinished,
     WarmupProgress,
     WarmupStep,
+    starts_an_error,
 )
 
-PHASES = ("weights", "profiling", "prompt warmup", "decode warmup", "graph capture")
+# Spans between the log's own timestamps. The first runs from the log's first stamped line (imports,
+# engine start) to "weights loaded": not the weight loading itself, which `LogFacts.weights_s` holds
+# when the log states it ("Loading weights took 3.21 seconds").
+START = "start to weights loaded"
+PHASES = (START, "profiling", "prompt warmup", "decode warmup", "graph capture")
 _EXCERPT_LINES = 14
 _MAX_LINE = 240
 
@@ -30,6 +35,7 @@ class LogFacts:
     generated: dict[str, GeneratedBuckets] = field(default_factory=dict)  # phase -> bucket list line
     captured: dict[str, GraphCaptured] = field(default_factory=dict)      # "Graph/Prompt" -> count
     phase_s: dict[str, float] = field(default_factory=dict)               # PHASES -> seconds
+    weights_s: float | None = None                                        # the log's "took N seconds"
     warmup_s: float | None = None
     not_warmed_up: list[str] = field(default_factory=list)                # "decode (32, 640)"
     preemptions: int = 0
@@ -64,8 +70,11 @@ def read_log(path: str | Path | None) -> LogFacts | None:
     watcher = LogWatcher()
     marks: dict[str, datetime] = {}
     first = last = None
+    weights_s = None
     for line in lines:
         for e in watcher.feed(line, 0.0):
+            if isinstance(e, ModelLoaded) and e.seconds is not None:
+                weights_s = e.seconds
             ts = _stamp(e.prefix)
             if ts is None:
                 continue
@@ -76,7 +85,7 @@ def read_log(path: str | Path | None) -> LogFacts | None:
     watcher.flush()
     s = watcher.summary()
     facts = LogFacts(generated=dict(s.generated), captured=dict(s.graph_captured), preemptions=s.preemptions,
-                     warmup_s=float(s.warmup_finished.seconds) if s.warmup_finished else None)
+                     warmup_s=float(s.warmup_finished.seconds) if s.warmup_finished else None, weights_s=weights_s)
     facts.not_warmed_up = [f"{e.phase} {tuple(e.shape)}" for e in s.not_warmed_up]
     facts.not_warmed_up += [f"{e.phase} {tuple(e.requested)} -> {tuple(e.new_bucket)}" for e in s.buckets_not_prepared]
     if first is not None:
@@ -105,7 +114,7 @@ def _mark(marks: dict[str, datetime], e, ts: datetime) -> None:
 
 def _phase_seconds(m: dict[str, datetime]) -> dict[str, float]:
     """Each phase runs from its first line to the first line of the next phase that was seen."""
-    order = [("weights", "start", "weights"), ("profiling", "weights", "prompt"),
+    order = [(START, "start", "weights"), ("profiling", "weights", "prompt"),
              ("prompt warmup", "prompt", "decode"), ("decode warmup", "decode", "graph"),
              ("graph capture", "graph", "finished")]
     later = ["start", "weights", "prompt", "decode", "graph", "finished"]
@@ -126,9 +135,10 @@ def _access_log(line: str) -> bool:
 
 
 def excerpt(lines: list[str]) -> list[str]:
-    """From the first error or traceback line on, else the last lines (HTTP access lines left out)."""
-    useful = [ln[:_MAX_LINE] for ln in lines if ln.strip() and not _access_log(ln)]
+    """From the first error or traceback line on (a warning that quotes an error is not one), else the
+    last lines (HTTP access lines left out)."""
+    useful = [ln for ln in lines if ln.strip() and not _access_log(ln)]
     for i, ln in enumerate(useful):
-        if "Traceback" in ln or " ERROR " in ln or ln.startswith("ERROR") or "Error:" in ln:
-            return useful[i:i + _EXCERPT_LINES]
-    return useful[-_EXCERPT_LINES:]
+        if starts_an_error(ln):
+            return [x[:_MAX_LINE] for x in useful[i:i + _EXCERPT_LINES]]
+    return [x[:_MAX_LINE] for x in useful[-_EXCERPT_LINES:]]

@@ -22,7 +22,7 @@ import optuna
 from ..buckets import BucketConfigError, ServerConfig, get_profile
 from ..buckets.runtime import DIAGNOSTIC_VARIABLES, runtime_variables
 from ..errors.disk import write_text
-from ..serve.backends import server_flags
+from ..serve.backends import server_flags, server_options
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
 from ..study.pareto import balanced_index, measured_front
@@ -181,7 +181,8 @@ def export_env(trial: optuna.trial.FrozenTrial, release: str | None) -> tuple[di
     """The variables the env file of `trial` sets (complete for `release`), and notes on the rest.
     Never secrets, never the log-only diagnostics (a deployment does not want their logging)."""
     attrs = trial.user_attrs
-    server = attrs.get("server", {})
+    # the options the server really got: a bucket-relevant flag may have come through --server-args
+    server = {**attrs.get("server", {}), **server_options(attrs.get("argv") or [])}
     trial_env = {k: v for k, v in attrs.get("env", {}).items()
                  if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
     blocks = (attrs.get("observed") or {}).get("kv_blocks") or (attrs.get("predicted") or {}).get("kv_blocks")
@@ -190,15 +191,38 @@ def export_env(trial: optuna.trial.FrozenTrial, release: str | None) -> tuple[di
     return complete_env(release, trial_env, server, blocks)
 
 
+def export_variables(study: optuna.Study, trial: optuna.trial.FrozenTrial, release: str | None,
+                     extra: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """The variables every exported file sets (env file, serve.sh), and notes on those left unset."""
+    env, notes = export_env(measured_trial(study, trial), release)  # a reused trial: the booted one's env
+    env = dict(env, **(extra or {}))
+    for name in DIAGNOSTIC_VARIABLES:
+        env.pop(name, None)
+    return env, notes
+
+
+def write_deploy_files(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str, release: str | None,
+                       env_path: Path, extra: dict[str, str] | None = None) -> tuple[list[Path], str]:
+    """The `vllm serve --config` YAML and serve.sh beside the env file (tuner/results/deploy.py), or no
+    file and why not: a study that does not record how its server was started (older studies), or a
+    command line that cannot be written safely. The env file stands either way."""
+    from .deploy import write_beside
+
+    if (study.user_attrs.get("backend") or {}).get("kind") not in ("sim", "vllm"):
+        return [], "the study does not record how its server was started"
+    env, _ = export_variables(study, trial, release, extra)
+    try:
+        return write_beside(Path(env_path), study, trial, pick, env), ""
+    except ValueError as exc:
+        return [], f"its command line cannot be written safely: {exc}"
+
+
 def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str,
                   release: str | None, extra: dict[str, str] | None = None,
                   comments: list[str] | None = None) -> str:
     """`extra` adds variables (e.g. the prepared recipe cache); `comments` adds '#' lines."""
     server = trial.user_attrs.get("server", {})
-    env, notes = export_env(measured_trial(study, trial), release)  # a reused trial: the booted one's env
-    env = dict(env, **(extra or {}))
-    for name in DIAGNOSTIC_VARIABLES:
-        env.pop(name, None)
+    env, notes = export_variables(study, trial, release, extra)
     names = study.metric_names or []
     lines = [
         f"# bucket-tuner export: study {study.study_name}, trial {trial.number}, pick {pick}",
@@ -226,6 +250,7 @@ def export_best(study: optuna.Study, path: Path, pick: str, release: str | None,
         return None
     extra, comments = export_bucket_file(study, trial, path)
     write_text(path, env_file_text(study, trial, pick, release, extra=extra, comments=comments), elsewhere)
+    write_deploy_files(study, trial, pick, release, path, extra)  # best.vllm.yaml, best.serve.sh (or none)
     return trial.number
 
 

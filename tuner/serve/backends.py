@@ -125,13 +125,20 @@ class Backend:
         return self.served_model_name or self.model
 
     def argv(self, server: dict[str, Any], host: str, port: int) -> list[str]:
-        common = [self.model, "--host", host, "--port", str(port), *server_flags(server)]
+        head, tail = self.command(server, ["--host", host, "--port", str(port)])
+        return head + tail
+
+    def command(self, server: dict[str, Any], where: list[str] | None = None,
+                resolve: bool = True) -> tuple[list[str], list[str]]:
+        """(the program and its subcommand, what follows: the model, `where`, the flags). `resolve`
+        looks the vLLM command up on PATH as the launcher does; an exported script keeps it as given."""
+        common = [self.model, *(where or []), *server_flags(server)]
         if self.served_model_name:
             common += ["--served-model-name", self.served_model_name]
         if self.kind == "vllm":
-            exe = shutil.which(self.vllm_command[0]) or self.vllm_command[0]
-            return [exe, *self.vllm_command[1:], "serve", *common, *self.extra_args]
-        argv = [sys.executable, "-m", "tuner.sim", *common]
+            exe = (shutil.which(self.vllm_command[0]) if resolve else None) or self.vllm_command[0]
+            return [exe, *self.vllm_command[1:], "serve"], [*common, *self.extra_args]
+        head, argv = [sys.executable, "-m", "tuner.sim"], list(common)
         if self.sim_release:
             argv += ["--release", self.sim_release]
         argv += ["--sim-device", self.sim_device, "--sim-model", self.sim_model,
@@ -142,7 +149,7 @@ class Backend:
             argv += ["--sim-noise", str(self.sim_noise)]
         if self.sim_fault:
             argv += ["--sim-fault", self.sim_fault]
-        return argv + self.extra_args
+        return head, argv + self.extra_args
 
     def describe(self) -> dict[str, Any]:
         d = {"kind": self.kind, "model": self.model}

@@ -25,6 +25,7 @@ from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
 from ..perfmodel.rules import env_value
 from .clocks import LiveDriver
+from .configfile import ConfigFileError, expand_config
 from .faults import COMPILE_ERROR, FaultError, Faults
 from .faults import ENV_VAR as FAULT_ENV
 from .faults import from_env as fault_specs_from_env
@@ -59,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bucket-tuner sim-serve",
                                 description="Simulated vLLM-on-Gaudi server (drop-in for `vllm serve`).")
     p.add_argument("model", metavar="MODEL", help="served model name or path (also picks the shape)")
+    p.add_argument("--config", metavar="FILE.yaml", help="flags from a YAML file, as vllm serve --config reads it "
+                   "(keys are flag names; `model:` gives the model; command-line flags win)")
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-num-seqs", type=int, default=256)
@@ -114,6 +117,11 @@ def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        argv = expand_config(argv, set(parser._option_string_actions))
+    except ConfigFileError as e:
+        parser.error(str(e))  # exits 2
     args = parser.parse_args(argv)
     try:
         faults = Faults.parse(args.sim_fault + fault_specs_from_env(os.environ.get(FAULT_ENV)))

@@ -6,8 +6,12 @@ shapes (and KV block count) an earlier trial compiled finds their recipes and wa
 hit rate of a boot is measured on the folder, as `export --with-cache` does: recipes it had to write
 out of the shapes its warmup compiled (with several slots writing at once, a boot is charged the
 others' recipes too, so its rate is a lower bound). Such a trial's cold warmup is not observed; it
-is predicted (warmupmode.settle). At the end of the study the Pareto trials without a measured cold
-warmup are booted once more, cold, into a fresh empty cache, so every exported point carries one.
+is predicted (warmupmode.settle). At the end of the study the trials that need a measured cold warmup
+are booted once more, cold, into a fresh empty cache: the exported picks first (best.env and the
+report's columns carry their figures), then the other Pareto trials whose predicted cold warmup is
+uncertain: the share of it extrapolated from a boot that hit the cache, times the error per share the
+re-booted picks showed, over WIDE_BAND. Re-booting the whole front cost more than the cache saved
+(benchmarks/README.md); the others keep their predicted cold warmup, marked predicted.
 
 A server that ignores the variable (vLLM on CPU or CUDA: no Gaudi bridge, no recipes) writes nothing
 and compiles no [Warmup] shapes; the first such boot switches the shared cache off for the study,
@@ -91,14 +95,89 @@ def fresh_cold_cache(like: SharedCache) -> SharedCache:
 
 
 REBOOT_ATTR = "cold_reboots"  # study attr: trial number -> what its cold re-boot measured
+# A trial whose boot hit the cache ran only part of its cold warmup; the rest of its cold figure is the
+# model's extrapolation. Its band: the share extrapolated (hit rate x the cached part of the cold
+# warmup, as predicted) times the error per extrapolated share, measured on the picks re-booted first
+# (before any, PRIOR_ERROR_PER_SHARE: the model's compile/cache split may be 30% off). A band over
+# WIDE_BAND of the figure is measured by a cold re-boot; a narrower one stays predicted, marked so.
+WIDE_BAND = 0.05
+PRIOR_ERROR_PER_SHARE = 0.3
 
 
-def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None) -> list[int]:
-    """Boot every Pareto trial whose cold warmup was not measured once more, cold (a fresh empty
-    cache; to ready and stopped, no load test: its serving was measured already), and record the
-    measured cold warmup beside the prediction, in the study attribute "cold_reboots" (a finished
-    trial cannot be updated; warmupmode.warmup_figures reads both). The objective told to Optuna
-    stays. A trial that also measured its cached warmup gives the cache factor's calibration
+def extrapolated_share(t) -> float | None:
+    """The share of a trial's cold warmup its boot did not run (cached), as predicted; None: unknown."""
+    from ..trial.record import TrialRecord
+
+    rec = TrialRecord.from_frozen(t)
+    rate = rec.observed.get("recipe_cache_hit_rate")
+    cold, cached = rec.predicted.get("warmup_cold_s"), rec.predicted.get("warmup_cached_s")
+    if rate is None or not cold or cached is None:
+        return None
+    return max(0.0, float(rate) * (float(cold) - float(cached)) / float(cold))
+
+
+def error_per_share(checks: list[tuple[float | None, float | None, float]]) -> float:
+    """The largest relative error per extrapolated share among (share, predicted, measured) cold
+    warmups of re-booted trials; the prior when none tells."""
+    rates = [abs(pred / measured - 1) / share for share, pred, measured in checks
+             if share and pred and measured]
+    return max(rates) if rates else PRIOR_ERROR_PER_SHARE
+
+
+def needs_cold_figure(t, reboots: dict) -> bool:
+    from ..trial.record import TrialRecord
+
+    rec = TrialRecord.from_frozen(t)
+    return rec.ok and rec.observed.get("warmup_cold_s") is None and str(t.number) not in reboots
+
+
+def cold_reboots(study, picks, measure, say=lambda text: None) -> list[int]:
+    """Measure the cold warmups the front needs: first the exported picks (`picks`: trial numbers),
+    then every other Pareto trial whose band (see WIDE_BAND) is too wide. `measure(t, why)` boots
+    one cold and returns its cold warmup (None: it did not measure one); each is recorded in the
+    study attribute "cold_reboots" beside the prediction. Returns the trials re-booted."""
+    reboots = dict(study.user_attrs.get(REBOOT_ATTR) or {})
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    pending = [t for t in sorted(measured_front(study), key=lambda t: t.number) if needs_cold_figure(t, reboots)]
+    done: list[int] = []
+
+    def reboot(t, why: str) -> None:
+        from ..trial.record import TrialRecord
+
+        predicted = TrialRecord.from_frozen(t).predicted.get("warmup_cold_s")
+        say(f"trial {t.number}: cold re-boot, {why} (its cold warmup was predicted: {predicted or '?'} s)")
+        cold = measure(t, why)
+        if cold is None:
+            return
+        reboots[str(t.number)] = {"warmup_cold_s": cold, "predicted_cold_s": predicted, "why": why}
+        study.set_user_attr(REBOOT_ATTR, reboots)
+        say(f"trial {t.number}: cold warmup measured {cold:.0f} s" + (
+            f" (predicted {predicted:.0f} s, {100 * (predicted / cold - 1):+.0f}%)" if predicted else ""))
+        done.append(t.number)
+
+    for t in pending:
+        if t.number in picks:
+            reboot(t, "an exported pick")
+    checks = [(extrapolated_share(by_number[int(n)]), r.get("predicted_cold_s"), r["warmup_cold_s"])
+              for n, r in reboots.items() if int(n) in by_number]
+    per_share = error_per_share(checks)
+    for t in pending:
+        if t.number in picks:
+            continue
+        share = extrapolated_share(t)
+        if share is None:
+            reboot(t, "no prediction of its cold warmup")
+        elif share * per_share > WIDE_BAND:
+            reboot(t, f"its predicted cold warmup is uncertain (band {100 * share * per_share:.0f}%: "
+                      f"{100 * share:.0f}% of it extrapolated)")
+    return done
+
+
+def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None, picks=frozenset()) -> list[int]:
+    """The cold re-boots cold_reboots chooses, each a boot of the trial's settings into a fresh empty
+    cache, to ready and stopped (no load test: its serving was measured already). The objective told
+    to Optuna stays (a finished trial cannot be updated; warmupmode.warmup_figures reads the study
+    attribute). A trial that also measured its cached warmup gives the cache factor's calibration
     sample. Returns the trial numbers re-booted."""
     import dataclasses
     import shutil
@@ -112,19 +191,15 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
     opts = ctx.warmup
     if opts is None or opts.shared is None:
         return []
-    reboots = dict(study.user_attrs.get(REBOOT_ATTR) or {})
-    done = []
-    for t in sorted(measured_front(study), key=lambda t: t.number):
+
+    def measure(t, why: str) -> float | None:
         rec = TrialRecord.from_frozen(t)
-        if rec.observed.get("warmup_cold_s") is not None or str(t.number) in reboots or not rec.ok:
-            continue
+        predicted = rec.predicted
         fresh = fresh_cold_cache(opts.shared)
         cold_ctx = dataclasses.replace(ctx, warmup=dataclasses.replace(opts, shared=fresh, budget_s=None),
                                        limits=dataclasses.replace(ctx.limits, warmup_budget_s=None),
                                        progress=None, on_progress=None,
                                        measure_load=False)  # its serving was measured: only the warmup
-        predicted = rec.predicted
-        say(f"trial {t.number}: cold re-boot (its cold warmup was predicted: {predicted.get('warmup_cold_s', '?')} s)")
         where = study_dir / "trials" / f"{t.number:04d}" / "cold-reboot"
         try:
             result = trial_mod.run_trial(cold_ctx, space.settings_for(t.params), where)
@@ -135,9 +210,7 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
         if not result.ok or cold is None:
             say(f"trial {t.number}: the cold re-boot did not measure a cold warmup ({result.status}: "
                 f"{result.reason[:160]})")
-            continue
-        reboots[str(t.number)] = {"warmup_cold_s": cold, "predicted_cold_s": predicted.get("warmup_cold_s")}
-        study.set_user_attr(REBOOT_ATTR, reboots)
+            return None
         cached = rec.observed.get("warmup_cached_s")
         if cached is not None and predicted.get("warmup_cold_s") and predicted.get("warmup_cached_s"):
             dtype = ctx.device_model.dtype if ctx.device_model else "bf16"
@@ -145,8 +218,6 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None)
                                  CACHE_HIT.get(dtype, CACHE_HIT["bf16"]))
             if x is not None:
                 seed_calibration(study, [{"cache_hit": round(x, 5)}])
-        pred = predicted.get("warmup_cold_s")
-        say(f"trial {t.number}: cold warmup measured {cold:.0f} s" + (
-            f" (predicted {pred:.0f} s, {100 * (pred / cold - 1):+.0f}%)" if pred and cold else ""))
-        done.append(t.number)
-    return done
+        return cold
+
+    return cold_reboots(study, picks, measure, say)

@@ -28,7 +28,7 @@ from ..display import above
 from ..load.client import run_benchmark
 from ..load.metrics import rescale_time
 from ..load.workload import Workload
-from ..logparse import LogWatcher
+from ..logparse import LogWatcher, last_error
 from ..perfmodel.calibration import Calibration, observation_sample
 from ..perfmodel.checks import TrialPrediction, rejection
 from ..perfmodel.projection import BootTracker
@@ -505,11 +505,8 @@ def record_model_check(ctx: TrialContext, result: TrialResult, tp: TrialPredicti
 
 
 def _last_error(tail: list[str]) -> str:
-    for line in reversed(tail or []):
-        text = line.strip()
-        if "Error" in text or "error" in text:
-            return f" | last error: {text[-300:]}"
-    return ""
+    text = last_error(tail or [])  # an ERROR line or a traceback, never a warning that quotes one
+    return f" | last error: {text[-300:]}" if text else ""
 
 
 def status_line(ctx: TrialContext, text: str) -> None:
