@@ -113,8 +113,8 @@ def load_cases(path: Path = FACTS) -> list[Case]:
 def evidence(case: Case, lines: list[str] | None = None):
     """The case's log (or `lines`, the same log pasted another way) read as `tune --calibrate-from` reads
     it, against its hand-read settings."""
-    x, lines, notes = read_for_calibration(case.log_lines() if lines is None else lines, source=case.id)
-    return log_evidence(x, lines, case.ctx, case.settings, case.id, notes)
+    x, notes = read_for_calibration(case.log_lines() if lines is None else lines, source=case.id)
+    return log_evidence(x, case.ctx, case.settings, case.id, notes)
 
 
 def _sample(name: str, observations: list[Observation]) -> dict | None:

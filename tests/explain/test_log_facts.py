@@ -92,7 +92,7 @@ def test_the_28_s_gap_of_the_117_readme_is_no_step_time():
     x = explain(_lines(F117))
     assert max(s.seconds for s in x.timeline.slowest) == 1
     gap = next(iv for iv in x.timeline.intervals if iv.seconds == 28)
-    assert not gap.exact and dict(gap.steps) == {"prompt": 24, "decode": 47}
+    assert not gap.exact and dict(gap.spans) == {"prompt": 24, "decode": 47}
     text = render_text(x)
     assert "28 s" not in "".join(line for line in text.splitlines() if "[" in line)   # not in the slowest list
     assert "prompt + decode warmup" in text and "72 steps, across elided lines" in text

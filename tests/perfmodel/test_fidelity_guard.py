@@ -12,12 +12,12 @@ their row is written into LIMITS."""
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
 
 import pytest
 
 from ..conftest import ROOT
+from .pastes import docker_stamps, elided
 
 
 @pytest.fixture(scope="module")
@@ -106,41 +106,14 @@ def test_leave_one_phase_out_within_25_percent_out_of_sample(rows):
         assert abs(r.error) <= 0.25, (r.case, r.quantity, r.note, r.error)
 
 
-_STAMP = re.compile(r"\b(\d\d)-(\d\d) (\d\d:\d\d:\d\d)\b")
-
-
-def _docker(lines):
-    """`docker logs -t`: an ISO stamp with nanoseconds before each line (the line's own second)."""
-    out, last = [], "2024-01-01T00:00:00"
-    for x in lines:
-        m = _STAMP.search(x)
-        if m:
-            last = f"2024-{m[1]}-{m[2]}T{m[3]}"
-        out.append(f"{last}.250000000Z {x}" if x.strip() else x)
-    return out
-
-
-def _elided(lines):
-    """Every warm-up line but the first two and last two of each phase replaced by `...`."""
-    out = []
-    for x in lines:
-        m = re.search(r"\[Warmup\]\[[^\]]+\]\[(\d+)/(\d+)\]", x)
-        if m and 2 < int(m[1]) < int(m[2]) - 1:
-            if not out or out[-1] != "...":
-                out.append("...")
-            continue
-        out.append(x)
-    return out
-
-
 PASTES = {
     "as is": lambda case, mf: case.log_lines(),
-    "docker logs -t": lambda case, mf: _docker(case.log_lines()),
+    "docker logs -t": lambda case, mf: docker_stamps(case.log_lines()),
     "kubectl --prefix": lambda case, mf: [f"[pod/vllm-0/vllm] {x}" if x.strip() else x for x in case.log_lines()],
     "ANSI colours": lambda case, mf: [f"\x1b[32m{x[:4]}\x1b[0m{x[4:]}" if x.strip() else x
                                       for x in case.log_lines()],
     "CRLF": lambda case, mf: [x + "\r" for x in case.log_lines()],
-    "elided": lambda case, mf: _elided(case.log_lines()),
+    "elided": lambda case, mf: elided(case.log_lines()),
     "the whole file": lambda case, mf: (mf.SAMPLES / case.file).read_text().splitlines(),  # other runs too
 }
 

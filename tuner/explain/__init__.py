@@ -1,9 +1,8 @@
 """`bucket-tuner explain`: what a server log says about the settings that produced it.
 
     reading.py   the log as users paste it -> timed events, one rank's view, unread lines counted
-    runs.py      where one start of the server ends and the next begins (never add two together)
-    intervals.py what the timestamps really measure: steps timed to their true successor, stretches
-                 over elided lines, phase figures
+    phasetimes.py   per-phase figures of a run, summed from the intervals logparse.steptimes timed
+                 (runs, gaps, elisions and drops are read there, once, for explain and calibration alike)
     serverfacts.py  tensor-parallel size, model, dtype, device as the log states them
     analysis.py  release, buckets per phase, memory split, problems
     timeline.py  the warm-up timeline of each start: phase figures, slowest steps, skipped or not

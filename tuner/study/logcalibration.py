@@ -1,7 +1,8 @@
 """A log of a past boot is a free observation: `tune --calibrate-from LOG` and `explain`'s predictions.
 
-The log is read as `explain` reads it; when it holds several runs or excerpts (logparse.steptimes),
-only the run whose warm-up counts and the startup lines that lead up to it are read. The settings it
+The log is read as `explain` reads it (logparse.steptimes: one reading of runs and timed intervals for
+both); when it holds several runs or excerpts, only the run whose warm-up counts and the bucket lines
+it ran with are read. The settings it
 shows (bucket configs and strategy, the memory split's gpu_memory_utilization and
 VLLM_GRAPH_RESERVED_MEM, the graph prompt ratio, max_num_seqs) fill in the study's server defaults; the
 performance model predicts that configuration with the documented constants, and the log's own
@@ -22,7 +23,7 @@ from typing import Any
 from ..explain import Explanation, explain
 from ..explain.advice import env_from_configs, server_from_log, strategy_from_configs
 from ..logparse import GraphBudget
-from ..logparse.steptimes import elision_lines, events_of, line_ranges, read_step_times
+from ..logparse.steptimes import events_of, line_ranges, read_step_times
 from ..perfmodel import Corrections
 from ..perfmodel.calibration import (
     ADDITIVE,
@@ -142,25 +143,25 @@ def _bucket_env(profile, cfg, strategy: str, base: dict[str, str], logged: dict[
     return {k: v for k, v in env.items() if k not in base}
 
 
-def read_for_calibration(lines: Iterable[str], source: str = "-") -> tuple[Explanation, list[str], list[str]]:
-    """The log as calibration reads it: (explanation of the run whose warm-up counts, with the startup
-    lines before it; the lines, others blanked so that line numbers stay; notes on what was left out)."""
+def read_for_calibration(lines: Iterable[str], source: str = "-") -> tuple[Explanation, list[str]]:
+    """The log as calibration reads it: (explanation of the run whose warm-up counts and of the bucket
+    lines it ran with, the other lines blanked so that line numbers stay; notes on what was left out)."""
     lines = list(lines)
     x = explain(lines, source=source)
-    first = read_step_times(events_of(x.reading.events), elision_lines(lines))
+    first = x.reading.step_times
     keep = first.kept_lines()
     if keep is None:
-        return x, lines, []
+        return x, []
     read = {t.line_no for t in x.reading.events}
     notes = [*first.run_notes, f"read lines {line_ranges(keep & read)} (the run whose warm-up counts and the "
-             f"startup lines before it); left out lines {line_ranges(read - keep)}"]
+             f"bucket lines it ran with); left out lines {line_ranges(read - keep)}"]
     lines = [line if n in keep else "" for n, line in enumerate(lines, start=1)]
-    return explain(lines, source=source), lines, notes
+    return explain(lines, source=source), notes
 
 
 def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], source: str = "-") -> LogSample:
     """One calibration sample from a log, against the study's release, device and model (ctx)."""
-    x, lines, notes = read_for_calibration(lines, source)
+    x, notes = read_for_calibration(lines, source)
     if ctx.release is None or ctx.device_model is None:
         raise LogCalibrationError(f"--calibrate-from {source}: the study has no performance model "
                                   "(a release and --model-shape are needed)")
@@ -176,17 +177,16 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
         settings, more = settings_from_log(x, server_defaults, ctx.release)
     except BucketConfigError as exc:
         raise LogCalibrationError(f"--calibrate-from {source}: its settings cannot be read back ({exc})") from None
-    return log_evidence(x, lines, ctx, settings, source, notes + more)
+    return log_evidence(x, ctx, settings, source, notes + more)
 
 
-def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings, source: str = "-",
+def log_evidence(x: Explanation, ctx, settings: TrialSettings, source: str = "-",
                  notes: list[str] | None = None) -> LogSample:
     """The sample of a log read by read_for_calibration, against the prediction of `settings` (the
     settings it ran with: read from it, or known otherwise, as the fidelity benchmark's facts)."""
     from ..perfmodel.target import predict
 
     notes = list(notes or [])
-    elisions = elision_lines(lines)
     prior_pred = predict(ctx, settings)
     if prior_pred is None or prior_pred.failure is not None:
         why = prior_pred.failure.message if prior_pred is not None and prior_pred.failure else "no prediction"
@@ -204,7 +204,7 @@ def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings,
     if steps_pred is None or steps_pred.failure is not None:
         steps_pred = prior_pred
     steps_pred = _logged_lists(x, steps_pred, notes)
-    st = read_step_times(events_of(x.reading.events), elisions, step_order(steps_pred))
+    st = read_step_times(events_of(x.reading.events), x.reading.elisions, step_order(steps_pred))
     warm = warmup_evidence(st, steps_pred)
     notes += st.notes + warm.notes
     observations = [Observation({k: 1.0}, v, MEMORY_NOISE[k]) for k, v in memory.items()]
