@@ -31,3 +31,14 @@ def elided(lines: list[str]) -> list[str]:
             continue
         out.append(x)
     return out
+
+
+# name -> the log's lines as that paste shows them
+PASTES = {
+    "as is": list,
+    "docker logs -t": docker_stamps,
+    "kubectl --prefix": lambda lines: [f"[pod/vllm-0/vllm] {x}" if x.strip() else x for x in lines],
+    "ANSI colours": lambda lines: [f"\x1b[32m{x[:4]}\x1b[0m{x[4:]}" if x.strip() else x for x in lines],
+    "CRLF": lambda lines: [x + "\r" for x in lines],
+    "elided": elided,
+}

@@ -19,6 +19,7 @@ from tuner.study.logcalibration import log_sample
 from tuner.trial.run import TrialContext
 
 from ..conftest import LOG_SAMPLES, ROOT
+from .pastes import PASTES
 
 F117 = LOG_SAMPLES / "fork-v0.5.3-gaudi-1.17_readme_startup.log"
 F122 = LOG_SAMPLES / "fork-v0.9.0.1-gaudi-1.22_readme_exponential.log"
@@ -58,6 +59,44 @@ def test_the_1_17_readme_run_predicts_its_own_49_s_not_568():
     assert band.low <= 49 <= band.high
     for name in ("prompt_warmup", "decode_warmup", "capture"):
         assert 0.5 < getattr(cal.corrections, name) < 2.0, name
+
+
+# Logs with the server's own warm-up total whose settings they show (bucket lists or graph summaries
+# that list every bucket): (file, lines kept, release, device). The Enterprise-RAG excerpt shows only two
+# warm-up steps and its total: its settings must come from the study (the fidelity guard holds it so).
+OWN_SETTINGS = [("fork-v0.5.3-gaudi-1.17_readme_startup.log", slice(0, 27), "fork-1.17", "gaudi2", 49, (24, 48)),
+                ("vllm-gaudi_docs_performance_tuning_fork-1.18.log", slice(None), "fork-1.18", "gaudi2", 32, (24, 1))]
+
+
+@pytest.mark.parametrize("paste", sorted(PASTES))
+@pytest.mark.parametrize("name,keep,release,device,logged,buckets", OWN_SETTINGS, ids=[o[0] for o in OWN_SETTINGS])
+def test_a_log_read_as_tune_reads_it_predicts_its_own_warmup(name, keep, release, device, logged, buckets, paste):
+    """`tune --calibrate-from` with a study that knows only the block size: the settings come from the
+    log itself (the fork 1.18 doc's from its graph summaries), and the calibrated model puts the logged
+    total inside its band, within 30%."""
+    lines = PASTES[paste]((LOG_SAMPLES / name).read_text().splitlines()[keep])
+    ctx, got, cal, pred = _calibrated(lines, release, device, {"block_size": 128})
+    assert (len(pred.plan.prompt), len(pred.plan.decode)) == buckets  # the log's own configuration
+    assert pred.warmup_seconds == pytest.approx(logged, rel=0.30), got.notes
+    band = warmup_band(pred, cal)
+    assert band.low <= logged <= band.high
+
+
+def test_a_log_that_does_not_show_its_settings_is_refused_for_other_ones():
+    """The Enterprise-RAG excerpt shows 1024 decode warm-up steps and the total: read with settings that
+    build other buckets, its total would calibrate another configuration, so it is refused by name; with
+    the settings it ran with, it predicts its own 1689 s."""
+    lines = (LOG_SAMPLES / "enterprise-rag_readme_fork-1.16_enforce_eager.log").read_text().splitlines()
+    ctx = ModelTarget("fork-1.17", DeviceModel("gaudi2", "Intel/neural-chat-7b-v3-3", "bf16"))
+    with pytest.raises(ValueError, match="1024.*give the server settings it ran with"):
+        log_sample(lines, ctx, {"block_size": 128, "max_num_seqs": 64}, source="erag.log")
+    got = log_sample(lines, ctx, {"block_size": 16, "max_num_seqs": 128, "max_model_len": 32768,
+                                  "enforce_eager": True}, source="erag.log")
+    cal = Calibration.from_samples([got.sample], generic=True)
+    pred = predict(ctx, got.settings, cal.corrections)
+    assert pred.warmup_seconds == pytest.approx(1689, rel=0.30)
+    band = warmup_band(pred, cal)
+    assert band.low <= 1689 <= band.high
 
 
 def test_explain_with_the_model_shape_on_the_pasted_1_17_run(tmp_path):

@@ -42,8 +42,8 @@ class Explanation:
     problems: list[Problem]
     advice: Advice
     server: ServerFacts
-    # phases whose bucket count the log states without bucket lines (the steps' [i/N], "captured:N
-    # (100.0%)"): shown and counted, but nothing to rebuild settings from, so not in `phases`
+    # phases whose bucket count the log states without listing the buckets (the steps' [i/N], "captured:N
+    # (100.0%)" without its list): shown and counted, but nothing to rebuild settings from, so not in `phases`
     counted: list[PhaseBuckets] = field(default_factory=list)
 
     @property
@@ -56,7 +56,8 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
     reading = read_log(lines)
     release = detect_release(reading)
     every = bucket_phases(reading)
-    phases = [p for p in every if p.count_from in ("bucket list", "config")]
+    phases = [p for p in every if p.count_from in ("bucket list", "config")
+              or (p.count_from == "graph summary" and p.listed == p.count)]   # every bucket listed
     memory = memory_view(reading)
     tl = timeline(reading)
     facts = server_facts(reading)

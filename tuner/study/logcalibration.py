@@ -102,6 +102,10 @@ def settings_from_log(x: Explanation, server_defaults: dict[str, Any], release: 
                                        token_budget=omitted.token_budget if omitted else None)
         server["max_num_seqs"] = cfg.max_num_seqs
         notes += [a for a in assumed if a.startswith("max_num_seqs")]
+        for key in ("max_model_len", "max_num_batched_tokens"):  # what the study leaves open, as the log shows it
+            if server.get(key) is None:
+                server[key] = getattr(cfg, key)
+                notes += [a for a in assumed if a.startswith(key)]
         profile = get_profile(release)
         logged = strategy_from_configs(by_phase)
         strategy = logged if logged in profile.strategies else profile.default_strategy
@@ -168,9 +172,9 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
     if x.release.profiles and ctx.release not in x.release.profiles:
         raise LogCalibrationError(f"--calibrate-from {source}: the log was written by {x.release.family} "
                                   f"({', '.join(x.release.profiles)}), the study tunes {ctx.release}")
-    if not x.phases and x.memory.kv_blocks is None:
-        raise LogCalibrationError(f"--calibrate-from {source}: no bucket or memory lines in it; nothing to "
-                                  "compare with the model")
+    if not x.phases and not x.counted and x.memory.kv_blocks is None:
+        raise LogCalibrationError(f"--calibrate-from {source}: no bucket, warm-up or memory lines in it; nothing "
+                                  "to compare with the model")
     from ..buckets import BucketConfigError
 
     try:
@@ -205,8 +209,16 @@ def log_evidence(x: Explanation, ctx, settings: TrialSettings, source: str = "-"
         steps_pred = prior_pred
     steps_pred = _logged_lists(x, steps_pred, notes)
     st = read_step_times(events_of(x.reading.events), x.reading.elisions, step_order(steps_pred))
-    warm = warmup_evidence(st, steps_pred)
+    counts = {p.phase: p.count for p in x.phases + x.counted if p.phase in ("prompt", "decode") and p.count}
+    built = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
+    same = all(built[ph] == n for ph, n in counts.items())
+    warm = warmup_evidence(st, steps_pred, total=same)
     notes += st.notes + warm.notes
+    if not same:
+        notes.append(f"the log's buckets {counts} differ from the rebuilt configuration's "
+                     f"{ {ph: built[ph] for ph in counts} }: its steps are placed by their share of each phase"
+                     + ("; its 'Warmup finished' total, of another configuration, is not used"
+                        if st.run is not None and st.run.finished_s is not None else ""))
     observations = [Observation({k: 1.0}, v, MEMORY_NOISE[k]) for k, v in memory.items()]
     described = [f"{k} {_ratio(k, v)}: {_memory_words(k, memory_obs)}" for k, v in memory.items()]
     for o, what in zip(warm.observations, warm.described):
@@ -215,14 +227,11 @@ def log_evidence(x: Explanation, ctx, settings: TrialSettings, source: str = "-"
     for o, what in _startup_observations(x, st, steps_pred, notes):
         observations.append(o)
         described.append(f"{combination(o.weights)} x{math.exp(o.value):.3g} (+-{o.noise:.2f}): {what}")
-    counts = {p.phase: p.count for p in x.phases if p.phase in ("prompt", "decode")}
-    predicted_counts = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
-    if counts and counts != predicted_counts:
-        notes.append(f"the log's buckets {counts} differ from the rebuilt configuration's {predicted_counts}: "
-                     "its steps are placed by their share of each phase")
     if not observations:
-        raise LogCalibrationError(f"--calibrate-from {source}: nothing in it could be compared with the model "
-                                  "(no timestamps, memory split or KV blocks)")
+        why = ("its warm-up is of another configuration than the settings it is read with "
+               f"(the log shows {counts} buckets, they build { {ph: built[ph] for ph in counts} }: give the "
+               "server settings it ran with)" if not same else "no timestamps, memory split or KV blocks")
+        raise LogCalibrationError(f"--calibrate-from {source}: nothing in it could be compared with the model ({why})")
     prior = prediction_facts(steps_pred)
     return LogSample(source, settings, evidence_sample(source, observations), prior,
                      {**memory_obs, "warmup_s": x.timeline.warmup_total_s}, notes, observations, described)
