@@ -137,6 +137,19 @@ def test_a_rebuild_that_disagrees_with_the_log_is_flagged():
     assert any(s.startswith("Check failed:") for s in doc["summary"])
 
 
+def test_graph_summaries_that_list_every_bucket_are_the_bucket_lists():
+    """The fork 1.18 performance-tuning doc skips the bucket lines; its graph summaries list every bucket
+    (`captured:24 (100.0%) .. buckets:[..]`): the settings are rebuilt from them, and without timed steps
+    the log's total is shared by its buckets, not half per phase (1 decode bucket is not 16 s)."""
+    x = explain(_lines("vllm-gaudi_docs_performance_tuning_fork-1.18.log"))
+    prompt = next(p for p in x.phases if p.phase == "prompt")
+    assert (prompt.count, prompt.listed, prompt.ranges) == (24, 24, ((1, 4), (128, 1024)))
+    logged = next(a for a in x.advice.alternatives if a.name == "as logged")
+    assert (logged.prompt_buckets, logged.decode_buckets) == (24, 1) and x.advice.rebuild_mismatch is None
+    for alt in x.advice.alternatives:
+        assert alt.predicted_warmup_s == pytest.approx(32 * (alt.prompt_buckets + alt.decode_buckets) / 25)
+
+
 # --- skip_warmup, numbers in the text ---------------------------------------------------------------
 
 def test_skip_warmup_true_in_the_runtime_dump_is_read_as_true():
