@@ -112,6 +112,22 @@ def test_two_starts_in_one_log_are_never_added_together():
     assert (logged.prompt_buckets, logged.decode_buckets) == (36, 42) and x.advice.rebuild_mismatch is None
 
 
+def test_the_text_says_how_the_warmup_lines_were_read_without_a_model():
+    """Without --model-shape the reader still sees what calibration would read: excerpts left out,
+    gaps kept as totals, the step the log ends in; with it, the same notes are not said twice."""
+    from tuner.study.logcalibration import model_advice
+
+    lines = _lines(F122)
+    x = explain(lines)
+    text = " ".join(render_text(x).split())
+    assert "how the warm-up lines were read:" in text
+    assert "32 steps in 59 s (lines left out)" in text and "the time goes back 12 min" in text
+    assert to_json(x)["warmup"]["notes"] == x.timeline.notes
+    model_advice(x, lines, "gaudi3", "llama-3.1-8b", "bf16", {"block_size": 128})
+    assert not [n for n in x.advice.notes if n.removeprefix("calibration: ") in x.timeline.notes]
+    assert any(n.startswith("calibration: read lines") for n in x.advice.notes)
+
+
 # --- a cut bucket list, and the engine's rebuild checked against the log -----------------------------
 
 def test_ranges_of_a_cut_list_are_not_reported_as_facts():

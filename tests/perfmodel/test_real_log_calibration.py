@@ -110,8 +110,8 @@ def test_explain_with_the_model_shape_on_the_pasted_1_17_run(tmp_path):
     assert logged["predicted_warmup_s"] == pytest.approx(49, rel=0.30)
     low, high = logged["predicted_warmup_band_s"]
     assert low <= 49 <= high
-    # the reading says what it made of the elided stretch
-    assert any("71 steps in 28 s" in n and "one sample" in n for n in doc["advice"]["notes"])
+    # the reading says what it made of the elided stretch (once: the timeline's notes are calibration's)
+    assert any("71 steps in 28 s" in n and "one sample" in n for n in doc["warmup"]["notes"])
 
 
 @pytest.mark.parametrize("lines", [_excerpt_122, lambda: F122.read_text().splitlines()],
@@ -177,3 +177,34 @@ def test_the_study_says_when_its_boots_outvote_a_log():
     assert study.user_attrs[CAL_ATTR]["notes"] == cal.notes
     refresh_calibration(study, ctx)
     assert len(said) == 1  # said once
+
+
+def test_a_log_seeded_by_an_older_version_is_read_as_a_log():
+    """Before evidence samples, a study stored a `--calibrate-from` log as a flat {factor: log ratio}
+    sample, like a boot: the 1.17 README's x11 warm-up (the elided compile pass charged to one step)
+    would have weighed as a boot, unbounded. It is read as a log: bounded, outvoted, said once."""
+    import optuna
+
+    from tuner.study.screen import SAMPLE_ATTR, SEED_ATTR, refresh_calibration, study_calibration
+
+    study = optuna.create_study(directions=["maximize"])
+    study.set_user_attr(SEED_ATTR, [{"prompt_warmup": math.log(11.5), "decode_warmup": math.log(15.0),
+                                     "kv_block": 0.0}])
+    alone = study_calibration(study)
+    assert (alone.boots, alone.logs) == (0, 1)
+    assert alone.corrections.prompt_warmup < 11.5 / 2  # bounded to the prior's plausible range
+    assert any("bounded" in n for n in alone.notes)
+    for f in (1.0, 1.04, 0.97):
+        t = study.ask()
+        t.set_user_attr(SAMPLE_ATTR, {"prompt_warmup": math.log(f), "decode_warmup": math.log(f)})
+        study.tell(t, 1.0)
+    said: list[str] = []
+    ctx = TrialContext(backend=None, workload=None, release="fork-1.17",
+                       device_model=DeviceModel("gaudi2", "llama-3.1-8b", "bf16"), progress=said.append)
+    cal = refresh_calibration(study, ctx)
+    assert (cal.boots, cal.logs) == (3, 1)
+    assert cal.corrections.prompt_warmup == pytest.approx(1.0, abs=0.05)  # the boots win
+    assert any("stored by an older version are read as logs" in s for s in said)
+    count = len(said)
+    refresh_calibration(study, ctx)
+    assert len(said) == count  # said once

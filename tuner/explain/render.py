@@ -190,7 +190,7 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
     if mem:
         lines += ["", "Memory"] + [f"  {k:<24}{v}" for k, v in mem]
     tl = x.timeline
-    if tl.phases or tl.warmup_total_s is not None or tl.other_runs:
+    if tl.phases or tl.warmup_total_s is not None or tl.other_runs or tl.notes:
         where = tl.runs[tl.primary] if tl.primary is not None and len(tl.runs) > 1 else None
         lines += ["", "Warm-up timeline" + (f" (lines {where.first_line}-{where.last_line})" if where else "")]
         lines += _phase_rows(tl.phases)
@@ -207,6 +207,10 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
             lines += _phase_rows(run.phases)
             if run.warmup_total_s is not None:
                 lines.append(f"  {'total (server: Warmup finished)':<32}{_secs(run.warmup_total_s):>8}")
+        if tl.notes:  # what the timestamps could not time one by one, as calibration reads them too
+            lines.append("  how the warm-up lines were read:")
+            for note in tl.notes:
+                lines += textwrap.wrap(note, WIDTH, initial_indent="    - ", subsequent_indent="      ")
     if tl.skipped:
         lines += ["", f"Warm-up skipped: {tl.skip_evidence}"]
     s = x.reading.summary

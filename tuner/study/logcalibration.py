@@ -364,4 +364,4 @@ def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str
                            predicted_warmup_band=(band.low, band.high) if band else None))
     x.advice.alternatives = out
     x.advice.predicted_by = (f"the performance model ({device}, {model_shape}, {dtype}) calibrated with this log")
-    x.advice.notes += [f"calibration: {n}" for n in got.notes]
+    x.advice.notes += [f"calibration: {n}" for n in got.notes if n not in x.timeline.notes]  # not twice
