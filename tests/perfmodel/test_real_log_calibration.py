@@ -155,19 +155,34 @@ def test_a_log_is_bounded_and_outvoted_by_the_boots():
     assert Calibration.from_samples([*boots, agree]).notes == []
 
 
-def test_the_study_says_when_its_boots_outvote_a_log():
-    """`tune` prints it once (measured.refresh_calibration), and the study's record keeps it."""
+def _seeded_study(seed: dict):
+    """A study seeded with one log sample, as `tune --calibrate-from` stores it."""
     import optuna
 
-    from tuner.study.screen import CAL_ATTR, SAMPLE_ATTR, SEED_ATTR, refresh_calibration
+    from tuner.study.screen import SEED_ATTR
 
     study = optuna.create_study(directions=["maximize"])
-    study.set_user_attr(SEED_ATTR, [{"log": "node-b.log", "evidence": [
-        {"w": {"prompt_warmup": 0.5, "decode_warmup": 0.5}, "y": math.log(3.0), "sd": 0.02}]}])
+    study.set_user_attr(SEED_ATTR, [seed])
+    return study
+
+
+def _boot_three_times(study) -> None:
+    """Three boots that find the documented warm-up constants right (within 4%)."""
+    from tuner.study.screen import SAMPLE_ATTR
+
     for f in (1.0, 1.04, 0.97):
         t = study.ask()
         t.set_user_attr(SAMPLE_ATTR, {"prompt_warmup": math.log(f), "decode_warmup": math.log(f)})
         study.tell(t, 1.0)
+
+
+def test_the_study_says_when_its_boots_outvote_a_log():
+    """`tune` prints it once (measured.refresh_calibration), and the study's record keeps it."""
+    from tuner.study.screen import CAL_ATTR, refresh_calibration
+
+    study = _seeded_study({"log": "node-b.log", "evidence": [
+        {"w": {"prompt_warmup": 0.5, "decode_warmup": 0.5}, "y": math.log(3.0), "sd": 0.02}]})
+    _boot_three_times(study)
     said: list[str] = []
     ctx = TrialContext(backend=None, workload=None, release="fork-1.22",
                        device_model=DeviceModel("gaudi3", "llama-3.1-8b", "bf16"), progress=said.append)
@@ -183,21 +198,14 @@ def test_a_log_seeded_by_an_older_version_is_read_as_a_log():
     """Before evidence samples, a study stored a `--calibrate-from` log as a flat {factor: log ratio}
     sample, like a boot: the 1.17 README's x11 warm-up (the elided compile pass charged to one step)
     would have weighed as a boot, unbounded. It is read as a log: bounded, outvoted, said once."""
-    import optuna
+    from tuner.study.screen import refresh_calibration, study_calibration
 
-    from tuner.study.screen import SAMPLE_ATTR, SEED_ATTR, refresh_calibration, study_calibration
-
-    study = optuna.create_study(directions=["maximize"])
-    study.set_user_attr(SEED_ATTR, [{"prompt_warmup": math.log(11.5), "decode_warmup": math.log(15.0),
-                                     "kv_block": 0.0}])
+    study = _seeded_study({"prompt_warmup": math.log(11.5), "decode_warmup": math.log(15.0), "kv_block": 0.0})
     alone = study_calibration(study)
     assert (alone.boots, alone.logs) == (0, 1)
     assert alone.corrections.prompt_warmup < 11.5 / 2  # bounded to the prior's plausible range
     assert any("bounded" in n for n in alone.notes)
-    for f in (1.0, 1.04, 0.97):
-        t = study.ask()
-        t.set_user_attr(SAMPLE_ATTR, {"prompt_warmup": math.log(f), "decode_warmup": math.log(f)})
-        study.tell(t, 1.0)
+    _boot_three_times(study)
     said: list[str] = []
     ctx = TrialContext(backend=None, workload=None, release="fork-1.17",
                        device_model=DeviceModel("gaudi2", "llama-3.1-8b", "bf16"), progress=said.append)
