@@ -1,12 +1,13 @@
 """How well the performance model predicts real Gaudi servers: the public logs that time something.
 
-For every start in tests/data/log-samples/timed_facts.yaml (hand-read facts: the settings each start ran
-with and what its log shows), the model predicts each logged quantity (warm-up total and per phase, KV
-blocks, graph memory, weights load) with its 2-sd band, in four ways:
+For every start in the `fidelity` lists of tests/data/log-samples/facts.yaml (hand-read facts: the
+settings each start ran with and what its log shows), the model predicts each logged quantity (warm-up
+total and per phase, KV blocks, graph memory, weights load) with its 2-sd band, in four ways:
 
     prior        the documented constants (docs/calibration.md), no calibration
     itself       calibrated from this very log, read as `tune --calibrate-from` reads it (in sample)
-    other logs   calibrated from the other logs of the same device and model (leave one log out)
+    other logs   calibrated from the other logs of the same release, device and model (leave one log
+                 out; `--calibrate-from` refuses a log another release wrote)
     other phase  calibrated from one timed phase of the same log, predicting another (leave one phase out)
 
 and says the error (predicted / logged - 1) and whether the band holds the logged figure. A prior row
@@ -33,14 +34,15 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.perfmodel import Corrections  # noqa: E402
 from tuner.perfmodel.calibration import Calibration, Observation, evidence_sample  # noqa: E402
-from tuner.perfmodel.hardware import GiB, is_generic  # noqa: E402
+from tuner.perfmodel.hardware import GiB, is_generic, shape_for  # noqa: E402
 from tuner.perfmodel.projection import correction_of, step_key  # noqa: E402
 from tuner.perfmodel.target import DeviceModel, ModelTarget, predict  # noqa: E402
 from tuner.space.schema import TrialSettings  # noqa: E402
 from tuner.study.logcalibration import log_evidence, read_for_calibration  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "data" / "log-samples"
-FACTS = SAMPLES / "timed_facts.yaml"
+FACTS = SAMPLES / "facts.yaml"
+INHERITED = ("release", "device", "model", "dtype", "tp", "buckets")  # a start takes these from its file's entry
 Z = 2.0
 METHODS = ("prior", "itself", "other logs", "other phase")
 WARMUP = ("prompt_warmup", "decode_warmup", "capture")
@@ -67,6 +69,11 @@ class Case:
     def ctx(self) -> ModelTarget:
         return ModelTarget(release=self.release,
                             device_model=DeviceModel(self.device, self.model, self.dtype))
+
+    @property
+    def node(self) -> tuple[str, str]:
+        """The device and the model shape (a table's name for a served model path)."""
+        return self.device, shape_for(self.model).name
 
     @property
     def settings(self) -> TrialSettings:
@@ -105,7 +112,12 @@ class Row:
 
 
 def load_cases(path: Path = FACTS) -> list[Case]:
-    return [Case(**entry) for entry in yaml.safe_load(path.read_text(encoding="utf-8"))]
+    """Every start of every log that has `fidelity` facts, with what it inherits from its file's entry."""
+    out = []
+    for entry in yaml.safe_load(path.read_text(encoding="utf-8")):
+        for start in entry.get("fidelity") or []:
+            out.append(Case(file=entry["file"], **{**{k: entry.get(k) for k in INHERITED}, **start}))
+    return out
 
 
 # --- evidence -------------------------------------------------------------------------------------
@@ -113,8 +125,8 @@ def load_cases(path: Path = FACTS) -> list[Case]:
 def evidence(case: Case, lines: list[str] | None = None):
     """The case's log (or `lines`, the same log pasted another way) read as `tune --calibrate-from` reads
     it, against its hand-read settings."""
-    x, lines, notes = read_for_calibration(case.log_lines() if lines is None else lines, source=case.id)
-    return log_evidence(x, lines, case.ctx, case.settings, case.id, notes)
+    x, notes = read_for_calibration(case.log_lines() if lines is None else lines, source=case.id)
+    return log_evidence(x, case.ctx, case.settings, case.id, notes)
 
 
 def _sample(name: str, observations: list[Observation]) -> dict | None:
@@ -206,7 +218,7 @@ def compute(cases: list[Case] | None = None) -> list[Row]:
     rows: list[Row] = []
     for case in cases:
         own = got[case.id]
-        peers = [c for c in cases if c.id != case.id and (c.device, c.model) == (case.device, case.model)]
+        peers = [c for c in cases if c.id != case.id and (c.release, c.node) == (case.release, case.node)]
         methods = {
             "prior": (_calibration(case, []), "documented constants"),
             "itself": (_calibration(case, [own.sample]), "this log"),
@@ -263,12 +275,13 @@ def summary(rows: list[Row]) -> list[dict[str, Any]]:
 
 
 def builds(cases: list[Case] | None = None) -> dict[str, dict[str, int]]:
-    """Bucket counts the facts' settings rebuild, to check against the logged counts."""
+    """Bucket counts the facts' settings rebuild, of the phases the log states a count for."""
     out = {}
     for case in cases or load_cases():
         pred = predict(case.ctx, case.settings)
         if pred is not None and pred.plan is not None:
-            out[case.id] = {"prompt": len(pred.plan.prompt), "decode": len(pred.plan.decode)}
+            built = {"prompt": len(pred.plan.prompt), "decode": len(pred.plan.decode)}
+            out[case.id] = {k: v for k, v in built.items() if not case.buckets or k in case.buckets}
     return out
 
 
@@ -293,7 +306,7 @@ LABELS = {"warmup": "warm-up", "kv_blocks": "KV blocks", "graph_mem_gib": "graph
 
 
 def markdown(rows: list[Row]) -> str:
-    lines = ["| log | quantity | logged | prior | calibrated on itself | other logs (same device) | other phase |",
+    lines = ["| log | quantity | logged | prior | calibrated on itself | other logs (same release) | other phase |",
              "|---|---|---|---|---|---|---|"]
     keys = list(dict.fromkeys((r.case, r.quantity) for r in rows))
     for case, quantity in keys:

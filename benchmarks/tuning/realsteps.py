@@ -5,13 +5,13 @@ Here every warm-up step of the truth takes the seconds the public logs show for 
 phase, interpolated over the step's size (prompt: padded tokens; decode: KV blocks read) and flat beyond
 the sizes the logs cover: the cost rules of docs/calibration.md 7.2 play no part in the truth.
 
-Points come from the timed facts (tests/data/log-samples/timed_facts.yaml) read with logparse.steptimes:
-every contiguous stretch of one kind and phase of a start's warm-up (compile, capture, or compile and
-capture in one step) is one point, (mean size of its steps, seconds per step), its sizes taken from the
-bucket lists the start's settings build. Each problem takes the starts of its device and warm-up style:
-problem linear (fork-1.21.2, Gaudi 2) the fork 1.17 README's two runs (compile steps from the run
-without graphs, captures from the run with graphs); problems on another device or style have no
-real steps and refuse the scenario.
+Points come from the timed facts (the `fidelity` starts of tests/data/log-samples/facts.yaml) read with
+logparse.steptimes: every contiguous stretch of one kind and phase of a start's warm-up (compile,
+capture, or compile and capture in one step) is one point, (mean size of its steps, seconds per step),
+its sizes taken from the bucket lists the start's settings build. Each problem takes the starts of its
+device and warm-up style: problem linear (fork-1.21.2, Gaudi 2) the fork 1.17 README's two runs (compile
+steps from the run without graphs, captures from the run with graphs); problems on another device or
+style have no real steps and refuse the scenario.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tuner.logparse.steptimes import elision_lines, events_of, read_step_times
 from tuner.perfmodel.costs import CACHE_HIT, decode_blocks, prompt_shape
 from tuner.perfmodel.evidence import step_order
 
-# problem -> timed starts whose steps its truth takes (timed_facts.yaml ids): same device, same style
+# problem -> timed starts whose steps its truth takes (facts.yaml fidelity ids): same device, same style
 SOURCES = {"linear": ("fork-1.17-readme-nographs", "fork-1.17-readme")}
 MIN_SECONDS = 3.0  # a stretch shorter than three ticks of 1-s timestamps is not a point on its own
 

@@ -92,7 +92,7 @@ def test_the_28_s_gap_of_the_117_readme_is_no_step_time():
     x = explain(_lines(F117))
     assert max(s.seconds for s in x.timeline.slowest) == 1
     gap = next(iv for iv in x.timeline.intervals if iv.seconds == 28)
-    assert not gap.exact and dict(gap.steps) == {"prompt": 24, "decode": 47}
+    assert not gap.exact and dict(gap.spans) == {"prompt": 24, "decode": 47}
     text = render_text(x)
     assert "28 s" not in "".join(line for line in text.splitlines() if "[" in line)   # not in the slowest list
     assert "prompt + decode warmup" in text and "72 steps, across elided lines" in text
@@ -110,6 +110,22 @@ def test_two_starts_in_one_log_are_never_added_together():
     assert prompt.ranges[0] == (1, 4) and prompt.config["seq"] == (128, 128, 4096, 13)   # the 19:15 start's
     logged = next(a for a in x.advice.alternatives if a.name == "as logged")
     assert (logged.prompt_buckets, logged.decode_buckets) == (36, 42) and x.advice.rebuild_mismatch is None
+
+
+def test_the_text_says_how_the_warmup_lines_were_read_without_a_model():
+    """Without --model-shape the reader still sees what calibration would read: excerpts left out,
+    gaps kept as totals, the step the log ends in; with it, the same notes are not said twice."""
+    from tuner.study.logcalibration import model_advice
+
+    lines = _lines(F122)
+    x = explain(lines)
+    text = " ".join(render_text(x).split())
+    assert "how the warm-up lines were read:" in text
+    assert "32 steps in 59 s (lines left out)" in text and "the time goes back 12 min" in text
+    assert to_json(x)["warmup"]["notes"] == x.timeline.notes
+    model_advice(x, lines, "gaudi3", "llama-3.1-8b", "bf16", {"block_size": 128})
+    assert not [n for n in x.advice.notes if n.removeprefix("calibration: ") in x.timeline.notes]
+    assert any(n.startswith("calibration: read lines") for n in x.advice.notes)
 
 
 # --- a cut bucket list, and the engine's rebuild checked against the log -----------------------------
@@ -135,6 +151,19 @@ def test_a_rebuild_that_disagrees_with_the_log_is_flagged():
     doc = json.loads(_cli("--json", str(LOG_SAMPLES / "vllm-gaudi_docs_startup.log")).stdout)
     assert "the log shows 36 prompt and 42 decode" in doc["advice"]["rebuild_mismatch"]
     assert any(s.startswith("Check failed:") for s in doc["summary"])
+
+
+def test_graph_summaries_that_list_every_bucket_are_the_bucket_lists():
+    """The fork 1.18 performance-tuning doc skips the bucket lines; its graph summaries list every bucket
+    (`captured:24 (100.0%) .. buckets:[..]`): the settings are rebuilt from them, and without timed steps
+    the log's total is shared by its buckets, not half per phase (1 decode bucket is not 16 s)."""
+    x = explain(_lines("vllm-gaudi_docs_performance_tuning_fork-1.18.log"))
+    prompt = next(p for p in x.phases if p.phase == "prompt")
+    assert (prompt.count, prompt.listed, prompt.ranges) == (24, 24, ((1, 4), (128, 1024)))
+    logged = next(a for a in x.advice.alternatives if a.name == "as logged")
+    assert (logged.prompt_buckets, logged.decode_buckets) == (24, 1) and x.advice.rebuild_mismatch is None
+    for alt in x.advice.alternatives:
+        assert alt.predicted_warmup_s == pytest.approx(32 * (alt.prompt_buckets + alt.decode_buckets) / 25)
 
 
 # --- skip_warmup, numbers in the text ---------------------------------------------------------------

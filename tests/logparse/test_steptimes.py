@@ -109,17 +109,40 @@ def test_untimed_steps_are_dropped_and_said():
 
 def test_the_release_order_places_interleaved_captures():
     """Fork 1.17 captures prompt graphs 1-11, then decode 1-48, then prompt 12-15 with the leftover
-    budget: in that order GP11 -> GD1 is one step; in the log's naive order it looks like a gap."""
+    budget: in that order GP11 -> GD1 is one step. A paste that stops before prompt 12 does not show
+    the resumption, so in the log's own order GP11 -> GD1 looks like a gap over GP12-24."""
     lines = [_step("17:38:22", "Graph/Prompt", 11, 24), _step("17:38:23", "Graph/Decode", 1, 2),
              _step("17:38:24", "Graph/Decode", 2, 2), _step("17:38:26", "Graph/Prompt", 12, 24),
              _step("17:38:27", "Graph/Prompt", 13, 24)]
-    naive = _times(lines)
-    assert naive.run.intervals[0].kind == "gap"
+    naive = _times(lines[:3])
+    assert naive.run.intervals[0].kind == "gap" and naive.run.intervals[0].steps == 14
     ids = ([("graph/prompt", i, 24) for i in range(1, 12)] + [("graph/decode", 1, 2), ("graph/decode", 2, 2)]
            + [("graph/prompt", i, 24) for i in range(12, 14)])
+    expected = [("step", 1), ("step", 1), ("step", 2), ("step", 1), ("dropped", None)]
     st = _times(lines, StepOrder(ids))
-    assert [(iv.kind, iv.seconds) for iv in st.run.intervals] == [("step", 1), ("step", 1), ("step", 2),
-                                                                    ("step", 1), ("dropped", None)]
+    assert [(iv.kind, iv.seconds) for iv in st.run.intervals] == expected
+    # the whole paste shows prompt 12 after decode 2: the log's own order is reconciled with it
+    assert [(iv.kind, iv.seconds) for iv in _times(lines).run.intervals] == expected
+
+
+def test_a_capture_summary_ends_the_capture_loop_where_it_stopped():
+    """Fork <= 1.21 stops capturing when the graph memory is used up: `Graph/Prompt captured:15` after
+    prompt graph 15 of 24 closes that step; it is not a gap over graphs 16-24 that never ran."""
+    captured = ("INFO 08-02 17:38:43 habana_model_runner.py:1128] Graph/Prompt captured:15 (62.5%) "
+                "used_mem:14.03 GiB buckets:[(1, 128)]")
+    lines = [_step("17:38:41", "Graph/Prompt", 14, 24), _step("17:38:42", "Graph/Prompt", 15, 24), captured]
+    st = _times(lines)
+    assert [(iv.kind, iv.seconds, iv.spans) for iv in st.run.intervals] == [
+        ("step", 1, (("graph/prompt", 1),)), ("step", 1, (("graph/prompt", 1),))]
+    assert st.run.order.total("graph/prompt") == 15
+
+
+def test_a_step_that_fails_is_no_sample():
+    error = "ERROR 08-02 17:38:50 habana_model_runner.py:1066] RuntimeError: graph compile failed"
+    lines = [_step("17:38:41", "Prompt", 1, 3), _step("17:38:42", "Prompt", 2, 3), error]
+    st = _times(lines)
+    assert [iv.kind for iv in st.run.intervals] == ["step", "dropped"]
+    assert any("never finished" in n for n in st.notes)
 
 
 def test_docker_stamps_give_fractional_resolution():

@@ -122,13 +122,25 @@ def test_tune_calibrate_from_end_to_end(tmp_path):
 def test_a_log_without_bucket_lines_still_calibrates_memory_and_the_total():
     _, lines = _node_log("fork-1.22", {})
     cut = [x for x in lines if "Generated" not in x and "bucket config" not in x and "[Warmup]" not in x]
-    got = log_sample(cut, _ctx("fork-1.22"), SERVER, source="cut.log")
+    # The study runs the node's settings (max_num_seqs 64): its rebuild has the 51 prompt and 91 decode
+    # buckets the graph summaries count, so the server's total is of the configuration it is compared with.
+    got = log_sample(cut, _ctx("fork-1.22"), {**SERVER, "max_num_seqs": 64}, source="cut.log")
     assert got.factor("kv_block") == pytest.approx(math.log(1.1), abs=0.005)  # the node's KV blocks are +10%
-    # Slower node, from the server's total: one observation over both phases, weighted by their seconds
-    # (the buckets are not in the log, so the prediction it is compared with is of the study's defaults).
+    # Slower node, from the server's total: one observation over both phases, weighted by their seconds.
     total = [o for o in got.observations if {"prompt_warmup", "decode_warmup"} <= set(o.weights)]
-    assert len(total) == 1 and total[0].value > math.log(1.4)
+    assert len(total) == 1 and total[0].value == pytest.approx(math.log(2.0), abs=0.05)
     assert sum(total[0].weights.values()) == pytest.approx(1.0)
     assert any("Warmup finished" in n and "no timed line covers" in n for n in got.notes)
     cal = got.calibration()
     assert cal.corrections.prompt_warmup > 1.5 and cal.corrections.decode_warmup > 1.5
+
+
+def test_the_total_of_another_configuration_is_not_used():
+    """The study's server defaults build 117 decode buckets where the log's graph summaries count 91:
+    the server's total times another configuration than the one predicted, so it is said and left out."""
+    _, lines = _node_log("fork-1.22", {})
+    cut = [x for x in lines if "Generated" not in x and "bucket config" not in x and "[Warmup]" not in x]
+    got = log_sample(cut, _ctx("fork-1.22"), SERVER, source="cut.log")
+    assert not [o for o in got.observations if set(o.weights) & {"prompt_warmup", "decode_warmup", "capture"}]
+    assert any("'decode': 91" in n and "not used" in n for n in got.notes)
+    assert got.factor("kv_block") == pytest.approx(math.log(1.1), abs=0.005)  # memory still counts

@@ -19,6 +19,7 @@ from tuner.study.logcalibration import log_sample
 from tuner.trial.run import TrialContext
 
 from ..conftest import LOG_SAMPLES, ROOT
+from .pastes import PASTES
 
 F117 = LOG_SAMPLES / "fork-v0.5.3-gaudi-1.17_readme_startup.log"
 F122 = LOG_SAMPLES / "fork-v0.9.0.1-gaudi-1.22_readme_exponential.log"
@@ -60,6 +61,44 @@ def test_the_1_17_readme_run_predicts_its_own_49_s_not_568():
         assert 0.5 < getattr(cal.corrections, name) < 2.0, name
 
 
+# Logs with the server's own warm-up total whose settings they show (bucket lists or graph summaries
+# that list every bucket): (file, lines kept, release, device). The Enterprise-RAG excerpt shows only two
+# warm-up steps and its total: its settings must come from the study (the fidelity guard holds it so).
+OWN_SETTINGS = [("fork-v0.5.3-gaudi-1.17_readme_startup.log", slice(0, 27), "fork-1.17", "gaudi2", 49, (24, 48)),
+                ("vllm-gaudi_docs_performance_tuning_fork-1.18.log", slice(None), "fork-1.18", "gaudi2", 32, (24, 1))]
+
+
+@pytest.mark.parametrize("paste", sorted(PASTES))
+@pytest.mark.parametrize("name,keep,release,device,logged,buckets", OWN_SETTINGS, ids=[o[0] for o in OWN_SETTINGS])
+def test_a_log_read_as_tune_reads_it_predicts_its_own_warmup(name, keep, release, device, logged, buckets, paste):
+    """`tune --calibrate-from` with a study that knows only the block size: the settings come from the
+    log itself (the fork 1.18 doc's from its graph summaries), and the calibrated model puts the logged
+    total inside its band, within 30%."""
+    lines = PASTES[paste]((LOG_SAMPLES / name).read_text().splitlines()[keep])
+    ctx, got, cal, pred = _calibrated(lines, release, device, {"block_size": 128})
+    assert (len(pred.plan.prompt), len(pred.plan.decode)) == buckets  # the log's own configuration
+    assert pred.warmup_seconds == pytest.approx(logged, rel=0.30), got.notes
+    band = warmup_band(pred, cal)
+    assert band.low <= logged <= band.high
+
+
+def test_a_log_that_does_not_show_its_settings_is_refused_for_other_ones():
+    """The Enterprise-RAG excerpt shows 1024 decode warm-up steps and the total: read with settings that
+    build other buckets, its total would calibrate another configuration, so it is refused by name; with
+    the settings it ran with, it predicts its own 1689 s."""
+    lines = (LOG_SAMPLES / "enterprise-rag_readme_fork-1.16_enforce_eager.log").read_text().splitlines()
+    ctx = ModelTarget("fork-1.17", DeviceModel("gaudi2", "Intel/neural-chat-7b-v3-3", "bf16"))
+    with pytest.raises(ValueError, match="1024.*give the server settings it ran with"):
+        log_sample(lines, ctx, {"block_size": 128, "max_num_seqs": 64}, source="erag.log")
+    got = log_sample(lines, ctx, {"block_size": 16, "max_num_seqs": 128, "max_model_len": 32768,
+                                  "enforce_eager": True}, source="erag.log")
+    cal = Calibration.from_samples([got.sample], generic=True)
+    pred = predict(ctx, got.settings, cal.corrections)
+    assert pred.warmup_seconds == pytest.approx(1689, rel=0.30)
+    band = warmup_band(pred, cal)
+    assert band.low <= 1689 <= band.high
+
+
 def test_explain_with_the_model_shape_on_the_pasted_1_17_run(tmp_path):
     log = tmp_path / "readme.log"
     log.write_text("\n".join(_first_run_117()) + "\n")
@@ -71,8 +110,8 @@ def test_explain_with_the_model_shape_on_the_pasted_1_17_run(tmp_path):
     assert logged["predicted_warmup_s"] == pytest.approx(49, rel=0.30)
     low, high = logged["predicted_warmup_band_s"]
     assert low <= 49 <= high
-    # the reading says what it made of the elided stretch
-    assert any("71 steps in 28 s" in n and "one sample" in n for n in doc["advice"]["notes"])
+    # the reading says what it made of the elided stretch (once: the timeline's notes are calibration's)
+    assert any("71 steps in 28 s" in n and "one sample" in n for n in doc["warmup"]["notes"])
 
 
 @pytest.mark.parametrize("lines", [_excerpt_122, lambda: F122.read_text().splitlines()],
@@ -116,19 +155,34 @@ def test_a_log_is_bounded_and_outvoted_by_the_boots():
     assert Calibration.from_samples([*boots, agree]).notes == []
 
 
-def test_the_study_says_when_its_boots_outvote_a_log():
-    """`tune` prints it once (measured.refresh_calibration), and the study's record keeps it."""
+def _seeded_study(seed: dict):
+    """A study seeded with one log sample, as `tune --calibrate-from` stores it."""
     import optuna
 
-    from tuner.study.screen import CAL_ATTR, SAMPLE_ATTR, SEED_ATTR, refresh_calibration
+    from tuner.study.screen import SEED_ATTR
 
     study = optuna.create_study(directions=["maximize"])
-    study.set_user_attr(SEED_ATTR, [{"log": "node-b.log", "evidence": [
-        {"w": {"prompt_warmup": 0.5, "decode_warmup": 0.5}, "y": math.log(3.0), "sd": 0.02}]}])
+    study.set_user_attr(SEED_ATTR, [seed])
+    return study
+
+
+def _boot_three_times(study) -> None:
+    """Three boots that find the documented warm-up constants right (within 4%)."""
+    from tuner.study.screen import SAMPLE_ATTR
+
     for f in (1.0, 1.04, 0.97):
         t = study.ask()
         t.set_user_attr(SAMPLE_ATTR, {"prompt_warmup": math.log(f), "decode_warmup": math.log(f)})
         study.tell(t, 1.0)
+
+
+def test_the_study_says_when_its_boots_outvote_a_log():
+    """`tune` prints it once (measured.refresh_calibration), and the study's record keeps it."""
+    from tuner.study.screen import CAL_ATTR, refresh_calibration
+
+    study = _seeded_study({"log": "node-b.log", "evidence": [
+        {"w": {"prompt_warmup": 0.5, "decode_warmup": 0.5}, "y": math.log(3.0), "sd": 0.02}]})
+    _boot_three_times(study)
     said: list[str] = []
     ctx = TrialContext(backend=None, workload=None, release="fork-1.22",
                        device_model=DeviceModel("gaudi3", "llama-3.1-8b", "bf16"), progress=said.append)
@@ -138,3 +192,27 @@ def test_the_study_says_when_its_boots_outvote_a_log():
     assert study.user_attrs[CAL_ATTR]["notes"] == cal.notes
     refresh_calibration(study, ctx)
     assert len(said) == 1  # said once
+
+
+def test_a_log_seeded_by_an_older_version_is_read_as_a_log():
+    """Before evidence samples, a study stored a `--calibrate-from` log as a flat {factor: log ratio}
+    sample, like a boot: the 1.17 README's x11 warm-up (the elided compile pass charged to one step)
+    would have weighed as a boot, unbounded. It is read as a log: bounded, outvoted, said once."""
+    from tuner.study.screen import refresh_calibration, study_calibration
+
+    study = _seeded_study({"prompt_warmup": math.log(11.5), "decode_warmup": math.log(15.0), "kv_block": 0.0})
+    alone = study_calibration(study)
+    assert (alone.boots, alone.logs) == (0, 1)
+    assert alone.corrections.prompt_warmup < 11.5 / 2  # bounded to the prior's plausible range
+    assert any("bounded" in n for n in alone.notes)
+    _boot_three_times(study)
+    said: list[str] = []
+    ctx = TrialContext(backend=None, workload=None, release="fork-1.17",
+                       device_model=DeviceModel("gaudi2", "llama-3.1-8b", "bf16"), progress=said.append)
+    cal = refresh_calibration(study, ctx)
+    assert (cal.boots, cal.logs) == (3, 1)
+    assert cal.corrections.prompt_warmup == pytest.approx(1.0, abs=0.05)  # the boots win
+    assert any("stored by an older version are read as logs" in s for s in said)
+    count = len(said)
+    refresh_calibration(study, ctx)
+    assert len(said) == count  # said once

@@ -125,7 +125,7 @@ def test_report_and_compare_show_both_warmups_with_predicted_ones_marked(run):
     first = figures[0]  # booted cold: cold measured, cached predicted
     assert first["cold"].measured and not first["cached"].measured
     cell = f"{first['cold'].text(units.seconds)} / {first['cached'].text(units.seconds)}"
-    assert cell in html and cell.count("(pred.)") == 1 and cell.endswith("(pred.)")
+    assert cell in html and cell.count("pred.)") == 1 and cell.endswith(", pred.)")  # with its band
     proc = cli("compare", STUDY, STUDY, "--results", str(root / "results"), cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert "cold / cached warmup" in proc.stdout

@@ -89,3 +89,36 @@ def test_figures_read_back_with_the_cold_reboot():
     g = warmup_figures(attrs, {"warmup_cold_s": 95.0})
     assert (g["cold"].seconds, g["cold"].measured) == (95.0, True)
     assert warmup_figures({})["cold"].text() == "-"
+
+
+def test_a_predicted_figure_carries_its_band():
+    """compare and the report show a predicted cold or cached warmup with its 2-sd band, scaled as the
+    figure is by what the boot showed; a study stored before the bands were kept shows the cold one in
+    the calibrated warm-up's band, and the cached one without a band rather than a made-up one."""
+    observed, predicted = {"warmup_s": 110.0}, {}
+    settle(observed, predicted, 100.0, 40.0, hit_rate=None, bands={"cold": (0.5, 2.0), "cached": (0.25, 4.0)})
+    assert (predicted["warmup_cached_low_s"], predicted["warmup_cached_high_s"]) == (11.0, 176.0)
+    f = warmup_figures({"observed": observed, "predicted": predicted})
+    assert f["cold"].text() == "110 s" and f["cached"].text() == "44 s (11-176 s, pred.)"
+    old = {"observed": {"warmup_s": 36.0, "warmup_cached_s": 36.0},
+           "predicted": {"warmup_s": 100.0, "warmup_low_s": 60.0, "warmup_high_s": 160.0, "warmup_cold_s": 90.0,
+                         "warmup_cached_s": 36.0}}
+    g = warmup_figures(old)
+    assert g["cold"].text() == "90 s (54-144 s, pred.)"
+    old["observed"] = {"warmup_s": 95.0, "warmup_cold_s": 95.0}
+    assert warmup_figures(old)["cached"].text() == "36 s (pred.)"
+
+
+def test_the_cached_band_holds_the_cache_factor_uncertainty():
+    """A cached start is scaled by the cache factor as well as by the compile factors: until boots
+    measure it, its band is wider than the cold start's."""
+    from tuner.perfmodel.uncertainty import warmup_band
+
+    target = ModelTarget("fork-1.21.2", DeviceModel())
+    settings = TrialSettings(server={"block_size": 128, "max_num_seqs": 16, "max_model_len": 1024,
+                                     "max_num_batched_tokens": 2048}, env={}, params={})
+    cold = predict_startup("fork-1.21.2", SimSettings(), INPUTS, {})
+    cached = cached_prediction(target, settings, Corrections())
+    cal = Calibration()
+    wide, narrow = warmup_band(cached, cal), warmup_band(cold, cal)
+    assert wide.high / wide.central > narrow.high / narrow.central

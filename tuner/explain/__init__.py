@@ -1,9 +1,8 @@
 """`bucket-tuner explain`: what a server log says about the settings that produced it.
 
     reading.py   the log as users paste it -> timed events, one rank's view, unread lines counted
-    runs.py      where one start of the server ends and the next begins (never add two together)
-    intervals.py what the timestamps really measure: steps timed to their true successor, stretches
-                 over elided lines, phase figures
+    phasetimes.py   per-phase figures of a run, summed from the intervals logparse.steptimes timed
+                 (runs, gaps, elisions and drops are read there, once, for explain and calibration alike)
     serverfacts.py  tensor-parallel size, model, dtype, device as the log states them
     analysis.py  release, buckets per phase, memory split, problems
     timeline.py  the warm-up timeline of each start: phase figures, slowest steps, skipped or not
@@ -43,8 +42,8 @@ class Explanation:
     problems: list[Problem]
     advice: Advice
     server: ServerFacts
-    # phases whose bucket count the log states without bucket lines (the steps' [i/N], "captured:N
-    # (100.0%)"): shown and counted, but nothing to rebuild settings from, so not in `phases`
+    # phases whose bucket count the log states without listing the buckets (the steps' [i/N], "captured:N
+    # (100.0%)" without its list): shown and counted, but nothing to rebuild settings from, so not in `phases`
     counted: list[PhaseBuckets] = field(default_factory=list)
 
     @property
@@ -57,7 +56,8 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
     reading = read_log(lines)
     release = detect_release(reading)
     every = bucket_phases(reading)
-    phases = [p for p in every if p.count_from in ("bucket list", "config")]
+    phases = [p for p in every if p.count_from in ("bucket list", "config")
+              or (p.count_from == "graph summary" and p.listed == p.count)]   # every bucket listed
     memory = memory_view(reading)
     tl = timeline(reading)
     facts = server_facts(reading)

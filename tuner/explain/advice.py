@@ -144,11 +144,13 @@ def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, d
     if not total:
         return None
     predicted = 0.0
+    buckets = sum(p.count for ph, p in logged.items() if ph in ("prompt", "decode") and p.count)
     for phase, count in (("prompt", prompt), ("decode", decode)):
         seen = logged.get(phase)
         if seen is None or not seen.count:
             continue
-        weight = shares[phase] / step_sum if step_sum else 0.5
+        # without timed steps, every logged bucket is taken to cost the same
+        weight = shares[phase] / step_sum if step_sum else seen.count / buckets
         predicted += total * weight * count / seen.count
     return predicted
 

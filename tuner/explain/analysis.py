@@ -211,7 +211,7 @@ def bucket_phases(reading: LogReading) -> list[PhaseBuckets]:
         count, count_from = _count(s, phase, g)
         if g is None and cfg is None and not count:
             continue
-        buckets = g.buckets if g else ()
+        buckets = g.buckets if g else summary_list(s, phase) or ()
         width = min(len(b) for b in buckets) if buckets else 0  # a cut log line may hold a short tuple
         dims = tuple(g.dims) if g and g.dims else tuple(("bs", "seq", "blocks")[:width])
         ranges = tuple((min(b[i] for b in buckets), max(b[i] for b in buckets)) for i in range(width))
@@ -236,6 +236,16 @@ def _count(s, phase: str, g) -> tuple[int, str]:
         if key.lower().endswith(phase) and cap.percent:
             return round(cap.count * 100 / cap.percent), "graph summary"
     return 0, "config"
+
+
+def summary_list(summary, phase: str) -> tuple[tuple[int, ...], ...] | None:
+    """The phase's buckets from a graph summary that captured every one of them and lists them
+    (`Graph/Prompt captured:24 (100.0%) .. buckets:[..]`): a doc excerpt that skips the bucket lines
+    still shows what the warm-up ran."""
+    for key, cap in summary.graph_captured.items():
+        if key.lower().endswith(phase) and cap.buckets and cap.percent == 100 and len(cap.buckets) == cap.count:
+            return cap.buckets
+    return None
 
 
 def _captured(summary, phase: str) -> int | None:

@@ -5,8 +5,9 @@ multiprocessing tags (`(RayWorkerWrapper pid=.., ip=..)`, `(VllmWorker rank=1 pi
 tensor-parallel ranks printing the same warm-up lines interleaved, and lines cut or wrapped by a
 terminal. The parser already strips prefixes; this module adds what only a whole log shows: which
 process speaks for the server (the first one that prints bucket or warm-up lines; the others are
-counted as duplicate ranks), when each event happened, which lines nobody could read, and where one
-start of the server ends and the next begins (runs.py): the summary is of one run, never of two added.
+counted as duplicate ranks), when each event happened, which lines nobody could read, which lines stand
+for left-out ones (`...`), and, as logparse.steptimes reads every log, where one start of the server
+ends and the next begins and what its warm-up lines time: the summary is of one run, never of two added.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from ..logparse import (
     WatchSummary,
 )
 from ..logparse.prefix import split_prefix
-from .runs import Run, primary_run, split_runs
+from ..logparse.runs import Run
+from ..logparse.steptimes import StepTimes, events_of, is_elision, read_step_times
 
 # Events every tensor-parallel rank prints once per rank; only the leading process's copy counts.
 _PER_RANK = (BucketConfig, GeneratedBuckets, OmittedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
@@ -59,6 +61,8 @@ class LogReading:
     leader: str | None = None
     first_time: str | None = None
     last_time_s: float | None = None
+    elisions: list[int] = field(default_factory=list)    # lines that stand for left-out lines (`...`)
+    step_times: StepTimes | None = None  # runs and their timed intervals, in each run's own order
     runs: list[Run] = field(default_factory=list)
     primary: Run | None = None           # the run the summary and the timeline describe
     log_summary: WatchSummary | None = None   # the whole log, every run fed to one watcher
@@ -130,6 +134,8 @@ def read_log(lines: Iterable[str]) -> LogReading:
         line = raw.rstrip("\r\n")
         if not line.strip():
             continue
+        if is_elision(line):
+            reading.elisions.append(number)
         try:
             prefix, message = split_prefix(line.split("\r")[-1] if "\r" in line else line)
         except Exception:  # the parser's contract is never to raise; keep ours even if it did
@@ -153,9 +159,7 @@ def read_log(lines: Iterable[str]) -> LogReading:
         rank = _rank_key(prefix) if prefix is not None else None
         for event in events:
             ranked.append((TimedEvent(number, last if stamp is not None else None, event, line), rank))
-        if (_SETTINGS.search(message or "") or (not reading.settings_text and "GiB used)" in (message or ""))) \
-                and len(reading.settings_text) < 8:
-            reading.settings_text.append(message)   # settings, or the device memory a Gaudi line reports
+        _keep_settings(reading, message or "")
         blank_record = prefix is not None and prefix.level is not None and not (message or "").strip()
         if (not events and not blank_record and _LOOKS_LOGGED.search(message or line)
                 and not _UNINTERESTING.search(message or line)):
@@ -165,13 +169,21 @@ def read_log(lines: Iterable[str]) -> LogReading:
     for event in watcher.flush():
         ranked.append((TimedEvent(reading.lines, last, event, ""), None))
     _keep_one_rank(reading, ranked)
-    reading.runs = split_runs(reading.events)
-    reading.primary = primary_run(reading.runs)
+    reading.step_times = read_step_times(events_of(reading.events), reading.elisions)
+    reading.runs = reading.step_times.runs
+    reading.primary = reading.step_times.run
     reading.log_summary = _summary_of(reading.events)
     reading.summary = _summary_of(reading.run_events()) if len(reading.runs) > 1 else reading.log_summary
     reading.processes = list(processes)
     reading.last_time_s = last
     return reading
+
+
+def _keep_settings(reading: LogReading, message: str) -> None:
+    """Keep a line that carries settings, or the device memory a Gaudi line reports (the first eight)."""
+    if (_SETTINGS.search(message) or (not reading.settings_text and "GiB used)" in message)) \
+            and len(reading.settings_text) < 8:
+        reading.settings_text.append(message)
 
 
 def _keep_one_rank(reading: LogReading, ranked: list[tuple[TimedEvent, str | None]]) -> None:

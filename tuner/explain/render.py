@@ -194,7 +194,7 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
     if mem:
         lines += ["", "Memory"] + [f"  {k:<24}{v}" for k, v in mem]
     tl = x.timeline
-    if tl.phases or tl.warmup_total_s is not None or tl.other_runs:
+    if tl.phases or tl.warmup_total_s is not None or tl.other_runs or tl.notes:
         where = tl.runs[tl.primary] if tl.primary is not None and len(tl.runs) > 1 else None
         lines += ["", "Warm-up timeline" + (f" (lines {where.first_line}-{where.last_line})" if where else "")]
         lines += _phase_rows(tl.phases)
@@ -211,6 +211,10 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
             lines += _phase_rows(run.phases)
             if run.warmup_total_s is not None:
                 lines.append(f"  {'total (server: Warmup finished)':<32}{_secs(run.warmup_total_s):>8}")
+        if tl.notes:  # what the timestamps could not time one by one, as calibration reads them too
+            lines.append("  how the warm-up lines were read:")
+            for note in tl.notes:
+                lines += textwrap.wrap(note, WIDTH, initial_indent="    - ", subsequent_indent="      ")
     if tl.skipped:
         lines += ["", f"Warm-up skipped: {tl.skip_evidence}"]
     s = x.reading.summary
@@ -268,6 +272,14 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+def _interval_json(iv) -> dict:
+    steps: dict[str, int] = {}
+    for key, n in iv.spans:
+        steps[key] = steps.get(key, 0) + n
+    return {"run": iv.run, "start_line": iv.start_line, "end_line": iv.end_line, "seconds": iv.seconds,
+            "kind": iv.kind, "steps": steps, "exact": iv.exact, "note": iv.note or None}
+
+
 def _phase_json(p) -> dict:
     return {"name": p.name, "seconds": p.seconds, "steps": p.steps, "of": p.total, "complete": p.complete,
             "spans_gap": p.gap, "phases": list(p.keys)}
@@ -300,9 +312,8 @@ def to_json(x: Explanation) -> dict:
                              "why": r.why, "bucket_lines_from": r.lender, "warmup_steps": r.steps,
                              "total_s": r.warmup_total_s, "phases": [_phase_json(p) for p in r.phases]}
                             for r in x.timeline.runs],
-                   "intervals": [{"run": iv.run, "start_line": iv.start_line, "end_line": iv.end_line,
-                                  "seconds": iv.seconds, "steps": dict(iv.steps), "exact": iv.exact}
-                                 for iv in x.timeline.intervals]},
+                   "intervals": [_interval_json(iv) for iv in x.timeline.intervals],
+                   "notes": x.timeline.notes},
         "server": {k: v for k, v in vars(x.server).items()},
         "runtime": {"not_warmed_up": [{"phase": n.phase, "shape": list(n.shape)} for n in s.not_warmed_up],
                     "buckets_not_prepared": [{"phase": b.phase, "requested": list(b.requested),

@@ -1,5 +1,6 @@
 """The warm-up timeline of a read log: per start of the server, the figures its timestamps support
-(intervals.py), the slowest steps timed one by one, the server's own total, and whether warm-up was
+(the intervals logparse.steptimes timed, summed per phase in phasetimes.py), the slowest steps timed
+one by one, the server's own total, what the reading left out and why, and whether warm-up was
 skipped. Pure functions of a `LogReading`."""
 
 from __future__ import annotations
@@ -7,16 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..logparse import (
-    BucketVariable,
-    ConfigValue,
-    GraphCaptured,
-    ModelLoaded,
-    ProfilingRun,
-    WarmupFinished,
-    WarmupStep,
-)
-from .intervals import Interval, PhaseTime, RunTiming, time_run
+from ..logparse import BucketVariable, ConfigValue, ModelLoaded, ProfilingRun
+from ..logparse.runs import Run
+from ..logparse.steptimes import Interval
+from .phasetimes import PhaseTime, phase_figures
 from .reading import LogReading
 
 
@@ -50,7 +45,8 @@ class RunView:
 class Timeline:
     phases: list[PhaseTime] = field(default_factory=list)   # of the primary run
     steps: list[Step] = field(default_factory=list)          # every run's, in line order
-    intervals: list[Interval] = field(default_factory=list)  # every run's timed stretches
+    intervals: list[Interval] = field(default_factory=list)  # every run's, timed or dropped
+    notes: list[str] = field(default_factory=list)  # runs left out; the primary run's gaps and drops
     warmup_total_s: float | None = None     # the server's own "Warmup finished in N secs" (primary run)
     log_span_s: float | None = None
     complete: bool = False                     # warm-up finished in the primary run
@@ -82,20 +78,14 @@ class Timeline:
         stretch over both is shared by the steps it covers (a prediction's weight, not a fact)."""
         shares = {"prompt": 0.0, "decode": 0.0}
         for iv in self.intervals:
-            if iv.run != (self.primary or 0):
+            if iv.run != (self.primary or 0) or not iv.timed:
                 continue
-            total = sum(n for _, n in iv.steps)
-            for key, n in iv.steps:
+            total = sum(n for _, n in iv.spans)
+            for key, n in iv.spans:
                 base = key.split("/")[-1]
                 if base in shares and total:
                     shares[base] += iv.seconds * n / total
         return shares
-
-
-def _shape(step: WarmupStep) -> tuple[int, ...]:
-    dims = tuple(v for v in (step.batch_size, step.seq_len, step.query_len, step.num_blocks) if v is not None)
-    blocks = dict(step.extra)      # unified attention: shared_blocks, unique_blocks
-    return dims + tuple(int(blocks[k]) for k in ("shared_blocks", "unique_blocks") if blocks.get(k, "").isdigit())
 
 
 def timeline(reading: LogReading) -> Timeline:
@@ -112,17 +102,16 @@ def timeline(reading: LogReading) -> Timeline:
     if prof:
         tl.phases.append(PhaseTime("profiling run", prof.event.seconds))
     for run in reading.runs:
-        view, timing = _time_run(reading, run)
+        view = _view(reading, run)
         tl.runs.append(view)
-        tl.intervals += timing.intervals
-        for i in range(run.first, run.end):
-            t = reading.events[i]
-            if isinstance(t.event, WarmupStep):
-                e = t.event
-                tl.steps.append(Step(e.phase, e.index, e.total, _shape(e), timing.step_seconds.get(i), run.index,
-                                     t.line_no))
+        tl.intervals += run.intervals
+        exact = {iv.start.line_no: iv.seconds for iv in run.intervals if iv.exact}
+        tl.steps += [Step(st.phase, st.index, st.total, st.shape, exact.get(st.line_no), run.index, st.line_no)
+                     for st in run.steps]
         if primary is not None and run.index == primary.index:
             tl.phases += view.phases
+    if reading.step_times is not None:
+        tl.notes = list(reading.step_times.notes)
     if s.warmup_finished:
         tl.warmup_total_s = float(s.warmup_finished.seconds)
         tl.complete = True
@@ -132,22 +121,16 @@ def timeline(reading: LogReading) -> Timeline:
     return tl
 
 
-def _time_run(reading: LogReading, run) -> tuple[RunView, RunTiming]:
-    events = reading.events
-    part = events[run.first:run.end]
-    eager = any(isinstance(t.event, WarmupStep) and not t.event.graph for t in part)
-    captured = {c.phase: c.count for c in (t.event for t in part) if isinstance(c, GraphCaptured)}
+def _view(reading: LogReading, run: Run) -> RunView:
+    eager = any(not st.graph for st in run.steps)
 
     def name(key: str) -> str:
         graph = key.startswith("graph/")
         return ("graph capture " if graph and eager else "") + f"{key.split('/')[-1]} warmup"
 
-    timing = time_run(events, run.first, run.end, run.index, captured, name)
-    finished = next((t.event for t in part if isinstance(t.event, WarmupFinished)), None)
-    first_stamp = next((t.text for t in part if t.time_s is not None), None)
-    view = RunView(run.index, run.first_line, run.last_line, _stamp_text(first_stamp), run.why, timing.phases,
-                   float(finished.seconds) if finished else None, run.steps, run.lender)
-    return view, timing
+    first_stamp = next((t.text for t in reading.events[run.first:run.end] if t.time_s is not None), None)
+    return RunView(run.index, run.first_line, run.last_line, _stamp_text(first_stamp), run.why,
+                   phase_figures(run, name), run.finished_s, len(run.steps), run.lender)
 
 
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|\b\d\d-\d\d \d\d:\d\d:\d\d")

@@ -24,6 +24,9 @@ Package map (each module imports only the ones above it)
     watcher.py    LogWatcher: tracebacks, multi-line lists, running state, progress and projection
     parse.py      parse_line, the stateless entry point (a multi-line record goes through a LogWatcher)
     cause.py      last_error / starts_an_error: the line that states a failure (never a warning)
+    runs.py       a whole log's events -> its starts of the server (runs) and each run's warm-up and end lines
+    steptimes.py  runs -> intervals a log really times (step, gap over elided lines, dropped), in a step order;
+                  the one reading `explain` and calibration share
 """
 
 from __future__ import annotations

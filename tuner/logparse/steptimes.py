@@ -4,16 +4,19 @@ A warm-up line (`[Warmup][Prompt][3/24] ..`) is printed as its step begins, so a
 next warm-up line or the end of the warm-up. Logs arrive cut and pasted: steps elided (step 1 of 24
 followed by 48 of 48, a `...` or `[...]` line), a restart or a second run in the same paste, excerpts
 out of time order, lines without timestamps. Timing a step up to whatever line comes next then
-charges a whole gap to one step. This module splits a log's events into runs and each run into
-intervals between consecutive warm-up lines, and classifies every interval against the order the
-steps run in (the release's, from a prediction, or the log's own as a fallback):
+charges a whole gap to one step. The log's runs (runs.py: where one start ends and the next begins)
+are cut into intervals between consecutive warm-up lines, and every interval is classified against
+the order the steps run in (the release's, from a prediction, or the log's own as a fallback):
 
     step      exactly one step, timed                       -> a per-step sample
     gap       several steps (an elision): the interval       -> one coarser sample over the steps
               still times them all, as a phase total            it really spans
-    dropped   untimed, out of order, the log cut during it  -> no sample
+    dropped   untimed, out of order, the log cut during it,  -> no sample
+              the step failed
 
-Every gap, drop, restart and excerpt boundary gets a plain-words note. Pure: no I/O, no clocks.
+`explain` (its timeline) and calibration (perfmodel.evidence) both read a log through
+read_step_times, so they cannot disagree about what it shows. Every gap, drop, restart and excerpt
+boundary gets a plain-words note. Pure: no I/O, no clocks.
 """
 
 from __future__ import annotations
@@ -22,20 +25,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .events import (
-    BucketConfig,
-    EngineInfo,
-    Event,
-    GeneratedBuckets,
-    GraphBudget,
-    GraphCaptured,
-    HpuBlocks,
-    MemorySplit,
-    Milestone,
-    ModelLoaded,
-    WarmupFinished,
-    WarmupStep,
-)
+from .events import Event
+from .runs import EndLine, Run, StepLine, primary_run, split_runs
 
 # A pasted line that stands for lines left out: `...`, `…`, `[...]`, `<snip>`, `(cut)`, `[truncated]`,
 # `-- 40 lines omitted --`, or a `# comment` between excerpts.
@@ -44,11 +35,6 @@ _ELISION = re.compile(
     r"|[\[(<]?\s*(?:cut|truncated|elided|omitted)\s*[\])>]?"
     r"|.{0,40}\b(?:lines?|entries)\s+(?:omitted|elided|removed|skipped|cut)\b.*|#.*)\s*$",
     re.IGNORECASE)
-# Startup lines: seen again after a warm-up line, they mean the server started again.
-_STARTUP = (BucketConfig, GeneratedBuckets, ModelLoaded, EngineInfo, MemorySplit, HpuBlocks)
-# Lines that close the step before them: the graph budget ends the compile passes (fork <= 1.21), the
-# capture summaries and "Warmup finished" end the warm-up, the sampler warm-up follows the last bucket.
-_END_MILESTONES = ("sampler_warmup",)
 
 
 def is_elision(line: str) -> bool:
@@ -59,38 +45,6 @@ def is_elision(line: str) -> bool:
 def elision_lines(lines: Iterable[str]) -> list[int]:
     """1-based numbers of the lines that mark an elision."""
     return [n for n, line in enumerate(lines, start=1) if isinstance(line, str) and is_elision(line)]
-
-
-@dataclass(frozen=True)
-class StepLine:
-    """One `[Warmup]` line: which step of which phase began, where and when."""
-
-    key: str  # "prompt", "decode", "graph/prompt", "graph/decode", ...
-    index: int
-    total: int
-    line_no: int
-    time_s: float | None
-    shape: tuple[int, ...] = ()
-
-    @property
-    def label(self) -> str:
-        return f"{self.key} {self.index}/{self.total}"
-
-
-@dataclass(frozen=True)
-class EndLine:
-    """A line that ends the step before it: "budget" (graph budget: compile passes over), "captured",
-    "sampler", "finished" (`Warmup finished in N secs`, `seconds` = N)."""
-
-    kind: str
-    line_no: int
-    time_s: float | None
-    seconds: float | None = None
-
-    @property
-    def label(self) -> str:
-        return {"budget": "the graph budget line", "captured": "the graph capture summary",
-                "sampler": "the sampler warm-up", "finished": "'Warmup finished'"}[self.kind]
 
 
 @dataclass(frozen=True)
@@ -105,33 +59,34 @@ class Interval:
     kind: str  # "step" | "gap" | "dropped"
     elided: bool = False  # an elision marker lies inside it
     note: str = ""
+    run: int = 0  # the run it belongs to
+    spans: tuple[tuple[str, int], ...] = ()  # (warm-up key, steps) it spans, in the order used
 
     @property
     def steps(self) -> int:
         return (self.stop - self.first) if self.first is not None and self.stop is not None else 0
 
-
-@dataclass
-class Run:
-    """One start of the server as the log shows it: its lines, warm-up lines and intervals."""
-
-    first_line: int
-    last_line: int
-    steps: list[StepLine] = field(default_factory=list)
-    ends: list[EndLine] = field(default_factory=list)
-    intervals: list[Interval] = field(default_factory=list)
-    start_time: float | None = None
-    end_time: float | None = None
-    why_new: str = ""  # why this run was split from the one before
+    @property
+    def exact(self) -> bool:
+        """One step, timed to its true successor."""
+        return self.kind == "step"
 
     @property
-    def finished_s(self) -> float | None:
-        """The server's own "Warmup finished in N secs", when this run printed it."""
-        return next((e.seconds for e in self.ends if e.kind == "finished"), None)
+    def timed(self) -> bool:
+        """A step or a gap: seconds the log really shows, over the steps in `spans`."""
+        return self.kind in ("step", "gap")
 
     @property
-    def timed_steps(self) -> int:
-        return sum(1 for s in self.steps if s.time_s is not None)
+    def keys(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.spans)
+
+    @property
+    def start_line(self) -> int:
+        return self.start.line_no
+
+    @property
+    def end_line(self) -> int | None:
+        return self.end.line_no if self.end is not None else None
 
 
 class StepOrder:
@@ -200,21 +155,40 @@ class StepOrder:
     def end_position(self, kind: str) -> int:
         return self.budget_at if kind == "budget" else self.size
 
+    def total(self, key: str) -> int:
+        """How many steps of a phase the order holds."""
+        return len(self._by_key.get(key, ()))
+
+    def spans(self, first: int, stop: int) -> tuple[tuple[str, int], ...]:
+        """(warm-up key, steps) of positions first..stop-1, in order (a key again after another, again)."""
+        out: list[list] = []
+        for key, _, _ in self.ids[first:stop]:
+            if out and out[-1][0] == key:
+                out[-1][1] += 1
+            else:
+                out.append([key, 1])
+        return tuple((k, n) for k, n in out)
+
     @classmethod
-    def from_log(cls, steps: Sequence[StepLine]) -> StepOrder:
+    def from_log(cls, run: Run) -> StepOrder:
+        """The order a run's own lines show: phases in the order they first appear, each with its logged
+        total (a graph phase up to the graphs its capture summary counts: fork <= 1.21 stops capturing
+        when the graph memory is used up), then reconciled with the order the lines come in."""
         keys: dict[str, int] = {}
-        for s in steps:
+        for s in run.steps:
             keys.setdefault(s.key, s.total)
-        ids = [(k, i, n) for k, n in keys.items() for i in range(1, n + 1)]
-        budget = sum(n for k, n in keys.items() if not k.startswith("graph/")) if any(
-            k.startswith("graph/") for k in keys) and any(not k.startswith("graph/") for k in keys) else None
+        captured = {f"graph/{e.phase}": e.count for e in run.ends if e.kind == "captured" and e.count is not None}
+        seen = {k: max(s.index for s in run.steps if s.key == k) for k in keys}
+        ids = [(k, i, n) for k, n in keys.items() for i in range(1, min(n, max(captured.get(k, n), seen[k])) + 1)]
+        graph = [k.startswith("graph/") for k in keys]
+        budget = sum(1 for k, _, _ in ids if not k.startswith("graph/")) if any(graph) and not all(graph) else None
         return cls(ids, budget)
 
 
 @dataclass
 class StepTimes:
     runs: list[Run]
-    chosen: int | None  # index of the run whose steps count (the complete one, else the most timed)
+    chosen: int | None  # index of the run whose steps count (runs.primary_run)
     resolution_s: float  # timestamp resolution: 1 s for vLLM's own stamps
     notes: list[str] = field(default_factory=list)  # run notes, then the chosen run's interval notes
     run_notes: list[str] = field(default_factory=list)  # restarts, excerpts, runs left out
@@ -224,19 +198,15 @@ class StepTimes:
         return self.runs[self.chosen] if self.chosen is not None else None
 
     def kept_lines(self) -> set[int] | None:
-        """Line numbers of the chosen run and of the startup lines that belong to it (an excerpt pasted
+        """Line numbers of the chosen run and of the run that lent it its bucket lines (an excerpt pasted
         before it whose times lead up to it); None when nothing had to be left out."""
         if self.chosen is None or len(self.runs) < 2:
             return None
         run = self.runs[self.chosen]
         lines: set[int] = set(range(run.first_line, run.last_line + 1))
-        floor = max((r.end_time for r in self.runs[:self.chosen] if r.steps and r.end_time is not None
-                     and run.start_time is not None and r.end_time <= run.start_time), default=None)
-        for r in self.runs:
-            if r is run or r.steps or r.start_time is None or run.start_time is None:
-                continue
-            if r.end_time is not None and r.end_time <= run.start_time and (floor is None or r.start_time >= floor):
-                lines.update(range(r.first_line, r.last_line + 1))
+        if run.lender is not None:
+            lent = self.runs[run.lender]
+            lines.update(range(lent.first_line, lent.last_line + 1))
         return lines
 
 
@@ -251,99 +221,20 @@ def line_ranges(numbers: Iterable[int]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in out)
 
 
-def _step_line(line_no: int, t: float | None, e: WarmupStep) -> StepLine:
-    shape = tuple(v for v in (e.batch_size, e.seq_len, e.query_len, e.num_blocks) if v is not None)
-    return StepLine(e.key, e.index, e.total, line_no, t, shape)
-
-
-def _end_line(line_no: int, t: float | None, e: Event) -> EndLine | None:
-    if isinstance(e, WarmupFinished):
-        return EndLine("finished", line_no, t, float(e.seconds))
-    if isinstance(e, GraphBudget):
-        return EndLine("budget", line_no, t)
-    if isinstance(e, GraphCaptured):
-        return EndLine("captured", line_no, t)
-    if isinstance(e, Milestone) and e.name in _END_MILESTONES:
-        return EndLine("sampler", line_no, t)
-    return None
-
-
 def _resolution(times: list[float]) -> float:
     """vLLM prints whole seconds; docker/kubectl stamps carry fractions."""
     return 1.0 if times and all(float(t).is_integer() for t in times) else 0.01
-
-
-def _split_runs(events: list[tuple[int, float | None, Event]], resolution: float) -> list[Run]:  # noqa: C901 (one test per way a run restarts)
-    runs: list[Run] = []
-    cur: Run | None = None
-    last_t: float | None = None
-    seen: dict[str, tuple[int, int]] = {}  # key -> (last index, total) in the current run
-    printed: set = set()  # bucket lines of the current run: (kind, phase, process)
-
-    def start(line_no: int, why: str) -> Run:
-        nonlocal seen, last_t, printed
-        seen, last_t, printed = {}, None, set()
-        run = Run(line_no, line_no, why_new=why)
-        runs.append(run)
-        return run
-
-    for line_no, t, e in events:
-        why = ""
-        if cur is not None:
-            if t is not None and last_t is not None and t < last_t - resolution:
-                why = f"line {line_no}: the time goes back {_ago(last_t - t)} (another excerpt or run)"
-            elif isinstance(e, _STARTUP) and cur.steps:
-                why = f"line {line_no}: startup lines again after warm-up lines (a restart or a second run)"
-            elif _bucket_line(e) in printed:
-                why = f"line {line_no}: the {e.phase} buckets printed again (another start)"
-            elif isinstance(e, WarmupStep) and e.key in seen:
-                index, total = seen[e.key]
-                prev = cur.steps[-1]
-                if e.total != total:
-                    why = f"line {line_no}: {e.key} steps counted out of {e.total} after {total} (another run)"
-                elif e.index < index or (e.index == index and (prev.key, prev.index) != (e.key, e.index)):
-                    why = f"line {line_no}: {e.key} {e.index}/{e.total} again after {index}/{total} (a restart)"
-        if cur is None or why:
-            cur = start(line_no, why)
-        cur.last_line = line_no
-        if t is not None:
-            cur.start_time = t if cur.start_time is None else cur.start_time
-            cur.end_time = t
-            last_t = t
-        if _bucket_line(e) is not None:
-            printed.add(_bucket_line(e))
-        if isinstance(e, WarmupStep):
-            step = _step_line(line_no, t, e)
-            if cur.steps and (cur.steps[-1].key, cur.steps[-1].index) == (step.key, step.index):
-                continue  # the same line again (a redraw, another rank's copy)
-            cur.steps.append(step)
-            seen[e.key] = (e.index, e.total)
-        else:
-            end = _end_line(line_no, t, e)
-            if end is not None and (cur.steps or end.kind == "finished"):
-                cur.ends.append(end)
-    return runs
-
-
-def _bucket_line(e: Event) -> tuple | None:
-    """What a bucket line prints, per process: each start prints its lists once (a tensor-parallel rank
-    printing the same config is another process, not another start)."""
-    if isinstance(e, (BucketConfig, GeneratedBuckets)):
-        prefix = getattr(e, "prefix", None)
-        return (type(e).__name__, e.phase, getattr(prefix, "pid", None))
-    return None
-
-
-def _ago(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: float) -> list[Interval]:
     """Consecutive boundaries of one run (warm-up lines and the end lines after the first of them)."""
     bounds: list[StepLine | EndLine] = sorted([*run.steps, *run.ends], key=lambda b: b.line_no)
     out: list[Interval] = []
+
+    def add(b: StepLine, nxt, secs, first, stop, kind, elided=False, note=""):
+        spans = order.spans(first, stop) if kind != "dropped" else ()
+        out.append(Interval(b, nxt, secs, first, stop, kind, elided, note, run.index, spans))
+
     for i, b in enumerate(bounds):
         if not isinstance(b, StepLine):
             continue
@@ -351,58 +242,47 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
         first = order.position(b.key, b.index, b.total)
         elided = nxt is not None and any(b.line_no < n < nxt.line_no for n in elisions)
         if nxt is None:
-            out.append(Interval(b, None, None, first, None, "dropped", note=f"{b.label} (line {b.line_no}): the "
-                                "log ends during this step, so its end is not known"))
+            add(b, None, None, first, None, "dropped",
+                note=f"{b.label} (line {b.line_no}): the log ends during this step, so its end is not known")
             continue
         stop = (order.position(nxt.key, nxt.index, nxt.total) if isinstance(nxt, StepLine)
                 else order.end_position(nxt.kind))
         secs = nxt.time_s - b.time_s if b.time_s is not None and nxt.time_s is not None else None
         where = f"{b.label} (line {b.line_no}) to {nxt.label} (line {nxt.line_no})"
-        if secs is None:
-            out.append(Interval(b, nxt, None, first, stop, "dropped", elided, f"{where}: untimed (no timestamp)"))
+        if isinstance(nxt, EndLine) and nxt.kind == "failed":
+            add(b, nxt, secs, first, stop, "dropped", elided, f"{where}: the step never finished")
+        elif secs is None:
+            add(b, nxt, None, first, stop, "dropped", elided, f"{where}: untimed (no timestamp)")
         elif secs < -resolution:
-            out.append(Interval(b, nxt, secs, first, stop, "dropped", elided, f"{where}: the time goes back"))
+            add(b, nxt, secs, first, stop, "dropped", elided, f"{where}: the time goes back")
         elif first is None or stop is None or stop <= first:
-            out.append(Interval(b, nxt, secs, first, stop, "dropped", elided,
-                                f"{where}: not in the order the release warms up in"))
+            add(b, nxt, secs, first, stop, "dropped", elided, f"{where}: not in the order the release warms up in")
         elif stop - first == 1:
-            out.append(Interval(b, nxt, max(0.0, secs), first, stop, "step", elided))
+            add(b, nxt, max(0.0, secs), first, stop, "step", elided)
         else:
             cause = "an elision" if elided else "lines left out"
-            out.append(Interval(b, nxt, max(0.0, secs), first, stop, "gap", elided,
-                                f"{where}: {stop - first} steps in {secs:.0f} s ({cause}); kept as one sample "
-                                "over the steps it spans"))
+            add(b, nxt, max(0.0, secs), first, stop, "gap", elided,
+                f"{where}: {stop - first} steps in {secs:.0f} s ({cause}); kept as one sample over the steps it spans")
     return out
 
 
-def _choose(runs: list[Run]) -> int | None:
-    """The run whose warm-up counts: a finished one with the most timed steps, else the most timed."""
-    timed = [i for i, r in enumerate(runs) if r.timed_steps]
-    if not timed:
-        some = ([i for i, r in enumerate(runs) if r.finished_s is not None]
-                or [i for i, r in enumerate(runs) if r.steps] or list(range(len(runs))))
-        return some[-1] if some else None
-    return max(timed, key=lambda i: (runs[i].finished_s is not None, runs[i].timed_steps, -i))
-
-
-def read_step_times(events: Iterable[tuple[int, float | None, Event]], elisions: Iterable[int] = (),
+def read_step_times(events: Sequence[tuple[int, float | None, Event]], elisions: Iterable[int] = (),
                     order: StepOrder | Callable[[Run], StepOrder] | None = None) -> StepTimes:
     """Runs and classified intervals of a log. `events`: (line number, seconds or None, event) in line
     order; `elisions`: line numbers of elision markers (elision_lines); `order`: the release's step order
-    (or a function of the chosen run giving it); without it, the log's own order."""
-    events = sorted(events, key=lambda x: x[0])
+    (or a function of a run giving it); without it, each run's own order (StepOrder.from_log)."""
     marks = sorted(elisions)
-    times = [t for _, t, _ in events if t is not None]
-    resolution = _resolution(times)
-    runs = _split_runs(events, resolution)
-    chosen = _choose(runs)
+    resolution = _resolution([t for _, t, _ in events if t is not None])
+    runs = split_runs(events)
+    primary = primary_run(runs)
+    chosen = primary.index if primary is not None else None
     notes: list[str] = []
     for r in runs:
         o = order(r) if callable(order) else order
-        o = o.reconciled([(x.key, x.index, x.total) for x in r.steps]) if o is not None else StepOrder.from_log(r.steps)
-        r.intervals = _intervals(r, o, marks, resolution)
-        if r.why_new:
-            notes.append(r.why_new)
+        r.order = (o or StepOrder.from_log(r)).reconciled([(x.key, x.index, x.total) for x in r.steps])
+        r.intervals = _intervals(r, r.order, marks, resolution)
+        if r.index:
+            notes.append(f"line {r.first_line}: {r.why}")
     if chosen is not None and sum(1 for r in runs if r.steps) > 1:
         others = [i for i, r in enumerate(runs) if r.steps and i != chosen]
         notes.append(f"{len(others) + 1} runs with warm-up lines: only the one at lines {runs[chosen].first_line}-"
@@ -410,9 +290,8 @@ def read_step_times(events: Iterable[tuple[int, float | None, Event]], elisions:
                      f"{'s' if len(others) > 1 else ''} (lines " +
                      ", ".join(f"{runs[i].first_line}-{runs[i].last_line}" for i in others) + ") are dropped")
     run_notes = list(notes)
-    run = runs[chosen] if chosen is not None else None
-    if run is not None:
-        notes += [iv.note for iv in run.intervals if iv.note]
+    if primary is not None:
+        notes += [iv.note for iv in primary.intervals if iv.note]
     return StepTimes(runs, chosen, resolution, notes, run_notes)
 
 

@@ -105,6 +105,17 @@ def evidence_sample(name: str, observations: Iterable[Observation]) -> dict[str,
                                        "y": round(o.value, 6), "sd": round(o.noise, 6)} for o in observations]}
 
 
+def as_log_sample(sample: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """A log's sample as a study stores it. Versions before evidence_sample stored a log like a boot,
+    flat {factor: log ratio}, which would be read as a boot (unbounded, never outvoted, a boot's weight):
+    such a sample came from a log and is read as one, each factor one observation."""
+    if "evidence" in sample:
+        return dict(sample)
+    obs = [Observation({k: 1.0}, float(v)) for k, v in sample.items()
+           if k in _INDEX and isinstance(v, (int, float)) and math.isfinite(v)]
+    return evidence_sample(name, obs) if obs else {}
+
+
 def _source(sample: Mapping[str, Any]) -> Source | None:
     if "evidence" in sample:
         obs = []

@@ -79,9 +79,11 @@ def _absorb(into: _Group, g: _Group) -> None:
     into.covered = into.covered + g.covered
 
 
-def warmup_evidence(st: StepTimes, pred: StartupPrediction) -> WarmupEvidence:
+def warmup_evidence(st: StepTimes, pred: StartupPrediction, total: bool = True) -> WarmupEvidence:
     """Observations of the warm-up corrections from the chosen run of `st`, placed against `pred`
-    (the prior prediction of the logged configuration; `st` read with step_order(pred))."""
+    (the prior prediction of the logged configuration; `st` read with step_order(pred)). `total`: the
+    server's "Warmup finished" total is of `pred`'s configuration (not when the log's bucket counts
+    differ from the prediction's: then only its timed steps count, placed by their share of a phase)."""
     run = st.run
     out = WarmupEvidence([], [], [])
     if run is None or not pred.steps:
@@ -127,7 +129,7 @@ def warmup_evidence(st: StepTimes, pred: StartupPrediction) -> WarmupEvidence:
         out.covered_s += g.observed
         covered.update(g.covered)
     finished = run.finished_s
-    if finished is not None:
+    if finished is not None and total:
         _remainder(out, finished, pred, covered, out.covered_s, secs, names, phase_total, tick, len(groups))
     return out
 

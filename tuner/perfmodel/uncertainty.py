@@ -1,8 +1,9 @@
 """How sure a warm-up prediction is: its band from the calibration's uncertainty, and where it comes from.
 
-A warm-up is a sum of steps, each scaled by one correction (prompt, decode, capture); its log-normal
-band takes the calibration's predictive sd of the mix of corrections the steps carry (their time
-shares), so a prediction made mostly of decode steps is as sure as the decode factor is. Pure.
+A warm-up is a sum of steps, each scaled by one correction (prompt, decode, capture; a cached recipe by
+the cache factor as well); its log-normal band takes the calibration's predictive sd of the mix of
+corrections the steps carry (their time shares), so a prediction made mostly of decode steps is as sure
+as the decode factor is. Pure.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ class Band:
 
 
 def warmup_shares(pred: StartupPrediction) -> dict[str, float]:
-    """Share of the warm-up's step seconds each correction scales (the sampler is a constant)."""
+    """Share of the warm-up's step seconds each correction scales (the sampler is a constant); a step
+    whose recipe is cached is scaled by the cache factor too, so its share counts for both."""
     by: dict[str, float] = {}
     for s in pred.steps:
-        by[correction_of(s)] = by.get(correction_of(s), 0.0) + s.seconds
-    total = sum(by.values())
+        for name in (correction_of(s), *(("cache_hit",) if s.cache_hit else ())):
+            by[name] = by.get(name, 0.0) + s.seconds
+    total = sum(s.seconds for s in pred.steps)
     return {k: v / total for k, v in by.items() if v > 0} if total > 0 else {}
 
 

@@ -8,11 +8,13 @@ model, scaled by what this boot showed (observed / predicted), and is marked pre
 hit part of the cache measure neither: both are predicted from the mixed warmup they showed.
 
 Per trial the record gets `observed["warmup_cold_s"]` / `observed["warmup_cached_s"]` where measured
-and `predicted[...]` with the same keys (always, when there is a model); `warmup_figures()` reads
-them back for the report and `compare`. When the study scores a warmup other than the one the boot
-measured, `observed["warmup_scored_s"]` holds it (TrialResult.warmup_s reads it first). The cache
-factor (the `cache_hit` correction) is calibrated from configurations measured both ways (one cold
-and one cached boot of the same configuration: the cold re-boot of a cached trial).
+and `predicted[...]` with the same keys (always, when there is a model), each predicted one with its
+2-sd band (`predicted["warmup_cold_low_s"]`, `..._high_s`: the calibrated prediction's band, scaled
+as the figure is); `warmup_figures()` reads them back for the report and `compare`. When the study
+scores a warmup other than the one the boot measured, `observed["warmup_scored_s"]` holds it
+(TrialResult.warmup_s reads it first). The cache factor (the `cache_hit` correction) is calibrated from
+configurations measured both ways (one cold and one cached boot of the same configuration: the cold
+re-boot of a cached trial).
 """
 
 from __future__ import annotations
@@ -58,11 +60,12 @@ def model_figures(cold_pred, cached_pred) -> tuple[float | None, float | None]:
 
 
 def settle(observed: dict, predicted: dict, cold_pred_s: float | None, cached_pred_s: float | None,
-           hit_rate: float | None) -> None:
+           hit_rate: float | None, bands: dict[str, tuple[float, float]] | None = None) -> None:
     """Fill both figures of one trial in its observed / predicted records (in place).
 
     `observed["warmup_s"]` is what the boot's log said; `hit_rate` the share of its shapes found in a
-    shared cache (None: the boot had no cache, i.e. it was cold)."""
+    shared cache (None: the boot had no cache, i.e. it was cold); `bands`: per mode, the calibrated
+    prediction's 2-sd band as ratios to it (low / central, high / central)."""
     obs = observed.get("warmup_s")
     rate = 0.0 if hit_rate is None else hit_rate
     scale = 1.0
@@ -70,10 +73,14 @@ def settle(observed: dict, predicted: dict, cold_pred_s: float | None, cached_pr
         mixed = cold_pred_s - rate * (cold_pred_s - cached_pred_s)
         if mixed > 0:
             scale = obs / mixed
-    if cold_pred_s is not None:
-        predicted["warmup_cold_s"] = round(cold_pred_s * scale, 2)
-    if cached_pred_s is not None:
-        predicted["warmup_cached_s"] = round(cached_pred_s * scale, 2)
+    for mode, figure in ((COLD, cold_pred_s), (CACHED, cached_pred_s)):
+        if figure is None:
+            continue
+        predicted[f"warmup_{mode}_s"] = round(figure * scale, 2)
+        if bands and mode in bands:
+            low, high = bands[mode]
+            predicted[f"warmup_{mode}_low_s"] = round(figure * scale * low, 2)
+            predicted[f"warmup_{mode}_high_s"] = round(figure * scale * high, 2)
     if hit_rate is not None:
         observed["recipe_cache_hit_rate"] = round(hit_rate, 4)
     if obs is None:
@@ -127,11 +134,18 @@ def cache_hit_sample(cold_s: float, cached_s: float, cold_pred_s: float, cached_
 class Figure:
     seconds: float | None
     measured: bool
+    low: float | None = None  # a predicted figure's 2-sd band
+    high: float | None = None
 
     def text(self, fmt=lambda s: f"{s:.0f} s") -> str:
+        """'36 s' measured; '90 s (70-120 s, pred.)' predicted, '90 s (pred.)' when no band was kept."""
         if self.seconds is None:
             return "-"
-        return fmt(self.seconds) + ("" if self.measured else " (pred.)")
+        if self.measured:
+            return fmt(self.seconds)
+        from ..display import band
+
+        return band(self.seconds, self.low, self.high, fmt, "pred.")
 
 
 def warmup_figures(attrs: dict, reboot: dict | None = None) -> dict[str, Figure]:
@@ -146,10 +160,23 @@ def warmup_figures(attrs: dict, reboot: dict | None = None) -> dict[str, Figure]
         if obs.get(key) is not None:
             out[mode] = Figure(float(obs[key]), True)
         elif pred.get(key) is not None:
-            out[mode] = Figure(float(pred[key]), False)
+            out[mode] = Figure(float(pred[key]), False, *_band(pred, mode))
         else:
             out[mode] = Figure(None, False)
     return out
+
+
+def _band(pred: dict, mode: str) -> tuple[float | None, float | None]:
+    """A predicted figure's band as stored; a study from before the bands were kept has the cold one
+    in the calibrated warm-up's band (the same prediction, scaled as the figure is)."""
+    low, high = pred.get(f"warmup_{mode}_low_s"), pred.get(f"warmup_{mode}_high_s")
+    if low is not None and high is not None:
+        return float(low), float(high)
+    central, lo, hi = pred.get("warmup_s"), pred.get("warmup_low_s"), pred.get("warmup_high_s")
+    if mode == COLD and central and lo is not None and hi is not None:
+        scale = float(pred[f"warmup_{mode}_s"]) / float(central)
+        return float(lo) * scale, float(hi) * scale
+    return None, None
 
 
 def study_figures(study) -> dict[int, dict[str, Figure]]:
@@ -185,15 +212,30 @@ def finish_trial(ctx, settings, result, tp, hit_rate: float | None) -> None:
     """Both warmup figures of a booted trial, the warmup it is scored by, and its calibration sample
     cleaned of steps a cache hit shortened. `ctx`, `settings` as for cached_budget_rejection."""
     cold_pred_s = cached_pred_s = None
+    bands: dict[str, tuple[float, float]] = {}
     if tp is not None:
-        cold_pred_s, cached_pred_s = model_figures(
-            tp.calibrated, cached_prediction(ctx, settings, tp.calibrated.corrections))
+        cached = cached_prediction(ctx, settings, tp.calibrated.corrections)
+        cold_pred_s, cached_pred_s = model_figures(tp.calibrated, cached)
+        bands = _relative_bands(tp, cached)
     if result.observed.get("warmup_source") == "launch to ready":
         hit_rate = None  # no Gaudi warmup at all: what was measured is the (only) cold start
-    settle(result.observed, result.predicted, cold_pred_s, cached_pred_s, hit_rate)
+    settle(result.observed, result.predicted, cold_pred_s, cached_pred_s, hit_rate, bands)
     result.calibration_sample = drop_step_samples(result.calibration_sample, hit_rate)
     opts = ctx.warmup
     if opts is not None and (opts.mode == CACHED or (hit_rate or 0) > NO_HIT):
         scored = objective(result.observed, result.predicted, opts.mode)
         if scored is not None:
             result.observed["warmup_scored_s"] = scored
+
+
+def _relative_bands(tp, cached_pred) -> dict[str, tuple[float, float]]:
+    """The cold and cached predictions' 2-sd bands (uncertainty.warmup_band: the cached one carries the
+    cache factor's uncertainty) as ratios to the predictions."""
+    from ..perfmodel.uncertainty import warmup_band
+
+    out = {}
+    for mode, pred in ((COLD, tp.calibrated), (CACHED, cached_pred)):
+        band = warmup_band(pred, tp.calibration) if pred is not None and pred.failure is None else None
+        if band is not None and band.central > 0:
+            out[mode] = (band.low / band.central, band.high / band.central)
+    return out

@@ -248,7 +248,8 @@ def _print_warmups(cmp: Comparison, console) -> None:
     known = [(n, s["warmups"]) for n, s in zip(cmp.names, picks) if s and s.get("warmups")]
     if not any(f.seconds is not None for _, w in known for f in w.values()):
         return
-    console.print("[bold]Balanced picks: cold / cached warmup[/] ((pred.): predicted by the calibrated model)")
+    console.print("[bold]Balanced picks: cold / cached warmup[/] (pred.: predicted by the calibrated model, "
+                  "with its 2-sd range)")
     for name, w in known:
         console.print(f"  {name}: cold {w['cold'].text(display.seconds)}, cached {w['cached'].text(display.seconds)}",
                       markup=False)

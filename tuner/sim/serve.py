@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        argv = expand_config(argv, set(parser._option_string_actions))
+        argv = expand_config(argv, set(parser._option_string_actions))  # noqa: SLF001 (argparse lists its flags nowhere public)
     except ConfigFileError as e:
         parser.error(str(e))  # exits 2
     args = parser.parse_args(argv)

@@ -1,7 +1,8 @@
 """A log of a past boot is a free observation: `tune --calibrate-from LOG` and `explain`'s predictions.
 
-The log is read as `explain` reads it; when it holds several runs or excerpts (logparse.steptimes),
-only the run whose warm-up counts and the startup lines that lead up to it are read. The settings it
+The log is read as `explain` reads it (logparse.steptimes: one reading of runs and timed intervals for
+both); when it holds several runs or excerpts, only the run whose warm-up counts and the bucket lines
+it ran with are read. The settings it
 shows (bucket configs and strategy, the memory split's gpu_memory_utilization and
 VLLM_GRAPH_RESERVED_MEM, the graph prompt ratio, max_num_seqs) fill in the study's server defaults; the
 performance model predicts that configuration with the documented constants, and the log's own
@@ -22,7 +23,7 @@ from typing import Any
 from ..explain import Explanation, explain
 from ..explain.advice import env_from_configs, server_from_log, strategy_from_configs
 from ..logparse import GraphBudget
-from ..logparse.steptimes import elision_lines, events_of, line_ranges, read_step_times
+from ..logparse.steptimes import events_of, line_ranges, read_step_times
 from ..perfmodel import Corrections
 from ..perfmodel.calibration import (
     ADDITIVE,
@@ -101,6 +102,10 @@ def settings_from_log(x: Explanation, server_defaults: dict[str, Any], release: 
                                        token_budget=omitted.token_budget if omitted else None)
         server["max_num_seqs"] = cfg.max_num_seqs
         notes += [a for a in assumed if a.startswith("max_num_seqs")]
+        for key in ("max_model_len", "max_num_batched_tokens"):  # what the study leaves open, as the log shows it
+            if server.get(key) is None:
+                server[key] = getattr(cfg, key)
+                notes += [a for a in assumed if a.startswith(key)]
         profile = get_profile(release)
         logged = strategy_from_configs(by_phase)
         strategy = logged if logged in profile.strategies else profile.default_strategy
@@ -142,51 +147,50 @@ def _bucket_env(profile, cfg, strategy: str, base: dict[str, str], logged: dict[
     return {k: v for k, v in env.items() if k not in base}
 
 
-def read_for_calibration(lines: Iterable[str], source: str = "-") -> tuple[Explanation, list[str], list[str]]:
-    """The log as calibration reads it: (explanation of the run whose warm-up counts, with the startup
-    lines before it; the lines, others blanked so that line numbers stay; notes on what was left out)."""
+def read_for_calibration(lines: Iterable[str], source: str = "-") -> tuple[Explanation, list[str]]:
+    """The log as calibration reads it: (explanation of the run whose warm-up counts and of the bucket
+    lines it ran with, the other lines blanked so that line numbers stay; notes on what was left out)."""
     lines = list(lines)
     x = explain(lines, source=source)
-    first = read_step_times(events_of(x.reading.events), elision_lines(lines))
+    first = x.reading.step_times
     keep = first.kept_lines()
     if keep is None:
-        return x, lines, []
+        return x, []
     read = {t.line_no for t in x.reading.events}
     notes = [*first.run_notes, f"read lines {line_ranges(keep & read)} (the run whose warm-up counts and the "
-             f"startup lines before it); left out lines {line_ranges(read - keep)}"]
+             f"bucket lines it ran with); left out lines {line_ranges(read - keep)}"]
     lines = [line if n in keep else "" for n, line in enumerate(lines, start=1)]
-    return explain(lines, source=source), lines, notes
+    return explain(lines, source=source), notes
 
 
 def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], source: str = "-") -> LogSample:
     """One calibration sample from a log, against the study's release, device and model (ctx)."""
-    x, lines, notes = read_for_calibration(lines, source)
+    x, notes = read_for_calibration(lines, source)
     if ctx.release is None or ctx.device_model is None:
         raise LogCalibrationError(f"--calibrate-from {source}: the study has no performance model "
                                   "(a release and --model-shape are needed)")
     if x.release.profiles and ctx.release not in x.release.profiles:
         raise LogCalibrationError(f"--calibrate-from {source}: the log was written by {x.release.family} "
                                   f"({', '.join(x.release.profiles)}), the study tunes {ctx.release}")
-    if not x.phases and x.memory.kv_blocks is None:
-        raise LogCalibrationError(f"--calibrate-from {source}: no bucket or memory lines in it; nothing to "
-                                  "compare with the model")
+    if not x.phases and not x.counted and x.memory.kv_blocks is None:
+        raise LogCalibrationError(f"--calibrate-from {source}: no bucket, warm-up or memory lines in it; nothing "
+                                  "to compare with the model")
     from ..buckets import BucketConfigError
 
     try:
         settings, more = settings_from_log(x, server_defaults, ctx.release)
     except BucketConfigError as exc:
         raise LogCalibrationError(f"--calibrate-from {source}: its settings cannot be read back ({exc})") from None
-    return log_evidence(x, lines, ctx, settings, source, notes + more)
+    return log_evidence(x, ctx, settings, source, notes + more)
 
 
-def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings, source: str = "-",
+def log_evidence(x: Explanation, ctx, settings: TrialSettings, source: str = "-",
                  notes: list[str] | None = None) -> LogSample:
     """The sample of a log read by read_for_calibration, against the prediction of `settings` (the
     settings it ran with: read from it, or known otherwise, as the fidelity benchmark's facts)."""
     from ..perfmodel.target import predict
 
     notes = list(notes or [])
-    elisions = elision_lines(lines)
     prior_pred = predict(ctx, settings)
     if prior_pred is None or prior_pred.failure is not None:
         why = prior_pred.failure.message if prior_pred is not None and prior_pred.failure else "no prediction"
@@ -204,9 +208,17 @@ def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings,
     if steps_pred is None or steps_pred.failure is not None:
         steps_pred = prior_pred
     steps_pred = _logged_lists(x, steps_pred, notes)
-    st = read_step_times(events_of(x.reading.events), elisions, step_order(steps_pred))
-    warm = warmup_evidence(st, steps_pred)
+    st = read_step_times(events_of(x.reading.events), x.reading.elisions, step_order(steps_pred))
+    counts = {p.phase: p.count for p in x.phases + x.counted if p.phase in ("prompt", "decode") and p.count}
+    built = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
+    same = all(built[ph] == n for ph, n in counts.items())
+    warm = warmup_evidence(st, steps_pred, total=same)
     notes += st.notes + warm.notes
+    if not same:
+        notes.append(f"the log's buckets {counts} differ from the rebuilt configuration's "
+                     f"{ {ph: built[ph] for ph in counts} }: its steps are placed by their share of each phase"
+                     + ("; its 'Warmup finished' total, of another configuration, is not used"
+                        if st.run is not None and st.run.finished_s is not None else ""))
     observations = [Observation({k: 1.0}, v, MEMORY_NOISE[k]) for k, v in memory.items()]
     described = [f"{k} {_ratio(k, v)}: {_memory_words(k, memory_obs)}" for k, v in memory.items()]
     for o, what in zip(warm.observations, warm.described):
@@ -215,14 +227,11 @@ def log_evidence(x: Explanation, lines: list[str], ctx, settings: TrialSettings,
     for o, what in _startup_observations(x, st, steps_pred, notes):
         observations.append(o)
         described.append(f"{combination(o.weights)} x{math.exp(o.value):.3g} (+-{o.noise:.2f}): {what}")
-    counts = {p.phase: p.count for p in x.phases if p.phase in ("prompt", "decode")}
-    predicted_counts = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
-    if counts and counts != predicted_counts:
-        notes.append(f"the log's buckets {counts} differ from the rebuilt configuration's {predicted_counts}: "
-                     "its steps are placed by their share of each phase")
     if not observations:
-        raise LogCalibrationError(f"--calibrate-from {source}: nothing in it could be compared with the model "
-                                  "(no timestamps, memory split or KV blocks)")
+        why = ("its warm-up is of another configuration than the settings it is read with "
+               f"(the log shows {counts} buckets, they build { {ph: built[ph] for ph in counts} }: give the "
+               "server settings it ran with)" if not same else "no timestamps, memory split or KV blocks")
+        raise LogCalibrationError(f"--calibrate-from {source}: nothing in it could be compared with the model ({why})")
     prior = prediction_facts(steps_pred)
     return LogSample(source, settings, evidence_sample(source, observations), prior,
                      {**memory_obs, "warmup_s": x.timeline.warmup_total_s}, notes, observations, described)
@@ -355,4 +364,4 @@ def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str
                            predicted_warmup_band=(band.low, band.high) if band else None))
     x.advice.alternatives = out
     x.advice.predicted_by = (f"the performance model ({device}, {model_shape}, {dtype}) calibrated with this log")
-    x.advice.notes += [f"calibration: {n}" for n in got.notes]
+    x.advice.notes += [f"calibration: {n}" for n in got.notes if n not in x.timeline.notes]  # not twice

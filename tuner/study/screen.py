@@ -34,7 +34,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ..perfmodel.calibration import Calibration
+from ..perfmodel.calibration import Calibration, as_log_sample
 from ..perfmodel.checks import rejection
 from ..perfmodel.target import predict, predict_calibrated
 from ..space.fitted import bucket_set_digest
@@ -89,7 +89,8 @@ def effective_key(ctx: TrialContext, settings: TrialSettings) -> str:
 def study_calibration(study: optuna.Study, generic: bool = False) -> Calibration:
     """The corrections every node of this study uses: seeded samples plus every booted trial's.
     `generic`: the device or model is not in the tables (a wide prior the boots replace)."""
-    samples = list(study.user_attrs.get(SEED_ATTR) or [])
+    samples = [as_log_sample(s, f"log {i + 1} seeded by an older version")
+               for i, s in enumerate(study.user_attrs.get(SEED_ATTR) or [])]
     samples += [TrialRecord.from_frozen(t).calibration_sample
                 for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
     return Calibration.from_samples(samples, generic=generic)
@@ -114,6 +115,10 @@ def refresh_calibration(study: optuna.Study, ctx: TrialContext) -> Calibration:
     ctx.calibration = cal
     said = set((study.user_attrs.get(CAL_ATTR) or {}).get("notes") or [])
     summary = cal.summary()
+    older = sum(1 for x in study.user_attrs.get(SEED_ATTR) or [] if "evidence" not in x)
+    if older:
+        summary["notes"] = [f"{older} log sample(s) stored by an older version are read as logs, not as boots "
+                            "(bounded, outvoted by the boots)", *summary.get("notes", [])]
     study.set_user_attr(CAL_ATTR, summary)
     for note in summary.get("notes", []):
         if note not in said and ctx.progress is not None:
