@@ -99,3 +99,12 @@ def test_the_scan_sees_tuner_paths():
 @pytest.mark.parametrize("where,cited", TUNER_PATHS, ids=[f"{w}-{p}" for w, p in TUNER_PATHS])
 def test_cited_tuner_path_exists(where, cited):
     assert (ROOT / cited).exists(), f"{where} cites {cited}, which does not exist"
+
+
+def test_the_architecture_map_lists_every_room_of_tuner():
+    """docs/architecture.md's map names every top-level module and package of tuner/."""
+    text = (DOCS / "architecture.md").read_text()
+    rooms = [p.name + ("/" if p.is_dir() else "") for p in (ROOT / "tuner").iterdir()
+             if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"]
+    missing = [r for r in rooms if not re.search(rf"^  {re.escape(r)}\s", text, re.M)]
+    assert not missing, f"docs/architecture.md does not list {missing}"
