@@ -10,10 +10,12 @@ LOG_SAMPLES = DATA / "log-samples"
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`--dist loadgroup`, pyproject.toml), the genuine-vLLM tier runs on one worker
-    in file order: its servers take a machine-wide lock anyway, and one worker holding them all keeps
-    the other workers free for the rest of the suite."""
+    in file order, first: its servers take a machine-wide lock anyway, and one worker holding them all
+    keeps the other workers free for the rest of the suite."""
     import pytest
 
     for item in items:
         if item.get_closest_marker("realvllm") is not None:
             item.add_marker(pytest.mark.xdist_group("realvllm"))
+    # The tier is the longest chain of the suite: it starts first, the other workers share the rest.
+    items.sort(key=lambda item: item.get_closest_marker("realvllm") is None)
