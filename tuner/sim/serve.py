@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import errno
 import os
+import re
 import signal
 import socket
 import sys
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        argv = expand_config(argv, set(parser._option_string_actions))  # noqa: SLF001 (argparse lists its flags nowhere public)
+        argv = expand_config(argv, set(re.findall(r"--[\w-]+", parser.format_usage())))  # its flags
     except ConfigFileError as e:
         parser.error(str(e))  # exits 2
     args = parser.parse_args(argv)
