@@ -16,12 +16,15 @@ the study (the tier's other modules add one each, test_deployed_realvllm.py thre
 from __future__ import annotations
 
 import asyncio
+import atexit
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -178,8 +181,17 @@ def server_env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env.update(HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HOME=str(tmp / "home"),
                XDG_CACHE_HOME=str(tmp / "home" / ".cache"), VLLM_CACHE_ROOT=str(tmp / "home" / "vllm"),
-               TMPDIR=str(tmp / "tmp"))
+               TMPDIR=_short_alias(tmp / "tmp"))
     return env
+
+
+def _short_alias(folder: Path) -> str:
+    """A short path to `folder`: vLLM's ZeroMQ sockets live in TMPDIR, and a socket path has at most 107
+    bytes (under pytest-xdist a test's folder alone is ~90). A symlink in /tmp, removed at exit."""
+    link = Path(tempfile.mkdtemp(prefix="btv-", dir="/tmp")) / "t"
+    link.symlink_to(folder)
+    atexit.register(shutil.rmtree, link.parent, True)
+    return str(link)
 
 
 class RealServer:
