@@ -74,6 +74,10 @@ def predict_trial(predict: Callable[[Corrections], StartupPrediction | None],
 def warmup_bound(pred: StartupPrediction, central: Corrections, bound: Corrections) -> float:
     """The warmup with the time corrections at `bound` instead of `central` (same buckets and graphs)."""
     total = pred.sampler_seconds
+    if pred.step_sums is not None:
+        sums = pred.step_sums
+        return total + sum(getattr(sums, name) * getattr(bound, name) / getattr(central, name)
+                           for name in ("prompt_warmup", "decode_warmup", "capture"))
     for s in pred.steps:
         name = correction_of(s)
         total += s.seconds * getattr(bound, name) / getattr(central, name)

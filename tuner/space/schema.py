@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import math
 import operator
 from dataclasses import dataclass, field
@@ -517,6 +518,12 @@ def _expression_names(source: str, name: str, expr: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in _FUNCS}
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(expr: str) -> ast.Expression:
+    """An expression parsed once (a plan evaluates the same few for every point of a space)."""
+    return ast.parse(expr, mode="eval")
+
+
 def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
     """Arithmetic on names, + - * / // % **, and ceil/floor/min/max/int/round/round_up. Nothing else."""
 
@@ -540,7 +547,7 @@ def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
         raise SpaceError(f"{source}: derived {name!r}: unsupported or unknown element in {expr!r}")
 
     try:
-        value = ev(ast.parse(expr, mode="eval"))
+        value = ev(_parsed(expr))
     except (ArithmeticError, TypeError, ValueError, RecursionError) as exc:
         raise SpaceError(f"{source}: derived {name!r}: {expr!r} failed with these values: {exc}") from None
     if isinstance(value, float) and value.is_integer():
