@@ -16,7 +16,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from .commands import bench, buckets, calc, explain, fit, results, sim, tune
+from .commands import bench, buckets, calc, explain, fit, plan, results, sim, tune
 from .errors import TunerError
 from .serve.redact import redact_argv, redact_env
 from .study.storage import url_password
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help=f"show tracebacks (or set {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tune, results, bench, buckets, calc, fit, explain, sim):
+    for module in (tune, plan, results, bench, buckets, calc, fit, explain, sim):
         module.register(sub)
     for name, subparser in sub.choices.items():
         if name not in _NO_DEBUG_FLAG:  # accepted after the command too; SUPPRESS keeps the top-level value

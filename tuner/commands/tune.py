@@ -41,11 +41,7 @@ def register(sub) -> None:
     g.add_argument("--server-args", default="", metavar="ARGS",
                    help="extra arguments for the server command line, e.g. '--load-format dummy' "
                         "(split like a shell would, never run through one)")
-    g.add_argument("--device", default="gaudi2",
-                   help="target device, for pre-boot prediction (and the simulator: gaudi2, gaudi3); one the "
-                        "performance model lacks gets a generic prior that the first boots calibrate")
-    g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
-    g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    add_model_flags(g)
     g.add_argument("--no-prediction", action="store_true", help="no pre-boot prediction / rejection")
     g.add_argument("--time-scale", type=float, default=0.2,
                    help="sim only: compress simulated serving time by this factor (reported figures "
@@ -58,20 +54,11 @@ def register(sub) -> None:
     add_workload_flags(p)
     add_load_flags(p)
     _add_sweep_flags(p)
-    o = p.add_argument_group("objectives and constraints")
-    o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
-    o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
-    o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
-    o.add_argument("--warmup-budget", type=float, help="seconds: reject before boot / abort warmup above it")
-    o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
-                   help="the warmup objective and budget: cold (default: every shape compiled) or cached (a "
-                        "deployment with a prepared recipe cache, export --with-cache); the other is shown too")
+    o = add_objective_flags(p)
     o.add_argument("--shared-recipe-cache", type=Path, metavar="DIR",
                    help="trials share a recipe cache (PT_HPU_RECIPE_CACHE_CONFIG) in DIR, a subfolder per device, "
                         "release, model, dtype and TP: faster boots; cold warmups of cache hits are predicted and "
                         "the Pareto trials are booted once more, cold, at the end. Local disk only (no NFS)")
-    o.add_argument("--allow-recompiles", action="store_true", help="do not require zero runtime recompiles")
-    o.add_argument("--allow-failed-requests", action="store_true")
     b = p.add_argument_group("budget, sampler, parallelism")
     b.add_argument("--n-trials", type=int, default=20, help="finished trials the study should hold")
     b.add_argument("--timeout", type=float, help="wall seconds for this run (e.g. 28800 for a night)")
@@ -94,6 +81,30 @@ def register(sub) -> None:
     p.add_argument("--no-report", action="store_true")
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
                    max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
+
+
+def add_model_flags(g) -> None:
+    """What the performance model predicts for (tune and plan)."""
+    g.add_argument("--device", default="gaudi2",
+                   help="target device, for pre-boot prediction (and the simulator: gaudi2, gaudi3); one the "
+                        "performance model lacks gets a generic prior that the first boots calibrate")
+    g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
+    g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+
+
+def add_objective_flags(p):
+    """The study's objectives and limits (tune and plan); returns the group."""
+    o = p.add_argument_group("objectives and constraints")
+    o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
+    o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
+    o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
+    o.add_argument("--warmup-budget", type=float, help="seconds: reject before boot / abort warmup above it")
+    o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
+                   help="the warmup objective and budget: cold (default: every shape compiled) or cached (a "
+                        "deployment with a prepared recipe cache, export --with-cache); the other is shown too")
+    o.add_argument("--allow-recompiles", action="store_true", help="do not require zero runtime recompiles")
+    o.add_argument("--allow-failed-requests", action="store_true")
+    return o
 
 
 def _add_sweep_flags(p) -> None:
