@@ -78,6 +78,11 @@ def register(sub) -> None:
     b.add_argument("--seed-from", help="enqueue the Pareto set of another study first (release upgrades)")
     b.add_argument("--no-seed-defaults", action="store_true",
                    help="do not enqueue the release defaults and the calculator's recommendation")
+    b.add_argument("--baseline", type=Path, metavar="FILE",
+                   help="what you run today (an env file, a `vllm serve` script or a server log): booted first, "
+                        "exactly as given, and the report compares the pick with it first")
+    b.add_argument("--from-plan", type=Path, metavar="FILE",
+                   help="a plan file (`bucket-tuner plan --out`): its picks are booted first, after the baseline")
     p.add_argument("--no-report", action="store_true")
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
                    max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
@@ -279,6 +284,44 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
     return samples
 
 
+def _baseline(args, space, ctx, console) -> dict | None:
+    """--baseline: its exact settings in the space (tuner/plan/baseline.py), and what was read of it."""
+    if args.baseline is None:
+        return None
+    from .plan import read_baseline
+
+    b = read_baseline(args.baseline, space, ctx.release)
+    for note in b.notes:
+        console.print(f"[yellow]baseline:[/] {note}")
+    return {"source": str(args.baseline), "kind": b.kind, "server": b.settings.server, "env": b.settings.env,
+            "params": b.settings.params, "notes": b.notes}
+
+
+def _from_plan(args, space, ctx, console) -> tuple[list[dict], dict | None]:
+    """--from-plan: the plan's picks (checked against this space) and the study's record of the plan."""
+    if args.from_plan is None:
+        return [], None
+    from ..plan.baseline import space_value
+    from ..plan.document import PlanFileError, read_picks, study_record
+
+    try:
+        doc, picks = read_picks(args.from_plan)
+    except PlanFileError as exc:
+        raise UsageError(str(exc)) from None
+    planned = doc.get("space") or {}
+    if planned.get("name") != space.name or planned.get("release") != ctx.release:
+        console.print(f"[yellow]--from-plan:[/] the plan was made for space {planned.get('name')!r} on "
+                      f"{planned.get('release')}; this study tunes {space.name!r} on {ctx.release}")
+    params = {p.name: p for p in space.parameters}
+    for rank, pick in enumerate(picks, start=1):
+        for name, value in pick.items():
+            if name not in params or space_value(params[name], value) is None:
+                raise UsageError(f"--from-plan {args.from_plan}: pick {rank} sets {name}={value!r}, which "
+                                 f"{'is not a parameter of' if name not in params else 'is outside'} "
+                                 f"{space.source}")
+    return picks, study_record(doc, str(args.from_plan))
+
+
 def cmd_tune(args) -> int:
     from rich.console import Console
 
@@ -303,6 +346,8 @@ def cmd_tune(args) -> int:
     if args.remeasure < 1:
         raise UsageError(f"--remeasure must be at least 1, got {args.remeasure}")
     calibration_seeds = _log_samples(args.calibrate_from or [], ctx, space, console)
+    baseline = _baseline(args, space, ctx, console)
+    plan_seeds, plan_record = _from_plan(args, space, ctx, console)
     from .tunecache import warmup_options
 
     ctx.warmup = warmup_options(args, ctx, console)
@@ -317,7 +362,8 @@ def cmd_tune(args) -> int:
                         enqueue_defaults=not args.no_seed_defaults,
                         heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage,
                         remeasure=args.remeasure, screening=not args.no_screening,
-                        calibration_seeds=calibration_seeds)
+                        calibration_seeds=calibration_seeds, baseline=baseline, plan_seeds=plan_seeds,
+                        plan=plan_record)
     started = time.monotonic()
     bars = _SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")

@@ -63,7 +63,7 @@ def read_deployment(path: Path, release: str | None = None, server_defaults: dic
     except IsADirectoryError:
         raise BaselineError(f"--baseline {path}: is a folder, not a file") from None
     logical = _logical_lines(text)
-    if any(_SERVE.search(line) for line in logical):
+    if any(_SERVE.search(line) for line in logical if not line.lstrip().startswith("#")):
         return _script(path, logical)
     body = [line for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     if body and all(_ENV_LINE.match(line) for line in body):
@@ -95,7 +95,7 @@ def baseline_settings(dep: Deployment, space: SearchSpace) -> tuple[TrialSetting
         raw = env.get(p.key) if p.target == "env" else server.get(p.key)
         if raw is None:
             continue
-        value = _space_value(p, raw)
+        value = space_value(p, raw)
         if value is None:
             outside.append(f"{p.name}={raw}")
         else:
@@ -106,8 +106,9 @@ def baseline_settings(dep: Deployment, space: SearchSpace) -> tuple[TrialSetting
     return TrialSettings(server=server, env=env, params=params), notes
 
 
-def _space_value(p, raw: Any) -> Any:
-    """The parameter value the space would propose for `raw` (the same setting), or None if it cannot."""
+def space_value(p, raw: Any) -> Any:
+    """The parameter value the space would propose for `raw` (the same setting), or None if it cannot.
+    (Also what `tune --from-plan` checks a plan's picks with.)"""
     finite = finite_values(p)
     if finite is not None:
         for v in finite:

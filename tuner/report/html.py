@@ -11,8 +11,8 @@ from .data import gather
 from .tables import CSS, SORT_JS, esc
 
 SECTION_IDS = ("summary", "pareto", "warmup", "workload", "failures", "convergence", "trials")
-TITLES = {"summary": "What to deploy", "pareto": "Pareto front", "warmup": "Warmup", "workload": "Workload",
-          "failures": "Failures", "convergence": "Convergence", "trials": "All trials"}
+TITLES = {"summary": "What to deploy", "plan": "The plan", "pareto": "Pareto front", "warmup": "Warmup",
+          "workload": "Workload", "failures": "Failures", "convergence": "Convergence", "trials": "All trials"}
 
 
 def chart(fig, div_id: str) -> str:
@@ -42,5 +42,9 @@ def write_html(study: optuna.Study, path: Path) -> Path:
              f"{len(d.trials)} trials, {len(d.front)} on the feasible Pareto front. Objectives: {esc(objectives)}.</p>")
     body = [summary.section(d), sections.pareto(d, chart), sections.warmup(d, chart), sections.workload(d, chart),
             sections.failures(d), sections.convergence_section(d, chart), sections.trials(d)]
-    path.write_text(page(f"bucket-tuner study {study.study_name}", intro, body))
+    ids = SECTION_IDS
+    if study.user_attrs.get("plan"):  # tune --from-plan: the plan's predictions against its picks, second
+        body.insert(1, sections.plan_section(d))
+        ids = (SECTION_IDS[0], "plan", *SECTION_IDS[1:])
+    path.write_text(page(f"bucket-tuner study {study.study_name}", intro, body, ids=ids))
     return path

@@ -283,6 +283,15 @@ class SearchSpace:
             values[p.name] = _suggest_one(trial, p)
         return self.settings_for(values)
 
+    def suggest_fixed(self, trial, values: dict[str, Any]) -> dict[str, Any]:
+        """Ask an Optuna trial only for the parameters in `values` (enqueued with them: it returns them), so
+        that a trial whose settings come from elsewhere (a baseline) records the space's values it has."""
+        out = {}
+        for p in self.parameters:
+            if p.name in values:
+                out[p.name] = _suggest_one(trial, p)
+        return out
+
     def settings_for(self, values: dict[str, Any]) -> TrialSettings:
         """Fixed settings + searched values + derived values -> a trial's server options and env."""
         server = dict(self.server)

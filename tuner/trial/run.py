@@ -207,7 +207,7 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
     tp = predict_calibrated(ctx, settings)
     predicted, rejected = pre_boot_check(ctx, settings, tp)
     base = dict(params=settings.params, server=settings.server, env=redact_env(settings.env))
-    if rejected is None and ctx.warmup is not None:
+    if rejected is None and ctx.warmup is not None and ctx.preboot_reject:
         from ..recipecache.warmupmode import cached_budget_rejection
 
         refused = cached_budget_rejection(ctx, settings, tp)
