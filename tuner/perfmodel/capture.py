@@ -129,8 +129,9 @@ def _capture_all_sums(pred: StartupPrediction, cost: CostModel, phases, free: fl
     if pred.graphs:
         pred.graphed_prompt = order[0][1][:min(kept.stop, p)]
         pred.graphed_decode = order[1][1][:max(0, kept.stop - p)]
-        pred.prompt_graph_mem = float(g[:min(kept.stop, p)].sum())
-        pred.decode_graph_mem = float(g[p:kept.stop].sum())
+        if not len(over):  # as plan_warmup's loop: a failed warm-up leaves the graph memory unset
+            pred.prompt_graph_mem = float(g[:p].sum())
+            pred.decode_graph_mem = float(g[p:].sum())
     step = compile_s[:n] + capture[:n]
     pred.step_sums = StepSums(prompt_warmup=float(step[is_prompt[:n]].sum()),
                               decode_warmup=float(step[~is_prompt[:n]].sum()), compile=float(compile_s[:n].sum()))

@@ -35,6 +35,7 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ENV_LINE = re.compile(r"^\s*(export\s+)?[A-Za-z_][A-Za-z0-9_]*=")
 _SERVE = re.compile(r"(^|\s|/)vllm\s+serve\b|vllm\.entrypoints\.openai\.api_server"
                     r"|(docker|podman)\s+run\s.*--model[=\s]")
+_LOGGED = re.compile(r"\b(INFO|WARNING|ERROR|DEBUG)\b")  # a logger's level: a log, not a script
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -63,12 +64,23 @@ def read_deployment(path: Path, release: str | None = None, server_defaults: dic
     except IsADirectoryError:
         raise BaselineError(f"--baseline {path}: is a folder, not a file") from None
     logical = _logical_lines(text)
+    script_error = None
     if any(_SERVE.search(line) for line in logical if not line.lstrip().startswith("#")):
-        return _script(path, logical)
+        try:
+            return _script(path, logical)
+        except BaselineError as exc:  # a log quoting a command line is still a log
+            script_error = exc
     body = [line for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     if body and all(_ENV_LINE.match(line) for line in body):
         return _env_file(path, text)
-    return _log(path, text, release, server_defaults or {})
+    try:
+        return _log(path, text, release, server_defaults or {})
+    except BaselineError:
+        lines = text.splitlines()
+        looks_logged = sum(bool(_LOGGED.search(line)) for line in lines) > len(lines) / 5
+        if script_error is not None and not looks_logged:
+            raise script_error from None
+        raise
 
 
 def baseline_settings(dep: Deployment, space: SearchSpace) -> tuple[TrialSettings, list[str]]:
@@ -189,7 +201,9 @@ def _script(path: Path, lines: list[str]) -> Deployment:
         try:
             words = shlex.split(line, comments=True)
         except ValueError as exc:
-            raise BaselineError(f"--baseline {path}: {exc} in {line.strip()[:80]!r}") from None
+            if _SERVE.search(line):
+                raise BaselineError(f"--baseline {path}: {exc} in {line.strip()[:80]!r}") from None
+            continue  # not a line this reading needs (a here-document, a stray quote in an echo)
         if not words:
             continue
         # Shell control flow is not run: what a branch, loop or function sets is not the baseline's.
@@ -362,8 +376,8 @@ def _log(path: Path, text: str, release: str | None, server_defaults: dict[str, 
 
     x = explain(text.splitlines(), source=str(path))
     if not x.phases and x.memory.kv_blocks is None and not x.release.profiles:
-        raise BaselineError(f"--baseline {path}: neither an env file (NAME=VALUE lines), a `vllm serve` script "
-                            "nor a vLLM server log")
+        raise BaselineError(f"--baseline {path}: not an env file (NAME=VALUE lines), a `vllm serve` script, nor "
+                            "a vLLM-on-Gaudi server log with bucket or memory lines")
     profile = release or (x.release.profiles[0] if x.release.profiles else None)
     if profile is None:
         raise BaselineError(f"--baseline {path}: the log does not say its release; give --release")

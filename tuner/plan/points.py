@@ -133,4 +133,4 @@ def _value(p: Parameter, finite: list | None, u: float) -> Any:
         step = int(p.step or 1)
         return int(min(hi, max(lo, lo + round((x - lo) / step) * step)))
     x = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))) if p.log else lo + u * (hi - lo)
-    return min(hi, max(lo, x))
+    return min(hi, max(lo, float(f"{x:.6g}")))  # the digits an env file carries (schema._env_text)

@@ -91,13 +91,13 @@ def render(plan: Plan, console, out_path: str | None, tune_hint: str | None) -> 
     if b is not None:
         p("")
         bp = b.point
-        head = f"Baseline ({b.source}, {b.kind}): "
+        p(f"[bold]Baseline[/], what you run today ({b.kind} {b.source}):", soft_wrap=True)
         if bp is None or bp.vector is None:
-            p(head + f"predicted {bp.verdict if bp else 'unknown'}: {bp.reason if bp else ''}"
+            p(f"  predicted {bp.verdict if bp else 'unknown'}: {bp.reason if bp else ''}"
               + (f" ({bp.detail})" if bp and bp.detail else ""))
         else:
-            p(head + vector_text(plan, bp) + ("" if bp.verdict == FEASIBLE else
-                                                            f" [yellow]({bp.verdict}: {bp.reason})[/]"))
+            p("  " + vector_text(plan, bp) + ("" if bp.verdict == FEASIBLE else
+                                             f" [yellow]({bp.verdict}: {bp.reason})[/]"))
             best = _best_gain(plan)
             if best is not None:
                 p(f"  Best predicted gain (pick {best[0]}): {best[1]}.")

@@ -138,7 +138,8 @@ def _against_baseline(d: ReportData, t: FrozenTrial, me: dict) -> list[str]:
     parts = []
     for name in d.names[:3]:
         text, _ = _delta(name, me.get(name), other.get(name))
-        parts.append(f"{text} {display.short(name) if name != 'warmup_s' else 'warmup'}")
+        label = {"output_throughput": "throughput", "warmup_s": "warmup"}.get(name, display.short(name))
+        parts.append(f"{text} {label}")
     limits = "" if b.user_attrs.get("feasible") else " (your baseline is outside this study's limits)"
     return [f"Against {baseline_label(d)}: {', '.join(parts)}{limits}."]
 
