@@ -60,8 +60,8 @@ def test_every_point_of_a_discrete_space_is_answered(tmp_path, capsys):
 
 
 def test_picks_are_distinct_configurations_from_the_front_and_its_contenders():
-    from tuner.perfmodel.target import DeviceModel, LoadShape, ModelTarget
     from tuner.load.workload import RandomWorkload
+    from tuner.perfmodel.target import DeviceModel, LoadShape, ModelTarget
     from tuner.plan.build import make_plan
     from tuner.plan.evaluate import Evaluator, Limits
     from tuner.space.schema import SearchSpace
