@@ -8,6 +8,7 @@ from pathlib import Path
 
 import optuna
 
+from benchmarks.tuning import plantier
 from benchmarks.tuning.problems import OBJECTIVES, Problem
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES
@@ -24,6 +25,7 @@ class Contender:
     full: bool = False  # bucket-tuner's method: seeds, calibrated checks, reuse, screening
     coarse: bool = False  # a low/middle/high lattice of each parameter
     seed_from: bool = False  # upgrade: the Pareto set of the same seed's 1.21.2 full study (--seed-from)
+    plan: bool = False  # `bucket-tuner plan` first, its picks booted first (tune --from-plan)
 
 
 CONTENDERS = {c.name: c for c in (
@@ -41,6 +43,8 @@ CONTENDERS = {c.name: c for c in (
                              "proposals not counted", full=True),
     Contender("full+seed-from", "tpe", "full, also seeded with the Pareto set of the same seed's 1.21.2 full study",
               full=True, seed_from=True),
+    Contender("plan", "tpe", "`bucket-tuner plan` (every configuration through the prior model, no boot), then full "
+                             "with the plan's picks booted first (tune --from-plan)", full=True, plan=True),
 )}
 PLAIN_REMEASURE = 10**6  # the plain contenders boot every proposal, repeats included
 
@@ -78,7 +82,8 @@ def run_contender(task) -> dict:
     opts = StudyOptions(name=f"{problem.key}-{scenario}-{name}-{seed}", results_root=Path(root), sampler=c.sampler,
                         seed=seed, n_trials=n_trials, enqueue_defaults=c.full, grid_levels=3,
                         seed_from=f"linear-{scenario}-full-{seed}" if c.seed_from else None,
-                        remeasure=1 if c.full else PLAIN_REMEASURE, screening=c.full)
+                        remeasure=1 if c.full else PLAIN_REMEASURE, screening=c.full,
+                        plan_seeds=plantier.plan_for(problem, quick)["picks"] if c.plan else [])
     runner = VirtualRunner(problem, scenario, sigma, checked=c.full)
     constraints = Constraints(warmup_budget_s=problem.warmup_budget_s, allow_recompiles=True)
     ctx, t0 = problem.context(problem.warmup_budget_s if c.full else None), time.monotonic()

@@ -103,6 +103,10 @@ class EngineStats:
     runtime_compiles: int = 0
     finished: int = 0
     busy_seconds: float = 0.0
+    # the most sequences running and prompts prefilled in one step: fastserving.py tells from them whether
+    # max_num_seqs and the prefill batch ever limited the schedule
+    peak_running: int = 0
+    peak_prefills: int = 0
 
 
 def max_prefill_seqs(pred: StartupPrediction) -> int:
@@ -219,6 +223,8 @@ class Engine:
             decodes = [] if prefills else self._schedule_v0_decode(logs)
         if not prefills and not decodes:
             return self._unschedulable(logs)
+        self.stats.peak_running = max(self.stats.peak_running, len(self.running))
+        self.stats.peak_prefills = max(self.stats.peak_prefills, len(prefills))
         duration, shapes, emitted, prompt_tokens = 0.0, [], [], 0
         inputs = self._input_stats(prefills, decodes) if self.log_compiles else ""
         for i in range(0, len(prefills), self.max_prefill_seqs):

@@ -64,6 +64,16 @@ class Schedule:
     prefill_s: float  # the reference's summed time of those ...
     decode_s: float  # ... and of the others
     closed: bool
+    max_num_seqs: int  # the reference's limits (capped at what the load can reach) ...
+    max_prefills: int
+    peak_running: int  # ... and the most it ever had running / prefilled in one step
+    peak_prefills: int
+
+    def serves(self, max_num_seqs: int, max_prefills: int) -> bool:
+        """The schedule is that of a configuration with these limits: the same ones, or ones that never
+        bound (the reference never reached its own nor these)."""
+        return ((max_num_seqs == self.max_num_seqs or self.peak_running < min(max_num_seqs, self.max_num_seqs))
+                and (max_prefills == self.max_prefills or self.peak_prefills < min(max_prefills, self.max_prefills)))
 
 
 @dataclass
@@ -91,8 +101,11 @@ class FastServing:
         if not self._requests or pred.failure is not None or pred.plan is None:
             return {}
         group = self._group(pred)
+        limits = self._limits(pred)
         scheds = self._schedules.get(group) if group is not None else None
         for sched in scheds or []:
+            if not sched.serves(*limits):
+                continue
             d, compiles = self._durations(pred, sched)
             if d is None:
                 break
@@ -110,7 +123,7 @@ class FastServing:
         run = run_virtual(pred, self._requests, keep_steps=True, max_concurrency=self.target.load.max_concurrency)
         summary = run.summary()
         if group is not None:
-            sched = record(run, self._requests, self.target.load.max_concurrency, self.closed)
+            sched = record(run, self._requests, self.target.load.max_concurrency, self.closed, *self._limits(pred))
             if sched is not None:
                 self._schedules.setdefault(group, []).append(sched)
         return {k: float(summary[k]) for k in keys if summary.get(k) is not None}
@@ -125,8 +138,13 @@ class FastServing:
         reqs = self._requests
         limit = min(self.target.load.max_concurrency or len(reqs), len(reqs))
         budget = min(cfg.max_num_batched_tokens, limit * max(i + o for _, i, o in reqs))
-        return (pred.rules.engine, pred.profile == "fork-1.17", pred.plan.contiguous_pa, cfg.block_size,
-                min(cfg.max_num_seqs, limit), budget, min(max_prefill_seqs(pred), limit))
+        return pred.rules.engine, pred.profile == "fork-1.17", pred.plan.contiguous_pa, cfg.block_size, budget
+
+    def _limits(self, pred: StartupPrediction) -> tuple[int, int]:
+        """(max_num_seqs, prefill batch), each capped at the requests the load ever has in the server."""
+        reqs = self._requests
+        limit = min(self.target.load.max_concurrency or len(reqs), len(reqs))
+        return min(pred.config.max_num_seqs, limit), min(max_prefill_seqs(pred), limit)
 
     def _in_band(self, sched: Schedule, d: np.ndarray) -> bool:
         """Open loop: the schedule's prefill and decode steps each take within `band` of the reference's
@@ -238,7 +256,8 @@ class FastServing:
         return {k: out[k] for k in keys if k in out}
 
 
-def record(run, requests: list, max_concurrency: int | None, closed: bool) -> Schedule | None:
+def record(run, requests: list, max_concurrency: int | None, closed: bool, max_num_seqs: int = 0,
+           max_prefills: int = 0) -> Schedule | None:
     """The schedule of one clock run of `requests`; None when it cannot be shared (an idle step, a failed
     request)."""
     steps = run.steps
@@ -284,7 +303,8 @@ def record(run, requests: list, max_concurrency: int | None, closed: bool) -> Sc
         n_out=lengths, tok_step=np.array([k for r in tok for k in r]),
         tok_start=np.concatenate(([0], np.cumsum(lengths)[:-1])), start=float(starts[0]),
         prefill_steps=prefill, prefill_s=float(durations[prefill].sum()), decode_s=float(durations[~prefill].sum()),
-        closed=closed)
+        closed=closed, max_num_seqs=max_num_seqs, max_prefills=max_prefills, peak_running=run.stats.peak_running,
+        peak_prefills=run.stats.peak_prefills)
 
 
 def _median(v: np.ndarray) -> float:
