@@ -117,3 +117,34 @@ def test_bad_inputs_are_refused_with_a_clear_line(tmp_path, capsys):
     junk.write_text('{"kind": "something else"}')
     with pytest.raises(PlanFileError, match="not a plan file"):
         read_picks(junk)
+
+
+def test_a_log_of_a_past_boot_calibrates_the_plan(tmp_path, capsys):
+    """A node whose warm-up takes twice the documented time: a plan calibrated from one of its logs predicts
+    about twice the warm-up, within narrower bands."""
+    from tuner.perfmodel import Corrections, ServerInputs, SimSettings, predict_startup
+    from tuner.sim.startup import run_startup_virtual
+
+    env = {"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_GRAPH_RESERVED_MEM": "0.1"}
+    truth = predict_startup("fork-1.21.2", SimSettings(), ServerInputs(max_num_seqs=16, max_model_len=2048,
+                                                                      max_num_batched_tokens=4096), env,
+                            corrections=Corrections(prompt_warmup=2.0, decode_warmup=2.0, capture=2.0))
+    log = tmp_path / "node.log"
+    log.write_text("\n".join(part for line in run_startup_virtual(truth).lines for part in line.split("\n")))
+    space = tmp_path / "s.yaml"
+    space.write_text(yaml.safe_dump({"name": "s", "release": "fork-1.21.2", "env": env,
+                                     "server": {"max_model_len": 2048, "block_size": 128,
+                                                "max_num_batched_tokens": 4096},
+                                     "parameters": {"max_num_seqs": {"type": "categorical", "choices": [16, 32]}}}))
+    prior = plan_json(tmp_path, capsys, space)
+    calibrated = plan_json(tmp_path, capsys, space, "--calibrate-from", str(log))
+    assert prior["calibration"]["boots"] == 0 and calibrated["calibration"]["boots"] == 1
+    assert calibrated["calibration"]["from_logs"] == [str(log)]
+
+    def warmup(doc, seqs):
+        entry = next(e for e in doc["front"] + doc["picks"] if e["params"]["max_num_seqs"] == seqs)
+        return entry["predicted"]["warmup_s"], entry["predicted"]["bands"]["warmup_s"]
+
+    (p, (p_lo, p_hi)), (c, (c_lo, c_hi)) = warmup(prior, 16), warmup(calibrated, 16)
+    assert c == pytest.approx(truth.warmup_seconds, rel=0.1) and 1.7 < c / p < 2.3
+    assert c_hi / c_lo < (p_hi / p_lo) / 2

@@ -68,6 +68,7 @@ class Schedule:
     max_prefills: int
     peak_running: int  # ... and the most it ever had running / prefilled in one step
     peak_prefills: int
+    compile_steps: frozenset  # the steps in which a shape compiled at runtime
 
     def serves(self, max_num_seqs: int, max_prefills: int) -> bool:
         """The schedule is that of a configuration with these limits: the same ones, or ones that never
@@ -106,14 +107,14 @@ class FastServing:
         for sched in scheds or []:
             if not sched.serves(*limits):
                 continue
-            d, compiles = self._durations(pred, sched)
+            d, compiled = self._durations(pred, sched)
             if d is None:
                 break
-            if sched.closed or (not compiles and self._in_band(sched, d)):
+            if sched.closed or (frozenset(compiled.values()) == sched.compile_steps and self._in_band(sched, d)):
                 self.replays += 1
                 ends = self._ends(sched, d)
                 out = self._metrics(sched, ends, self._sends(sched, d, ends), keys)
-                out.update({k: float(v) for k, v in (("runtime_compiles", compiles), ("failed", 0)) if k in keys})
+                out.update({k: float(v) for k, v in (("runtime_compiles", len(compiled)), ("failed", 0)) if k in keys})
                 return out
         return self._clock(pred, group, keys)
 
@@ -148,7 +149,7 @@ class FastServing:
 
     def _in_band(self, sched: Schedule, d: np.ndarray) -> bool:
         """Open loop: the schedule's prefill and decode steps each take within `band` of the reference's
-        time (a configuration that compiles a shape at runtime never is: the stall reshapes the batches)."""
+        time (and compiles at runtime in the same steps: a stall reshapes the batches after it)."""
         prefill, decode = d[sched.prefill_steps].sum(), d[~sched.prefill_steps].sum()
         return (abs(math.log(max(prefill, 1e-12) / sched.prefill_s)) <= math.log1p(self.band)
                 and abs(math.log(max(decode, 1e-12) / sched.decode_s)) <= math.log1p(self.band))
@@ -164,9 +165,9 @@ class FastServing:
         return self._bounds[key]
 
     # -- re-costing ------------------------------------------------------------------------------------
-    def _durations(self, pred: StartupPrediction, sched: Schedule) -> tuple[np.ndarray | None, int]:
-        """Each step's duration under this configuration (the engine's `_run`, batch by batch), and how many
-        shapes compile at runtime."""
+    def _durations(self, pred: StartupPrediction, sched: Schedule) -> tuple[np.ndarray | None, dict]:
+        """Each step's duration under this configuration (the engine's `_run`, batch by batch), and the shapes
+        that compile at runtime with the step each first runs in."""
         buckets = self._padded(pred, sched)
         cost = pred.cost
         rt_graphs = runtime_graphs(pred)
@@ -193,8 +194,8 @@ class FastServing:
         for (phase, bucket), step in first.items():  # a shape the warmup missed compiles where first met
             d[step] += compile_seconds(pred, cost, phase, bucket, False) + (cost.capture_time() if rt_graphs else 0.0)
         if d.min() < TURNAROUND_S:
-            return None, 0  # a step shorter than the client's turnaround: the schedule may differ, ask the clock
-        return d, len(first)
+            return None, {}  # a step shorter than the client's turnaround: the schedule may differ
+        return d, first
 
     def _padded(self, pred: StartupPrediction, sched: Schedule) -> list[tuple]:
         cfg, plan = pred.config, pred.plan
@@ -304,7 +305,8 @@ def record(run, requests: list, max_concurrency: int | None, closed: bool, max_n
         tok_start=np.concatenate(([0], np.cumsum(lengths)[:-1])), start=float(starts[0]),
         prefill_steps=prefill, prefill_s=float(durations[prefill].sum()), decode_s=float(durations[~prefill].sum()),
         closed=closed, max_num_seqs=max_num_seqs, max_prefills=max_prefills, peak_running=run.stats.peak_running,
-        peak_prefills=run.stats.peak_prefills)
+        peak_prefills=run.stats.peak_prefills,
+        compile_steps=frozenset(k for k, (_, _, _, shapes) in enumerate(steps) if any(sh.compiled for sh in shapes)))
 
 
 def _median(v: np.ndarray) -> float:
