@@ -4,18 +4,20 @@ The virtual clock (serving.run_virtual) steps the scheduler batch by batch: abou
 of 100 requests, too slow for every point of a space. But which requests run in which step does not
 depend on how long the steps take when the load is a closed loop (request rate inf: the client sends
 the next request a millisecond after one finishes, and every step takes longer than that) and the KV
-cache never runs short. It depends only on the scheduler's limits: the engine, max_num_seqs, the token
-budget, the prefill batch, the block size and which decode dimension the release pads. So one clock
-run per such group records its *schedule* (the raw shape of every batch, when each request was sent,
-got its tokens and finished), and every other configuration of the group re-costs that schedule with
-its own buckets, graphs and step costs, by the engine's own rules (the release profile's padding,
-compile and graph capture on first use, the cost model's step times), summed with numpy.
+cache never runs short. It depends only on the scheduler's limits: the engine, the token budget, the
+block size and which decode dimension the release pads, and max_num_seqs and the prefill batch where
+they bind (a schedule that never reached them is also that of any larger ones). So one clock run per
+such group records its *schedule* (the raw shape of every batch, when each request was sent, got its
+tokens and finished), and every other configuration of the group re-costs that schedule with its own
+buckets, graphs and step costs, by the engine's own rules (the release profile's padding, compile and
+graph capture on first use, the cost model's step times), summed with numpy.
 
 For closed loops that is the clock's result up to float rounding (tests compare them). Under open-loop
-arrivals (a request rate) the batches a request joins depend on timing, so the re-costed schedule is
-an approximation: a configuration more than BAND faster or slower than its schedule's reference gets a
-clock run of its own, which becomes the reference of its speed band; benchmarks/plan_speed.py measures
-the remaining error. A configuration whose KV cache may run short (preemptions, prompts that cannot be
+arrivals (a request rate) the batches a request joins depend on timing, so a schedule serves only the
+configurations whose prefill and decode steps take within BAND of its reference's time and compile at
+runtime in the same steps (a saturated one, that reached max_num_seqs, only its own pace); the others
+get a clock run of their own, which becomes a reference in turn. benchmarks/plan_speed.py measures the
+remaining error. A configuration whose KV cache may run short (preemptions, prompts that cannot be
 admitted) or whose clock run had an idle step is not shared: the clock answers for it.
 """
 
@@ -37,7 +39,6 @@ from .target import SERVING_KEYS, ServingTarget, serving_requests
 
 BAND = 0.01  # open loop: a schedule serves configurations whose step times are within 1% of its reference's
 TURNAROUND_S = 0.001  # run_virtual's client turnaround (a closed-loop request is sent this long after a finish)
-_STATS = ("mean", "median", "std")
 
 
 @dataclass
