@@ -250,14 +250,21 @@ class FastServing:
             inner[sched.tok_start[1:] - 1] = False  # the step from one request's last token to the next's first
             values["itl"] = gaps[inner]
         for name, v in values.items():
-            if not any(k.endswith(f"_{name}_ms") for k in wanted):
+            asked = [k for k in wanted if k.endswith(f"_{name}_ms")]
+            if not asked:
                 continue
             v = np.sort(v) if len(v) else np.zeros(1)
-            out[f"mean_{name}_ms"] = float(np.mean(v) * 1000)
-            out[f"median_{name}_ms"] = float(_median(v) * 1000)
-            out[f"std_{name}_ms"] = float(np.std(v) * 1000)
+            for k in asked:
+                stat = k[:-len(f"_{name}_ms")]
+                if stat == "mean":
+                    out[k] = float(np.mean(v) * 1000)
+                elif stat == "median":
+                    out[k] = float(_median(v) * 1000)
+                elif stat == "std":
+                    out[k] = float(np.std(v) * 1000)
             for p in self.percentiles:
-                out[f"p{percentile_key(p)}_{name}_ms"] = float(_percentile(v, p) * 1000)
+                if (k := f"p{percentile_key(p)}_{name}_ms") in wanted:
+                    out[k] = float(_percentile(v, p) * 1000)
         return {k: out[k] for k in keys if k in out}
 
 
