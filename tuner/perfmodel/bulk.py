@@ -20,7 +20,9 @@ from .prediction import StartupPrediction, StepRow
 from .target import Target, model_inputs
 
 _CONFIG_FIELDS = tuple(f.name for f in fields(ServerConfig) if f.name != "env")
-MAX_BUILDS = 20000  # memoised bucket plans (a plan holds a few hundred buckets)
+# memoised bucket plans, most recently used kept: repeats come close together (the same configuration with
+# other corrections, twins of a discrete space), and a plan of the padding-aware strategy holds ~1,500 buckets
+MAX_BUILDS = 512
 
 
 @dataclass
@@ -42,13 +44,13 @@ class BulkModel:
 
     def _build(self, cfg: ServerConfig) -> BucketPlan:
         key = (tuple(getattr(cfg, name) for name in _CONFIG_FIELDS), tuple(sorted(cfg.env.items())))
-        plan = self._plans.get(key)
+        plan = self._plans.pop(key, None)
         if plan is None:
             self.builds += 1
             plan = get_profile(self.target.release).build(cfg)
             if len(self._plans) >= MAX_BUILDS:
                 self._plans.pop(next(iter(self._plans)))
-            self._plans[key] = plan
+        self._plans[key] = plan  # the most recent last
         return plan
 
 

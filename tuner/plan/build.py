@@ -111,23 +111,31 @@ def _evaluate(space: SearchSpace, evaluator: Evaluator, values: dict[str, Any]) 
 
 
 def _answer(space, evaluator: Evaluator, points: list[Point], size, sampled, n_picks, baseline, seed) -> Plan:
-    feasible = [i for i, p in enumerate(points) if p.verdict == FEASIBLE]
-    vectors = [points[i].vector for i in feasible]
-    front = [feasible[j] for j in P.front_indices(vectors)]
+    # One representative per distinct configuration (its twins read the same way by the release predict the
+    # same): the front and the picks are worked out on those, then the twins are counted with them.
+    twins: dict[tuple, list[int]] = {}
+    for i, p in enumerate(points):
+        if p.verdict == FEASIBLE:
+            twins.setdefault(signature(p), []).append(i)
+    reps = [members[0] for members in twins.values()]
+    vectors = [points[i].vector for i in reps]
+    front_local = P.front_indices(vectors)
     spread = evaluator.spread
     own = (spread["decode_step"], spread[evaluator.latency_factor()], spread["prompt_warmup"])
     factors = [math.exp(evaluator.z * s) for s in own]
-    all_vectors = [p.vector if p.vector is not None else (0.0, math.inf, math.inf) for p in points]
-    could = [feasible[j] for j in P.could_be_on_front(vectors, [feasible.index(i) for i in front], factors)]
-    plan = Plan(space, evaluator, points, size, sampled, front, could, [], None, baseline,
-                distinct=len({signature(p) for p in points}))
-    if not front:
+    could_local = P.could_be_on_front(vectors, front_local, factors)
+
+    def members(local: list[int]) -> list[int]:
+        return sorted(i for j in local for i in twins[signature(points[reps[j]])])
+
+    plan = Plan(space, evaluator, points, size, sampled, members(front_local), members(could_local), [], None,
+                baseline, distinct=len({signature(p) for p in points}))
+    if not front_local:
         return plan
     lim = evaluator.limits
-    seen: set = set()  # one candidate per distinct configuration: booting its twin teaches nothing new
-    candidates = [i for i in P.closeness(all_vectors, front, could)
-                  if signature(points[i]) not in seen and not seen.add(signature(points[i]))]
+    candidates = [reps[j] for j in P.closeness(vectors, front_local, could_local)]
     worst = [points[i].worst for i in candidates[:P.MAX_CANDIDATES]]
+    all_vectors = [p.vector if p.vector is not None else (0.0, math.inf, math.inf) for p in points]
     plan.reference = P.reference_point(all_vectors, worst, lim.slos_ms.get(lim.latency_key), lim.warmup_budget_s)
     g = evaluator.global_sd
     sd_global = (g["decode_step"], g[evaluator.latency_factor()], max(g["prompt_warmup"], g["decode_warmup"]))

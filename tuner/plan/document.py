@@ -68,7 +68,13 @@ def to_document(plan: Plan, *, space_path: str | None = None, calibrated_from: l
                 ) -> dict[str, Any]:
     ev, lim = plan.evaluator, plan.limits
     t = ev.target
-    front = sorted(plan.front, key=lambda i: -plan.points[i].vector[0])
+    from .build import signature
+
+    twins: dict[tuple, list[int]] = {}  # one entry per distinct configuration, its twins counted
+    for i in sorted(plan.front, key=lambda i: (-plan.points[i].vector[0], plan.points[i].vector[2])):
+        twins.setdefault(signature(plan.points[i]), []).append(i)
+    front = [members[0] for members in twins.values()]
+    same = {members[0]: len(members) - 1 for members in twins.values()}
     doc: dict[str, Any] = {
         "kind": KIND, "version": VERSION,
         "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -84,12 +90,13 @@ def to_document(plan: Plan, *, space_path: str | None = None, calibrated_from: l
         "calibration": {**ev.calibration.summary(), "from_logs": list(calibrated_from or [])},
         "points": {"predicted": len(plan.points), "space_size": plan.discrete_size, "sampled": plan.sampled,
                    "feasible": plan.count(FEASIBLE), "infeasible": plan.count(INFEASIBLE),
-                   "likely_infeasible": plan.count(LIKELY), "on_front": len(plan.front),
+                   "likely_infeasible": plan.count(LIKELY), "distinct": plan.distinct, "on_front": len(plan.front),
                    "could_be_on_front": len(plan.could_be)},
         "infeasible": _reasons(plan, INFEASIBLE),
         "likely_infeasible": _reasons(plan, LIKELY),
         "reference_point": list(plan.reference) if plan.reference else None,
         "front": [{"params": plan.points[i].values, "predicted": predicted(plan, plan.points[i]),
+                   "read_the_same": same[i],
                    **({"vs_baseline": g} if (g := gain(plan, plan.points[i])) else {})} for i in front],
         "picks": [{"rank": r + 1, "params": plan.points[i].values, "expected_hypervolume_gain": _num(g_, 6),
                    "predicted": predicted(plan, plan.points[i]),

@@ -34,20 +34,19 @@ def _as_min(vectors: Sequence[Sequence[float]]) -> np.ndarray:
 
 
 def front_indices(vectors: Sequence[Sequence[float]]) -> list[int]:
-    """Indices of the non-dominated vectors (duplicates all kept), in O(n x front) with numpy."""
+    """Indices of the non-dominated vectors (duplicates all kept), in O(distinct x front) with numpy."""
     a = _as_min(vectors)
     if not len(a):
         return []
-    order = np.lexsort((a[:, 2], a[:, 1], a[:, 0]))  # a dominator always sorts before what it dominates
-    kept: list[int] = []
+    distinct, inverse = np.unique(a, axis=0, return_inverse=True)  # sorted: a dominator comes first
     front = np.empty((0, 3))
-    for i in order:
-        v = a[i]
+    on = np.zeros(len(distinct), dtype=bool)
+    for k, v in enumerate(distinct):
         if len(front) and np.any(np.all(front <= v, axis=1) & np.any(front < v, axis=1)):
             continue
-        kept.append(int(i))
+        on[k] = True
         front = np.vstack([front, v])
-    return sorted(kept)
+    return [int(i) for i in np.nonzero(on[inverse.ravel()])[0]]
 
 
 def could_be_on_front(vectors: Sequence[Sequence[float]], front: Sequence[int], factors: Sequence[float]
@@ -59,13 +58,11 @@ def could_be_on_front(vectors: Sequence[Sequence[float]], front: Sequence[int], 
         return []
     f = np.asarray(factors, dtype=float)
     # favourable: -thr * f0, lat / f1, warm / f2; the front's unfavourable: -thr / f0, lat * f1, warm * f2
-    fav = a * np.array([f[0], 1 / f[1], 1 / f[2]])
-    unf = a[list(front)] * np.array([1 / f[0], f[1], f[2]])
-    out = []
-    for i in range(len(a)):
-        if not np.any(np.all(unf <= fav[i], axis=1) & np.any(unf < fav[i], axis=1)):
-            out.append(i)
-    return out
+    distinct, inverse = np.unique(a, axis=0, return_inverse=True)
+    fav = distinct * np.array([f[0], 1 / f[1], 1 / f[2]])
+    unf = np.unique(a[list(front)], axis=0) * np.array([1 / f[0], f[1], f[2]])
+    ok = np.array([not np.any(np.all(unf <= x, axis=1) & np.any(unf < x, axis=1)) for x in fav])
+    return [int(i) for i in np.nonzero(ok[inverse.ravel()])[0]]
 
 
 def reference_point(vectors: Sequence[Sequence[float]], worst: Sequence[Sequence[float]],
@@ -131,9 +128,17 @@ def _exclusive(c: np.ndarray, held: list[np.ndarray], ref: np.ndarray) -> np.nda
 def closeness(vectors: Sequence[Sequence[float]], front: Sequence[int], indices: Sequence[int]) -> list[int]:
     """`indices` ordered by how far they trail the front: the least log-factor by which a configuration must
     improve in every objective to match some front member (front members: zero or less, first)."""
-    v = np.log(np.maximum(np.asarray(vectors, dtype=float)[list(indices)], 1e-300))
-    f = np.log(np.maximum(np.asarray(vectors, dtype=float)[list(front)], 1e-300))
-    need = f[None, :, :] - v[:, None, :]  # what each needs to match each front member: throughput up ...
-    need[:, :, 1:] = -need[:, :, 1:]  # ... latency and warm-up down
-    gap = need.max(axis=2).min(axis=1)
-    return [indices[i] for i in np.argsort(gap, kind="stable")]
+    all_v = np.log(np.maximum(np.asarray(vectors, dtype=float).reshape(-1, 3), 1e-300))
+    idx = list(indices)
+    if not idx:
+        return []
+    f = np.unique(all_v[list(front)], axis=0)
+    distinct, inverse = np.unique(all_v[idx], axis=0, return_inverse=True)
+    gaps = []
+    for start in range(0, len(distinct), 1024):  # in slices: vectors x front x 3 can be large
+        v = distinct[start:start + 1024]
+        need = f[None, :, :] - v[:, None, :]  # what each needs to match each front member: throughput up ...
+        need[:, :, 1:] = -need[:, :, 1:]  # ... latency and warm-up down
+        gaps.append(need.max(axis=2).min(axis=1))
+    gap = np.concatenate(gaps)[inverse.ravel()]
+    return [idx[i] for i in np.argsort(gap, kind="stable")]
