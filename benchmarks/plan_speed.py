@@ -74,7 +74,7 @@ def markdown(rows: list[dict]) -> str:
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         a = r["agreement"]
-        cells = [f"{100 * a[k]['median']:.2f}% / {100 * a[k]['max']:.1f}%" if a[k] else "-" for k in AGREEMENT]
+        cells = [f"{100 * a[k]['median']:.2f}% / {100 * a[k]['max']:.2f}%" if a[k] else "-" for k in AGREEMENT]
         out.append(f"| {r['space']} | {r['load']} | {r['points']:,}{' (sample)' if r['sampled'] else ''} | "
                    f"{r['wall_s']:.1f} | {r['per_point_ms']:.2f} | {r['clock_runs']} | {r['replays']:,} | "
                    f"{r['bucket_builds']:,} | " + " | ".join(cells) + " |")
