@@ -96,6 +96,7 @@ def run_contender(task) -> dict:
     trials = [{"params": t.params, "status": t.user_attrs.get("status"), "feasible": bool(t.user_attrs.get("feasible")),
                "values": list(t.values) if t.values else None, "screened": t.user_attrs.get("screened"),
                "accelerator_s": (t.user_attrs.get("timings") or {}).get("accelerator_s", 0.0)}
-              for t in sorted(run.study.trials, key=lambda t: t.number)]
+              for t in sorted(run.study.trials, key=lambda t: t.number)
+              if t.state.is_finished()]  # enqueued seeds the budget left waiting never ran
     return {"problem": problem.key, "scenario": scenario, "contender": name, "seed": seed, "trials": trials,
             "calibration": run.study.user_attrs.get("calibration"), "wall_s": round(time.monotonic() - t0, 1)}
