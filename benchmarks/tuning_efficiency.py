@@ -64,6 +64,12 @@ from benchmarks.tuning.truth import (  # noqa: F401
 def run_all(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[str], names: list[str],
             seeds: list[int], log):
     fronts, runs, n = {}, [], args.budgets[-1]
+    if "plan" in names:  # the zero-boot tier: one plan per problem (the prior model), inherited by the workers
+        from benchmarks.tuning import plantier
+
+        for key in wanted:
+            p = plantier.plan_for(probs[key], args.quick)
+            log(f"{key}: plan of {p['points']} configurations in {p['cpu_s']} s CPU, {len(p['picks'])} picks")
     pool_ctx = mp.get_context("fork")
     with pool_ctx.Pool(args.jobs) as pool:
         for key in wanted:
@@ -105,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", default=",".join(s for s in SCENARIOS if s not in STEP_SCENARIOS),
                     help="default: all but real_steps (problem linear only: --problems linear --scenarios real_steps)")
     ap.add_argument("--contenders", help="default random,tpe,full,full+seed-from (all: random,grid,tpe,gp,"
-                                         "nsga2,full,full+seed-from)")
+                                         "nsga2,full,full+seed-from,plan)")
     ap.add_argument("--warmup-error", type=float, default=0.15, help="sigma of the real/predicted warmup factor")
     ap.add_argument("--jobs", type=int, default=mp.cpu_count())
     ap.add_argument("--out", help="output stem (default benchmarks/results/tuning_efficiency[-quick])")
@@ -145,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_shared_cache and "nominal" in scenarios and "full" in names:
         cache_md = shared_cache_mode(args, probs, wanted, seeds, res, log)
     res["wall_s"], res["cpu_s"] = round(time.monotonic() - t0, 1), round(_cpu_s() - c0, 1)
-    table = markdown(res) + (fitted_problem.markdown(res["fitted"]) if fitted else "") + cache_md
+    from benchmarks.tuning import plantier
+
+    table = markdown(res) + plantier.markdown(res) + (fitted_problem.markdown(res["fitted"]) if fitted else "") \
+        + cache_md
     print(table + f"\n(wall time {res['wall_s']:.0f} s, CPU time {res['cpu_s']:.0f} s on {args.jobs} processes)")
     stem = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
         "tuning_efficiency" + ("-quick" if args.quick else ""))

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import optuna
 
+from benchmarks.tuning import plantier
 from benchmarks.tuning.problems import OBJECTIVES, Problem
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES
+from tuner.study.run import Constraints, StudyError, StudyOptions, run_study
 from tuner.study import proposals as guided
 from tuner.study import run as study_mod
-from tuner.study.run import Constraints, StudyError, StudyOptions, run_study
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Contender:
     full: bool = False  # bucket-tuner's method: seeds, calibrated checks, reuse, screening
     coarse: bool = False  # a low/middle/high lattice of each parameter
     seed_from: bool = False  # upgrade: the Pareto set of the same seed's 1.21.2 full study (--seed-from)
+    plan: bool = False  # `bucket-tuner plan` first, its picks booted first (tune --from-plan)
 
 
 CONTENDERS = {c.name: c for c in (
@@ -41,6 +43,8 @@ CONTENDERS = {c.name: c for c in (
                              "proposals not counted", full=True),
     Contender("full+seed-from", "tpe", "full, also seeded with the Pareto set of the same seed's 1.21.2 full study",
               full=True, seed_from=True),
+    Contender("plan", "tpe", "`bucket-tuner plan` (every configuration through the prior model, no boot), then full "
+                             "with the plan's picks booted first (tune --from-plan)", full=True, plan=True),
 )}
 PLAIN_REMEASURE = 10**6  # the plain contenders boot every proposal, repeats included
 
@@ -78,7 +82,8 @@ def run_contender(task) -> dict:
     opts = StudyOptions(name=f"{problem.key}-{scenario}-{name}-{seed}", results_root=Path(root), sampler=c.sampler,
                         seed=seed, n_trials=n_trials, enqueue_defaults=c.full, grid_levels=3,
                         seed_from=f"linear-{scenario}-full-{seed}" if c.seed_from else None,
-                        remeasure=1 if c.full else PLAIN_REMEASURE, screening=c.full)
+                        remeasure=1 if c.full else PLAIN_REMEASURE, screening=c.full,
+                        plan_seeds=plantier.plan_for(problem, quick)["picks"] if c.plan else [])
     runner = VirtualRunner(problem, scenario, sigma, checked=c.full)
     constraints = Constraints(warmup_budget_s=problem.warmup_budget_s, allow_recompiles=True)
     ctx, t0 = problem.context(problem.warmup_budget_s if c.full else None), time.monotonic()
@@ -91,6 +96,7 @@ def run_contender(task) -> dict:
     trials = [{"params": t.params, "status": t.user_attrs.get("status"), "feasible": bool(t.user_attrs.get("feasible")),
                "values": list(t.values) if t.values else None, "screened": t.user_attrs.get("screened"),
                "accelerator_s": (t.user_attrs.get("timings") or {}).get("accelerator_s", 0.0)}
-              for t in sorted(run.study.trials, key=lambda t: t.number)]
+              for t in sorted(run.study.trials, key=lambda t: t.number)
+              if t.state.is_finished()]  # enqueued seeds the budget left waiting never ran
     return {"problem": problem.key, "scenario": scenario, "contender": name, "seed": seed, "trials": trials,
             "calibration": run.study.user_attrs.get("calibration"), "wall_s": round(time.monotonic() - t0, 1)}

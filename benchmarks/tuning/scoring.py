@@ -133,6 +133,10 @@ def collect(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
                                          "statuses": dict(Counter(t["status"] for t in r["trials"]))} for r in mine]
                     if CONTENDERS[name].full:
                         sc["calibration"][name] = [r.get("calibration") for r in mine]
+            if "plan" in sc["runs"]:  # the zero-boot tier: the plan alone, against this scenario's truth
+                from benchmarks.tuning import plantier
+
+                sc["plan"] = plantier.zero_hour(p, plantier.plan_for(p, args.quick), TABLES[(key, scenario)], f)
             full = sc["runs"].get("full")  # equal hours: what the full method spent on its largest budget
             last = args.budgets[-1]
             spent = [s["at"][last]["accel_h"] for s in full or [] if last in s["at"]]
@@ -140,6 +144,10 @@ def collect(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
             sc["contenders"] = {n: errors.get(n) or aggregate(sc["runs"][n], args.budgets, hours)
                                 for n in CONTENDERS if n in errors or n in sc["runs"]}
     res["summary"] = summary_of(res)
+    for key, pr in res["problems"].items():  # the plan's zero-hour figures beside its contender's
+        for scenario, sc in pr["scenarios"].items():
+            if "plan" in sc and "plan" in res["summary"].get(key, {}).get(scenario, {}):
+                res["summary"][key][scenario]["plan"]["zero_hour"] = sc["plan"]
     if "upgrade" in wanted and "nominal" in scenarios:
         res["replay"] = replay(probs, fronts, runs, args.quick, args.warmup_error)
     return res

@@ -78,4 +78,5 @@ def test_a_study_on_a_model_the_tuner_does_not_know_calibrates_from_its_first_bo
     assert cal["prior"] == "generic" and cal["boots"] == len(trials)
     assert not [t for t in run.study.trials if t.state.name == "WAITING"]  # no proposal left behind
     assert cal["free_mem_offset_gib"]["value"] > 5  # the 8B weights leave ~10 GiB more than a 13B guess
-    assert "generic stand-in" in _calibration(SimpleNamespace(study=run.study, release=ctx.release))  # the report says so
+    report_data = SimpleNamespace(study=run.study, release=ctx.release)
+    assert "generic stand-in" in _calibration(report_data)  # the report says so

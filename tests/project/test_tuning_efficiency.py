@@ -98,3 +98,34 @@ def test_boot_events_are_what_the_tracker_reads_from_the_real_log(monkeypatch):
                 else:
                     assert abs(a[k] - b[k]) < 0.01 * max(1.0, abs(a[k])), (key, k)
             assert fed.finished_s == from_log.finished_s
+
+
+def test_the_zero_boot_tier_on_a_tiny_budget(tmp_path, monkeypatch, capsys):
+    """Contender plan: the plan's picks booted first, and the plan's own figures before any boot."""
+    te = load_benchmark(monkeypatch)
+    full_problems = te.problems
+    keep = {"max_num_seqs": [32, 64], "VLLM_GRAPH_RESERVED_MEM": [0.02, 0.1], "VLLM_GRAPH_PROMPT_RATIO": [0.3],
+            "VLLM_PROMPT_BS_BUCKET_STEP": [4], "VLLM_PROMPT_SEQ_BUCKET_STEP": [256],
+            "VLLM_DECODE_BS_BUCKET_STEP": [32], "VLLM_DECODE_BLOCK_BUCKET_STEP": [128, 512]}
+
+    def tiny():
+        probs = full_problems()
+        for p in probs.values():
+            p.quick_choices = {k: v for k, v in keep.items() if k in p.space["parameters"]}
+        return probs
+
+    monkeypatch.setattr(te, "problems", tiny)
+    out = tmp_path / "te"
+    assert te.main(["--quick", "--seeds", "1", "--budgets", "2,4", "--jobs", "1", "--problems", "linear",
+                    "--scenarios", "nominal,slow_compile", "--contenders", "full,plan", "--no-shared-cache",
+                    "--out", str(out)]) == 0
+    res = json.loads((tmp_path / "te.json").read_text())
+    for scenario in ("nominal", "slow_compile"):
+        sc = res["problems"]["linear"]["scenarios"][scenario]
+        z = sc["plan"]
+        assert 0.0 < z["hv_share"] <= 1.0 + 1e-9 and 0 <= z["picks_on_front"] <= z["picks"] <= 5
+        assert z["points"] == 8 and 1 <= z["predicted_front"] <= 8
+        assert res["summary"]["linear"][scenario]["plan"]["zero_hour"] == z
+        assert len(sc["runs"]["plan"][0]["curve"]) == 4  # the study ran its four counted trials
+    table = (tmp_path / "te.md").read_text()
+    assert "The zero-boot tier" in table and "| linear | nominal |" in table

@@ -48,11 +48,7 @@ def register(sub) -> None:
     g.add_argument("--server-args", default="", metavar="ARGS",
                    help="extra arguments for the server command line, e.g. '--load-format dummy' "
                         "(split like a shell would, never run through one)")
-    g.add_argument("--device", default="gaudi2",
-                   help="target device, for pre-boot prediction (and the simulator: gaudi2, gaudi3); one the "
-                        "performance model lacks gets a generic prior that the first boots calibrate")
-    g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
-    g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    add_model_flags(g)
     g.add_argument("--no-prediction", action="store_true", help="no pre-boot prediction / rejection")
     g.add_argument("--time-scale", type=float, default=0.2,
                    help="sim only: compress simulated serving time by this factor (reported figures "
@@ -73,21 +69,11 @@ def register(sub) -> None:
                         "result flags (--save-result, --result-dir, ...) do not apply: every trial's figures are "
                         "in the study, trials.csv and the trial folders")
     _add_sweep_flags(p)
-    o = p.add_argument_group("objectives and constraints")
-    o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
-    o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
-    o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
-    o.add_argument("--warmup-budget", type=duration, metavar="S",
-                   help=f"reject before boot / abort warmup above it ({DURATION_HELP})")
-    o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
-                   help="the warmup objective and budget: cold (default: every shape compiled) or cached (a "
-                        "deployment with a prepared recipe cache, export --with-cache); the other is shown too")
+    o = add_objective_flags(p)
     o.add_argument("--shared-recipe-cache", type=Path, metavar="DIR",
                    help="trials share a recipe cache (PT_HPU_RECIPE_CACHE_CONFIG) in DIR, a subfolder per device, "
                         "release, model, dtype and TP: faster boots; cold warmups of cache hits are predicted and "
                         "the Pareto trials are booted once more, cold, at the end. Local disk only (no NFS)")
-    o.add_argument("--allow-recompiles", action="store_true", help="do not require zero runtime recompiles")
-    o.add_argument("--allow-failed-requests", action="store_true")
     b = p.add_argument_group("budget, sampler, parallelism")
     b.add_argument("--n-trials", type=int, default=20, help="finished trials the study should hold")
     b.add_argument("--timeout", type=duration, metavar="S",
@@ -108,9 +94,39 @@ def register(sub) -> None:
     b.add_argument("--seed-from", help="enqueue the Pareto set of another study first (release upgrades)")
     b.add_argument("--no-seed-defaults", action="store_true",
                    help="do not enqueue the release defaults and the calculator's recommendation")
+    b.add_argument("--baseline", type=Path, metavar="FILE",
+                   help="what you run today (an env file, a `vllm serve` script or a server log): booted first, "
+                        "exactly as given, and the report compares the pick with it first")
+    b.add_argument("--from-plan", type=Path, metavar="FILE",
+                   help="a plan file (`bucket-tuner plan --out`): its picks are booted first, after the baseline")
     p.add_argument("--no-report", action="store_true")
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
                    max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
+
+
+def add_model_flags(g) -> None:
+    """What the performance model predicts for (tune and plan)."""
+    g.add_argument("--device", default="gaudi2",
+                   help="target device, for pre-boot prediction (and the simulator: gaudi2, gaudi3); one the "
+                        "performance model lacks gets a generic prior that the first boots calibrate")
+    g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
+    g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+
+
+def add_objective_flags(p):
+    """The study's objectives and limits (tune and plan); returns the group."""
+    o = p.add_argument_group("objectives and constraints")
+    o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
+    o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
+    o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
+    o.add_argument("--warmup-budget", type=duration, metavar="S",
+                   help=f"reject before boot / abort warmup above it ({DURATION_HELP})")
+    o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
+                   help="the warmup objective and budget: cold (default: every shape compiled) or cached (a "
+                        "deployment with a prepared recipe cache, export --with-cache); the other is shown too")
+    o.add_argument("--allow-recompiles", action="store_true", help="do not require zero runtime recompiles")
+    o.add_argument("--allow-failed-requests", action="store_true")
+    return o
 
 
 def _add_sweep_flags(p) -> None:
@@ -313,6 +329,44 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
     return samples
 
 
+def _baseline(args, space, ctx, console) -> dict | None:
+    """--baseline: its exact settings in the space (tuner/plan/baseline.py), and what was read of it."""
+    if args.baseline is None:
+        return None
+    from .plan import read_baseline
+
+    b = read_baseline(args.baseline, space, ctx.release)
+    for note in b.notes:
+        console.print(f"[yellow]baseline:[/] {note}")
+    return {"source": str(args.baseline), "kind": b.kind, "server": b.settings.server, "env": b.settings.env,
+            "params": b.settings.params, "notes": b.notes}
+
+
+def _from_plan(args, space, ctx, console) -> tuple[list[dict], dict | None]:
+    """--from-plan: the plan's picks (checked against this space) and the study's record of the plan."""
+    if args.from_plan is None:
+        return [], None
+    from ..plan.baseline import space_value
+    from ..plan.document import PlanFileError, read_picks, study_record
+
+    try:
+        doc, picks = read_picks(args.from_plan)
+    except PlanFileError as exc:
+        raise UsageError(str(exc)) from None
+    planned = doc.get("space") or {}
+    if planned.get("name") != space.name or planned.get("release") != ctx.release:
+        console.print(f"[yellow]--from-plan:[/] the plan was made for space {planned.get('name')!r} on "
+                      f"{planned.get('release')}; this study tunes {space.name!r} on {ctx.release}")
+    params = {p.name: p for p in space.parameters}
+    for rank, pick in enumerate(picks, start=1):
+        for name, value in pick.items():
+            if name not in params or space_value(params[name], value) is None:
+                raise UsageError(f"--from-plan {args.from_plan}: pick {rank} sets {name}={value!r}, which "
+                                 f"{'is not a parameter of' if name not in params else 'is outside'} "
+                                 f"{space.source}")
+    return picks, study_record(doc, str(args.from_plan))
+
+
 def cmd_tune(args) -> int:
     run = tune_study(args)
     return run.exit_status if run.interrupted else 0
@@ -348,6 +402,8 @@ def tune_study(args, console=None, storage=None, runner=None):
     if args.remeasure < 1:
         raise UsageError(f"--remeasure must be at least 1, got {args.remeasure}")
     calibration_seeds = _log_samples(args.calibrate_from or [], ctx, space, console)
+    baseline = _baseline(args, space, ctx, console)
+    plan_seeds, plan_record = _from_plan(args, space, ctx, console)
     from .tunecache import warmup_options
 
     ctx.warmup = warmup_options(args, ctx, console)
@@ -362,7 +418,8 @@ def tune_study(args, console=None, storage=None, runner=None):
                         enqueue_defaults=not args.no_seed_defaults,
                         heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage,
                         remeasure=args.remeasure, screening=not args.no_screening,
-                        calibration_seeds=calibration_seeds, storage_object=storage)
+                        calibration_seeds=calibration_seeds, storage_object=storage, baseline=baseline,
+                        plan_seeds=plan_seeds, plan=plan_record)
     started = time.monotonic()
     bars = _SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")

@@ -307,6 +307,11 @@ class Calibration:
         fits = self.fits()
         return Corrections(**{name: f.at(+z if name in ADDITIVE else -z) for name, f in fits.items()})
 
+    def pessimistic(self, z: float = 2.0) -> Corrections:
+        """The unfavourable end, as `optimistic` the favourable one (the other side of a plan's bands)."""
+        fits = self.fits()
+        return Corrections(**{name: f.at(-z if name in ADDITIVE else +z) for name, f in fits.items()})
+
     def warmup_spread(self) -> float:
         """Log scatter of one configuration's warmup around its calibrated prediction."""
         fits = self.fits()

@@ -78,6 +78,9 @@ class Shape:
     compiled: bool  # compiled at runtime in this step (not warmed up)
     bs: int  # real sequences
     tokens: int  # real tokens processed (prefill: the chunks; decode: one per sequence)
+    # what was padded: (bs, query, ctx blocks) of a prompt batch, (bs, None, decode dim) of a decode batch;
+    # perfmodel/fastserving.py pads the same batches into another configuration's buckets
+    raw: tuple = ()
 
 
 @dataclass
@@ -100,6 +103,25 @@ class EngineStats:
     runtime_compiles: int = 0
     finished: int = 0
     busy_seconds: float = 0.0
+    # the most sequences running and prompts prefilled in one step: fastserving.py tells from them whether
+    # max_num_seqs and the prefill batch ever limited the schedule
+    peak_running: int = 0
+    peak_prefills: int = 0
+
+
+def max_prefill_seqs(pred: StartupPrediction) -> int:
+    """Prompts one prefill batch may hold."""
+    cfg = pred.config
+    if pred.rules.engine != "v1":
+        return cfg.max_num_prefill_seqs or cfg.max_num_seqs
+    # vllm-gaudi runs prompts one at a time unless VLLM_PROMPT_BS_BUCKET_MAX says otherwise (A.6).
+    value = env_value(pred.env, pred.profile, "VLLM_PROMPT_BS_BUCKET_MAX")
+    return max(1, int(value)) if value and value.strip().isdigit() else 1
+
+
+def runtime_graphs(pred: StartupPrediction) -> bool:
+    """Shapes first met at runtime get a graph only where the release captures everything."""
+    return pred.rules.capture == "all" and pred.lazy and not pred.sim.enforce_eager
 
 
 class Engine:
@@ -115,12 +137,11 @@ class Engine:
         self.v1 = pred.rules.engine == "v1"
         self.block_size, self.num_blocks = cfg.block_size, pred.num_blocks
         self.max_num_seqs, self.token_budget = cfg.max_num_seqs, cfg.max_num_batched_tokens
-        self.max_prefill_seqs = self._max_prefill_seqs()
+        self.max_prefill_seqs = max_prefill_seqs(pred)
         self.cost: CostModel = pred.cost
         self.seen = {("prompt", b) for b in pred.warmed_prompt} | {("decode", b) for b in pred.warmed_decode}
         self.graphed = {("prompt", b) for b in pred.graphed_prompt} | {("decode", b) for b in pred.graphed_decode}
-        # Shapes first met at runtime get a graph only where the release captures everything.
-        self.runtime_graphs = pred.rules.capture == "all" and pred.lazy and not pred.sim.enforce_eager
+        self.runtime_graphs = runtime_graphs(pred)
         self.cached = cached_recipes  # recipe keys on disk: a runtime compile of those is a cache hit
         self.on_compile = on_compile  # callback(phase, bucket, key): the server stores the recipe
         # vllm-fork's per-step compilation log (VLLM_HPU_LOG_STEP_GRAPH_COMPILATION, V0 worker only)
@@ -136,14 +157,6 @@ class Engine:
         self._rng = random.Random(seed)
         self.noise = noise
         self._run_factor = math.exp(self._rng.gauss(0, noise)) if noise > 0 else 1.0
-
-    def _max_prefill_seqs(self) -> int:
-        cfg = self.pred.config
-        if not self.v1:
-            return cfg.max_num_prefill_seqs or cfg.max_num_seqs
-        # vllm-gaudi runs prompts one at a time unless VLLM_PROMPT_BS_BUCKET_MAX says otherwise (A.6).
-        value = env_value(self.pred.env, self.pred.profile, "VLLM_PROMPT_BS_BUCKET_MAX")
-        return max(1, int(value)) if value and value.strip().isdigit() else 1
 
     # -- requests ---------------------------------------------------------------------------------
     def add_request(self, req: SimRequest) -> None:
@@ -210,6 +223,8 @@ class Engine:
             decodes = [] if prefills else self._schedule_v0_decode(logs)
         if not prefills and not decodes:
             return self._unschedulable(logs)
+        self.stats.peak_running = max(self.stats.peak_running, len(self.running))
+        self.stats.peak_prefills = max(self.stats.peak_prefills, len(prefills))
         duration, shapes, emitted, prompt_tokens = 0.0, [], [], 0
         inputs = self._input_stats(prefills, decodes) if self.log_compiles else ""
         for i in range(0, len(prefills), self.max_prefill_seqs):
@@ -364,7 +379,7 @@ class Engine:
             t += self.cost.prefill_time(*prompt_shape(bucket), graphed)
         else:
             t += self.cost.decode_time(bucket[0], decode_blocks(self.pred.profile, bucket, self.block_size), graphed)
-        shapes.append(Shape(phase, bucket, graphed, compiled, bs, tokens))
+        shapes.append(Shape(phase, bucket, graphed, compiled, bs, tokens, (bs, query, dim)))
         return t
 
     def _input_stats(self, prefills: list, decodes: list) -> str:

@@ -7,9 +7,9 @@ prediction, with the truth's corrections, so that it then does what was predicte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from ..buckets import BucketConfigError, ServerConfig
+from ..buckets import BucketConfigError, BucketPlan, ServerConfig
 from ..buckets.owncode import build_checked
 from .capture import plan_warmup
 from .corrections import Corrections
@@ -25,15 +25,21 @@ from .costs import (
     server_config,
 )
 from .hardware import GiB, shape_for
-from .prediction import Failure, StartupPrediction, devmem_error
+from .prediction import Failure, StartupPrediction, WarmupStep, devmem_error
 from .rules import ReleaseRules, env_true, env_value, rules_for
 
 
 def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, env: Mapping[str, str],
-                    cached_recipes: frozenset = frozenset(), corrections: Corrections = Corrections()
-                    ) -> StartupPrediction:
+                    cached_recipes: frozenset = frozenset(), corrections: Corrections = Corrections(),
+                    build: Callable[[ServerConfig], BucketPlan] | None = None, step: Callable = WarmupStep,
+                    keep_steps: bool = True) -> StartupPrediction:
     """Everything a start of this configuration does before it serves, or where it fails; with
-    `corrections`, as calibrated (or, for the simulator's truth, as the hardware really is)."""
+    `corrections`, as calibrated (or, for the simulator's truth, as the hardware really is).
+
+    For bulk prediction (perfmodel/bulk.py): `build` replaces the release's bucket build (a memo of it;
+    the plan must be the release's and is not modified here), `step` the warmup step type (a lighter
+    prediction.StepRow with the same fields), `keep_steps` False: only their sums where that is faster
+    (capture.plan_warmup)."""
     rules = rules_for(profile_name)
     profile = rules.profile
     env = dict(env)
@@ -75,7 +81,8 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
             return pred
         pred.config = server_config(rules, model, inputs, env, mem.num_blocks)
         try:
-            pred.plan = build_checked(profile, pred.config)  # the release's own lists where checked
+            # a plan's memoised build, else the release's own lists where they are checked (owncode)
+            pred.plan = build(pred.config) if build is not None else build_checked(profile, pred.config)
         except BucketConfigError as e:
             pred.failure = Failure("buckets", f"{_bucket_error_class(e)}: {e}")
             return pred
@@ -84,7 +91,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
         if min(largest, cfg0.max_num_batched_tokens) == tokens:
             break
         tokens = min(largest, cfg0.max_num_batched_tokens)
-    plan_warmup(pred, cost, cached_recipes)
+    plan_warmup(pred, cost, cached_recipes, step, keep_steps)
     return pred
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..buckets import BucketPlan, ServerConfig
 from .corrections import Corrections
@@ -22,6 +23,36 @@ class WarmupStep:
     free_mem: float  # device bytes free when the release prints the line
     cache_hit: bool = False
     graph_mem: float = 0.0  # memory the captured graph keeps
+
+
+class StepRow(NamedTuple):
+    """A WarmupStep with the same fields, as a tuple: bulk prediction (a plan of a whole space) makes
+    hundreds per configuration, and a tuple costs a fifth of a frozen dataclass."""
+
+    kind: str
+    phase: str
+    index: int
+    total: int
+    bucket: tuple
+    seconds: float
+    free_mem: float
+    cache_hit: bool = False
+    graph_mem: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepSums:
+    """The warmup steps of a bulk prediction that kept none (capture.plan_warmup keep_steps=False): their
+    seconds per correction that scales them (projection.correction_of), and the compiling part of them."""
+
+    prompt_warmup: float = 0.0
+    decode_warmup: float = 0.0
+    capture: float = 0.0
+    compile: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.prompt_warmup + self.decode_warmup + self.capture
 
 
 @dataclass(frozen=True)
@@ -66,6 +97,11 @@ class StartupPrediction:
     sampler_seconds: float = 0.0
     failure: Failure | None = None
     corrections: Corrections = Corrections()
+    step_sums: StepSums | None = None  # bulk prediction: the steps' sums instead of the steps
+
+    @property
+    def steps_seconds(self) -> float:
+        return self.step_sums.total if self.step_sums is not None else sum(s.seconds for s in self.steps)
 
     @property
     def num_blocks(self) -> int:
@@ -74,7 +110,7 @@ class StartupPrediction:
     @property
     def warmup_seconds(self) -> float:
         """What "Warmup finished in N secs" reports: buckets, captures and the sampler."""
-        return sum(s.seconds for s in self.steps) + self.sampler_seconds
+        return self.steps_seconds + self.sampler_seconds
 
     @property
     def cost(self) -> CostModel:

@@ -96,7 +96,22 @@ def predict(target: Target, settings, corrections: Corrections | None = None,
     if key in _PREDICTIONS:
         return _PREDICTIONS[key]
 
-    s, dm = settings.server, target.device_model
+    sim, inputs = model_inputs(target.device_model, settings)
+    pred = predict_startup(target.release, sim, inputs, settings.env, cached_recipes, corrections=corrections)
+    if len(_PREDICTIONS) >= 2048:  # a study asks again for what it predicted (reuse key, screening, the run)
+        _PREDICTIONS.pop(next(iter(_PREDICTIONS)))
+    _PREDICTIONS[key] = pred
+    return pred
+
+
+def predict_calibrated(target: Target, settings) -> TrialPrediction | None:
+    """The prior and the calibrated prediction (target.calibration), with their bounds; None without a model."""
+    return predict_trial(lambda corr: predict(target, settings, corr), target.calibration)
+
+
+def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
+    """What the model reads of a configuration: the hardware and model, and the scheduler-level flags."""
+    s = settings.server
     sim = SimSettings(
         model=dm.model,
         device=dm.device,
@@ -113,16 +128,7 @@ def predict(target: Target, settings, corrections: Corrections | None = None,
         prefix_caching=s.get("enable_prefix_caching"),
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
     )
-    pred = predict_startup(target.release, sim, inputs, settings.env, cached_recipes, corrections=corrections)
-    if len(_PREDICTIONS) >= 2048:  # a study asks again for what it predicted (reuse key, screening, the run)
-        _PREDICTIONS.pop(next(iter(_PREDICTIONS)))
-    _PREDICTIONS[key] = pred
-    return pred
-
-
-def predict_calibrated(target: Target, settings) -> TrialPrediction | None:
-    """The prior and the calibrated prediction (target.calibration), with their bounds; None without a model."""
-    return predict_trial(lambda corr: predict(target, settings, corr), target.calibration)
+    return sim, inputs
 
 
 SERVING_KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")
@@ -132,12 +138,21 @@ def predict_serving(target: ServingTarget, pred: StartupPrediction) -> dict[str,
     """The load test's figures as the model predicts them (the scheduler on the virtual clock)."""
     from .serving import run_virtual  # the engine and the metrics: loaded only when serving is predicted
 
+    requests = serving_requests(target)
+    if requests is None:
+        return {}
+    summary = run_virtual(pred, requests, max_concurrency=target.load.max_concurrency).summary()
+    return {k: float(summary[k]) for k in SERVING_KEYS if summary.get(k) is not None}
+
+
+def serving_requests(target: ServingTarget) -> list[tuple[float, int, int]] | None:
+    """The predicted load test's requests, (send offset, input tokens, output tokens), in the workload's
+    order; None for a workload without lengths (nothing to predict)."""
     w, lo = target.workload, target.load
     try:
         ins, outs = w.lengths()
     except NotImplementedError:
-        return {}
+        return None
     rng = np.random.default_rng([getattr(w, "seed", 0), 0x41525256])
     times = gamma_send_offsets(len(ins), lo.request_rate, lo.burstiness, rng)
-    summary = run_virtual(pred, list(zip(times, ins, outs)), max_concurrency=lo.max_concurrency).summary()
-    return {k: float(summary[k]) for k in SERVING_KEYS if summary.get(k) is not None}
+    return list(zip(times, ins, outs))

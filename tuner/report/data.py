@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..study.pareto import measured_front
 from .facts import (
+    BASELINE_SEED,
     CALCULATOR_SEED,
     DEFAULTS_SEED,
     Limits,
@@ -39,6 +40,7 @@ class ReportData:
     best: FrozenTrial | None            # best throughput within the study's limits
     defaults: FrozenTrial | None        # the release-defaults seed trial
     calculator: FrozenTrial | None      # the static calculator's seed trial
+    baseline: FrozenTrial | None = None  # tune --baseline: what the user runs today
     _logs: dict[int, LogFacts | None] = field(default_factory=dict)
     _pads: dict[int, Padding] = field(default_factory=dict)
 
@@ -82,4 +84,5 @@ def gather(study: optuna.Study) -> ReportData:
         backend=study.user_attrs.get("backend") or {},
         pick=safe_pick(study, "balanced"), best=safe_pick(study, "throughput"),
         defaults=seed_trial(study, DEFAULTS_SEED), calculator=seed_trial(study, CALCULATOR_SEED),
+        baseline=seed_trial(study, BASELINE_SEED),
     )

@@ -13,6 +13,8 @@ from ..results.export import ExportError, Filters, pick_trial
 
 DEFAULTS_SEED = "release defaults"  # the labels tuner/study/run.py default_seeds gives its seeds
 CALCULATOR_SEED = "calculator"
+BASELINE_SEED = "baseline"  # tune --baseline: what the user runs today (study/run.py BASELINE_SEED)
+PLAN_SEED = "plan pick"  # tune --from-plan: "plan pick 1", ...
 _CONSTRAINT = "constraints:"  # Optuna's system-attribute prefix of trial.set_constraint
 
 

@@ -13,8 +13,8 @@ from .facts import release_notes
 from .tables import CSS, SORT_JS, esc
 
 SECTION_IDS = ("summary", "pareto", "warmup", "workload", "failures", "convergence", "trials")
-TITLES = {"summary": "What to deploy", "pareto": "Pareto front", "warmup": "Warmup", "workload": "Workload",
-          "failures": "Failures", "convergence": "Convergence", "trials": "All trials"}
+TITLES = {"summary": "What to deploy", "plan": "The plan", "pareto": "Pareto front", "warmup": "Warmup",
+          "workload": "Workload", "failures": "Failures", "convergence": "Convergence", "trials": "All trials"}
 
 
 def chart(fig, div_id: str) -> str:
@@ -50,4 +50,8 @@ def html_text(study: optuna.Study) -> str:
     intro += "".join(f"<p class='note'>{esc(line)}</p>" for line in release_notes(study))
     body = [summary.section(d), sections.pareto(d, chart), sections.warmup(d, chart), sections.workload(d, chart),
             sections.failures(d), sections.convergence_section(d, chart), sections.trials(d)]
-    return page(f"bucket-tuner study {study.study_name}", intro, body)
+    ids = SECTION_IDS
+    if study.user_attrs.get("plan"):  # tune --from-plan: the plan's predictions against its picks, second
+        body.insert(1, sections.plan_section(d))
+        ids = (SECTION_IDS[0], "plan", *SECTION_IDS[1:])
+    return page(f"bucket-tuner study {study.study_name}", intro, body, ids=ids)

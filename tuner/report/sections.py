@@ -376,3 +376,48 @@ def _cold_cached(w) -> tuple[str, float | None]:
     if not w or w["cached"].seconds is None:  # no cached figure (no recipe cache, no model): nothing to set beside
         return ("-", None)
     return (f"{w['cold'].text(display.seconds)} / {w['cached'].text(display.seconds)}", w["cold"].seconds)
+
+
+def plan_section(d: ReportData) -> str:
+    """tune --from-plan: what the plan predicted before the first boot, against what its picks measured."""
+    from .facts import PLAN_SEED, seed_trial
+
+    plan = d.study.user_attrs.get("plan") or {}
+    out = ["<section id='plan'><h2>The plan: predicted before the first boot</h2>"]
+    pts = plan.get("points") or {}
+    sampled = " (a quasi-random sample of the space)" if pts.get("sampled") else ""
+    out.append(f"<p>This study started from the plan <code>{esc(plan.get('source', '?'))}</code> "
+               f"({esc(plan.get('created') or '')}): {display.num(pts.get('predicted'))} configurations "
+               f"predicted{esc(sampled)}, {display.num(pts.get('feasible'))} feasible as predicted, "
+               f"{display.num(pts.get('infeasible'))} confidently infeasible and "
+               f"{display.num(pts.get('likely_infeasible'))} likely infeasible; its "
+               f"{len(plan.get('picks') or [])} picks were booted first, without an accelerator-hour spent on "
+               "the prediction.</p>")
+    reasons = [(kind, r["reason"], r["count"]) for kind, key in (("confidently", "infeasible"),
+                                                                  ("likely", "likely_infeasible"))
+               for r in plan.get(key) or []]
+    if reasons:
+        out.append(table(["infeasible", "reason", "configurations"], reasons))
+    names = d.names[:3]
+    rows, on_front = [], 0
+    for pick in plan.get("picks") or []:
+        t = seed_trial(d.study, f"{PLAN_SEED} {pick.get('rank')}")
+        pred = pick.get("predicted") or {}
+        row: list = [pick.get("rank"), t.number if t is not None else "-",
+                     t.user_attrs.get("status", t.state.name.lower()) if t is not None else "not run"]
+        measured = t is not None and t.user_attrs.get("status") == "ok" and t.values
+        on_front += bool(t is not None and t.number in d.pareto)
+        for i, name in enumerate(names):
+            band = (pred.get("bands") or {}).get(name) or [None, None]
+            p = pred.get(name)
+            text = f"{display.metric(name, p)} ({display.metric(name, band[0])} .. {display.metric(name, band[1])})"
+            row.append((text, p))
+            row.append(_pred_obs(p, t.values[i] if measured else None, lambda v, n=name: display.metric(n, v)))
+        rows.append(row)
+    if rows:
+        head = ["pick", "trial", "status"]
+        for name in names:
+            head += [f"{display.short(name)} predicted (band)", "predicted / measured"]
+        out.append(table(head, rows, cls="sortable", table_id="plan-picks"))
+        out.append(f"<p>{on_front} of the {len(rows)} picks are on the measured front.</p>")
+    return "".join(out) + "</section>"

@@ -79,6 +79,7 @@ def why(d: ReportData, t: FrozenTrial) -> str:
     thr, lat, warm = d.names[0], d.names[1], d.names[2]
     say = [f"Trial {t.number} serves {display.metric(thr, me.get(thr))} at {display.short(lat)} "
            f"{display.metric(lat, me.get(lat))} after a warmup of {display.seconds(me.get(warm))}."]
+    say += _against_baseline(d, t, me)
     base = d.defaults
     if base is not None and base.number != t.number:
         b = stats(d, base)
@@ -116,6 +117,32 @@ def why(d: ReportData, t: FrozenTrial) -> str:
     return " ".join(say)
 
 
+def baseline_label(d: ReportData) -> str:
+    b = d.baseline
+    source = (d.study.user_attrs.get("baseline") or {}).get("source")
+    return f"your baseline (trial {b.number}{', ' + source if source else ''})"
+
+
+def _against_baseline(d: ReportData, t: FrozenTrial, me: dict) -> list[str]:
+    """The pick against what the user runs today, first: each objective absolute and in percent."""
+    b = d.baseline
+    if b is None:
+        return []
+    if b.number == t.number:
+        return ["It is your baseline: the search found nothing that beats it on balance."]
+    if b.user_attrs.get("status") != "ok" or not b.values:
+        return [f"Your baseline (trial {b.number}) did not serve: {b.user_attrs.get('status')} "
+                f"({str(b.user_attrs.get('reason', ''))[:120]})."]
+    other = stats(d, b)
+    parts = []
+    for name in d.names[:3]:
+        text, _ = _delta(name, me.get(name), other.get(name))
+        label = {"output_throughput": "throughput", "warmup_s": "warmup"}.get(name, display.short(name))
+        parts.append(f"{text} {label}")
+    limits = "" if b.user_attrs.get("feasible") else " (your baseline is outside this study's limits)"
+    return [f"Against {baseline_label(d)}: {', '.join(parts)}{limits}."]
+
+
 def _buckets_sentence(me: dict, b: dict) -> list[str]:
     out = []
     pb, db, bpb, bdb = (me.get("prompt_buckets"), me.get("decode_buckets"), b.get("prompt_buckets"),
@@ -146,7 +173,17 @@ def section(d: ReportData) -> str:
     t = d.pick
     base = d.defaults
     headline = f"Deploy trial {t.number}, the balanced pick of the feasible front (what best.env holds)"
-    if base is not None and base.number == t.number:
+    mine = d.baseline
+    if mine is not None:  # what the user runs today comes first
+        if mine.number == t.number:
+            headline += ": your baseline itself (0% throughput over it)"
+        elif mine.user_attrs.get("status") == "ok" and mine.values:
+            diff, p = display.change(t.values[0], mine.values[0])
+            headline += (f": {'+' if diff >= 0 else '-'}{display.metric(d.names[0], abs(diff))} "
+                         f"({display.percent(p)}) throughput over {baseline_label(d)}")
+        else:
+            headline += f"; {baseline_label(d)} did not serve: {mine.user_attrs.get('status')}"
+    elif base is not None and base.number == t.number:
         headline += ": the release defaults themselves (0% throughput over the release defaults)"
     elif base is not None and base.user_attrs.get("status") == "ok":
         _, p = display.change(t.values[0], base.values[0])
@@ -164,6 +201,8 @@ def section(d: ReportData) -> str:
                      f"{esc(display.seconds(d.best.values[2]))}); <code>bucket-tuner export "
                      f"{esc(d.study.study_name)} --pick throughput</code> writes it.</p>")
     columns = [("pick", t)]
+    if mine is not None and mine.number != t.number:
+        columns.append(("your baseline", mine))
     if d.best is not None and d.best.number != t.number:
         columns.append(("best throughput", d.best))
     if base is not None:

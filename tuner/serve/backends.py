@@ -32,6 +32,11 @@ _FLAG_NAMES = {
 }
 
 
+def server_flag_names() -> tuple[str, ...]:
+    """The `vllm serve` flags of the server options (a baseline script's flags are read against them)."""
+    return tuple(_FLAG_NAMES.values())
+
+
 class BackendError(ValueError):
     """The backend cannot be started as configured (missing executable, bad option)."""
 

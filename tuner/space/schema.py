@@ -35,6 +35,7 @@ on other parameters' (or fixed env/server) values: a value or a list of values.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 from dataclasses import dataclass, field
@@ -287,6 +288,15 @@ class SearchSpace:
             values[p.name] = _suggest_one(trial, p)
         return self.settings_for(values)
 
+    def suggest_fixed(self, trial, values: dict[str, Any]) -> dict[str, Any]:
+        """Ask an Optuna trial only for the parameters in `values` (enqueued with them: it returns them), so
+        that a trial whose settings come from elsewhere (a baseline) records the space's values it has."""
+        out = {}
+        for p in self.parameters:
+            if p.name in values:
+                out[p.name] = _suggest_one(trial, p)
+        return out
+
     def settings_for(self, values: dict[str, Any]) -> TrialSettings:
         """Fixed settings + searched values + derived values -> a trial's server options and env."""
         server = dict(self.server)
@@ -498,6 +508,12 @@ def _expression_names(source: str, name: str, expr: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in _FUNCS}
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(expr: str) -> ast.Expression:
+    """An expression parsed once (a plan evaluates the same few for every point of a space)."""
+    return ast.parse(expr, mode="eval")
+
+
 def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
     """Arithmetic on names, + - * / // % **, and ceil/floor/min/max/int/round/round_up. Nothing else."""
 
@@ -521,7 +537,7 @@ def _evaluate(expr: str, scope: dict[str, Any], source: str, name: str):
         raise SpaceError(f"{source}: derived {name!r}: unsupported or unknown element in {expr!r}")
 
     try:
-        value = ev(ast.parse(expr, mode="eval"))
+        value = ev(_parsed(expr))
     except (ArithmeticError, TypeError, ValueError, RecursionError) as exc:
         raise SpaceError(f"{source}: derived {name!r}: {expr!r} failed with these values: {exc}") from None
     if isinstance(value, float) and value.is_integer():

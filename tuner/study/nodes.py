@@ -44,6 +44,14 @@ TUNER_DIED = "tuner_died"
 
 
 # ------------------------------------------------------------------------------------ URLs
+BASELINE_ATTR = "baseline_settings"  # the baseline trial's exact server options and environment (study/run.py)
+
+
+def requeue_attrs(trial) -> dict:
+    """What a trial run again keeps of the original: the baseline's exact settings."""
+    return {k: trial.user_attrs[k] for k in (BASELINE_ATTR,) if k in trial.user_attrs}
+
+
 def is_postgres(url: str) -> bool:
     return url.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres")
 
@@ -251,7 +259,7 @@ def fail_stale_trials(study: optuna.Study, me: dict | None = None) -> list[int]:
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # told meanwhile by its owner, or failed by another node
         if won:
-            study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number})
+            study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number, **requeue_attrs(trial)})
             failed.append(trial.number)
     return failed
 

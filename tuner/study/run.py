@@ -137,6 +137,13 @@ class StudyOptions:
     # calibration samples from logs of past boots (--calibrate-from), added once to the study's seeds
     calibration_seeds: list[dict] = field(default_factory=list)
     storage_object: optuna.storages.BaseStorage | None = None  # given by the Python API: used as it is
+    # what the user runs today (tune --baseline): {"source", "kind", "server", "env", "params", "notes"};
+    # booted first, exactly as given (trial 0 of a new study)
+    baseline: dict | None = None
+    # tune --from-plan: the plan's picks (parameter values, booted right after the baseline) and what the
+    # study keeps of the plan (study attribute "plan", the report's plan section)
+    plan_seeds: list[dict] = field(default_factory=list)
+    plan: dict | None = None
 
     @property
     def study_dir(self) -> Path:
@@ -291,12 +298,30 @@ def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
     return [t.params for t in other.best_trials]
 
 
+BASELINE_SEED = "baseline"  # the seed label of the baseline's trial (report/facts.py reads it)
+BASELINE_ATTR = nodes.BASELINE_ATTR  # its exact server options and environment
+requeue_attrs = nodes.requeue_attrs
+PLAN_SEED = "plan pick"  # "plan pick 1", "plan pick 2", ...
+
+
 def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, release: str | None,
                   workload_desc: dict, concurrency: int | None) -> list[str]:
-    """Enqueue seeds once, on a new study. Returns what was enqueued, for the log."""
+    """Enqueue seeds once, on a new study: the baseline, the plan's picks, another study's front, the
+    release defaults and the calculator. Returns what was enqueued, for the log."""
     if study.trials:
         return []
     said = []
+    if opts.baseline is not None:
+        b = opts.baseline
+        study.enqueue_trial(b["params"], user_attrs={"seed": BASELINE_SEED, BASELINE_ATTR: {
+            "server": b["server"], "env": b["env"], "params": b["params"]}})
+        study.set_user_attr("baseline", {k: b[k] for k in ("source", "kind", "notes") if k in b})
+        said.append(f"{BASELINE_SEED} ({b.get('source')}): exactly its settings")
+    for rank, params in enumerate(opts.plan_seeds, start=1):
+        study.enqueue_trial(params, user_attrs={"seed": f"{PLAN_SEED} {rank}"}, skip_if_exists=True)
+        said.append(f"{PLAN_SEED} {rank}: {params}")
+    if opts.plan is not None:
+        study.set_user_attr("plan", opts.plan)
     if opts.seed_from:
         other_url = opts.storage or f"sqlite:///{(opts.results_root / opts.seed_from / 'study.db').as_posix()}"
         for params in pareto_params(other_url, opts.seed_from):
@@ -339,9 +364,18 @@ def recover_orphans(study: optuna.Study) -> list[int]:
         if owner and identity_alive(owner) is False:
             optuna_private.fail_trial_of_dead_tuner(study, t, {"status": "tuner_died", "requeued": True},
                                                     {"tuner_recovered": True})
-            study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number})
+            study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number, **requeue_attrs(t)})
             recovered.append(t.number)
     return recovered
+
+
+def trial_settings(space: SearchSpace, trial) -> TrialSettings:
+    """The settings a trial runs with: the sampler's (space.suggest), or the baseline's exactly."""
+    baseline = trial.user_attrs.get(BASELINE_ATTR)
+    if baseline is None:
+        return space.suggest(trial)
+    params = space.suggest_fixed(trial, baseline.get("params") or {})
+    return TrialSettings(server=dict(baseline["server"]), env=dict(baseline["env"]), params=params)
 
 
 def _counted(study: optuna.Study) -> int:
@@ -372,7 +406,7 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
         trial.set_user_attr("requeued", requeue)
         study.tell(trial, state=TrialState.FAIL)
         if requeue:
-            study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number})
+            study.enqueue_trial(trial.params, user_attrs={"requeued_from": trial.number, **requeue_attrs(trial)})
         return TrialState.FAIL
     for name, value in cons.items():
         trial.set_constraint(name, float(value))
@@ -446,7 +480,11 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         study.set_user_attr("release_detection", ctx.release_detection)
     study.set_user_attr("backend", ctx.backend.describe())
     study.set_user_attr("constraints", asdict(constraints))  # the limits, for the report and export to name
+    fresh_study = not study.trials
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
+    if not fresh_study and (opts.baseline is not None or opts.plan_seeds):
+        notes.append("--baseline / --from-plan: this study already has trials, so nothing was enqueued (they "
+                     "seed a new study)")
     seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
     run = StudyRun(study=study, seeds=seeds, notes=notes)
     screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
@@ -486,7 +524,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
                 stop.wait(reaper.interval or 1.0)
                 continue
             try:
-                settings = space.suggest(trial)
+                settings = trial_settings(space, trial)
                 trial.set_user_attr("slot", slot.index)
                 key = effective_key(ctx, settings)
                 with lock, ask_lock:  # claims of one configuration are ordered across nodes (screen.claim)

@@ -43,6 +43,7 @@ from ..status import TrialStatus
 from ..trial.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
 from ..trial.run import TrialContext, TrialResult
 from . import optuna_private
+from .nodes import BASELINE_ATTR
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
 EXPLORE_SHARE = 0.05  # over-budget rejections booted anyway
@@ -191,6 +192,10 @@ class Screen:
         if key is None:
             key = effective_key(self.ctx, settings)
             trial.set_user_attr(KEY_ATTR, key)
+        if trial.user_attrs.get(BASELINE_ATTR) is not None:
+            # What the user runs today boots and is measured whatever the model says of it (no rejection, no
+            # warm-up abort): it is what they compare with. Over the budget, it is told infeasible.
+            return None, replace(self.ctx, preboot_reject=False, limits=replace(self.ctx.limits, warmup_budget_s=None))
         if not self.screening:  # every proposal runs (and counts), repeats included
             return None, self.ctx
         if self.in_a_row.get(slot, 0) >= MAX_SCREENED:

@@ -241,7 +241,7 @@ class _TrialRun:
         """A rejection that costs no boot (the model's confident refusal), or None: boot it."""
         ctx, settings, tp = self.ctx, self.settings, self.tp
         self.predicted, rejected = pre_boot_check(ctx, settings, tp)
-        if rejected is None and ctx.warmup is not None:
+        if rejected is None and ctx.warmup is not None and ctx.preboot_reject:
             from ..recipecache.warmupmode import cached_budget_rejection
 
             refused = cached_budget_rejection(ctx, settings, tp)

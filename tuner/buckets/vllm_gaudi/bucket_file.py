@@ -16,7 +16,9 @@ Modelled from vllm-project/vllm-gaudi `vllm_gaudi/extension/bucketing/file_strat
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
+import os
 import re
 
 from ..base import Bucket, BucketConfigError
@@ -50,7 +52,19 @@ def _skip_crash(line: str) -> BucketConfigError:
 
 
 def read_bucket_file(path: str, capped: bool) -> tuple[list[Bucket], list[Bucket]]:
-    """(prompt buckets, decode buckets), each sorted, duplicates kept, as the release reads them."""
+    """(prompt buckets, decode buckets), each sorted, duplicates kept, as the release reads them. A file
+    is parsed once while it stays the same (a plan builds one set for thousands of configurations)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise BucketConfigError(f"VLLM_BUCKETING_FROM_FILE={path!r}: {type(exc).__name__}: {exc}",
+                                "VLLM_BUCKETING_FROM_FILE") from None
+    prompt, decode = _parsed(path, capped, st.st_mtime_ns, st.st_size)
+    return list(prompt), list(decode)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: str, capped: bool, mtime_ns: int, size: int) -> tuple[tuple[Bucket, ...], tuple[Bucket, ...]]:
     try:
         with open(path) as f:
             lines = f.read().splitlines()
@@ -83,4 +97,4 @@ def read_bucket_file(path: str, capped: bool) -> tuple[list[Bucket], list[Bucket
                 raise BucketConfigError(f"VLLM_BUCKETING_FROM_FILE: line {line!r}: {type(exc).__name__}: {exc}",
                                         "VLLM_BUCKETING_FROM_FILE") from None
             (decode if query == 1 else prompt).append((bs, query, ctx))
-    return sorted(prompt), sorted(decode)
+    return tuple(sorted(prompt)), tuple(sorted(decode))
