@@ -12,9 +12,9 @@ from benchmarks.tuning import plantier
 from benchmarks.tuning.problems import OBJECTIVES, Problem
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES
-from tuner.study.run import Constraints, StudyError, StudyOptions, run_study
 from tuner.study import proposals as guided
 from tuner.study import run as study_mod
+from tuner.study.run import Constraints, StudyError, StudyOptions, run_study
 
 
 @dataclass(frozen=True)
