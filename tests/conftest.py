@@ -11,13 +11,9 @@ LOG_SAMPLES = DATA / "log-samples"
 
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`--dist loadgroup`, pyproject.toml), the genuine-vLLM tier runs on one worker
-    in file order, first: its servers take a machine-wide lock anyway, and one worker holding them all
-    keeps the other workers free for the rest of the suite."""
-    for item in items:
-        if item.get_closest_marker("realvllm") is not None:
-            item.add_marker(pytest.mark.xdist_group("realvllm"))
-    # The tier is the longest chain of the suite: it starts first, the other workers share the rest.
+    """Under pytest-xdist (`--dist loadgroup`, pyproject.toml), the genuine-vLLM tier (its modules carry
+    xdist_group("realvllm")) runs on one worker in file order, and first: it is the longest chain of the
+    suite, its servers take a machine-wide lock anyway, and the other workers share the rest."""
     items.sort(key=lambda item: item.get_closest_marker("realvllm") is None)
