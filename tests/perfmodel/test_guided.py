@@ -80,6 +80,27 @@ def test_the_guide_enqueues_the_neighbour_with_the_largest_predicted_gain_every_
     assert guide.after_tell(booted=True, more=False) is None  # the study is done: nothing left behind
 
 
+def test_the_guide_never_proposes_a_configuration_that_is_booting_now():
+    """Another slot or node running a configuration: proposing it again would only wait for its result (a
+    screened reuse that does not count toward --n-trials), so the proposal is the next best one."""
+    space, ctx, study, guide, screen = setup([1.0, 1e5, 1e4])
+    first = guide.propose()
+    assert first is not None
+    running = study.ask({k: CategoricalDistribution(v) for k, v in CHOICES.items()})
+    screen.claim(running, measured.effective_key(ctx, space.settings_for(first)))
+    second = guide.propose()
+    assert second is not None and second != first
+    study.tell(running, state=optuna.trial.TrialState.FAIL)  # it ended without a measurement: fair game again
+    assert guide.propose() == first
+
+
+def test_under_the_grid_sampler_the_guide_screens_but_never_enqueues():
+    space, ctx, study, guide, _ = setup([1.0, 1e5, 1e4])
+    guide.proposes = False  # what run_study sets for --sampler grid
+    assert [guide.after_tell(booted=True) for _ in range(4)] == [None] * 4
+    assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+
+
 def test_calibrated_serving_follows_the_step_factors():
     prior = {"output_throughput": 100.0, "p99_ttft_ms": 50.0, "median_tpot_ms": 10.0}
     est = serving_estimate(prior, Corrections(decode_step=1.25, prefill_step=2.0))

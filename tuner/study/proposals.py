@@ -86,15 +86,19 @@ def serving_estimate(prior: dict[str, float], corrections) -> dict[str, float]:
 class Guide:
     """Enqueues the calibrated model's most promising unmeasured neighbour of the measured front."""
 
-    def __init__(self, study: optuna.Study, space, ctx: TrialContext, objectives, screen, seed: int | None = 0):
+    def __init__(self, study: optuna.Study, space, ctx: TrialContext, objectives, screen, seed: int | None = 0,
+                 proposes: bool = True):
         self.study, self.space, self.ctx, self.objectives, self.screen = study, space, ctx, objectives, screen
         self.rng = random.Random(seed)
         self.booted_since = 0
+        # The grid sampler walks its grid by trial number and does not count an enqueued trial as a visit,
+        # so a proposal there only boots a grid point twice: the model screens but does not propose.
+        self.proposes = proposes
 
     def after_tell(self, booted: bool, more: bool = True) -> dict[str, Any] | None:
         """Called once a trial is told (`more`: the study wants more trials); the enqueued parameters, if any."""
         self.booted_since += bool(booted)
-        if not more or self.booted_since < EVERY or not self._ready():
+        if not (more and self.proposes) or self.booted_since < EVERY or not self._ready():
             return None
         if self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return None  # seeds still queued go first
@@ -203,12 +207,14 @@ class Guide:
         base = hypervolume(vecs, reference, directions)
         best, gain, tried = None, 0.0, 0
         others = [p for i, (_, p, _) in enumerate(done) if i not in on_front]
+        running = self.screen.running_keys()
         for params in self.candidates([p for _, p, _ in front], others):
             if tried >= MAX_CANDIDATES:
                 break
             settings = self.space.settings_for(params)
-            if self.screen.measurements(effective_key(self.ctx, settings)):
-                continue
+            key = effective_key(self.ctx, settings)
+            if self.screen.measurements(key) or key in running:
+                continue  # measured already, or booting now (on any node): a proposal would only wait for it
             tp = predict_calibrated(self.ctx, settings)
             if tp is None or tp.calibrated.failure is not None or rejection(tp, budget) is not None:
                 continue

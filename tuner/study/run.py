@@ -339,8 +339,8 @@ def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, r
 def enqueue_model_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, ctx: TrialContext,
                         fresh: bool) -> list[str]:
     """On a new study with default seeds: the performance model's seeds (measured.model_seeds)."""
-    if not (fresh and opts.enqueue_defaults and opts.screening):
-        return []
+    if not (fresh and opts.enqueue_defaults and opts.screening) or opts.sampler == "grid":
+        return []  # the grid is the user's own enumeration (and its sampler ignores enqueued points)
     said = []
     for values in model_seeds(space, ctx, opts.n_trials, opts.seed):
         study.enqueue_trial(values, user_attrs={"seed": "performance model"}, skip_if_exists=True)
@@ -488,7 +488,8 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
     run = StudyRun(study=study, seeds=seeds, notes=notes)
     screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
-    guide = Guide(study, space, ctx, objectives, screen, opts.seed)  # the calibrated model's proposals
+    guide = Guide(study, space, ctx, objectives, screen, opts.seed,  # the calibrated model's proposals
+                  proposes=opts.sampler != "grid")
     screen.use_guide(guide)  # ... and what they predict dominated is screened before boot
     known = study.user_attrs.get(SEED_ATTR) or []
     fresh_logs = [x for x in opts.calibration_seeds if x not in known]  # a re-run adds nothing twice

@@ -179,6 +179,11 @@ class Screen:
             pending = [t for t in pending if storage.get_trial(optuna_private.trial_id(t)).state == TrialState.RUNNING]
         return None
 
+    def running_keys(self) -> set[str]:
+        """The effective keys of the trials running now, on every node (claim() recorded them)."""
+        return {key for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                if (key := TrialRecord.from_frozen(t).effective_key) is not None}
+
     def measurements(self, key: str) -> list[TrialRecord]:
         records = (TrialRecord.from_frozen(t) for t in self.study.get_trials(deepcopy=False,
                                                                              states=(TrialState.COMPLETE,)))
