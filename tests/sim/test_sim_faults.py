@@ -118,12 +118,11 @@ def test_slow_start():
 
 
 def test_refuse_bind():
-    srv = SimProcess(CAL_ARGS, CAL_ENV, extra=["--sim-fault", "refuse-bind"])
-    rc = srv.proc.wait(20)
-    log = srv.log()
-    print(f"\nrefuse-bind: exit {rc}: {log.strip().splitlines()[-2]}")
-    assert rc == 1 and "Address already in use" in log and srv.health() is None
-    srv.stop()
+    with SimProcess(CAL_ARGS, CAL_ENV, extra=["--sim-fault", "refuse-bind"]) as srv:
+        rc = srv.proc.wait(20)
+        log = srv.log()
+        print(f"\nrefuse-bind: exit {rc}: {log.strip().splitlines()[-2]}")
+        assert rc == 1 and "Address already in use" in log and srv.health() is None
 
 
 def test_fault_from_the_environment():

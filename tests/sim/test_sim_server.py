@@ -65,8 +65,11 @@ class SimProcess:
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={**os.environ, **(env or {})})
         self.pgid = self.proc.pid
+        self.final_log: str | None = None  # kept once stopped, when the file is gone
 
     def log(self) -> str:
+        if self.final_log is not None:
+            return self.final_log
         return Path(self.log_file.name).read_text()
 
     def health(self) -> int | None:
@@ -102,6 +105,10 @@ class SimProcess:
         deadline = time.monotonic() + 5
         while group_members(self.pgid) and time.monotonic() < deadline:
             time.sleep(0.05)
+        if self.final_log is None:  # the file goes, whatever the test asserts next: nothing left in /tmp
+            self.final_log = self.log()
+            self.log_file.close()
+            os.unlink(self.log_file.name)
         return self.proc.returncode
 
     def __enter__(self):
@@ -110,7 +117,6 @@ class SimProcess:
     def __exit__(self, *exc):
         self.stop()
         assert group_members(self.pgid) == [], "processes left behind"
-        os.unlink(self.log_file.name)
 
 
 async def stream_completion(base: str, prompt, max_tokens: int, model: str, timeout: float = 30.0) -> dict:
