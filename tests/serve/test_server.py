@@ -523,3 +523,11 @@ def test_as_pid_1_the_stopped_tree_leaves_no_defunct_process(fake, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen == {"ended_by": "SIGKILL", "zombies": []}, seen
+
+
+def test_a_free_port_is_one_no_outgoing_connection_can_take():
+    """Below the kernel's ephemeral range (the ports of client sockets and of bind(0)), free, never twice."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [find_free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(10000 <= p < low and not port_in_use(p) for p in ports), ports

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import aiohttp
 
+from tuner.serve.process import find_free_port
+
 from .test_sim_startup import FINISHED, FREE, GENERATED, HPU_BLOCKS, PREFIX, WARMUP
 
 CAL_ARGS = ["meta-llama/Llama-3.1-8B-Instruct", "--release", "fork-1.17", "--max-num-seqs", "4",
@@ -31,9 +33,7 @@ CAL_ENV = {"VLLM_GRAPH_RESERVED_MEM": "0.4"}
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return find_free_port()  # below the ephemeral range: no client socket takes it before the server binds
 
 
 def group_members(pgid: int) -> list[int]:

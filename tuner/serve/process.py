@@ -24,6 +24,7 @@ import http.client
 import json
 import logging
 import os
+import random
 import re
 import shlex
 import signal
@@ -102,17 +103,33 @@ _HANDED_LOCK = threading.Lock()
 
 def find_free_port(host: str = "127.0.0.1") -> int:
     """A port free right now on every address, never one handed out recently by this process (two
-    slots could otherwise get the same one before either server binds it). Still racy against
-    other programs: PORT_IN_USE covers that loss."""
+    slots could otherwise get the same one before either server binds it), and below the kernel's
+    ephemeral range: a port the kernel picks for bind(0) is also the kind it gives every outgoing
+    connection, and on a node busy with load tests one of those could take it before the server binds.
+    Still racy against other programs that bind it by number: PORT_IN_USE covers that loss."""
+    low, high = _quiet_port_range()
+    rng = random.SystemRandom()
     with _HANDED_LOCK:
-        for _ in range(50):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind((host, 0))
-                port = s.getsockname()[1]
+        for attempt in range(200):
+            if attempt < 150 and high > low:
+                port = rng.randint(low, high)
+            else:  # the range is crowded or there is none: whatever the kernel hands out
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind((host, 0))
+                    port = s.getsockname()[1]
             if port not in _HANDED_OUT and not port_in_use(port):
                 _HANDED_OUT.append(port)
                 return port
     raise OSError("no free port found")
+
+
+def _quiet_port_range() -> tuple[int, int]:
+    """Ports no one gets by chance: from 10000 up to below the ephemeral range (Linux's
+    ip_local_port_range, 32768 by default). (0, 0) when that leaves too few."""
+    low = 32768
+    with suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return (10000, low - 1) if low - 1 - 10000 >= 1000 else (0, 0)
 
 
 def _foreign_listeners(port: int, pids: list[int]) -> int:
