@@ -6,3 +6,31 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 VECTOR_DIR = DATA / "vectors"
 LOG_SAMPLES = DATA / "log-samples"
+
+# The genuine-vLLM tier runs on one xdist worker, in file order, from the start (it is the suite's long
+# pole: one server at a time, ~8 minutes alone), while the other workers share everything else. Its
+# modules carry `xdist_group("realvllm")`, but pytest 9.2 keeps a node's id where xdist 3.8's loadgroup
+# no longer renames it, so the group is read off the path here, through xdist's scheduler hook.
+REALVLLM_TIER = "tests/realvllm/"
+
+
+class _TierScheduling:
+    """An xdist plugin: loadgroup scheduling with the vLLM tier as one work unit (the largest, so xdist
+    hands it out first)."""
+
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadGroupScheduling
+
+        class TierOnOneWorker(LoadGroupScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return "realvllm" if nodeid.startswith(REALVLLM_TIER) else super()._split_scope(nodeid)
+
+        return TierOnOneWorker(config, log)
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_TierScheduling(), "bucket-tuner-tier-scheduling")

@@ -34,7 +34,7 @@ from .test_realvllm import BOOT_LIMIT_S, KV_BYTES, SERVED, TreeRecorder, bucket_
 
 pytestmark = [
     pytest.mark.realvllm,
-    pytest.mark.xdist_group("realvllm"),  # one worker runs the tier, in file order (tests/conftest.py)
+    pytest.mark.xdist_group("realvllm"),  # one worker runs the tier, in file order (the scheduler in tests/conftest.py)
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc"),
 ]
 

@@ -32,7 +32,7 @@ from .test_realvllm import (  # the fixtures (vllm_env, one server at a time) co
 
 pytestmark = [
     pytest.mark.realvllm,
-    pytest.mark.xdist_group("realvllm"),  # one worker runs the tier, in file order (tests/conftest.py)
+    pytest.mark.xdist_group("realvllm"),  # one worker runs the tier, in file order (the scheduler in tests/conftest.py)
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc"),
 ]
 

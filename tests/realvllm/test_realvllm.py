@@ -44,7 +44,7 @@ from .conftest import _FIGURES
 
 pytestmark = [
     pytest.mark.realvllm,
-    pytest.mark.xdist_group("realvllm"),  # one worker runs the tier, in file order (tests/conftest.py)
+    pytest.mark.xdist_group("realvllm"),  # one worker runs the tier, in file order (the scheduler in tests/conftest.py)
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc"),
 ]
 
