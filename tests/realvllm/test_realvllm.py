@@ -455,7 +455,8 @@ def test_stop_with_open_streams_does_not_hang(vllm_env, tmp_path, how):
         hung = {None: "", True: " (the API server hung on its clients)",
                 False: " (the API server had exited by itself)"}[stop["hung"]]
         _FIGURES.append(f"stop ({how}) with {n_streams} open streams, {stop['after_start_s']:.1f} s after they "
-                        f"started{hung}: ended by {report.ended_by} after {stop_s:.2f} s (signals sent: "
+                        f"started{hung}: ended by {report.ended_by} after {stop_s:.2f} s (first signal at "
+                        f"{report.first_signal_s} s; signals sent: "
                         f"{', '.join(report.alive_before)}; exit code {report.exit_code}"
                         + (f"; shutdown line read {seen - t_stop:.2f} s after stop()" if seen else "")
                         + f"); streams: {'; '.join(_ending(s) for s in streams)}")

@@ -184,6 +184,7 @@ class StopReport:
     exit_code: int | None  # of the direct child (negative: killed by that signal)
     alive_before: dict[str, list[int]] = field(default_factory=dict)  # pids alive at each signal
     leftover: list[int] = field(default_factory=list)  # alive even after SIGKILL's grace
+    first_signal_s: float | None = None  # when the first signal went out, from the start of stop()
 
     @property
     def clean(self) -> bool:
@@ -462,13 +463,17 @@ class ServerProcess:
             self._stopping = True
             if self._guard is not None:  # we stop the group ourselves, in order
                 self._guard.release()
+            first: list[float] = []
             with self._group_lock:
-                ended_by, before, leftover = _escalate(self.group, steps, reap=self.proc.poll, hurry=self._hurry)
+                ended_by, before, leftover = _escalate(self.group, steps, reap=self.proc.poll, hurry=self._hurry,
+                                                       on_signal=lambda: first or first.append(time.monotonic() - t0))
             if not leftover:
                 with suppress(subprocess.TimeoutExpired):
                     self.proc.wait(timeout=1.0)
+            if self._guard is not None:
+                self._guard.reap()
             report = StopReport(ended_by, time.monotonic() - t0, self.proc.returncode,
-                                before, leftover)
+                                before, leftover, round(first[0], 3) if first else None)
             self._close_log()
             if leftover:  # keep the record: a later cleanup_stale_groups() tries again
                 log.error("server group %d: pids %s survived SIGKILL", self.pgid, leftover)

@@ -163,10 +163,12 @@ class _Group:
                     os.kill(pid, sig)
 
 
-def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None, hurry=None):
+def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None, hurry=None,
+              on_signal: Callable[[], object] = lambda: None):
     """Send each (signal, grace) step to the whole group until nothing is left. Returns
     (ended_by or None, {signal name: pids alive when it was sent}, pids still alive at the end).
-    `hurry` (a threading.Event): once set, the steps before SIGKILL and their grace are skipped."""
+    `hurry` (a threading.Event): once set, the steps before SIGKILL and their grace are skipped.
+    `on_signal` is called as each signal goes out."""
     before: dict[str, list[int]] = {}
     alive: list[int] = []
 
@@ -182,6 +184,7 @@ def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None, h
             break
         before[sig.name] = alive
         group.signal(sig)
+        on_signal()
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             time.sleep(0.05)

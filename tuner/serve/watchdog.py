@@ -32,7 +32,8 @@ STEPS_S = (("SIGINT", 3.0), ("SIGTERM", 5.0), ("SIGKILL", 3.0))  # ~11 s at wors
 
 
 class Guard:
-    """The tuner's side: start the watchdog for one server group; release() before stopping it."""
+    """The tuner's side: start the watchdog for one server group; release() before stopping it, reap()
+    once it is stopped."""
 
     def __init__(self, pgid: int, leader_start: int, record: Path | None, log_path: Path | None):
         read_end, self._write_end = os.pipe()  # both close-on-exec: no server inherits the write end
@@ -53,14 +54,19 @@ class Guard:
         finally:
             os.close(read_end)
 
-    def release(self, timeout_s: float = 5.0) -> None:
-        """Tell the watchdog the tuner is stopping the server itself, and reap it."""
+    def release(self) -> None:
+        """Tell the watchdog the tuner is stopping the server itself. Returns at once: once "q" is in the
+        pipe the watchdog leaves whenever it reads it, so the server's signals need not wait for that."""
         if self._write_end is None:
             return
         with suppress(OSError):
             os.write(self._write_end, RELEASE)
         os.close(self._write_end)
         self._write_end = None
+
+    def reap(self, timeout_s: float = 5.0) -> None:
+        """Wait for the released watchdog to exit (a slow one is killed): no zombie left behind."""
+        self.release()
         try:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -330,7 +330,8 @@ class _TrialRun:
         ctx, result, watch = self.ctx, self.result, self.watch
         stop = srv.stop_report
         if stop is not None:
-            result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover}
+            result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover,
+                                       "elapsed_s": round(stop.elapsed_s, 2), "first_signal_s": stop.first_signal_s}
         _observe(result, watch, self.scale, self.t_ready - (srv.started_at or self.t0), outcome.ok)
         if self.tp is not None:
             record_model_check(self.measured_ctx, result, self.tp, watch.read(lambda w: self.tracker.facts()))

@@ -93,9 +93,11 @@ def test_a_normal_stop_releases_the_watchdog(tmp_path):
         srv.stop()
         for pid in tagged(tag):
             os.kill(pid, 9)
-    # Released, not triggered: it exited 0 before the tuner's own SIGINT stopped the tree in order.
+    # Released, not triggered: it exited 0 (reaped by stop()) while the tuner's own SIGINT stopped the
+    # tree in order, without waiting for the watchdog to read its release first.
     assert watchdog.returncode == 0
     assert report.ended_by == "SIGINT" and report.clean
+    assert report.first_signal_s is not None and 0 <= report.first_signal_s <= report.elapsed_s
     assert watchdog.pid not in report.alive_before["SIGINT"]
     assert set(report.alive_before["SIGINT"]) == kids | {srv.pid}
     assert "watchdog" not in Path(tmp_path / "server.log").read_text()
