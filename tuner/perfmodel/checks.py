@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..display import above
-from ..status import TrialStatus
+from ..vocabulary.display import above
+from ..vocabulary.status import TrialStatus
 from .calibration import TIME_FACTORS, Calibration
 from .corrections import Corrections
 from .hardware import GiB, is_generic
