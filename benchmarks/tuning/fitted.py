@@ -36,8 +36,8 @@ from tuner.perfmodel import target as M
 from tuner.sim import run_virtual
 from tuner.space.fit.shapes import decode_block_totals
 from tuner.space.fitted import bind_fitted
-from tuner.status import TrialStatus
 from tuner.study.pareto import hypervolume
+from tuner.vocabulary.status import TrialStatus
 
 KEYS = ("fitted", "fitted-ranges")
 N_PROMPTS = 200

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from benchmarks.tuning.problems import DIRECTIONS, Problem
 from benchmarks.tuning.truth import TABLES, evaluate, feasible, front, key_of, objective_vector
-from tuner.status import TrialStatus
 from tuner.study.pareto import balanced_index, dominates, hypervolume
+from tuner.vocabulary.status import TrialStatus
 
 
 def replay(probs: dict[str, Problem], fronts: dict, runs: list[dict], quick: bool, sigma: float) -> dict:

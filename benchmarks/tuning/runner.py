@@ -10,8 +10,8 @@ from benchmarks.tuning.truth import TABLES, Eval, evaluate, key_of, true_predict
 from tuner.perfmodel import target as M
 from tuner.perfmodel.calibration import observation_sample
 from tuner.perfmodel.projection import BootTracker
-from tuner.status import TrialStatus
 from tuner.trial import run as T
+from tuner.vocabulary.status import TrialStatus
 
 
 @dataclass

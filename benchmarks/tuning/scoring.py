@@ -11,8 +11,8 @@ from benchmarks.tuning.contenders import CONTENDERS
 from benchmarks.tuning.problems import DIRECTIONS, Problem
 from benchmarks.tuning.replay import replay
 from benchmarks.tuning.truth import SCENARIOS, TABLES, fits, front, key_of, objective_vector
-from tuner.status import TrialStatus
 from tuner.study.pareto import hypervolume
+from tuner.vocabulary.status import TrialStatus
 
 REJECTED = (TrialStatus.INVALID_CONFIG.value, TrialStatus.WARMUP_OVER_BUDGET.value)
 

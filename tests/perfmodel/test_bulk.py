@@ -11,8 +11,9 @@ import pytest
 
 from tuner.perfmodel import Corrections
 from tuner.perfmodel.bulk import BulkModel, cached_warmup, facts
-from tuner.perfmodel.checks import warmup_bound
+from tuner.perfmodel.calibration import Calibration
 from tuner.perfmodel.target import DeviceModel, ModelTarget, predict
+from tuner.perfmodel.uncertainty import warmup_band, warmup_shares
 from tuner.plan.points import space_points
 from tuner.recipecache.warmupmode import cached_prediction
 from tuner.space.schema import SearchSpace
@@ -22,7 +23,8 @@ SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 # captured) with slower compiles; almost no free memory (no room for the KV cache)
 CORRECTIONS = (Corrections(), Corrections(graph_mem=40.0, free_mem_offset_gib=-30.0, prompt_warmup=1.7),
                Corrections(free_mem_offset_gib=-76.0))
-SLOW = Corrections(prompt_warmup=2.0, decode_warmup=1.5, capture=3.0)
+# boots that disagree with the prior differently per phase: the band depends on each phase's share
+CALIBRATED = Calibration().update({"prompt_warmup": 0.5, "decode_warmup": -0.2, "capture": 0.9})
 
 
 def sample(name: str, n: int, device: str = "gaudi2", model: str = "llama-3.1-8b"):
@@ -44,7 +46,13 @@ def same_start(a, b) -> None:
     assert set(a.graphed_prompt) == set(b.graphed_prompt) and set(a.graphed_decode) == set(b.graphed_decode)
     assert a.prompt_graph_mem == pytest.approx(b.prompt_graph_mem, rel=1e-9, abs=1)
     assert a.decode_graph_mem == pytest.approx(b.decode_graph_mem, rel=1e-9, abs=1)
-    assert warmup_bound(a, a.corrections, SLOW) == pytest.approx(warmup_bound(b, b.corrections, SLOW), rel=1e-9)
+    # the warm-up's band (the one the study screens with) from the bulk step sums = from the steps
+    if a.failure is None and not a.skip_warmup:
+        shares_a, shares_b = warmup_shares(a), warmup_shares(b)
+        assert shares_a.keys() == shares_b.keys()
+        assert all(shares_a[k] == pytest.approx(shares_b[k], rel=1e-9) for k in shares_a)
+        band_a, band_b = warmup_band(a, CALIBRATED), warmup_band(b, CALIBRATED)
+        assert (band_a.low, band_a.high) == pytest.approx((band_b.low, band_b.high), rel=1e-9)
 
 
 @pytest.mark.parametrize("name, device, model", [("demo", "gaudi2", "llama-3.1-8b"),

@@ -14,9 +14,9 @@ from tuner.perfmodel.hardware import MODELS, device_for, generic_shape, is_gener
 from tuner.report.sections import _calibration
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
-from tuner.status import TrialStatus
 from tuner.study.run import Constraints, Objectives, StudyOptions, run_study
 from tuner.trial import run as T
+from tuner.vocabulary.status import TrialStatus
 
 SPACE = {
     "name": "generic",

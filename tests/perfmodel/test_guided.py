@@ -12,12 +12,12 @@ from tuner.perfmodel import target as M
 from tuner.perfmodel.calibration import Calibration
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
-from tuner.status import TrialStatus
 from tuner.study import screen as measured
 from tuner.study.proposals import Guide, serving_estimate
 from tuner.study.run import Constraints, Objectives, tell_result
 from tuner.study.screen import Screen
 from tuner.trial import run as T
+from tuner.vocabulary.status import TrialStatus
 
 CHOICES = {"max_num_seqs": [8, 16, 32], "VLLM_DECODE_BS_BUCKET_STEP": [8, 16]}
 SPACE = {"name": "guided", "release": "fork-1.21.2",

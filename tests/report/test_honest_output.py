@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tuner.cli import main
-from tuner.display import above
+from tuner.vocabulary.display import above
 
 SPACE = {
     "name": "honest",
@@ -95,9 +95,9 @@ def test_penalties_of_a_broken_trial_stay_inside_optuna(tmp_path):
     import optuna
 
     from tuner.report.frame import trials_frame
-    from tuner.status import TrialStatus
     from tuner.study.run import Constraints, Objectives, tell_result
     from tuner.trial.run import TrialResult
+    from tuner.vocabulary.status import TrialStatus
 
     objectives = Objectives()
     study = optuna.create_study(directions=objectives.directions)

@@ -8,10 +8,10 @@ from html.parser import HTMLParser
 
 from plotly.offline import get_plotlyjs
 
-from tuner.display import percent
 from tuner.report import SECTION_IDS, write_report
 from tuner.report.facts import seed_trial, study_limits
 from tuner.results.compare import compare_studies
+from tuner.vocabulary.display import percent
 
 from .conftest import cli
 

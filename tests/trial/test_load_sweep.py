@@ -12,8 +12,8 @@ import optuna
 import pytest
 
 from tuner.cli import main
-from tuner.status import TrialStatus
 from tuner.trial.loadsweep import LoadPoint, LoadSweep, LoadSweepError, parse_load_sweep, select_point, slo_misses
+from tuner.vocabulary.status import TrialStatus
 
 from ..study.test_study_e2e import FAST, write_space
 from .test_trial import context, fault, run

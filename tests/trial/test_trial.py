@@ -17,8 +17,8 @@ from tuner.load.workload import FixedWorkload
 from tuner.perfmodel import target as M
 from tuner.serve.backends import Backend
 from tuner.space.schema import TrialSettings
-from tuner.status import TrialStatus
 from tuner.trial import run as T
+from tuner.vocabulary.status import TrialStatus
 
 from ..study.test_study_e2e import sim_processes
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tuner.load.workload import FixedWorkload
-from tuner.status import TrialStatus
+from tuner.vocabulary.status import TrialStatus
 
 from .test_trial import context, run
 

@@ -178,8 +178,8 @@ def print_release_diff(diff, source: str, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .. import display
     from ..results.releasediff import SHOWN
+    from ..vocabulary import display
 
     console = console or Console()
     a, b = diff.builds

@@ -94,7 +94,7 @@ def predict(release: str, cfg: ServerConfig, args) -> OfflinePrediction:
 
 def warmup_text(p: OfflinePrediction) -> str:
     """'about 3 min 20 s (1 min 38 s to 6 min 50 s) for llama-3.1-8b on gaudi2 (...)', or why there is none."""
-    from .. import display
+    from ..vocabulary import display
 
     if p.failure:
         return f"the model predicts this start fails ({p.failure})"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import UsageError, parse_key_values, prepare_output
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
-from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags
+from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags, read_baseline
 
 PROGRESS_FROM = 2000  # points: a progress bar on stderr for plans at least this long
 
@@ -137,19 +137,6 @@ def limits_from_args(args, target):
                   warmup_budget_s=args.warmup_budget, slos_ms=parse_key_values(args.slo, "--slo"),
                   allow_recompiles=args.allow_recompiles, allow_failed_requests=args.allow_failed_requests,
                   percentiles=parse_percentiles(args.metric_percentiles))
-
-
-def read_baseline(path: Path, space, release: str):
-    """The baseline of `plan` / `tune`: its settings in the space (tuner/plan/baseline.py)."""
-    from ..plan.baseline import BaselineError, baseline_settings, read_deployment
-    from ..plan.build import Baseline
-
-    try:
-        dep = read_deployment(path, release, space.server)
-    except BaselineError as exc:
-        raise UsageError(str(exc)) from None
-    settings, notes = baseline_settings(dep, space)
-    return Baseline(str(path), dep.kind, settings, notes)
 
 
 def _log_samples(args, target, space, console) -> list[dict]:

@@ -329,12 +329,23 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
     return samples
 
 
+def read_baseline(path: Path, space, release: str):
+    """The baseline of `plan` / `tune`: its settings in the space (tuner/plan/baseline.py)."""
+    from ..plan.baseline import BaselineError, baseline_settings, read_deployment
+    from ..plan.build import Baseline
+
+    try:
+        dep = read_deployment(path, release, space.server)
+    except BaselineError as exc:
+        raise UsageError(str(exc)) from None
+    settings, notes = baseline_settings(dep, space)
+    return Baseline(str(path), dep.kind, settings, notes)
+
+
 def _baseline(args, space, ctx, console) -> dict | None:
     """--baseline: its exact settings in the space (tuner/plan/baseline.py), and what was read of it."""
     if args.baseline is None:
         return None
-    from .plan import read_baseline
-
     b = read_baseline(args.baseline, space, ctx.release)
     for note in b.notes:
         console.print(f"[yellow]baseline:[/] {note}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from .. import display
+from ..vocabulary import display
 from .advice import command_text
 
 if TYPE_CHECKING:

@@ -5,5 +5,6 @@
     tokenizer  which token ids a prompt may use: the vocabulary read offline or learned from the server
     client     the async streaming client (completions and chat) that runs one load test
     sse        one streamed response read as vLLM's client reads it (TTFT, ITL, usage, errors)
+    options    how one load test runs (LoadOptions: concurrency, arrivals, warm pass, percentiles)
     metrics    per-request records and the aggregate metrics, with vLLM's formulas and field names
 """

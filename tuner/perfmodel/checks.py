@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..display import above
-from ..status import TrialStatus
+from ..vocabulary.display import above
+from ..vocabulary.status import TrialStatus
 from .calibration import TIME_FACTORS, Calibration
 from .corrections import Corrections
 from .hardware import GiB, is_generic
 from .prediction import StartupPrediction
-from .projection import correction_of, prediction_facts
+from .projection import prediction_facts
 from .uncertainty import warmup_band
 
 EXACT_FAILURES = ("config", "buckets")  # the release's own refusal: no model error can change it
@@ -77,19 +77,6 @@ def predict_trial(predict: Callable[[Corrections], StartupPrediction | None],
         again = predict(memory_only)
         tp.memory_failure_certain = again is not None and again.failure is not None
     return tp
-
-
-def warmup_bound(pred: StartupPrediction, central: Corrections, bound: Corrections) -> float:
-    """The warmup with the time corrections at `bound` instead of `central` (same buckets and graphs)."""
-    total = pred.sampler_seconds
-    if pred.step_sums is not None:
-        sums = pred.step_sums
-        return total + sum(getattr(sums, name) * getattr(bound, name) / getattr(central, name)
-                           for name in ("prompt_warmup", "decode_warmup", "capture"))
-    for s in pred.steps:
-        name = correction_of(s)
-        total += s.seconds * getattr(bound, name) / getattr(central, name)
-    return total
 
 
 def rejection(tp: TrialPrediction, budget_s: float | None) -> tuple[TrialStatus, str] | None:

@@ -32,7 +32,13 @@ class Band:
 
 def warmup_shares(pred: StartupPrediction) -> dict[str, float]:
     """Share of the warm-up's step seconds each correction scales (the sampler is a constant); a step
-    whose recipe is cached is scaled by the cache factor too, so its share counts for both."""
+    whose recipe is cached is scaled by the cache factor too, so its share counts for both. A bulk
+    prediction (the plan's) keeps its steps' sums per correction instead of the steps: the same shares."""
+    if pred.step_sums is not None:
+        sums = pred.step_sums
+        by = {name: getattr(sums, name) for name in ("prompt_warmup", "decode_warmup", "capture")}
+        total = sums.total
+        return {k: v / total for k, v in by.items() if v > 0} if total > 0 else {}
     by: dict[str, float] = {}
     for s in pred.steps:
         for name in (correction_of(s), *(("cache_hit",) if s.cache_hit else ())):

@@ -4,7 +4,8 @@ warm-up takes (cold and with a recipe cache), what it serves at the workload, an
 Each configuration is predicted once with the calibrated corrections (the documented prior without
 calibration; `--calibrate-from` logs move them), the startup by perfmodel.bulk and the load test by
 perfmodel.fastserving. Its bands come from the calibration's uncertainty, z standard deviations either
-way: the warm-up with the time corrections at their favourable and unfavourable ends (checks.warmup_bound),
+way: the warm-up's band is the one the study screens with (uncertainty.warmup_band: the predictive sd of
+the mix of corrections its steps carry), so the plan calls infeasible what a study would not boot;
 throughput and TPOT with the decode-step factor's, TTFT with the prefill-step factor's.
 
 A configuration is *confidently infeasible* when no correction within the bands saves it: the release
@@ -24,10 +25,11 @@ from typing import Any
 
 from ..perfmodel.bulk import BulkModel, cached_warmup, facts
 from ..perfmodel.calibration import TIME_FACTORS, Calibration
-from ..perfmodel.checks import EXACT_FAILURES, warmup_bound
+from ..perfmodel.checks import EXACT_FAILURES
 from ..perfmodel.corrections import Corrections
 from ..perfmodel.fastserving import FastServing
 from ..perfmodel.hardware import is_generic
+from ..perfmodel.uncertainty import warmup_band
 
 FEASIBLE, INFEASIBLE, LIKELY = "feasible", "infeasible", "likely infeasible"
 Z = 2.0
@@ -76,11 +78,10 @@ class Evaluator:
         self.calibration = calibration or Calibration(generic=bool(dm) and is_generic(dm.device, dm.model))
         cal = self.calibration
         self.central = cal.corrections if cal.n else Corrections()
-        favourable, unfavourable = cal.optimistic(z), cal.pessimistic(z)
+        favourable = cal.optimistic(z)
         # memory at its favourable end, times as calibrated: does an out-of-memory start stay one?
         self.memory_favourable = Corrections(**{**self.central.to_dict(), **{
             k: v for k, v in favourable.to_dict().items() if k not in TIME_FACTORS}})
-        self.time_low, self.time_high = favourable, unfavourable
         fits = cal.fits()
         self.sd = {name: math.hypot(f.se, f.spread) for name, f in fits.items()}  # one configuration's
         self.global_sd = {name: f.se for name, f in fits.items()}  # shared by every configuration
@@ -105,7 +106,8 @@ class Evaluator:
             return self._failed(values, settings, pred, facts_)
         lim, z = self.limits, self.z
         cold, cached = pred.warmup_seconds, cached_warmup(pred)
-        low, high = warmup_bound(pred, self.central, self.time_low), warmup_bound(pred, self.central, self.time_high)
+        band = warmup_band(pred, self.calibration, z)  # the band the study's screen rejects with
+        low, high = (band.low, band.high) if band is not None else (cold, cold)
         warm = cold if lim.warmup_mode == "cold" else cached
         scale = warm / cold if cold else 1.0
         warm_low, warm_high = low * scale, high * scale

@@ -7,7 +7,7 @@ import math
 import textwrap
 from typing import Any
 
-from .. import display
+from ..vocabulary import display
 from .build import Plan
 from .document import gain, objective_names
 from .evaluate import FEASIBLE, INFEASIBLE, LIKELY, Point

@@ -143,7 +143,7 @@ class Figure:
             return "-"
         if self.measured:
             return fmt(self.seconds)
-        from ..display import band
+        from ..vocabulary.display import band
 
         return band(self.seconds, self.low, self.high, fmt, "pred.")
 
@@ -193,8 +193,8 @@ def cached_budget_rejection(ctx, settings, tp) -> tuple | None:
     opts = ctx.warmup
     if opts is None or opts.mode != CACHED or opts.budget_s is None or tp is None:
         return None
-    from ..display import above
-    from ..status import TrialStatus
+    from ..vocabulary.display import above
+    from ..vocabulary.status import TrialStatus
 
     cached = cached_prediction(ctx, settings, tp.calibrated.corrections)
     if cached is None or tp.warmup_low_s is None or not tp.calibrated.warmup_seconds:

@@ -2,7 +2,7 @@
 
 Package map
     frame.py        trials.csv / pareto.csv rows;  sweep.py  load_sweep.csv (tune --load-sweep)
-    (tuner/display.py: numbers in human units, shared with compare and the terminal)
+    (tuner/vocabulary/display.py: numbers in human units, shared with compare and the terminal)
     facts.py        limits, seed trials, picks, accelerator cost of a trial
     startup.py      a trial's server log read back: buckets, graphs, startup phase times, excerpts
     padding.py      the workload's lengths against the bucket boundaries

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from ..display import short
+from ..vocabulary.display import short
 
 CLASS_STYLE = {  # trial class -> (colour, marker symbol)
     "Pareto front": ("#d62728", "star"),

@@ -10,9 +10,9 @@ import optuna
 import plotly.graph_objects as go
 from optuna.trial import TrialState
 
-from .. import display
 from ..errors.disk import write_text
 from ..results.compare import Comparison
+from ..vocabulary import display
 from . import charts
 from .convergence import front_volume
 from .data import ReportData, gather

@@ -121,8 +121,8 @@ BALANCED_RULE = ("each objective is scaled over the feasible front from 0 (its b
 
 def balanced_rule(front: list[FrozenTrial], pick: FrozenTrial | None, names: list[str], dirs: list[str]) -> str | None:
     """The balanced pick's rule in one sentence, with the runner-up and the objective it lost on."""
-    from .. import display
     from ..study.pareto import ideal_distances, normalised
+    from ..vocabulary import display
 
     if not front or pick is None or pick.number not in {t.number for t in front}:
         return None

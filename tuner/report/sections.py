@@ -10,7 +10,7 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from .. import display
+from ..vocabulary import display
 from . import charts
 from .convergence import convergence
 from .data import ReportData

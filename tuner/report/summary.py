@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from optuna.trial import FrozenTrial, TrialState
 
-from .. import display
 from ..results.export import ExportError, env_file_text
+from ..vocabulary import display
 from .data import ReportData
 from .facts import balanced_rule
 from .tables import esc, table

@@ -9,8 +9,8 @@ from typing import Any
 import optuna
 import pandas as pd
 
-from .. import display
 from ..errors.disk import write_text
+from ..vocabulary import display
 
 THROUGHPUT = "output_throughput"
 CSV_NAME = "load_sweep.csv"

@@ -6,7 +6,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from ..display import missing, num
+from ..vocabulary.display import missing, num
 
 Cell = Any  # a value, or (text, sort value)
 

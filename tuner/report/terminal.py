@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import optuna
 
-from .. import display
+from ..vocabulary import display
 from .facts import balanced_rule, closest_admission, settings_text
 
 MIN_SETTINGS = 24  # below this the settings go on their own lines under the table

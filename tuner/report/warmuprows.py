@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from optuna.trial import FrozenTrial
 
-from .. import display
+from ..vocabulary import display
 from .startup import PHASES, LogFacts
 
 COUNTS = ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks")

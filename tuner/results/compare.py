@@ -145,7 +145,7 @@ def _budgets(fronts: list[list[FrozenTrial]]) -> list[float]:
 
 def regressions(cmp: Comparison) -> list[str]:
     """Plain sentences: where a study does worse than the first one."""
-    from ..display import metric, seconds, short
+    from ..vocabulary.display import metric, seconds, short
 
     out = []
     base = cmp.names[0]
@@ -180,7 +180,7 @@ def print_comparison(cmp: Comparison, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .. import display
+    from ..vocabulary import display
 
     console = console or Console()
     names = cmp.objective_names
@@ -242,7 +242,7 @@ def print_comparison(cmp: Comparison, console=None) -> None:
 
 def _print_warmups(cmp: Comparison, console) -> None:
     """The balanced picks' cold and cached warmups (tune --warmup): measured, or predicted and marked."""
-    from .. import display
+    from ..vocabulary import display
 
     picks = cmp.best.get("balanced") or []
     known = [(n, s["warmups"]) for n, s in zip(cmp.names, picks) if s and s.get("warmups")]

@@ -26,6 +26,7 @@ from ..serve.backends import server_flags, server_options
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
 from ..study.pareto import balanced_index, measured_front
+from ..trial.record import measured_trial
 
 PICKS = ("throughput", "latency", "balanced", "warmup")
 FLAGS_HEADER = "# vllm serve flags:"  # the env file's line of server flags (compare --env-file reads it back)
@@ -257,15 +258,6 @@ def export_best(study: optuna.Study, path: Path, pick: str, release: str | None,
 def bucket_file_beside(env_path: Path) -> Path:
     """best.env -> best.buckets.txt (the env file's stem, in its folder)."""
     return env_path.with_name(f"{env_path.stem}.buckets.txt")
-
-
-def measured_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
-    """The trial that was booted for these settings: a reused trial records the result, not the env."""
-    earlier = (trial.user_attrs.get("observed") or {}).get("reused_from")
-    if earlier is None or (trial.user_attrs.get("env") or {}):
-        return trial
-    match = [t for t in study.get_trials(deepcopy=False) if t.number == earlier]
-    return match[0] if match else trial
 
 
 def export_bucket_file(study: optuna.Study, trial: optuna.trial.FrozenTrial,

@@ -26,9 +26,9 @@ from optuna.trial import TrialState
 
 from ..perfmodel.checks import rejection
 from ..perfmodel.target import predict, predict_calibrated, predict_serving
-from ..status import TrialStatus
 from ..trial.record import TrialRecord
 from ..trial.run import TrialContext, TrialResult
+from ..vocabulary.status import TrialStatus
 from .pareto import hypervolume, pareto_indices
 from .screen import effective_key
 

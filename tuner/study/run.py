@@ -29,9 +29,9 @@ from ..errors.disk import DISK_ERRNOS, DiskError, disk_error, is_disk_failure, r
 from ..serve.redact import redact_env
 from ..space.fitted import bind_fitted, pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
-from ..status import CONFIG_FAILURES, TrialStatus
 from ..trial import run as trial_mod
 from ..trial.run import Slot, TrialContext, TrialResult
+from ..vocabulary.status import CONFIG_FAILURES, TrialStatus
 from . import nodes, optuna_private
 from .interrupt import Interrupt
 from .proposals import Guide
@@ -97,7 +97,7 @@ class Constraints:
 
     def misses(self, result: TrialResult) -> list[str]:
         """The limits a measured trial breaks, as a person reads them: 'SLO miss p99_ttft_ms 4874 > 3000'."""
-        from ..display import above
+        from ..vocabulary.display import above
 
         if not result.ok:
             return []

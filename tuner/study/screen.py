@@ -39,9 +39,9 @@ from ..perfmodel.checks import rejection
 from ..perfmodel.target import predict, predict_calibrated
 from ..space.fitted import bucket_set_digest
 from ..space.schema import BUCKET_FILE_VARIABLE, TrialSettings
-from ..status import TrialStatus
 from ..trial.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
 from ..trial.run import TrialContext, TrialResult
+from ..vocabulary.status import TrialStatus
 from . import optuna_private
 from .nodes import BASELINE_ATTR
 

@@ -11,8 +11,8 @@ gives), or the one with the highest output throughput among those meeting the --
 failed requests (`best-within-slo`). A point that fails keeps the points before it; a server that dies
 under one of the loads ends the sweep and the trial as it would end a single load test.
 
-The trial hands its own load step (trial._run_load) to `LoadSweep.run`; trial.py never imports this
-module (the sweep comes in on the TrialContext), so the two make no import cycle.
+The trial hands its own load step (trial._run_load) to `LoadSweep.run`; this module reads only the
+trial's result type (result.py) and the load options, so the trial and the sweep make no import cycle.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..status import TrialStatus
-from .run import LoadOptions, TrialResult
+from ..load.options import LoadOptions
+from ..vocabulary.status import TrialStatus
+from .result import TrialResult
 
 KINDS = {"rate": "--request-rate", "concurrency": "--max-concurrency"}
 MODES = ("last", "best-within-slo")

@@ -65,3 +65,12 @@ class TrialRecord:
     def measured(self) -> bool:
         """Booted and told with values: a measurement of its configuration."""
         return self.state == optuna.trial.TrialState.COMPLETE and self.booted and self.values is not None
+
+
+def measured_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
+    """The trial that was booted for these settings: a reused trial records the result, not the env."""
+    earlier = (trial.user_attrs.get("observed") or {}).get("reused_from")
+    if earlier is None or (trial.user_attrs.get("env") or {}):
+        return trial
+    match = [t for t in study.get_trials(deepcopy=False) if t.number == earlier]
+    return match[0] if match else trial

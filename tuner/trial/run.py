@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..display import above
 from ..load.client import run_benchmark
 from ..load.metrics import rescale_time
+from ..load.options import LoadOptions
 from ..load.workload import Workload
 from ..logparse import LogWatcher, last_error
 from ..perfmodel.calibration import Calibration, observation_sample
@@ -37,23 +36,13 @@ from ..serve.backends import Backend
 from ..serve.process import OutcomeKind, ServerProcess, device_env, find_free_port
 from ..serve.redact import redact_argv, redact_env
 from ..space.schema import TrialSettings
-from ..status import TrialStatus
+from ..vocabulary.display import above
+from ..vocabulary.status import TrialStatus
+from .result import TrialResult
 
 if TYPE_CHECKING:
     from ..recipecache.warmupmode import WarmupOptions
     from .loadsweep import LoadSweep
-
-
-@dataclass
-class LoadOptions:
-    max_concurrency: int | None = 16
-    request_rate: float = math.inf
-    burstiness: float = 1.0
-    warmup_requests: int = 8  # the unmeasured warm pass
-    goodput_slos: dict[str, float] | None = None
-    percentiles: tuple[float, ...] = (50, 90, 99)
-    request_timeout_s: float = 600.0
-    percentile_metrics: tuple[str, ...] | None = None  # vllm bench serve's --percentile-metrics (None: all)
 
 
 @dataclass
@@ -104,39 +93,6 @@ class Slot:
 
     index: int = 0
     devices: list[str] | None = None
-
-
-@dataclass
-class TrialResult:
-    status: TrialStatus
-    reason: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-    server: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)  # redacted
-    argv: list[str] = field(default_factory=list)  # redacted
-    predicted: dict[str, Any] = field(default_factory=dict)
-    observed: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)  # vllm bench serve aggregate fields
-    artifacts: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)  # wall seconds of the trial's phases
-    booted: bool = False
-    # this boot against the prior model: one sample per correction (perfmodel.calibration)
-    calibration_sample: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == TrialStatus.OK
-
-    @property
-    def warmup_s(self) -> float | None:
-        # the warmup the study scores when it is not this boot's own (tune --warmup cached, a cache hit);
-        # kept in "observed" so that a reused record is scored the same way
-        if self.observed.get("warmup_scored_s") is not None:
-            return self.observed["warmup_scored_s"]
-        return self.observed.get("warmup_s", self.predicted.get("warmup_s") if not self.booted else None)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # ---------------------------------------------------------------------------------------- pre-boot

@@ -1,0 +1,5 @@
+"""The words every layer shares, and nothing else (a leaf: it imports no other part of the tuner).
+
+    status    how a trial ended (TrialStatus), shared by the model's verdicts, the trial and the report
+    display   numbers in human units and prediction bands, the same in the terminal and the HTML page
+"""
