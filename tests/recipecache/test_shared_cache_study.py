@@ -15,10 +15,10 @@ import sys
 import optuna
 import pytest
 
-from tuner import display as units
 from tuner.commands.tunecache import exported_picks
 from tuner.recipecache.warmupmode import study_figures
 from tuner.study.sharedcache import WIDE_BAND, error_per_share, extrapolated_share
+from tuner.vocabulary import display as units
 
 from .studies import cli, tune_enqueued
 

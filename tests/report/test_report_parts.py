@@ -10,12 +10,12 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from tuner import display as units
 from tuner.logparse import GeneratedBuckets
 from tuner.report.convergence import convergence
 from tuner.report.facts import accelerator_hours, cards, seed_trial
 from tuner.report.padding import padding
 from tuner.report.startup import read_log
+from tuner.vocabulary import display as units
 
 P = "[hpu_model_runner.py:2679]"
 MEM = "of device memory (14.97 GiB/94.62 GiB used) and 2.95 GiB of host memory (475.2 GiB/1007 GiB used)"
