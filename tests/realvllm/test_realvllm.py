@@ -168,10 +168,21 @@ def listening(port: int) -> bool:
     return False
 
 
-def venv_processes(venv: Path) -> dict[int, str]:
-    """Live processes that run the real-vLLM venv (API server, resource_tracker) or carry vLLM's titles."""
+def venv_processes(venv: Path, home: Path | None = None) -> dict[int, str]:
+    """Live processes that run the real-vLLM venv (API server, resource_tracker) or carry vLLM's titles;
+    with `home`, only those started with that HOME (server_env gives each test its own), so that the
+    tier's other chain, running its own servers meanwhile, does not count."""
     return {pid: p["cmd"] for pid, p in proc_table().items()
-            if p["state"] not in "ZX" and (str(venv) in p["cmd"] or p["cmd"].startswith("VLLM::"))}
+            if p["state"] not in "ZX" and (str(venv) in p["cmd"] or p["cmd"].startswith("VLLM::"))
+            and (home is None or _home_of(pid) == str(home))}
+
+
+def _home_of(pid: int) -> str | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((e[5:].decode(errors="replace") for e in environ if e.startswith(b"HOME=")), None)
 
 
 def server_env(tmp: Path) -> dict[str, str]:
@@ -510,7 +521,7 @@ def test_two_trial_study_end_to_end(vllm_env, tmp_path):
     # TPE starts with random proposals; seed 2 gives (max_num_seqs, max_num_batched_tokens, enforce_eager)
     # = (64, 256, False), (4, 256, True): the torch.compile path and the eager one, and both extremes
     # of the one knob with a visible effect (two trials: the tier's time is the suite's).
-    before = set(venv_processes(vllm_env.venv))
+    before = set(venv_processes(vllm_env.venv, tmp_path / "home"))
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=tmp_path, start_new_session=True)
@@ -595,7 +606,7 @@ def test_two_trial_study_end_to_end(vllm_env, tmp_path):
         assert len(apis) == 2, recorder.seen
         assert {"EngineCore", "Worker", "resource_tracker"} <= recorder.roles()
         assert not recorder.alive(), f"left behind: {recorder.alive()}"
-        assert not set(venv_processes(vllm_env.venv)) - before
+        assert not set(venv_processes(vllm_env.venv, tmp_path / "home")) - before
     finally:
         recorder.stop()
         if proc.poll() is None:
