@@ -433,7 +433,9 @@ class ServerProcess:
                 deadline = self.started_at + limit_s
             # a short timeout: a socket that accepts but never answers must not hide an exit
             if _health_ok(url, timeout=min(1.0, max(0.1, deadline - now))):
-                if check_listener and port and (
+                # Looked at twice: a server that exits between the two reads of one look (the socket
+                # table, then its own descriptors) has its own socket counted as another's.
+                if check_listener and port and _foreign_listeners(port, self.alive_pids()) and (
                         foreign := _foreign_listeners(port, self.alive_pids())):
                     return self._outcome(OutcomeKind.PORT_IN_USE,  # that 200 may not be ours
                                          f"{foreign} socket(s) of other processes also listen "
