@@ -7,10 +7,12 @@ first run pays ~3 min of pip, later runs ~15 s of checking. The tier is skipped 
 environment cannot be built, and then says why (pip's last lines). Deselect it with -m "not realvllm".
 
 Every test here runs one real server at a time (an fcntl lock also keeps other pytest processes on
-this machine from starting one meanwhile). A server cycle costs ~30-60 s on 2 cores, and this module
-has five: one shared by the bench and clean-stop tests, two for the stops with open streams, two for
-the study (the tier's other modules add one each, test_deployed_realvllm.py three: ~5 min of its own);
-~5 min here. Facts relied on: docs/real-vllm-cpu.md.
+this machine from starting one meanwhile), and the suite runs the whole tier on one xdist worker
+(tests/conftest.py). A server cycle costs ~25-60 s on 2 cores, and this module has five: one shared by
+the bench and clean-stop tests, two for the stops with open streams, two for the study (which also
+covers the load sweep and the cached-warm-up fallback); test_deployed_realvllm.py has three and
+test_orphans_realvllm.py one: ~8 min for the tier on a quiet machine, ~4.5 min of it here.
+Facts relied on: docs/real-vllm-cpu.md.
 """
 
 from __future__ import annotations
