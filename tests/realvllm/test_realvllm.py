@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import csv
+import functools
 import json
 import os
 import shutil
@@ -202,16 +203,12 @@ def server_env(tmp: Path) -> dict[str, str]:
     return env
 
 
-_VLLM_CACHE: list[str] = []
-
-
+@functools.cache
 def _session_vllm_cache() -> str:
     """vLLM's cache folder for this test session: made once, removed at exit."""
-    if not _VLLM_CACHE:
-        folder = tempfile.mkdtemp(prefix="btv-vllm-cache-", dir="/tmp")
-        atexit.register(shutil.rmtree, folder, True)
-        _VLLM_CACHE.append(folder)
-    return _VLLM_CACHE[0]
+    folder = tempfile.mkdtemp(prefix="btv-vllm-cache-", dir="/tmp")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def _short_alias(folder: Path) -> str:

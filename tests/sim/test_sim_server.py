@@ -32,10 +32,6 @@ CAL_ARGS = ["meta-llama/Llama-3.1-8B-Instruct", "--release", "fork-1.17", "--max
 CAL_ENV = {"VLLM_GRAPH_RESERVED_MEM": "0.4"}
 
 
-def free_port() -> int:
-    return find_free_port()  # below the ephemeral range: no client socket takes it before the server binds
-
-
 def group_members(pgid: int) -> list[int]:
     """Every live process whose process group is `pgid` (from /proc; zombies do not count)."""
     pids = []
@@ -57,7 +53,7 @@ class SimProcess:
 
     def __init__(self, args: list[str], env: dict | None = None, scale: float = 0.01, port: int | None = None,
                  extra: list[str] | None = None):
-        self.port = port or free_port()
+        self.port = port or find_free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_file = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         cmd = [sys.executable, "-m", "tuner.sim", *args, "--host", "127.0.0.1", "--port", str(self.port),
