@@ -132,21 +132,37 @@ def _quiet_port_range() -> tuple[int, int]:
     return (10000, low - 1) if low - 1 - 10000 >= 1000 else (0, 0)
 
 
-def _foreign_listeners(port: int, pids: list[int]) -> int:
-    """How many sockets listen on `port` (in our network namespace) that none of `pids` holds."""
-    listening, ours = set(), set()
+def _foreign_listeners(port: int, pids: Callable[[], list[int]]) -> int:
+    """How many sockets listen on `port` (in our network namespace) that none of `pids()` holds.
+    Two looks, counting what both find foreign: a server that exits between the two reads of one
+    look (the socket table, then its own descriptors) has its own socket read as another's."""
+    foreign = _listening(port) - _sockets_of(pids())
+    if foreign:
+        foreign &= _listening(port) - _sockets_of(pids())
+    return len(foreign)
+
+
+def _listening(port: int) -> set[str]:
+    """Inodes of the sockets listening on `port`."""
+    inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for row in (_read(table) or b"").decode().splitlines()[1:]:
             cols = row.split()  # sl local_address rem_address st ... inode; st 0A = LISTEN
             if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                listening.add(cols[9])
+                inodes.add(cols[9])
+    return inodes
+
+
+def _sockets_of(pids: list[int]) -> set[str]:
+    """Inodes of the sockets these processes hold open."""
+    inodes = set()
     for pid in pids:
         with suppress(OSError):
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 with suppress(OSError):
                     if (link := os.readlink(f"/proc/{pid}/fd/{fd}")).startswith("socket:["):
-                        ours.add(link[8:-1])
-    return len(listening - ours)
+                        inodes.add(link[8:-1])
+    return inodes
 
 
 _PORT_IN_USE = re.compile(r"address already in use|\[Errno 98\]|EADDRINUSE", re.IGNORECASE)
@@ -433,10 +449,7 @@ class ServerProcess:
                 deadline = self.started_at + limit_s
             # a short timeout: a socket that accepts but never answers must not hide an exit
             if _health_ok(url, timeout=min(1.0, max(0.1, deadline - now))):
-                # Looked at twice: a server that exits between the two reads of one look (the socket
-                # table, then its own descriptors) has its own socket counted as another's.
-                if check_listener and port and _foreign_listeners(port, self.alive_pids()) and (
-                        foreign := _foreign_listeners(port, self.alive_pids())):
+                if check_listener and port and (foreign := _foreign_listeners(port, self.alive_pids)):
                     return self._outcome(OutcomeKind.PORT_IN_USE,  # that 200 may not be ours
                                          f"{foreign} socket(s) of other processes also listen "
                                          f"on port {port} (SO_REUSEPORT)")
