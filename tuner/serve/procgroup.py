@@ -118,9 +118,9 @@ class _Group:
                  if (s := snap.get(p)) and s.start == start and s.state not in _DEAD}
         return sorted(pids)
 
-    def track(self) -> bool:
+    def track(self, snap: dict[int, _Proc] | None = None) -> bool:
         """Remember descendants outside the group (ppid walk); True if new ones were found."""
-        snap = _scan()
+        snap = _scan() if snap is None else snap
         children: dict[int, list[int]] = {}
         for pid, s in snap.items():
             children.setdefault(s.ppid, []).append(pid)
@@ -152,8 +152,8 @@ class _Group:
                     reaped.append(pid)
         return reaped
 
-    def signal(self, sig: int) -> None:
-        snap = _scan()
+    def signal(self, sig: int, snap: dict[int, _Proc] | None = None) -> None:
+        snap = _scan() if snap is None else snap
         if self.is_ours(snap):
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pgid, sig)
@@ -179,11 +179,14 @@ def _escalate(group: _Group, steps, reap: Callable[[], object] = lambda: None, h
         if hurried(sig):
             continue
         reap()  # reap our direct child, or it lingers as a zombie
-        group.track()  # last sweep for children that escaped since the previous look
-        if not (alive := group.alive()):
+        # One look at /proc serves the step: a full scan costs a GIL hand-back per file, and a tuner
+        # stopping while its own load client streams waited seconds per scan before its first signal.
+        snap = _scan()
+        group.track(snap)  # last sweep for children that escaped since the previous look
+        if not (alive := group.alive(snap)):
             break
         before[sig.name] = alive
-        group.signal(sig)
+        group.signal(sig, snap)
         on_signal()
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
