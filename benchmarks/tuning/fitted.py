@@ -31,7 +31,8 @@ from benchmarks.tuning.problems import DIRECTIONS, Problem, cat
 from benchmarks.tuning.scoring import score
 from benchmarks.tuning.truth import TABLES, feasible, front, objective_vector
 from tuner.buckets import get_profile
-from tuner.load.workload import TraceWorkload, gamma_send_offsets
+from tuner.load.arrivals import gamma_send_offsets
+from tuner.load.trace import TraceWorkload
 from tuner.perfmodel import target as M
 from tuner.sim import run_virtual
 from tuner.space.fit.shapes import decode_block_totals

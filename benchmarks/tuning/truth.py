@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from benchmarks.tuning.problems import DIRECTIONS, OBJECTIVES, Problem
-from tuner.load.workload import gamma_send_offsets
+from tuner.load.arrivals import gamma_send_offsets
 from tuner.perfmodel import Corrections
 from tuner.perfmodel import target as M
 from tuner.sim import run_virtual

@@ -21,7 +21,8 @@ from tuner.load.metrics import (
     percentile_key,
     validate_goodput_slos,
 )
-from tuner.load.workload import FixedWorkload, RandomWorkload, TraceWorkload
+from tuner.load.trace import TraceWorkload
+from tuner.load.workload import FixedWorkload, RandomWorkload
 
 PCTS = (50, 90, 99)
 

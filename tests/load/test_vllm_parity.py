@@ -16,7 +16,8 @@ from tests.fake_openai_server import Behaviour, FakeOpenAIServer, FakeServerConf
 from tuner.load.client import LoadGenerator, run_benchmark
 from tuner.load.datasets import build_workload
 from tuner.load.metrics import RequestOutcome, peak_concurrency_1s_buckets, peak_output_and_concurrency, rescale_time
-from tuner.load.workload import FixedWorkload, RandomWorkload, TraceWorkload
+from tuner.load.trace import TraceWorkload
+from tuner.load.workload import FixedWorkload, RandomWorkload
 
 
 def run(coro, timeout=60):

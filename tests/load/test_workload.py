@@ -6,16 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from tuner.load.workload import (
-    RANGE_RATIO_CONVENTION,
-    FixedWorkload,
-    RandomWorkload,
-    TokenIdSpace,
-    TraceFormatError,
-    TraceWorkload,
-    gamma_send_offsets,
-    plan_requests,
-)
+from tuner.load.arrivals import gamma_send_offsets, plan_requests
+from tuner.load.trace import TraceFormatError, TraceWorkload
+from tuner.load.workload import RANGE_RATIO_CONVENTION, FixedWorkload, RandomWorkload, TokenIdSpace
 
 # ------------------------------------------------------------------ random lengths
 

@@ -10,7 +10,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tuner.load.workload import TraceFormatError, TraceWorkload
+from tuner.load.trace import TraceFormatError, TraceWorkload
 
 SUFFIXES = st.sampled_from([".csv", ".jsonl", ".ndjson", ".txt", ""])
 FIELD = (st.none() | st.booleans() | st.integers(-3, 10**12) | st.floats(allow_nan=True) | st.text(max_size=8)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tuner.cli import main
-from tuner.load.workload import RandomWorkload, TraceWorkload
+from tuner.load.trace import TraceWorkload
+from tuner.load.workload import RandomWorkload
 from tuner.space.fit import fit_workload
 from tuner.space.fit.bucketfile import BucketFileError, format_bucket_file, parse_bucket_file
 from tuner.space.fit.quantize import expected_waste

@@ -69,7 +69,8 @@ def register(sub) -> None:
 
 
 def _workload(args):
-    from ..load.workload import RandomWorkload, TraceFormatError, TraceWorkload
+    from ..load.trace import TraceFormatError, TraceWorkload
+    from ..load.workload import RandomWorkload
 
     try:
         if args.dataset_path:

@@ -1,6 +1,8 @@
 """The load client, at parity with `vllm bench serve`: what a trial or `bench` sends and how it is measured.
 
-    workload   request length distributions, prompt token ids, arrival processes (vLLM's conventions)
+    workload   request length distributions and prompt token ids (vLLM's conventions)
+    arrivals   when each request is sent: closed loop, gamma gaps, ramp-up, a trace's timestamps
+    trace      lengths (and send times) replayed from a CSV / JSONL trace, vLLM's timed_trace included
     datasets   the dataset a command line names; ShareGPT / custom JSONL read as vLLM reads them
     tokenizer  which token ids a prompt may use: the vocabulary read offline or learned from the server
     client     the async streaming client (completions and chat) that runs one load test

@@ -41,6 +41,7 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tuner.load.arrivals import plan_requests
 from tuner.load.metrics import (
     ERROR_EXCERPT,
     PERCENTILE_METRICS,
@@ -51,7 +52,7 @@ from tuner.load.metrics import (
     validate_goodput_slos,
 )
 from tuner.load.sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
-from tuner.load.workload import RequestSpec, Workload, plan_requests
+from tuner.load.workload import RequestSpec, Workload
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"

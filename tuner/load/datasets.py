@@ -20,15 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .workload import (
-    DEFAULT_RESERVED_IDS,
-    DEFAULT_VOCAB_SIZE,
-    FixedWorkload,
-    RandomWorkload,
-    RequestSpec,
-    TraceWorkload,
-    Workload,
-)
+from .trace import TraceWorkload
+from .workload import DEFAULT_RESERVED_IDS, DEFAULT_VOCAB_SIZE, FixedWorkload, RandomWorkload, RequestSpec, Workload
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..load.workload import Workload, gamma_send_offsets
+from ..load.arrivals import gamma_send_offsets
+from ..load.workload import Workload
 from .calibration import Calibration
 from .checks import TrialPrediction, predict_trial
 from .corrections import Corrections

@@ -1,0 +1,202 @@
+"""Request lengths (and send times) replayed from a trace file: our CSV / JSONL, or vLLM's timed_trace."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .workload import (
+    DEFAULT_RESERVED_IDS,
+    DEFAULT_VOCAB_SIZE,
+    TokenIdSpace,
+    Workload,
+)
+
+
+class TraceFormatError(ValueError):
+    """A trace file row is malformed; the message names the file, line and field."""
+
+
+@dataclass
+class TraceWorkload(Workload):
+    """Lengths (and optional send timestamps, seconds) replayed from a CSV or JSONL file.
+
+    Our format: ``input_len``, ``output_len`` and an optional ``timestamp``. vLLM's ``timed_trace``
+    JSONL is accepted too: ``input_length``, ``output_length``, ``timestamp`` and ``hash_ids``; each
+    hash id stands for ``block_len`` prompt tokens (vLLM's ``--timed-trace-chunk-hash-size``), equal
+    ids give equal tokens, so shared prefixes are replayed. Unlike vLLM, a prompt whose hash ids
+    cover less than its ``input_length`` is completed with tokens of its own (exact lengths).
+    Timestamps are rebased so the earliest request is sent at t=0 (a trace cut from a log may
+    carry epoch seconds); they must be non-decreasing in file order.
+    """
+
+    input_lens: list[int]
+    output_lens: list[int]
+    timestamps_: list[float] | None = None
+    source: str = ""
+    seed: int = 0
+    vocab_size: int = DEFAULT_VOCAB_SIZE
+    reserved_ids: int = DEFAULT_RESERVED_IDS
+    excluded_ids: frozenset[int] = frozenset()
+    hash_ids: list[list[int]] | None = None
+    block_len: int = 16
+    token_space: TokenIdSpace = field(init=False, repr=False, compare=False)
+
+    kind = "trace"
+
+    def __post_init__(self) -> None:
+        if len(self.input_lens) != len(self.output_lens):
+            raise ValueError("input_lens and output_lens differ in length")
+        if self.timestamps_ is not None and len(self.timestamps_) != len(self.input_lens):
+            raise ValueError("timestamps must have one entry per request")
+        if self.hash_ids is not None and len(self.hash_ids) != len(self.input_lens):
+            raise ValueError("hash_ids must have one entry per request")
+        if self.block_len < 1:
+            raise ValueError(f"block_len must be >= 1, got {self.block_len}")
+        self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids, frozenset(self.excluded_ids))
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, seed: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
+                  reserved_ids: int = DEFAULT_RESERVED_IDS, excluded_ids: frozenset[int] = frozenset(),
+                  num_prompts: int | None = None, block_len: int = 16,
+                  time_multiplier: float = 1.0) -> TraceWorkload:
+        """Read the file; ``num_prompts`` keeps the first N requests (an error if it has fewer)."""
+        path = Path(path)
+        try:
+            rows = list(_read_trace_rows(path))
+        except UnicodeDecodeError as e:
+            raise TraceFormatError(f"{path}: not UTF-8 text (byte {e.start}); a trace is CSV or JSONL") from None
+        except csv.Error as e:
+            raise TraceFormatError(f"{path}: not readable as CSV ({e})") from None
+        except RecursionError:
+            raise TraceFormatError(f"{path}: JSON nested too deeply") from None
+        if not rows:
+            raise TraceFormatError(f"{path}: no requests in trace file")
+        if num_prompts is not None:
+            if num_prompts > len(rows):
+                raise TraceFormatError(f"{path}: --num-prompts {num_prompts} but the trace holds only "
+                                       f"{len(rows)} requests")
+            rows = rows[:num_prompts]
+        has_ts = [r[3] is not None for r in rows]
+        if any(has_ts) and not all(has_ts):
+            line = rows[has_ts.index(False)][0]
+            raise TraceFormatError(
+                f"{path}:{line}: field 'timestamp' missing while other rows have one "
+                "(give every row a timestamp or none)"
+            )
+        timestamps = None
+        if all(has_ts):
+            ts = [r[3] * time_multiplier for r in rows]
+            for (line, *_), prev, cur in zip(rows[1:], ts, ts[1:]):
+                if cur < prev:
+                    raise TraceFormatError(
+                        f"{path}:{line}: field 'timestamp' decreases ({cur} after {prev}); "
+                        "rows must be in send order"
+                    )
+            timestamps = [t - ts[0] for t in ts]
+        hashes = [r[4] for r in rows]
+        return cls(input_lens=[r[1] for r in rows], output_lens=[r[2] for r in rows],
+                   timestamps_=timestamps, source=str(path), seed=seed,
+                   vocab_size=vocab_size, reserved_ids=reserved_ids, excluded_ids=excluded_ids,
+                   hash_ids=hashes if any(hashes) else None, block_len=block_len)
+
+    def lengths(self) -> tuple[list[int], list[int]]:
+        return list(self.input_lens), list(self.output_lens)
+
+    def timestamps(self) -> list[float] | None:
+        return None if self.timestamps_ is None else list(self.timestamps_)
+
+    def _blocks(self, i: int) -> tuple[tuple[int, ...], int]:
+        if not self.hash_ids or not self.hash_ids[i]:
+            return (), 0
+        blocks = tuple(int(h) for h in self.hash_ids[i])
+        return blocks, min(self.input_lens[i], self.block_len * len(blocks))
+
+    def params(self) -> dict[str, Any]:
+        return {"source": self.source, "has_timestamps": self.timestamps_ is not None,
+                "timestamps_rebased_to_first": True, "seed": self.seed,
+                "hash_block_len": self.block_len if self.hash_ids else None}
+
+
+def _number(raw: Any) -> float:
+    """float(raw), or nan for anything that is not a number (booleans included)."""
+    try:
+        return math.nan if isinstance(raw, bool) else float(raw)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _is_blank(raw: Any) -> bool:
+    return raw is None or (isinstance(raw, str) and not raw.strip())
+
+
+def _int_field(where: str, name: str, raw: Any) -> int:
+    if _is_blank(raw):
+        raise TraceFormatError(f"{where}: field '{name}' is missing")
+    val = _number(raw)
+    if not (math.isfinite(val) and val.is_integer()):
+        raise TraceFormatError(f"{where}: field '{name}' must be an integer, got {raw!r}")
+    if val < 1:
+        raise TraceFormatError(f"{where}: field '{name}' must be >= 1, got {int(val)}")
+    return int(val)
+
+
+def _timestamp_field(where: str, raw: Any) -> float | None:
+    if _is_blank(raw):
+        return None
+    val = _number(raw)
+    if not (math.isfinite(val) and val >= 0):
+        raise TraceFormatError(f"{where}: field 'timestamp' must be a finite number of seconds >= 0, "
+                               f"got {raw!r}")
+    return val
+
+
+def _row(path: Path, line: int, row: Mapping[str, Any]) -> tuple[int, int, int, float | None, list[int]]:
+    """One request; our field names, or vLLM timed_trace's (input_length, output_length, hash_ids)."""
+    where = f"{path}:{line}"
+    in_key = "input_len" if "input_len" in row else "input_length" if "input_length" in row else "input_len"
+    out_key = "output_len" if "output_len" in row else "output_length" if "output_length" in row else "output_len"
+    hashes = row.get("hash_ids") or []
+    if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
+        raise TraceFormatError(f"{where}: field 'hash_ids' must be a list of integers, got {hashes!r}")
+    return (line, _int_field(where, in_key, row.get(in_key)),
+            _int_field(where, out_key, row.get(out_key)),
+            _timestamp_field(where, row.get("timestamp")), hashes)
+
+
+def _read_trace_rows(path: Path):
+    """Yield (line_number, input_len, output_len, timestamp|None, hash_ids) from a .csv or .jsonl file."""
+    if not path.is_file():
+        raise TraceFormatError(f"{path}: trace file not found")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            fields = [h.strip() for h in (reader.fieldnames or [])]
+            for need in ("input_len", "output_len"):
+                if need not in fields:
+                    raise TraceFormatError(f"{path}:1: header lacks field '{need}' (has {fields})")
+            for row in reader:
+                row = {(k or "").strip(): v for k, v in row.items() if k != "hash_ids"}
+                if all(_is_blank(v) for v in row.values()):
+                    continue
+                yield _row(path, reader.line_num, row)
+    elif suffix in (".jsonl", ".ndjson"):
+        with path.open(encoding="utf-8") as f:
+            for line, text in enumerate(f, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError as e:
+                    raise TraceFormatError(f"{path}:{line}: not valid JSON ({e.msg})") from None
+                if not isinstance(obj, dict):
+                    raise TraceFormatError(f"{path}:{line}: expected a JSON object per line")
+                yield _row(path, line, obj)
+    else:
+        raise TraceFormatError(f"{path}: unknown trace format '{suffix}' (use .csv or .jsonl)")
