@@ -90,7 +90,8 @@ def main():
         del kids
         sleep_forever(args.role)
 
-    say("APIServer", f"non-default args: port={args.port}")
+    given = {"port": args.port, **({"api_key": [args.api_key]} if args.api_key else {})}
+    say("APIServer", f"non-default args: {given}")  # vLLM prints --api-key's value here too
     sock = None
     if args.bind_early:
         try:

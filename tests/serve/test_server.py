@@ -468,6 +468,33 @@ def test_secrets_stay_out_of_records_and_tuner_log(fake, caplog):
     assert "sk-secret-123" not in caplog.text and "--api-key '***'" in caplog.text
 
 
+def test_what_the_server_prints_of_its_secrets_is_scrubbed(fake, tmp_path):
+    """vLLM logs its non-default arguments, --api-key's value among them: the lines handed on (watcher,
+    tail, failure reasons) never carry it, and the kept log is rewritten without it once stopped."""
+    seen = []
+    srv, url = fake("--api-key", "sk-secret-123", on_line=lambda line, t: seen.append(line))
+    assert ready(srv, url).ok
+    said = [line for line in seen if "non-default args" in line]
+    assert said and "'api_key': ['***']" in said[0] and not any("sk-secret-123" in line for line in seen)
+    assert not any("sk-secret-123" in line for line in srv.log_tail())
+    srv.stop(**FAST)
+    log = (tmp_path / "s1.log").read_text()
+    assert "non-default args" in log and "sk-secret-123" not in log and "'api_key': ['***']" in log
+    assert not list(tmp_path.glob("*.scrub"))
+
+
+def test_secret_values_are_what_redaction_hides():
+    from tuner.serve.redact import scrub, secret_values
+
+    argv = ["vllm", "serve", "m", "--api-key", "sk-1234", "--hf-token=hf_5678", "--port", "8000",
+            "--max-num-seqs", "64", "--db", "postgresql://tuner:hunter2@db/optuna"]
+    env = {"HF_TOKEN": "hf_abcdef", "VLLM_API_KEY": "1", "PATH": "/usr/bin", "MODE": "8000"}
+    found = secret_values(argv, env)
+    assert sorted(found) == ["hf_5678", "hf_abcdef", "hunter2", "sk-1234"]  # "1" too short to scrub text
+    assert scrub("args: {'api_key': ['sk-1234'], 'port': 8000} hunter2", found) == \
+        "args: {'api_key': ['***'], 'port': 8000} ***"
+
+
 def test_device_env():
     assert device_env(["0", "1"]) == {"HABANA_VISIBLE_MODULES": "0,1"}
     assert device_env([4, 5, 6, 7]) == {"HABANA_VISIBLE_MODULES": "4,5,6,7"}

@@ -74,7 +74,8 @@ def test_ok_trial_measures_and_matches_prediction(tmp_path):
     assert abs(r.observed["warmup_s"] - r.predicted["warmup_s"]) <= 1.0
     bench = json.loads(Path(r.artifacts["bench_json"]).read_text())
     assert bench["tuner_time_scale"] == 0.2
-    assert r.observed["stop"]["leftover"] == []
+    stop = r.observed["stop"]
+    assert stop["leftover"] == [] and stop["ended_by"] == "SIGINT" and stop["exit_code"] == 0, stop
 
 
 def test_invalid_settings_are_rejected_before_boot(tmp_path):
@@ -114,7 +115,8 @@ def test_hung_warmup_times_out_and_is_killed(tmp_path):
     # hang-warmup ignores SIGINT: the stop must escalate.
     r = run(tmp_path, context(tmp_path, warmup_timeout=300.0), env=fault("hang-warmup"))
     assert r.status == TrialStatus.WARMUP_TIMEOUT
-    assert r.observed["stop"]["ended_by"] in ("SIGTERM", "SIGKILL")
+    stop = r.observed["stop"]
+    assert stop["ended_by"] in ("SIGTERM", "SIGKILL") and stop["exit_code"] in (-15, -9), stop
 
 
 def test_server_that_never_becomes_ready(tmp_path):

@@ -40,9 +40,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuner.errors import Stopped
-from tuner.errors.hangup import detach_dead_outputs
-from tuner.serve.procgroup import (
+from ..errors import Stopped
+from ..errors.hangup import detach_dead_outputs
+from .procgroup import (
     _DEAD,
     _boot_id,
     _escalate,
@@ -51,7 +51,7 @@ from tuner.serve.procgroup import (
     _read,
     _stat,
 )
-from tuner.serve.redact import redact_argv
+from .redact import redact_argv, scrub, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +250,8 @@ class ServerProcess:
         self._early: tuple[OutcomeKind, str] | None = None  # ended before any process existed
         self._tail: deque[str] = deque(maxlen=tail_lines)
         self._log, self._buf, self._callback_failed = None, b"", False
+        self._log_path: Path | None = None
+        self._secrets: list[str] = []  # values the server was given that must not outlive it in its log
         self._record: Path | None = None
         self._record_data: dict = {}
         self._lock = threading.RLock()       # log reading and on_line delivery
@@ -270,6 +272,7 @@ class ServerProcess:
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log.info("starting server: %s (log: %s)", shlex.join(redact_argv(argv)), log_path)
+        self._log_path, self._secrets = log_path, secret_values(argv, env)
         self.started_at = time.monotonic()
         with open(log_path, "ab") as out:  # append: a retry keeps the earlier attempt's log
             offset = out.tell()
@@ -374,6 +377,8 @@ class ServerProcess:
             now = time.monotonic()
             for raw in lines:
                 line = raw.rstrip(b"\r").decode("utf-8", errors="replace")
+                if self._secrets:
+                    line = scrub(line, self._secrets)
                 self._tail.append(line)
                 if self.port_in_use_line is None and _PORT_IN_USE.search(line):
                     self.port_in_use_line = line
@@ -520,6 +525,22 @@ class ServerProcess:
             if self._log is not None:
                 self._log.close()
                 self._log = None
+                self._scrub_log()
+
+    def _scrub_log(self) -> None:
+        """The server printed what it was given (vLLM logs its arguments, --api-key among them): the
+        kept log holds the redaction mark instead. Rewritten once the server is gone."""
+        if not self._secrets or self._log_path is None:
+            return
+        try:
+            text = self._log_path.read_bytes().decode("utf-8", errors="surrogateescape")
+            clean = scrub(text, self._secrets)
+            if clean != text:
+                tmp = self._log_path.with_name(self._log_path.name + ".scrub")
+                tmp.write_bytes(clean.encode("utf-8", errors="surrogateescape"))
+                os.replace(tmp, self._log_path)
+        except OSError as e:  # a full disk: say so, the log keeps what the server wrote
+            log.error("could not scrub the secrets from %s: %s", self._log_path, e)
 
     def __enter__(self) -> ServerProcess:
         return self

@@ -16,7 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.serve.redact import redact_argv
+from .redact import redact_argv
 
 _DEAD = "ZX"  # zombie / dead: no memory, no port, nothing left to stop
 

@@ -1,6 +1,8 @@
 """Secrets never leave the process: redact secret-looking values before anything is logged or stored.
 
-Used for server command lines and environments (logs, records, study storage, reports, env files).
+Used for server command lines and environments (logs, records, study storage, reports, env files),
+and for what the server itself prints: vLLM logs its non-default arguments, `--api-key` among them,
+so the values given to it are scrubbed from its log lines as well (`secret_values`, `scrub`).
 """
 
 from __future__ import annotations
@@ -50,3 +52,37 @@ def redact_argv(argv: list[str]) -> list[str]:
         else:
             out.append(_scrub(arg))
     return out
+
+
+_MIN_SECRET_LEN = 4  # shorter values ("1", "yes") would scrub ordinary text; no real key is that short
+
+
+def secret_values(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The secret values a server is given: after secret-looking flags and names in argv, in
+    secret-looking environment variables, and URL passwords; longest first, for `scrub`."""
+    found: set[str] = set()
+    for given, safe in zip(map(str, argv), redact_argv(argv)):
+        if given != safe:
+            found.update(_hidden(given, safe))
+    for name, value in env.items():
+        if is_secret_name(str(name)):
+            found.add(str(value))
+        else:
+            found.update(_hidden(str(value), _scrub(str(value))))
+    return sorted((v for v in found if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def _hidden(given: str, safe: str) -> list[str]:
+    """What redaction took out of `given` (a whole value, `name=value`, or URL passwords)."""
+    if safe == REDACTED:
+        return [given]
+    if safe.endswith("=" + REDACTED) and "=" in given:
+        return [given.partition("=")[2]]
+    return [m.group(0)[len(m.group(1)) + 1:-1] for m in _URL_CREDENTIALS.finditer(given)]
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    """`text` with every one of `secrets` (secret_values) replaced by the redaction mark."""
+    for value in secrets:
+        text = text.replace(value, REDACTED)
+    return text

@@ -286,8 +286,9 @@ class _TrialRun:
         ctx, result, watch = self.ctx, self.result, self.watch
         stop = srv.stop_report
         if stop is not None:
-            result.observed["stop"] = {"ended_by": stop.ended_by, "leftover": stop.leftover,
-                                       "elapsed_s": round(stop.elapsed_s, 2), "first_signal_s": stop.first_signal_s}
+            result.observed["stop"] = {"ended_by": stop.ended_by, "exit_code": stop.exit_code,
+                                       "leftover": stop.leftover, "elapsed_s": round(stop.elapsed_s, 2),
+                                       "first_signal_s": stop.first_signal_s}
         _observe(result, watch, self.scale, self.t_ready - (srv.started_at or self.t0), outcome.ok)
         if self.tp is not None:
             record_model_check(self.measured_ctx, result, self.tp, watch.read(lambda w: self.tracker.facts()))
