@@ -1,8 +1,11 @@
-"""The tuner as it is deployed, on a genuine vLLM (CPU 0.32.0), in three server boots:
+"""The tuner as it is deployed, on a genuine vLLM (CPU 0.32.0), in four server boots:
 
-1. a one-trial study on the tier's tiny Llama, its server given an API key through --server-args: the
-   report of a real CPU run claims nothing it did not measure, and the export (env file, `vllm serve
-   --config` YAML, serve.sh) leaves the key out;
+1. a two-trial study on the tier's tiny Llama (max_num_seqs 4 and 64, the one knob with a visible
+   effect on CPU), its servers given an API key through --server-args, with the options that only
+   change what happens around a boot: a load sweep (two load points on each server) and a cached
+   warm-up that cannot be (no recipes on CPU: said once, the cold warm-up scored). Two servers, one at
+   a time, none of their processes left; the report of a real CPU run claims nothing it did not
+   measure, and the export (env file, `vllm serve --config` YAML, serve.sh) leaves the key out;
 2. the genuine vLLM started from that serve.sh (the key given to the script): `bucket-tuner bench`
    against vLLM's own client on it, with the command lines people use: chat prompts sized like vLLM's
    (input tokens within 2%), 1,800-token chat prompts on a 2,048-token server (as many completed),
@@ -12,25 +15,39 @@
    model behind the alias gives the tokenizer, chat parity again, and without a tokenizer one line
    says the chat length is not controlled.
 
-Figures (ours vs vLLM's client) are printed at the end of the module.
+Figures (ours vs vLLM's client, the study's trials) are printed at the end of the module.
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 
 from tuner.serve.process import ServerProcess, find_free_port
 
 from .conftest import _FIGURES
-from .test_realvllm import BOOT_LIMIT_S, KV_BYTES, SERVED, TreeRecorder, bucket_tuner, server_env
+from .test_realvllm import (
+    BOOT_LIMIT_S,
+    KV_BYTES,
+    SERVED,
+    VOCAB,
+    TreeRecorder,
+    bucket_tuner,
+    server_env,
+    venv_processes,
+)
 
 pytestmark = [
     pytest.mark.realvllm,
@@ -43,11 +60,13 @@ ALIAS2 = "chat-small"
 MAX_LEN = 2048
 SPACE = {
     "name": "deployed",
-    "description": "one trial on the tiny CPU model, 2,048-token context, eager (no compile phase)",
+    "description": "the tiny CPU model, 2,048-token context, eager (no compile phase: ~1 min a boot here); "
+                   "max_num_seqs is the knob with a visible effect (4 halves throughput and multiplies TTFT)",
     "server": {"max_model_len": MAX_LEN, "block_size": 32, "max_num_batched_tokens": MAX_LEN, "enforce_eager": True},
     "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
-    "parameters": {"max_num_seqs": {"type": "categorical", "choices": [16, 32]}},
+    "parameters": {"max_num_seqs": {"type": "categorical", "choices": [4, 64]}},
 }
+PROMPTS, IN_LEN, OUT_LEN = 32, 64, 32
 KEY_LINE = "HTTP 401 Unauthorized: the server requires an API key; set OPENAI_API_KEY"
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -97,6 +116,24 @@ class Genuine:
 
 
 # ------------------------------------------------------------------------------------ 1: the study
+@dataclass
+class Study:
+    root: Path
+    folder: Path           # the study's results folder
+    out: str
+    err: str
+    wall_s: float
+    tuner_pid: int
+    recorder: TreeRecorder  # every process the tuner started, recorded while it ran
+    strays: set[int]        # vLLM processes with the study's HOME left after it, not there before
+
+    def exported_trial(self) -> dict:
+        """The result.json of the trial the env file was exported from (its header names it)."""
+        head = (self.folder / "best.env").read_text().splitlines()[0]
+        number = int(head.split(", trial ", 1)[1].split(",", 1)[0])
+        return json.loads((self.folder / "trials" / f"{number:04d}" / "result.json").read_text())
+
+
 @pytest.fixture(scope="module")
 def study(vllm_env, tmp_path_factory):
     root = tmp_path_factory.mktemp("deployed")
@@ -105,24 +142,126 @@ def study(vllm_env, tmp_path_factory):
     cmd = [*bucket_tuner(), "tune", "--space", root / "space.yaml", "--backend", "vllm",
            "--vllm-command", vllm_env.vllm, "--model", vllm_env.model, "--served-model-name", SERVED,
            "--server-args", f"--load-format dummy --kv-cache-memory-bytes {KV_BYTES} --api-key {KEY}",
-           "--n-trials", "1", "--results", root / "results", "--vocab-size", "2000", "--dataset-name", "fixed",
-           "--random-input-len", "64", "--random-output-len", "16", "--num-prompts", "16", "--max-concurrency", "8",
-           "--boot-timeout", BOOT_LIMIT_S, "--warmup-timeout", BOOT_LIMIT_S, "--sampler-seed", "1",
-           "--no-seed-defaults"]
+           "--n-trials", "2", "--sampler", "grid", "--sampler-seed", "1", "--no-seed-defaults",
+           "--results", root / "results", "--vocab-size", VOCAB, "--dataset-name", "fixed",
+           "--random-input-len", IN_LEN, "--random-output-len", OUT_LEN, "--num-prompts", PROMPTS,
+           "--max-concurrency", "8", "--num-warmups", "2", "--load-sweep", "concurrency=1,8",
+           "--warmup", "cached", "--shared-recipe-cache", root / "recipes",
+           "--boot-timeout", BOOT_LIMIT_S, "--warmup-timeout", BOOT_LIMIT_S]
+    before = set(venv_processes(vllm_env.venv, root / "client" / "home"))
     t0 = time.monotonic()
-    proc = _run(cmd, env, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    _FIGURES.append(f"study (1 trial, key-protected server): {time.monotonic() - t0:.0f} s wall")
-    return root, root / "results" / "deployed"
+    proc = subprocess.Popen([str(a) for a in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=root, start_new_session=True)
+    recorder = TreeRecorder(proc.pid, interval_s=0.3)
+    try:
+        try:
+            out, err = proc.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)  # the tuner stops its servers on the way out
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+            pytest.fail(f"tune did not finish in 900 s\n{out[-3000:]}\n{err[-3000:]}")
+        wall = time.monotonic() - t0
+        recorder.stop()
+        assert proc.returncode == 0, f"rc={proc.returncode}\n{out[-3000:]}\n{err[-3000:]}"
+        strays = set(venv_processes(vllm_env.venv, root / "client" / "home")) - before
+        _FIGURES.append(f"study (2 trials, key-protected servers, load sweep, cached warm-up asked): {wall:.0f} s wall")
+        yield Study(root, root / "results" / "deployed", out, err, wall, proc.pid, recorder, strays)
+    finally:
+        recorder.stop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        recorder.kill_all()
+
+
+def test_two_trial_study_end_to_end(study):
+    """Two trials through the real path, with the options that only change what happens around a boot
+    checked on the same two boots:
+
+    * `--load-sweep concurrency=1,8`: one boot, two load points, both recorded with their own vLLM
+      result, the trial reporting the last one;
+    * `--warmup cached --shared-recipe-cache DIR`: the variable is ignored there (no Gaudi bridge, no
+      recipes); the tool says so once, falls back to cold and scores the cold warmup it measured."""
+    folder, out, err = study.folder, study.out, study.err
+    for name in ("report.html", "trials.csv", "pareto.csv", "best.env"):
+        assert (folder / name).is_file(), f"{name} missing; stderr:\n{err}"
+    assert "Pareto front" in out, out
+    assert "Pareto" in (folder / "report.html").read_text()
+    best = (folder / "best.env").read_text()
+    assert "# vllm serve flags: " in best and "--max-num-seqs" in best, best
+    assert "VLLM_CPU_KVCACHE_SPACE=1" in best.splitlines(), best
+
+    rows = list(csv.DictReader((folder / "trials.csv").open()))
+    assert len(rows) == 2, rows
+    tuned = optuna.load_study(study_name="deployed", storage=f"sqlite:///{folder / 'study.db'}")
+    results = {}
+    for row in sorted(rows, key=lambda r: int(r["number"])):
+        number = int(row["number"])
+        result = results[number] = json.loads((folder / "trials" / f"{number:04d}" / "result.json").read_text())
+        obs, metrics, params = result["observed"], result["metrics"], result["params"]
+        assert row["status"] == "ok", (row["status"], row["reason"])
+        assert 0 < obs["warmup_s"] < BOOT_LIMIT_S
+        assert obs["stop"]["leftover"] == [] and obs["stop"]["ended_by"] == "SIGINT", obs["stop"]
+        assert obs["stop"]["exit_code"] == 0, obs["stop"]  # an idle vLLM honours SIGINT
+        argv = result["argv"]  # the searched value and the space's fixed ones reached the real command line
+        assert argv[argv.index("--max-num-seqs") + 1] == str(params["max_num_seqs"])
+        assert argv[argv.index("--max-num-batched-tokens") + 1] == str(MAX_LEN) and "--enforce-eager" in argv
+        assert argv[argv.index("--api-key") + 1] == "***"  # given to the server, masked in the record
+
+        # the load sweep: both points measured on the one server, the last one reported
+        points = obs["load_sweep"]
+        assert [(p["point"], p["selected"]) for p in points] == [("concurrency=1", False), ("concurrency=8", True)]
+        for p, limit in zip(points, (1, 8)):
+            m = p["metrics"]
+            assert p["status"] == "ok" and m["completed"] == PROMPTS and m["failed"] == 0
+            assert m["total_output_tokens"] == PROMPTS * OUT_LEN and m["total_input_tokens"] == PROMPTS * IN_LEN
+            bench = json.loads(open(p["bench_json"]).read())
+            assert bench["max_concurrency"] == limit and bench["completed"] == PROMPTS
+            assert bench["max_concurrent_requests"] <= limit  # the exact peak the client held in flight
+        assert metrics == points[1]["metrics"] and metrics["output_throughput"] > 0
+
+        # the cached warmup is impossible here: the cold one measured and scored instead
+        (t,) = [t for t in tuned.trials if t.number == number]
+        assert obs["warmup_source"] == "launch to ready" and obs["warmup_cold_s"] == obs["warmup_s"]
+        assert obs.get("warmup_cached_s") is None and "recipe_cache_hit_rate" not in obs
+        assert t.values[2] == obs["warmup_s"]
+        assert "PT_HPU_RECIPE_CACHE_CONFIG" not in result["env"]
+        _FIGURES.append(
+            f"  trial {number}: max_num_seqs={params['max_num_seqs']}: {metrics['output_throughput']:.0f} out "
+            f"tok/s, p99 TTFT {metrics['p99_ttft_ms']:.0f} ms, median TPOT {metrics['median_tpot_ms']:.1f} ms, "
+            f"warmup (launch to ready) {obs['warmup_s']:.1f} s, trial {result['timings']['total_s']:.0f} s; "
+            "load sweep " + "; ".join(f"{p['point']} {p['metrics']['output_throughput']:.0f} tok/s, p99 TTFT "
+                                      f"{p['metrics']['p99_ttft_ms']:.0f} ms" for p in points))
+    assert sorted(r["params"]["max_num_seqs"] for r in results.values()) == [4, 64]  # the whole grid, once each
+    sweep_rows = list(csv.DictReader((folder / "load_sweep.csv").open()))
+    assert [(r["point"], r["selected"]) for r in sweep_rows] == [
+        ("concurrency=1", "False"), ("concurrency=8", "True")] * 2, sweep_rows
+    said = " ".join(err.split())
+    assert "--warmup cached:" in said and "falling back to the cold warmup" in said, err
+    assert said.count("ignores PT_HPU_RECIPE_CACHE_CONFIG") == 1, err
+    assert tuned.user_attrs["warmup_mode"] == "cold"
+    assert not any(p.is_file() for p in (study.root / "recipes").rglob("*")), "the CPU server wrote recipes?"
+
+    # Two servers ran (each a full tree), one at a time, and none of their processes is left.
+    # (Counted as the tuner's own children: a transient fork of an API server carries its command line.)
+    seen = study.recorder.seen
+    apis = [pid for pid, rec in seen.items() if rec["ppid"] == study.tuner_pid and "api_server" in rec["roles"]]
+    assert len(apis) == 2, seen
+    assert {"EngineCore", "Worker", "resource_tracker"} <= study.recorder.roles()
+    assert not study.recorder.alive(), f"left behind: {study.recorder.alive()}"
+    assert not study.strays, study.strays
 
 
 def test_the_report_of_a_cpu_run_claims_nothing_it_did_not_measure(study):
     from tests.report.test_report import sections
 
-    _, folder = study
+    folder = study.folder
     text = sections((folder / "report.html").read_text())
-    trial = json.loads((folder / "trials" / "0000" / "result.json").read_text())
-    assert trial["status"] == "ok" and trial["metrics"]["completed"] == 16, trial["reason"]
+    trial = study.exported_trial()  # the report's pick
+    assert trial["status"] == "ok" and trial["metrics"]["completed"] == PROMPTS, trial["reason"]
     warm = text["warmup"]
     assert "server's own count" not in warm and "launch to ready (timed by the tuner" in warm
     assert "weights (s)" not in warm and "start to weights loaded (s)" in warm
@@ -138,7 +277,7 @@ def test_the_report_of_a_cpu_run_claims_nothing_it_did_not_measure(study):
 
 
 def test_the_export_leaves_the_key_out_and_says_so(study):
-    _, folder = study
+    folder = study.folder
     for name in ("best.env", "best.vllm.yaml", "best.serve.sh"):
         text = (folder / name).read_text()
         assert KEY not in text and "***" not in text, name
@@ -147,12 +286,17 @@ def test_the_export_leaves_the_key_out_and_says_so(study):
     conf = yaml.safe_load((folder / "best.vllm.yaml").read_text())
     assert conf["served-model-name"] == SERVED and conf["max-model-len"] == MAX_LEN and conf["enforce-eager"] is True
     assert conf["load-format"] == "dummy" and "api-key" not in conf
+    # nor is it kept anywhere else: records, the study's database, the servers' logs (vLLM printed it)
+    files = [f for f in folder.rglob("*") if f.is_file()]
+    assert not [f for f in files if KEY.encode() in f.read_bytes()], "the key was stored"
+    logs = [f for f in files if f.name == "server.log"]
+    assert len(logs) == 2 and all("'api_key': ['***']" in f.read_text(errors="replace") for f in logs), logs
 
 
 # ------------------------------------------------------------------------------------ 2: serve.sh
 @pytest.fixture(scope="class")
 def script_server(study, vllm_env):
-    root, folder = study
+    root, folder = study.root, study.folder
     port = find_free_port()
     server = Genuine(["sh", folder / "best.serve.sh", "--host", "127.0.0.1", "--port", port, "--api-key", KEY],
                      server_env(root / "script"), root / "script", port)
@@ -190,10 +334,9 @@ class TestFromServeScript:
     """The genuine vLLM started from best.serve.sh (the key given to the script)."""
 
     def test_serve_sh_starts_the_trials_server(self, study, script_server, vllm_env):
-        _, folder = study
         (model,) = _models(script_server.base_url, KEY)
         assert model["id"] == SERVED and model["root"] == str(vllm_env.model)
-        trial = json.loads((folder / "trials" / "0000" / "result.json").read_text())
+        trial = study.exported_trial()
         log = script_server.log.read_text(errors="replace")
         assert f"'max_num_seqs': {trial['params']['max_num_seqs']}" in log and "'enforce_eager': True" in log
         with pytest.raises(urllib.error.HTTPError):  # the key given to the script reached the server
@@ -201,7 +344,7 @@ class TestFromServeScript:
 
 
     def test_a_missing_key_is_named_as_401(self, study, script_server, vllm_env):
-        root, _ = study
+        root = study.root
         env = server_env(root / "nokey")
         line = ["--base-url", script_server.base_url, "--model", vllm_env.model, "--served-model-name", SERVED,
                 "--num-prompts", "4", "--random-input-len", "32", "--random-output-len", "4", "--disable-tqdm"]
@@ -214,7 +357,7 @@ class TestFromServeScript:
 
 
     def test_chat_prompts_carry_vllms_token_counts(self, study, script_server, vllm_env, tmp_path):
-        root, _ = study
+        root = study.root
         args = (script_server.base_url, vllm_env.model, 40, 128, 8)
         theirs = _run([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs", SERVED)],
                       _keyed(root, "c1"))
@@ -228,7 +371,7 @@ class TestFromServeScript:
 
 
     def test_long_chat_prompts_complete_as_vllms_do(self, study, script_server, vllm_env, tmp_path):
-        root, _ = study
+        root = study.root
         args = (script_server.base_url, vllm_env.model, 10, 1800, 128)
         theirs = _run([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs", SERVED)],
                       _keyed(root, "l1"))
@@ -241,7 +384,7 @@ class TestFromServeScript:
 
     def test_exit_status_is_vllms_and_fail_on_errors_is_the_gate(self, study, script_server, vllm_env, tmp_path):
         """Prompts longer than the server's context: every request fails with the server's HTTP 400."""
-        root, _ = study
+        root = study.root
         line = ["--base-url", script_server.base_url, "--model", vllm_env.model, "--served-model-name", SERVED,
                 "--dataset-name", "random", "--num-prompts", "6", "--random-input-len", str(MAX_LEN + 100),
                 "--random-output-len", "4", "--disable-tqdm"]
@@ -260,7 +403,7 @@ class TestFromServeScript:
 # ------------------------------------------------------------------------------------ 3: --config
 @pytest.fixture(scope="class")
 def config_server(study, vllm_env):
-    root, folder = study
+    root, folder = study.root, study.folder
     env = server_env(root / "config")
     env.update(line.split("=", 1) for line in (folder / "best.env").read_text().splitlines()
                if line and not line.startswith("#"))
@@ -279,17 +422,16 @@ class TestFromConfigFile:
     second model (command-line model and flags win over the file's)."""
 
     def test_the_config_file_gives_the_trials_flags(self, study, config_server, vllm_env):
-        _, folder = study
         (model,) = _models(config_server.base_url)
         assert model["id"] == ALIAS2 and model["root"] == str(vllm_env.model2)
-        trial = json.loads((folder / "trials" / "0000" / "result.json").read_text())
+        trial = study.exported_trial()
         log = config_server.log.read_text(errors="replace")
         assert f"'max_num_seqs': {trial['params']['max_num_seqs']}" in log and "'enforce_eager': True" in log
         assert f"'max_model_len': {MAX_LEN}" in log
 
     def test_no_model_reads_the_tokenizer_of_the_model_behind_the_alias(self, study, config_server, vllm_env,
                                                                          tmp_path):
-        root, _ = study
+        root = study.root
         args = (config_server.base_url, None, 40, 128, 8)
         theirs = _run([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs")],
                       server_env(root / "a1"))
@@ -305,7 +447,7 @@ class TestFromConfigFile:
         _parity("chat 40 x 128 (model 2: ChatML, no BOS, vocab 3000; no --model, alias)", d, v)
 
     def test_chat_without_a_tokenizer_says_its_length_is_not_controlled(self, study, config_server, tmp_path):
-        root, _ = study
+        root = study.root
         run = _run([*bucket_tuner(), "bench", *_chat_line(config_server.base_url, ALIAS2, 4, 64, 4, tmp_path)],
                    server_env(root / "n1"))
         assert run.returncode == 0, run.stderr[-2000:]

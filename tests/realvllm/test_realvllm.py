@@ -8,10 +8,11 @@ environment cannot be built, and then says why (pip's last lines). Deselect it w
 
 Every test here runs one real server at a time (an fcntl lock also keeps other pytest processes on
 this machine from starting one meanwhile), and the suite runs the whole tier on one xdist worker
-(tests/conftest.py). A server cycle costs ~25-60 s on 2 cores, and this module has five: one shared by
-the bench and clean-stop tests, two for the stops with open streams, two for the study (which also
-covers the load sweep and the cached-warm-up fallback); test_deployed_realvllm.py has three and
-test_orphans_realvllm.py one: ~8 min for the tier on a quiet machine, ~4.5 min of it here.
+(tests/conftest.py). A server cycle costs ~20-60 s on 2 cores, so the tier's boots are few and shared:
+this module has two (one shared by the bench tests and ended by the launcher's stop during open
+streams, one for the stop after a Ctrl-C), test_deployed_realvllm.py four (a two-trial study, which
+also covers the load sweep and the cached-warm-up fallback, then servers from its exported files) and
+test_orphans_realvllm.py one.
 Facts relied on: docs/real-vllm-cpu.md.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import csv
 import functools
 import json
 import os
@@ -34,14 +34,12 @@ import urllib.request
 from pathlib import Path
 
 import aiohttp
-import optuna
 import pytest
 
 from tuner.logparse import LogWatcher
 from tuner.serve.backends import Backend
 from tuner.serve.process import ServerProcess, find_free_port
 
-from ..conftest import ROOT
 from . import dropin
 from . import env as realenv
 from .conftest import _FIGURES
@@ -56,7 +54,6 @@ SERVED = "tiny"
 KV_BYTES = 256 * 1024**2  # `Explicitly set (0.25/..) GiB for KV cache`; ~0.8 GB less RSS than 1 GiB
 BOOT_LIMIT_S = 300.0      # ~40 s normally; the very first start on a cold machine ~100 s
 VOCAB = 2000              # prompt token ids stay below the tiny tokenizer's 2048
-SPACE = ROOT / "search_spaces" / "vllm-cpu.yaml"
 ROLES = ("api_server", "EngineCore", "Worker", "resource_tracker")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -280,7 +277,7 @@ def bucket_tuner() -> list[str]:
 
 @pytest.fixture(scope="class")
 def shared_server(vllm_env, tmp_path_factory):
-    server = RealServer(vllm_env, tmp_path_factory.mktemp("realvllm-server"))
+    server = RealServer(vllm_env, tmp_path_factory.mktemp("realvllm-server"), max_model_len=realenv.MODEL_MAX_LEN)
     try:
         yield server.start()
     finally:
@@ -340,28 +337,21 @@ class TestOneServer:
     def test_bench_server_error_gives_exit_1_and_the_servers_message(self, shared_server, tmp_path):
         dropin.server_error_gives_exit_1_and_the_servers_message(shared_server, tmp_path)
 
-    def test_clean_stop_leaves_no_process(self, shared_server):
+    def test_stop_with_open_streams_does_not_hang(self, shared_server):
+        """The launcher's stop (SIGINT to the whole group at once, 3 s per signal) while very long streams
+        are open in the engine: the server's last test. The whole tree stayed in the server's group."""
         s = shared_server
         roles = s.recorder.wait_roles()
         assert set(ROLES) <= roles, f"expected the whole vLLM tree, saw {roles}: {s.recorder.seen}"
         tree = dict(s.recorder.seen)
         pgid = s.srv.pgid
         assert all(rec["pgid"] == pgid for rec in tree.values()), "a vLLM process left the server's group"
-
-        report = s.srv.stop()  # the launcher's defaults: SIGINT, 10 s, then TERM, then KILL
-        s.recorder.stop()
         names = sorted(next(iter(sorted(rec["roles"] - {"other"})), None) or rec["cmd"][:50]
                        for rec in tree.values())
-        _FIGURES.append(f"clean stop: {report.ended_by} after {report.elapsed_s:.2f} s, exit code "
-                        f"{report.exit_code}, tree of {len(tree)} processes: {'; '.join(names)}")
-        assert report.ended_by == "SIGINT", report          # an idle vLLM honours SIGINT (~0.5 s)
-        assert report.clean and not report.leftover
-        assert report.exit_code == 0
-        assert not s.recorder.alive(), f"left behind: {s.recorder.alive()}"
+        _FIGURES.append(f"tree of {len(tree)} processes: {'; '.join(names)}")
+        _stop_during_streams(s, "launcher", tree)
         assert not [pid for pid, p in proc_table().items() if p["pgid"] == pgid and p["state"] not in "ZX"]
-        assert not listening(s.port)
-        log = s.log_path.read_text(errors="replace")
-        assert "[shutdown] API server: shutdown triggered" in log
+        assert "[shutdown] API server: shutdown triggered" in s.log_path.read_text(errors="replace")
 
 
 # ------------------------------------------------------------------------------------ 3
@@ -401,8 +391,21 @@ def _ending(stream: dict) -> str:
         x for x in (stream["error"], "[DONE]" if stream["done"] else "no [DONE]") if x)
 
 
-@pytest.mark.parametrize("how", ["launcher", "after_ctrl_c"])
-def test_stop_with_open_streams_does_not_hang(vllm_env, tmp_path, how):
+def test_stop_after_ctrl_c_with_open_streams_does_not_hang(vllm_env, tmp_path):
+    """A Ctrl-C to `vllm serve` (SIGINT to the API server alone) while very long streams are open, then
+    the launcher's stop once the API server waits for its clients. (The launcher's own stop during
+    open streams ends TestOneServer's server.)"""
+    server = RealServer(vllm_env, tmp_path, max_model_len=realenv.MODEL_MAX_LEN)
+    try:
+        server.start()
+        _FIGURES.append(f"server (after_ctrl_c): launch to /health 200 in {server.ready_s:.1f} s")
+        server.recorder.wait_roles()
+        _stop_during_streams(server, "after_ctrl_c", dict(server.recorder.seen))
+    finally:
+        server.close()
+
+
+def _stop_during_streams(server: RealServer, how: str, tree: dict) -> None:
     """Stop through the launcher (3 s per signal) while very long streams are open in the engine.
 
     launcher: the launcher's SIGINT goes to the whole group at once.
@@ -413,201 +416,79 @@ def test_stop_with_open_streams_does_not_hang(vllm_env, tmp_path, how):
     or the API server waits for its clients forever ("Waiting for connections to close", spec
     section 5: 300 s with aiohttp's default timeout), ignoring SIGINT and SIGTERM, and only the
     launcher's SIGKILL ends it. Either way stop() must return within its graces and leave nothing."""
-    server = RealServer(vllm_env, tmp_path, max_model_len=realenv.MODEL_MAX_LEN)
     n_streams, graces = 4, (3.0, 3.0, 3.0)
-    try:
-        server.start()
-        _FIGURES.append(f"server ({how}): launch to /health 200 in {server.ready_s:.1f} s")
-        server.recorder.wait_roles()
-        tree = dict(server.recorder.seen)
+    # the server's earlier tests may have logged completions: count only those after this point
+    served_before = server.log_path.read_text(errors="replace").count('"POST /v1/completions HTTP/1.1" 200')
 
-        def stopper() -> dict:
-            """Runs in a thread, driven by the server's log, not by the client: on a busy 2-core machine
-            the client may parse its first chunk tens of seconds late (seen: 19 s), by which time the
-            server could have finished the streams."""
-            deadline = time.monotonic() + 60
-            while (server.log_path.read_text(errors="replace").count('"POST /v1/completions HTTP/1.1" 200')
-                   < n_streams):
+    def stopper() -> dict:
+        """Runs in a thread, driven by the server's log, not by the client: on a busy 2-core machine
+        the client may parse its first chunk tens of seconds late (seen: 19 s), by which time the
+        server could have finished the streams."""
+        deadline = time.monotonic() + 60
+        while (server.log_path.read_text(errors="replace").count('"POST /v1/completions HTTP/1.1" 200')
+               < served_before + n_streams):
+            if time.monotonic() > deadline:
+                raise AssertionError("the streams never started:\n" + "\n".join(server.srv.log_tail()[-30:]))
+            time.sleep(0.05)
+        t_started = time.monotonic()
+        waiting = None
+        if how == "after_ctrl_c":
+            os.kill(server.srv.pid, signal.SIGINT)
+            while True:  # it either waits for its clients (the hang) or, sometimes, exits by itself
+                waiting = "Waiting for connections to close" in server.log_path.read_text(errors="replace")
+                if waiting or not server.srv.alive_pids():
+                    break
                 if time.monotonic() > deadline:
-                    raise AssertionError("the streams never started:\n" + "\n".join(server.srv.log_tail()[-30:]))
+                    raise AssertionError("the API server neither exited nor waited for its clients:\n"
+                                         + "\n".join(server.srv.log_tail()[-30:]))
                 time.sleep(0.05)
-            t_started = time.monotonic()
-            waiting = None
-            if how == "after_ctrl_c":
-                os.kill(server.srv.pid, signal.SIGINT)
-                while True:  # it either waits for its clients (the hang) or, sometimes, exits by itself
-                    waiting = "Waiting for connections to close" in server.log_path.read_text(errors="replace")
-                    if waiting or not server.srv.alive_pids():
-                        break
-                    if time.monotonic() > deadline:
-                        raise AssertionError("the API server neither exited nor waited for its clients:\n"
-                                             + "\n".join(server.srv.log_tail()[-30:]))
-                    time.sleep(0.05)
-                time.sleep(0.5)
-                waiting = waiting and server.srv.proc.poll() is None  # still there: hung on its clients
-            t0 = time.monotonic()
-            report = server.srv.stop(*graces)
-            return {"t0": t0, "report": report, "stop_s": time.monotonic() - t0, "after_start_s": t0 - t_started,
-                    "hung": waiting}
+            time.sleep(0.5)
+            waiting = waiting and server.srv.proc.poll() is None  # still there: hung on its clients
+        t0 = time.monotonic()
+        report = server.srv.stop(*graces)
+        return {"t0": t0, "report": report, "stop_s": time.monotonic() - t0, "after_start_s": t0 - t_started,
+                "hung": waiting}
 
-        async def scenario():
-            timeout = aiohttp.ClientTimeout(total=120)  # far below aiohttp's 300 s: a hang fails, not stalls
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                tasks = [asyncio.create_task(_long_stream(session, server.base_url, i)) for i in range(n_streams)]
-                stop = await asyncio.to_thread(stopper)
-                streams = await asyncio.wait_for(asyncio.gather(*tasks), 30)
-                return stop, streams
+    async def scenario():
+        timeout = aiohttp.ClientTimeout(total=120)  # far below aiohttp's 300 s: a hang fails, not stalls
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            tasks = [asyncio.create_task(_long_stream(session, server.base_url, i)) for i in range(n_streams)]
+            stop = await asyncio.to_thread(stopper)
+            streams = await asyncio.wait_for(asyncio.gather(*tasks), 30)
+            return stop, streams
 
-        stop, streams = asyncio.run(scenario())
-        report, stop_s, t_stop = stop["report"], stop["stop_s"], stop["t0"]
-        server.recorder.stop()
-        seen = server.shutdown_seen_at
-        hung = {None: "", True: " (the API server hung on its clients)",
-                False: " (the API server had exited by itself)"}[stop["hung"]]
-        _FIGURES.append(f"stop ({how}) with {n_streams} open streams, {stop['after_start_s']:.1f} s after they "
-                        f"started{hung}: ended by {report.ended_by} after {stop_s:.2f} s (first signal at "
-                        f"{report.first_signal_s} s; signals sent: "
-                        f"{', '.join(report.alive_before)}; exit code {report.exit_code}"
-                        + (f"; shutdown line read {seen - t_stop:.2f} s after stop()" if seen else "")
-                        + f"); streams: {'; '.join(_ending(s) for s in streams)}")
-        # Bounded, far below the 300 s hang. Normally <= 6.2 s (3 s per signal); once in ~15 runs on this
-        # shared machine the first signal itself went out ~28 s late (see the figures), hence the margin.
-        assert stop_s < 60, f"stop took {stop_s:.1f} s"
-        if stop_s > sum(graces) + 3:
-            _FIGURES.append(f"  WARNING: stop ({how}) took {stop_s:.1f} s, more than its graces ({sum(graces):g} s)")
-        assert report.clean and not report.leftover, report
-        assert not server.recorder.alive(), f"left behind: {server.recorder.alive()}"
-        assert set(ROLES) <= {r for rec in tree.values() for r in rec["roles"]}
-        assert not listening(server.port)
-        # None of the streams ran to its end (LONG_TOKENS take the server ~50 s), so each was open in the
-        # server when stop() began and was cut by it. (Not checked through /metrics first: an API
-        # server saturated by streaming answers other requests, and signals, only seconds later.)
-        assert stop["after_start_s"] < 20, stop
-        finished = [s for s in streams if s["finish"] == "length" or s["tokens"] == LONG_TOKENS]
-        if how == "launcher":
-            assert not finished, streams
-        elif finished:
-            # After a Ctrl-C to the API server alone, vLLM sometimes drains its streams before the
-            # launcher's stop; on an idle machine they can finish. What matters here still held above:
-            # the stop returned, and nothing is left.
-            _FIGURES.append(f"  note: stop ({how}): {len(finished)} streams ran to their end before the stop")
-        if stop["hung"]:
-            assert not any(s["done"] for s in streams), streams  # the hang: no more data, no [DONE]
-    finally:
-        server.close()
-
-
-# ------------------------------------------------------------------------------------ 4
-def test_two_trial_study_end_to_end(vllm_env, tmp_path):
-    """Two trials of a study through the real path, with the options that only change what happens
-    around a boot checked on the same two boots:
-
-    * `--load-sweep concurrency=1,8`: one boot, two load points, both recorded with their own vLLM
-      result, the trial reporting the last one;
-    * `--warmup cached --shared-recipe-cache DIR`: the variable is ignored there (no Gaudi bridge, no
-      recipes); the tool says so once, falls back to cold and scores the cold warmup it measured."""
-    results, recipes = tmp_path / "results", tmp_path / "recipes"
-    env = server_env(tmp_path)
-    cmd = [*bucket_tuner(), "tune", "--space", str(SPACE), "--backend", "vllm",
-           "--vllm-command", str(vllm_env.vllm), "--model", str(vllm_env.model), "--served-model-name", SERVED,
-           "--server-args", f"--load-format dummy --kv-cache-memory-bytes {KV_BYTES}",
-           "--n-trials", "2", "--results", str(results), "--vocab-size", str(VOCAB),
-           "--dataset-name", "fixed", "--random-input-len", "64", "--random-output-len", "32",
-           "--num-prompts", "32", "--max-concurrency", "8", "--num-warmups", "2",
-           "--load-sweep", "concurrency=1,8", "--warmup", "cached", "--shared-recipe-cache", str(recipes),
-           "--boot-timeout", str(BOOT_LIMIT_S), "--warmup-timeout", str(BOOT_LIMIT_S),
-           "--sampler-seed", "2", "--no-seed-defaults"]
-    # TPE starts with random proposals; seed 2 gives (max_num_seqs, max_num_batched_tokens, enforce_eager)
-    # = (64, 256, False), (4, 256, True): the torch.compile path and the eager one, and both extremes
-    # of the one knob with a visible effect (two trials: the tier's time is the suite's).
-    before = set(venv_processes(vllm_env.venv, tmp_path / "home"))
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=tmp_path, start_new_session=True)
-    recorder = TreeRecorder(proc.pid, interval_s=0.3)
-    try:
-        try:
-            out, err = proc.communicate(timeout=900)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGINT)  # the tuner stops its servers on the way out
-            try:
-                out, err = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                out, err = proc.communicate()
-            pytest.fail(f"tune did not finish in 900 s\n{out}\n{err}")
-        wall = time.monotonic() - t0
-        recorder.stop()
-        assert proc.returncode == 0, f"rc={proc.returncode}\n{out}\n{err}"
-
-        study_dir = results / "vllm-cpu"
-        for name in ("report.html", "trials.csv", "pareto.csv", "best.env"):
-            assert (study_dir / name).is_file(), f"{name} missing; stderr:\n{err}"
-        assert "Pareto front" in out, out
-        assert "Pareto" in (study_dir / "report.html").read_text()
-        best = (study_dir / "best.env").read_text()
-        assert "# vllm serve flags: " in best and "--max-num-seqs" in best, best
-        assert "VLLM_CPU_KVCACHE_SPACE=1" in best.splitlines(), best
-
-        rows = list(csv.DictReader((study_dir / "trials.csv").open()))
-        assert len(rows) == 2, rows
-        _FIGURES.append(f"study: 2 trials in {wall:.0f} s wall")
-        study = optuna.load_study(study_name="vllm-cpu", storage=f"sqlite:///{study_dir / 'study.db'}")
-        for row in sorted(rows, key=lambda r: int(r["number"])):
-            number = int(row["number"])
-            result = json.loads((study_dir / "trials" / f"{number:04d}" / "result.json").read_text())
-            obs, metrics, params = result["observed"], result["metrics"], result["params"]
-            assert row["status"] == "ok", (row["status"], row["reason"])
-            assert 0 < obs["warmup_s"] < BOOT_LIMIT_S
-            assert obs["stop"]["leftover"] == [] and obs["stop"]["ended_by"] == "SIGINT", obs["stop"]
-            argv = result["argv"]  # the searched values reached the real command line
-            assert argv[argv.index("--max-num-seqs") + 1] == str(params["max_num_seqs"])
-            assert argv[argv.index("--max-num-batched-tokens") + 1] == str(params["max_num_batched_tokens"])
-            assert ("--enforce-eager" in argv) == bool(params["enforce_eager"])
-
-            # the load sweep: both points measured on the one server, the last one reported
-            points = obs["load_sweep"]
-            assert [(p["point"], p["selected"]) for p in points] == [("concurrency=1", False), ("concurrency=8", True)]
-            for p, limit in zip(points, (1, 8)):
-                assert p["status"] == "ok" and p["metrics"]["completed"] == 32 and p["metrics"]["failed"] == 0
-                assert p["metrics"]["total_output_tokens"] == 32 * 32 and p["metrics"]["total_input_tokens"] == 32 * 64
-                bench = json.loads(open(p["bench_json"]).read())
-                assert bench["max_concurrency"] == limit and bench["completed"] == 32
-                assert bench["max_concurrent_requests"] <= limit  # the exact peak the client held in flight
-            assert metrics == points[1]["metrics"] and metrics["output_throughput"] > 0
-
-            # the cached warmup is impossible here: the cold one measured and scored instead
-            (t,) = [t for t in study.trials if t.number == number]
-            assert obs["warmup_source"] == "launch to ready" and obs["warmup_cold_s"] == obs["warmup_s"]
-            assert obs.get("warmup_cached_s") is None and "recipe_cache_hit_rate" not in obs
-            assert t.values[2] == obs["warmup_s"]
-            assert "PT_HPU_RECIPE_CACHE_CONFIG" not in result["env"]
-            _FIGURES.append(
-                f"  trial {number}: max_num_seqs={params['max_num_seqs']} "
-                f"max_num_batched_tokens={params['max_num_batched_tokens']} "
-                f"enforce_eager={params['enforce_eager']}: {metrics['output_throughput']:.0f} out tok/s, "
-                f"p99 TTFT {metrics['p99_ttft_ms']:.0f} ms, median TPOT {metrics['median_tpot_ms']:.1f} ms, "
-                f"warmup (launch to ready) {obs['warmup_s']:.1f} s, trial {result['timings']['total_s']:.0f} s; "
-                "load sweep " + "; ".join(f"{p['point']} {p['metrics']['output_throughput']:.0f} tok/s, p99 TTFT "
-                                          f"{p['metrics']['p99_ttft_ms']:.0f} ms" for p in points))
-        sweep_rows = list(csv.DictReader((study_dir / "load_sweep.csv").open()))
-        assert [(r["point"], r["selected"]) for r in sweep_rows] == [
-            ("concurrency=1", "False"), ("concurrency=8", "True")] * 2, sweep_rows
-        said = " ".join(err.split())
-        assert "--warmup cached:" in said and "falling back to the cold warmup" in said, err
-        assert said.count("ignores PT_HPU_RECIPE_CACHE_CONFIG") == 1, err
-        assert study.user_attrs["warmup_mode"] == "cold"
-        assert not any(p.is_file() for p in recipes.rglob("*")), "the CPU server wrote recipes?"
-
-        # Two servers ran (each a full tree), one at a time, and none of their processes is left.
-        # (Counted as the tuner's own children: a transient fork of an API server carries its command line.)
-        apis = [pid for pid, rec in recorder.seen.items() if rec["ppid"] == proc.pid and "api_server" in rec["roles"]]
-        assert len(apis) == 2, recorder.seen
-        assert {"EngineCore", "Worker", "resource_tracker"} <= recorder.roles()
-        assert not recorder.alive(), f"left behind: {recorder.alive()}"
-        assert not set(venv_processes(vllm_env.venv, tmp_path / "home")) - before
-    finally:
-        recorder.stop()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        recorder.kill_all()
+    stop, streams = asyncio.run(scenario())
+    report, stop_s, t_stop = stop["report"], stop["stop_s"], stop["t0"]
+    server.recorder.stop()
+    seen = server.shutdown_seen_at
+    hung = {None: "", True: " (the API server hung on its clients)",
+            False: " (the API server had exited by itself)"}[stop["hung"]]
+    _FIGURES.append(f"stop ({how}) with {n_streams} open streams, {stop['after_start_s']:.1f} s after they "
+                    f"started{hung}: ended by {report.ended_by} after {stop_s:.2f} s (first signal at "
+                    f"{report.first_signal_s} s; signals sent: "
+                    f"{', '.join(report.alive_before)}; exit code {report.exit_code}"
+                    + (f"; shutdown line read {seen - t_stop:.2f} s after stop()" if seen else "")
+                    + f"); streams: {'; '.join(_ending(s) for s in streams)}")
+    # Bounded, far below the 300 s hang. Normally <= 6.2 s (3 s per signal); once in ~15 runs on this
+    # shared machine the first signal itself went out ~28 s late (see the figures), hence the margin.
+    assert stop_s < 60, f"stop took {stop_s:.1f} s"
+    if stop_s > sum(graces) + 3:
+        _FIGURES.append(f"  WARNING: stop ({how}) took {stop_s:.1f} s, more than its graces ({sum(graces):g} s)")
+    assert report.clean and not report.leftover, report
+    assert not server.recorder.alive(), f"left behind: {server.recorder.alive()}"
+    assert set(ROLES) <= {r for rec in tree.values() for r in rec["roles"]}
+    assert not listening(server.port)
+    # None of the streams ran to its end (LONG_TOKENS take the server ~50 s), so each was open in the
+    # server when stop() began and was cut by it. (Not checked through /metrics first: an API
+    # server saturated by streaming answers other requests, and signals, only seconds later.)
+    assert stop["after_start_s"] < 20, stop
+    finished = [s for s in streams if s["finish"] == "length" or s["tokens"] == LONG_TOKENS]
+    if how == "launcher":
+        assert not finished, streams
+    elif finished:
+        # After a Ctrl-C to the API server alone, vLLM sometimes drains its streams before the
+        # launcher's stop; on an idle machine they can finish. What matters here still held above:
+        # the stop returned, and nothing is left.
+        _FIGURES.append(f"  note: stop ({how}): {len(finished)} streams ran to their end before the stop")
+    if stop["hung"]:
+        assert not any(s["done"] for s in streams), streams  # the hang: no more data, no [DONE]
