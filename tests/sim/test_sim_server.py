@@ -288,3 +288,36 @@ def test_recipe_cache_folder_makes_the_second_start_faster(tmp_path):
     recipes = len(list((tmp_path / "recipes").glob("*.recipe")))
     print(f"\n{recipes} recipes on disk; Warmup finished in {finished[0]} secs, then {finished[1]} secs")
     assert recipes == 24 + 48 and finished[1] < 0.75 * finished[0]
+
+
+def _get(url: str, key: str | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_api_key_guards_the_v1_routes_as_vllm_does(tmp_path):
+    """--api-key (several allowed) or $VLLM_API_KEY: every /v1 route wants one of them as a bearer
+    token, 401 {"error": "Unauthorized"} otherwise; /health, /metrics and /version stay open. Our own
+    client, given no key, names the 401 and the variable to set."""
+    with SimProcess([*CAL_ARGS, "--api-key", "sim-key-1", "sim-key-2"], CAL_ENV, scale=0.002) as srv:
+        srv.wait_ready()
+        assert _get(srv.base + "/v1/models") == (401, b'{"error":"Unauthorized"}')
+        assert _get(srv.base + "/v1/models", "wrong")[0] == 401
+        assert _get(srv.base + "/v1/models", "sim-key-1")[0] == _get(srv.base + "/v1/models", "sim-key-2")[0] == 200
+        assert all(_get(srv.base + path)[0] == 200 for path in ("/health", "/metrics", "/version"))
+        line = [sys.executable, "-m", "tuner.cli", "bench", "--base-url", srv.base, "--model", MODEL,
+                "--num-prompts", "2", "--random-input-len", "16", "--random-output-len", "2",
+                "--result-dir", str(tmp_path), "--save-result", "--disable-tqdm"]
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        without = subprocess.run(line, capture_output=True, text=True, timeout=120, env=env)
+        assert without.returncode == 2 and "HTTP 401 Unauthorized" in without.stderr, without.stderr
+        keyed = subprocess.run(line, capture_output=True, text=True, timeout=120,
+                               env={**env, "OPENAI_API_KEY": "sim-key-2"})
+        assert keyed.returncode == 0, keyed.stderr
+    with SimProcess(CAL_ARGS, {**CAL_ENV, "VLLM_API_KEY": "env-key"}, scale=0.002) as srv:
+        srv.wait_ready()
+        assert _get(srv.base + "/v1/models")[0] == 401 and _get(srv.base + "/v1/models", "env-key")[0] == 200

@@ -81,7 +81,7 @@ class Histogram:
 
 class SimHTTP:
     def __init__(self, driver: LiveDriver, served_names: list[str], max_model_len: int, vocab: int,
-                 faults: Faults, v1: bool, version: str, access_log=None):
+                 faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None):
         self.driver = driver
         self.names = served_names
         self.max_model_len = max_model_len
@@ -90,6 +90,7 @@ class SimHTTP:
         self.v1 = v1
         self.version = version
         self.access_log = access_log  # callable(line) for uvicorn-style request lines
+        self.api_keys = {f"Bearer {k}" for k in api_keys or ()}  # vLLM's --api-key / VLLM_API_KEY
         self.requests_seen = 0
         self.success = 0
         self.hist = {"ttft": Histogram(), "itl": Histogram(), "e2e": Histogram()}
@@ -97,7 +98,7 @@ class SimHTTP:
         self.created = int(time.time())
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._log_middleware])
+        app = web.Application(middlewares=[self._log_middleware, self._auth_middleware])
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
@@ -115,6 +116,16 @@ class SimHTTP:
             self.access_log(f'INFO:     {who} - "{request.method} {request.path} HTTP/1.1" '
                             f"{resp.status} {resp.reason}")
         return resp
+
+    @web.middleware
+    async def _auth_middleware(self, request: web.Request, handler):
+        """With an API key, vLLM answers every /v1 route only with one of its keys as a bearer token
+        (/health, /metrics and /version stay open): else 401 and {"error": "Unauthorized"}."""
+        if (self.api_keys and request.method != "OPTIONS" and request.path.startswith("/v1")
+                and request.headers.get("Authorization") not in self.api_keys):
+            return web.json_response({"error": "Unauthorized"}, status=401,  # compact, as Starlette renders it
+                                     dumps=lambda o: json.dumps(o, separators=(",", ":")))
+        return await handler(request)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)

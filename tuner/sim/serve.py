@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantization", "-q", default=None)
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--served-model-name", nargs="+", default=None)
+    p.add_argument("--api-key", nargs="+", default=None,
+                   help="require one of these keys on /v1 routes (else $VLLM_API_KEY), as vLLM does")
     # Harmless flags launch scripts commonly pass; accepted and ignored.
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--disable-log-requests", action="store_true")
@@ -247,7 +249,8 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
     log.clock = driver.now  # from here on the log follows the serving clock
     front = SimHTTP(driver, names, pred.config.max_model_len, model_for(pred.sim.model).vocab, faults,
                     pred.rules.engine == "v1", VERSIONS[pred.profile],
-                    access_log=None if args.disable_log_requests else log.raw)
+                    access_log=None if args.disable_log_requests else log.raw,
+                    api_keys=args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else []))
     runner = web.AppRunner(front.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     driver.start()
