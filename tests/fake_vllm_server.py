@@ -91,7 +91,7 @@ def main():
         sleep_forever(args.role)
 
     given = {"port": args.port, **({"api_key": [args.api_key]} if args.api_key else {})}
-    say("APIServer", f"non-default args: {given}")  # vLLM prints --api-key's value here too
+    say("APIServer", f"non-default args: {given}")  # older vLLM printed --api-key's value (0.32 masks it)
     sock = None
     if args.bind_early:
         try:

@@ -286,11 +286,12 @@ def test_the_export_leaves_the_key_out_and_says_so(study):
     conf = yaml.safe_load((folder / "best.vllm.yaml").read_text())
     assert conf["served-model-name"] == SERVED and conf["max-model-len"] == MAX_LEN and conf["enforce-eager"] is True
     assert conf["load-format"] == "dummy" and "api-key" not in conf
-    # nor is it kept anywhere else: records, the study's database, the servers' logs (vLLM printed it)
+    # nor is it kept anywhere else: records, the study's database, the servers' logs (vLLM 0.32 masks it in
+    # its non-default args itself; older releases printed it, which tests/serve/test_server.py covers)
     files = [f for f in folder.rglob("*") if f.is_file()]
     assert not [f for f in files if KEY.encode() in f.read_bytes()], "the key was stored"
     logs = [f for f in files if f.name == "server.log"]
-    assert len(logs) == 2 and all("'api_key': ['***']" in f.read_text(errors="replace") for f in logs), logs
+    assert len(logs) == 2 and all("'api_key': " in f.read_text(errors="replace") for f in logs), logs
 
 
 # ------------------------------------------------------------------------------------ 2: serve.sh
