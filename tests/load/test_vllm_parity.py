@@ -181,14 +181,14 @@ def test_request_ids_differ_from_run_to_run_and_headers_follow_vllm(monkeypatch)
 
 
 def test_chat_backend_sends_messages_and_max_completion_tokens():
-    gen = LoadGenerator("http://127.0.0.1:1", "m", backend="openai-chat", extra_body={"temperature": 0.5})
+    gen = LoadGenerator("http://127.0.0.1:1", "m", api="openai-chat", extra_body={"temperature": 0.5})
     body = json.loads(gen.body(FixedWorkload(5, 7, 1).requests()[0]))
     assert gen.url.endswith("/v1/chat/completions")
     assert body["max_completion_tokens"] == 7 and "max_tokens" not in body and "prompt" not in body
     assert body["messages"][0]["role"] == "user" and body["messages"][0]["content"][0]["type"] == "text"
     assert body["temperature"] == 0.5 and body["ignore_eos"] is True
     with pytest.raises(ValueError, match="does not fit"):
-        LoadGenerator("http://127.0.0.1:1", "m", backend="openai-chat", endpoint="/v1/completions")
+        LoadGenerator("http://127.0.0.1:1", "m", api="openai-chat", endpoint="/v1/completions")
 
 
 # ------------------------------------------------------------------ peak definitions

@@ -74,7 +74,7 @@ def test_nothing_feasible_names_the_closest_trial_and_the_change(study):
 
 
 def test_data_files_hold_no_placeholder_numbers(study, tmp_path):
-    from tuner.commands.results import load_study
+    from tuner.commands.studyargs import load_study
     from tuner.report.frame import trials_frame
     from tuner.study.run import LATENCY_PENALTY_MS
 

@@ -277,13 +277,14 @@ async def _bench(args) -> tuple[dict, object]:
                                   ("repetition_penalty", args.repetition_penalty)) if v is not None}
     text_dataset = args.dataset_name in ("sharegpt", "custom")
     ignore_eos = (args.ignore_eos or not text_dataset) and not args.no_ignore_eos
+    # --backend is vllm bench serve's name for the API flavour (the client's api), not tune's server launcher
     gen = LoadGenerator(base_url, args.served_model_name or args.model, max_concurrency=args.max_concurrency,
                         request_timeout_s=args.request_timeout * args.time_scale,
                         extra_body={**sampling, **(args.extra_body or {})},
                         progress=not (args.quiet or args.disable_tqdm), request_id_prefix=args.request_id_prefix,
-                        backend=args.backend, endpoint=args.endpoint, ignore_eos=ignore_eos, headers=headers,
+                        api=args.backend, endpoint=args.endpoint, ignore_eos=ignore_eos, headers=headers,
                         keep_text=bool(args.save_detailed or args.result_file))
-    needs_ids = not text_dataset and args.backend != "openai-chat"
+    needs_ids = not text_dataset and not gen.chat
     vocab = await _resolve_vocab(args, gen, needs_ids)
     chat = None
     if gen.chat and not text_dataset:

@@ -1,7 +1,9 @@
-"""`bucket-tuner compare --release BASE OTHER`: the bucket sets two releases build from the same settings,
-diffed offline (tuner/results/releasediff.py). The settings come from an env file (`--env-file best.env`, its
-`# vllm serve flags:` header line included), from a study's balanced pick or `--trial N` (the study
-given as the positional), or from flags; --env and the server flags given here override them."""
+"""`bucket-tuner compare`: two or more studies side by side, the first the baseline (with --html also as a
+self-contained page); or, with `--release BASE OTHER`, the bucket sets two releases build from the same
+settings, diffed offline (tuner/results/releasediff.py). The release diff's settings come from an env
+file (`--env-file best.env`, its `# vllm serve flags:` header line included), from a study's balanced pick or
+`--trial N` (the study given as the positional), or from flags; --env and the server flags given here override
+them."""
 
 from __future__ import annotations
 
@@ -12,9 +14,54 @@ from typing import Any
 
 from ..buckets.release_flag import add_release
 from ..results.export import FLAGS_HEADER
-from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs
+from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs, prepare_output
+from .studyargs import load_study, numbered_trial
 
 _SERVER_FLAGS = ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compare", help="two or more studies (or releases) side by side; the first is the baseline")
+    p.add_argument("studies", nargs="*", metavar="STUDY", help="study names or folders, baseline first")
+    p.add_argument("--results", type=Path, default=Path("results"))
+    p.add_argument("--storage", help="one Optuna storage URL holding all the studies")
+    p.add_argument("--html", type=Path, help="also write the comparison page (a self-contained HTML file) here; "
+                   "missing folders are created")
+    add_release_flags(p)  # compare --release BASE OTHER: the bucket sets two releases build, offline
+    p.set_defaults(func=cmd_compare)
+
+
+def cmd_compare(args) -> int:
+    from ..report.compare_page import write_compare_html
+    from ..results.compare import compare_studies, print_comparison
+
+    if args.releases:
+        check_release_args(args)
+        study = trial = None
+        if args.studies:  # the settings of this study's pick (or --trial N)
+            from ..results.export import ExportError, Filters, pick_trial
+
+            study = load_study(args.studies[0], args.results, args.storage)[0]
+            try:
+                trial = (numbered_trial(study, args.trial) if args.trial is not None
+                         else pick_trial(study, "balanced", Filters()))
+            except ExportError as exc:
+                raise UsageError(str(exc)) from None
+        return cmd_release_diff(args, study, trial)
+    refuse_release_flags(args)
+    if len(args.studies) < 2:
+        raise UsageError(f"compare needs at least two studies (or --release BASE OTHER), got "
+                         f"{len(args.studies)}{': ' + args.studies[0] if args.studies else ''}")
+    studies = [load_study(name, args.results, args.storage)[0] for name in args.studies]
+    try:
+        cmp = compare_studies(*studies)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print_comparison(cmp)
+    if args.html:
+        write_compare_html(cmp, studies, prepare_output(args.html, "--html"))
+        print(f"comparison page: {args.html}")
+    return 0
 
 
 def add_release_flags(p) -> None:

@@ -56,7 +56,8 @@ from tuner.load.workload import RequestSpec, Workload
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
-BACKENDS = ("openai", "vllm", "openai-chat")  # vllm bench serve's names; the first two are the same
+# The API flavour a request speaks; vllm bench serve names it --backend (and its result files "backend").
+API_FLAVOURS = ("openai", "vllm", "openai-chat")  # vllm bench serve's names; the first two are the same
 _loads = orjson.loads  # orjson: ~3x faster per chunk than json (the client's hot path), and encodes
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY  # numpy id arrays directly (a 128k-token prompt in ~1 ms)
 
@@ -101,7 +102,7 @@ class LoadGenerator:
     """One benchmark run against ``base_url``; :meth:`cancel_all` stops it promptly.
 
     Only ``{base_url}{endpoint}`` is contacted, with ``trust_env=False`` so an HTTP proxy variable
-    cannot reroute loopback traffic. ``backend`` "openai"/"vllm" streams /v1/completions with
+    cannot reroute loopback traffic. ``api`` (the API flavour) "openai"/"vllm" streams /v1/completions with
     token-id prompts; "openai-chat" streams /v1/chat/completions (``max_completion_tokens``) with a
     text prompt from ``prompt_text(ids)``. Request bodies are encoded to bytes before a request's
     clock starts. ``cancel_all`` cancels in-flight streams and closes their connections (a real
@@ -114,7 +115,7 @@ class LoadGenerator:
                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, temperature: float | None = None,
                  extra_body: Mapping[str, Any] | None = None, progress: bool = True,
                  on_request_done: Callable[[int, int], None] | None = None,
-                 request_id_prefix: str | None = None, backend: str = "openai",
+                 request_id_prefix: str | None = None, api: str = "openai",
                  endpoint: str | None = None, ignore_eos: bool = True,
                  headers: Mapping[str, str] | None = None,
                  prompt_text: Callable[[Sequence[int]], str] | None = None, keep_text: bool = True) -> None:
@@ -122,13 +123,13 @@ class LoadGenerator:
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        self.backend = backend
-        self.chat = backend == "openai-chat"
+        if api not in API_FLAVOURS:  # said as "backend": the name bench's flag and tuner.bench() take
+            raise ValueError(f"backend must be one of {', '.join(API_FLAVOURS)}, got {api!r}")
+        self.api = api
+        self.chat = api == "openai-chat"
         endpoint = endpoint or (CHAT_PATH if self.chat else COMPLETIONS_PATH)
         if not endpoint.endswith("chat/completions" if self.chat else "completions"):
-            raise ValueError(f"--endpoint {endpoint!r} does not fit --backend {backend}")
+            raise ValueError(f"--endpoint {endpoint!r} does not fit --backend {api}")
         self.url = base_url.rstrip("/") + endpoint
         self.model = model
         self.max_concurrency = max_concurrency
@@ -352,7 +353,7 @@ class LoadGenerator:
                                    scheduled_offset=s.send_offset_s) for s in specs]
             for o in outs:
                 o.fail("not sent", "not sent: the run was cancelled first")
-        info = {"backend": self.backend, **(run_info or {})}
+        info = {"api": self.api, **(run_info or {})}
         if ramp_up is not None:
             info["ramp_up"] = {"ramp_up_strategy": ramp_up[0], "ramp_up_start_rps": ramp_up[1],
                                "ramp_up_end_rps": ramp_up[2]}

@@ -237,7 +237,7 @@ class BenchmarkResult:
     arrivals: dict[str, Any]
     warmup: dict[str, Any]
     cancelled: bool = False
-    run_info: dict[str, Any] = field(default_factory=dict)  # backend, label, tokenizer_id, metadata, ...
+    run_info: dict[str, Any] = field(default_factory=dict)  # api, label, tokenizer_id, metadata, ...
     percentile_metrics: tuple[str, ...] = PERCENTILE_METRICS + QUEUE_METRICS
     date: str = field(default_factory=lambda: datetime.now().strftime("%Y%m%d-%H%M%S"))
 
@@ -277,9 +277,9 @@ class BenchmarkResult:
         info = dict(self.run_info)
         metadata = info.pop("metadata", None) or {}
         ramp = info.pop("ramp_up", None) or {}
-        backend = info.pop("backend", "openai")
+        api = info.pop("api", "openai")  # vLLM's result files call the API flavour "backend" and "endpoint_type"
         r: dict[str, Any] = {
-            "date": self.date, "endpoint_type": backend, "backend": backend, "label": info.pop("label", None),
+            "date": self.date, "endpoint_type": api, "backend": api, "label": info.pop("label", None),
             "model_id": info.pop("model_id", self.model), "tokenizer_id": info.pop("tokenizer_id", None),
             "num_prompts": info.pop("num_prompts", len(o)),
         }
