@@ -41,8 +41,8 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tuner.load.arrivals import plan_requests
-from tuner.load.metrics import (
+from .arrivals import plan_requests
+from .metrics import (
     ERROR_EXCERPT,
     PERCENTILE_METRICS,
     QUEUE_METRICS,
@@ -51,8 +51,8 @@ from tuner.load.metrics import (
     compute_metrics,
     validate_goodput_slos,
 )
-from tuner.load.sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
-from tuner.load.workload import RequestSpec, Workload
+from .sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
+from .workload import RequestSpec, Workload
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"

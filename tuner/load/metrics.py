@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.load.sse import ERROR_EXCERPT, StreamRecorder
+from .sse import ERROR_EXCERPT, StreamRecorder
 
 GOODPUT_KEYS = ("ttft", "tpot", "e2el")
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
