@@ -197,8 +197,7 @@ def _trials(cmp: Comparison, data: list[ReportData]) -> str:
             values = [(display.metric(n, v), v) if ok else ("-", None) for n, v in zip(names, t.values or [None] * 3)]
             hours = accelerator_hours(rec, d.backend)
             rows.append((label, t.number, rec.status_text, "yes" if rec.feasible else "no", *values,
-                         (f"{hours:.3f}", hours),
-                         settings_text(t)))
+                         (f"{hours:.3f}", hours), settings_text(t)))
     return ("<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"
             + table(["study", "trial", "status", "feasible", *[display.short(n) for n in names], "acc-hours",
                      "settings"], rows, cls="sortable", table_id="trials-table") + "</section>")

@@ -52,11 +52,12 @@ def pareto(d: ReportData, chart: Chart) -> str:
     by_xy: dict[str, dict[str, list]] = {"lat": defaultdict(list), "warm": defaultdict(list)}
     cloud: dict[str, list] = defaultdict(list)
     for t in d.trials:
-        cls = trial_class(d.record(t), d.pareto)
+        rec = d.record(t)
+        cls = trial_class(rec, d.pareto)
         if cls == "running" or not t.values:
             continue
         text = hover(d, t, cls)
-        ok = d.record(t).ok
+        ok = rec.ok
         by_xy["warm"][cls].append({"x": t.values[2], "y": t.values[0] if ok else 0.0, "text": text})
         if ok:
             by_xy["lat"][cls].append({"x": t.values[1], "y": t.values[0], "text": text})
@@ -260,10 +261,11 @@ def failures(d: ReportData) -> str:
     out = ["<section id='failures'><h2>Failures and rejections</h2>"]
     groups: dict[str, list[FrozenTrial]] = defaultdict(list)
     for t in d.trials:
-        status = d.record(t).status_text
+        rec = d.record(t)
+        status = rec.status_text
         if t.state in (TrialState.RUNNING, TrialState.WAITING):
             continue
-        if status == "ok" and not d.record(t).told_infeasible:
+        if status == "ok" and not rec.told_infeasible:
             continue
         groups["outside a limit (measured)" if status == "ok" else status].append(t)
     if not groups:
