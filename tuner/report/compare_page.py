@@ -60,15 +60,16 @@ def _share_chart(cmp: Comparison) -> go.Figure:
                           height=320)
 
 
-def _convergence_chart(cmp: Comparison, studies: list[optuna.Study]) -> go.Figure:
+def _convergence_chart(cmp: Comparison, data: list[ReportData]) -> go.Figure:
     fig = go.Figure()
-    for i, (label, s) in enumerate(zip(cmp.names, studies)):
-        backend = s.user_attrs.get("backend") or {}
+    for i, (label, d) in enumerate(zip(cmp.names, data)):
         spent, seen, xs, ys = 0.0, [], [], []
-        for t in sorted(s.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)),
-                        key=lambda t: t.number):
-            spent += accelerator_hours(t, backend)
-            if t.state == TrialState.COMPLETE and t.user_attrs.get("feasible") and t.values:
+        for t in d.trials:  # in number order
+            if t.state not in (TrialState.COMPLETE, TrialState.FAIL):
+                continue
+            rec = d.record(t)
+            spent += accelerator_hours(rec, d.backend)
+            if t.state == TrialState.COMPLETE and rec.feasible and t.values:
                 seen.append(t.values)
             xs.append(spent)
             ys.append(100 * front_volume(seen, cmp.reference, cmp.directions) / cmp.union_hypervolume
@@ -152,8 +153,8 @@ def _workload(cmp: Comparison, data: list[ReportData]) -> str:
     rows = []
     for label, d, t in _picks(cmp, data):
         pad = d.padding(t)
-        recompiling = sum(1 for x in d.measured() if (x.user_attrs.get("observed") or {}).get("not_warmed_up"))
-        preempting = sum(1 for x in d.measured() if (x.user_attrs.get("observed") or {}).get("preemptions"))
+        recompiling = sum(1 for x in d.measured() if d.record(x).observed.get("not_warmed_up"))
+        preempting = sum(1 for x in d.measured() if d.record(x).observed.get("preemptions"))
         rows.append([f"{label}: trial {t.number}",
                      "-" if pad is None or pad.prompt_waste is None else f"{100 * pad.prompt_waste:.1f}%",
                      "-" if pad is None or pad.decode_waste is None else f"{100 * pad.decode_waste:.1f}%",
@@ -165,15 +166,18 @@ def _workload(cmp: Comparison, data: list[ReportData]) -> str:
                      "trials with preemptions"], rows) + "</section>")
 
 
-def _failures(cmp: Comparison, studies: list[optuna.Study]) -> str:
+def _failures(cmp: Comparison, data: list[ReportData]) -> str:
     counts = []
-    for s in studies:
+    for d in data:
         c: Counter = Counter()
-        for t in s.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-            status = t.user_attrs.get("status") or t.state.name.lower()
+        for t in d.trials:
+            if t.state not in (TrialState.COMPLETE, TrialState.FAIL):
+                continue
+            rec = d.record(t)
+            status = rec.status_text
             if status != "ok":
                 c[status] += 1
-            elif not t.user_attrs.get("feasible"):
+            elif not rec.feasible:
                 c["outside a limit (measured)"] += 1
         counts.append(c)
     classes = sorted(set().union(*counts))
@@ -183,18 +187,17 @@ def _failures(cmp: Comparison, studies: list[optuna.Study]) -> str:
             + "<p>Each study's report.html lists every failure with its reason and log excerpt.</p></section>")
 
 
-def _trials(cmp: Comparison, studies: list[optuna.Study]) -> str:
+def _trials(cmp: Comparison, data: list[ReportData]) -> str:
     names = cmp.objective_names
     rows = []
-    for label, s in zip(cmp.names, studies):
-        backend = s.user_attrs.get("backend") or {}
-        for t in sorted(s.get_trials(deepcopy=False), key=lambda t: t.number):
-            ok = t.user_attrs.get("status") == "ok" and t.values
+    for label, d in zip(cmp.names, data):
+        for t in d.trials:  # in number order
+            rec = d.record(t)
+            ok = rec.ok and t.values
             values = [(display.metric(n, v), v) if ok else ("-", None) for n, v in zip(names, t.values or [None] * 3)]
-            hours = accelerator_hours(t, backend)
-            rows.append((label, t.number, t.user_attrs.get("status", t.state.name.lower()),
-                         "yes" if t.user_attrs.get("feasible") else "no", *values, (f"{hours:.3f}", hours),
-                         settings_text(t)))
+            hours = accelerator_hours(rec, d.backend)
+            rows.append((label, t.number, rec.status_text, "yes" if rec.feasible else "no", *values,
+                         (f"{hours:.3f}", hours), settings_text(t)))
     return ("<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"
             + table(["study", "trial", "status", "feasible", *[display.short(n) for n in names], "acc-hours",
                      "settings"], rows, cls="sortable", table_id="trials-table") + "</section>")
@@ -202,10 +205,10 @@ def _trials(cmp: Comparison, studies: list[optuna.Study]) -> str:
 
 def write_compare_html(cmp: Comparison, studies: list[optuna.Study], path: Path) -> Path:
     data = [gather(s) for s in studies]
-    body = [_summary(cmp), _pareto(cmp), _warmup(cmp, data), _workload(cmp, data), _failures(cmp, studies),
+    body = [_summary(cmp), _pareto(cmp), _warmup(cmp, data), _workload(cmp, data), _failures(cmp, data),
             "<section id='convergence'><h2>What each study cost</h2>"
-            + chart(_convergence_chart(cmp, studies), "chart-compare-convergence") + "</section>",
-            _trials(cmp, studies)]
+            + chart(_convergence_chart(cmp, data), "chart-compare-convergence") + "</section>",
+            _trials(cmp, data)]
     intro = ("<p>" + ", ".join(f"<b>{esc(n)}</b> ({esc(r or 'no release')})" for n, r in zip(cmp.names, cmp.releases))
              + ". Hypervolumes are taken on one common reference point, worse than every front point.</p>")
     titles = dict(TITLES, summary="Coverage and regressions", pareto="Fronts")

@@ -9,6 +9,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ..study.pareto import hypervolume, pareto_indices
+from ..trial.record import records
 from .facts import accelerator_hours
 from .frame import directions
 
@@ -46,14 +47,15 @@ def convergence(study: optuna.Study) -> Convergence:
     backend = study.user_attrs.get("backend") or {}
     trials = sorted((t for t in study.get_trials(deepcopy=False)
                      if t.state in (TrialState.COMPLETE, TrialState.FAIL)), key=lambda t: t.number)
-    feasible = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("feasible") and t.values]
+    recs = records(trials)
+    feasible = [t for t, r in zip(trials, recs) if t.state == TrialState.COMPLETE and r.feasible and t.values]
     ref = reference([t.values for t in feasible], dirs)
     out = Convergence()
     seen: list = []
     spent = 0.0
     volumes = []
-    for t in trials:
-        spent += accelerator_hours(t, backend)
+    for t, r in zip(trials, recs):
+        spent += accelerator_hours(r, backend)
         if t in feasible:
             seen.append(t.values)
         volumes.append(front_volume(seen, ref, dirs))

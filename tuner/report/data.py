@@ -10,6 +10,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from ..study.pareto import measured_front
+from ..trial.record import TrialRecord, records
 from .facts import (
     BASELINE_SEED,
     CALCULATOR_SEED,
@@ -41,6 +42,7 @@ class ReportData:
     defaults: FrozenTrial | None        # the release-defaults seed trial
     calculator: FrozenTrial | None      # the static calculator's seed trial
     baseline: FrozenTrial | None = None  # tune --baseline: what the user runs today
+    records: dict[int, TrialRecord] = field(default_factory=dict)  # of `trials`, by number
     _logs: dict[int, LogFacts | None] = field(default_factory=dict)
     _pads: dict[int, Padding] = field(default_factory=dict)
 
@@ -48,9 +50,17 @@ class ReportData:
     def pareto(self) -> set[int]:
         return {t.number for t in self.front}
 
+    def record(self, t: FrozenTrial) -> TrialRecord:
+        """The trial's record, built once by gather; a trial read again since (a pick of a running study,
+        finished in between) gets its own."""
+        rec = self.records.get(t.number)
+        if rec is None or rec.state != t.state or rec.attrs != t.user_attrs:
+            rec = TrialRecord.from_frozen(t)
+        return rec
+
     def log(self, t: FrozenTrial) -> LogFacts | None:
         if t.number not in self._logs:
-            self._logs[t.number] = read_log((t.user_attrs.get("artifacts") or {}).get("server_log"))
+            self._logs[t.number] = read_log(self.record(t).artifacts.get("server_log"))
         return self._logs[t.number]
 
     def padding(self, t: FrozenTrial) -> Padding | None:
@@ -58,20 +68,20 @@ class ReportData:
         if facts is None:
             return None
         if t.number not in self._pads:
-            self._pads[t.number] = padding(t, facts.generated, self.max_concurrency(t))
+            self._pads[t.number] = padding(self.record(t), facts.generated, self.max_concurrency(t))
         return self._pads[t.number]
 
     def max_concurrency(self, t: FrozenTrial) -> int | None:
-        value = (t.user_attrs.get("metrics") or {}).get("max_concurrency")
+        value = self.record(t).metrics.get("max_concurrency")
         return int(value) if isinstance(value, (int, float)) else None
 
     def measured(self) -> list[FrozenTrial]:
-        return [t for t in self.trials if t.state == TrialState.COMPLETE and t.user_attrs.get("status") == "ok"]
+        return [t for t in self.trials if t.state == TrialState.COMPLETE and self.record(t).ok]
 
     def label(self, t: FrozenTrial | None) -> str:
         if t is None:
             return "-"
-        seed = t.user_attrs.get("seed")
+        seed = self.record(t).seed
         return f"trial {t.number}" + (f" ({seed})" if seed else "")
 
 
@@ -84,5 +94,5 @@ def gather(study: optuna.Study) -> ReportData:
         backend=study.user_attrs.get("backend") or {},
         pick=safe_pick(study, "balanced"), best=safe_pick(study, "throughput"),
         defaults=seed_trial(study, DEFAULTS_SEED), calculator=seed_trial(study, CALCULATOR_SEED),
-        baseline=seed_trial(study, BASELINE_SEED),
+        baseline=seed_trial(study, BASELINE_SEED), records={r.number: r for r in records(trials)},
     )

@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..results.export import ExportError, Filters, pick_trial
+from ..trial.record import TrialRecord, as_record, records
 
 DEFAULTS_SEED = "release defaults"  # the labels tuner/study/run.py default_seeds gives its seeds
 CALCULATOR_SEED = "calculator"
@@ -38,12 +39,13 @@ def study_limits(study: optuna.Study) -> Limits:
     if isinstance(stored, dict):
         return Limits(stored.get("warmup_budget_s"), dict(stored.get("slos_ms") or {}))
     out = Limits()
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.user_attrs.get("status") != "ok" or not t.values:
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    for t, rec in zip(complete, records(complete)):
+        if not rec.ok or not t.values:
             continue
         cons = {k[len(_CONSTRAINT):]: v for k, v in t.system_attrs.items() if k.startswith(_CONSTRAINT)}
-        metrics = t.user_attrs.get("metrics") or {}
-        warm = (t.user_attrs.get("observed") or {}).get("warmup_s")
+        metrics = rec.metrics
+        warm = rec.observed.get("warmup_s")
         if "warmup_budget" in cons and warm is not None and out.warmup_budget_s is None:
             out.warmup_budget_s = round(float(warm) - cons["warmup_budget"], 6)
         for key, value in cons.items():
@@ -74,11 +76,11 @@ def closest_admission(study: optuna.Study) -> Admission | None:
 
     limits = study_limits(study)
     best: tuple[tuple[int, float], Admission] | None = None
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        a = t.user_attrs
-        metrics, observed = a.get("metrics") or {}, a.get("observed") or {}
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    for t, rec in zip(complete, records(complete)):
+        metrics, observed = rec.metrics, rec.observed
         changes, cost = [], 0.0
-        if a.get("status") == "ok":
+        if rec.ok:
             cons = {k[len(_CONSTRAINT):]: v for k, v in t.system_attrs.items() if k.startswith(_CONSTRAINT)}
             for key, over in cons.items():
                 if over <= 0:
@@ -98,8 +100,8 @@ def closest_admission(study: optuna.Study) -> Admission | None:
                     changes.append("--allow-failed-requests")
                     cost += 1.0
             measured = True
-        elif a.get("status") == "warmup_over_budget" and limits.warmup_budget_s:
-            warm = (a.get("predicted") or {}).get("warmup_s") or observed.get("warmup_s")
+        elif rec.status == "warmup_over_budget" and limits.warmup_budget_s:
+            warm = rec.predicted.get("warmup_s") or observed.get("warmup_s")
             if warm is None:
                 continue
             changes.append(f"--warmup-budget {math.ceil(warm)} (now {limits.warmup_budget_s:g}; predicted "
@@ -150,12 +152,13 @@ def seed_trial(study: optuna.Study, label: str) -> FrozenTrial | None:
     """The trial that ran the seed `label`: the enqueued one, or its re-run when the environment
     failed it (tuner/study/run.py enqueues the parameters again with `requeued_from`)."""
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    family = {t.number for t in trials if t.user_attrs.get("seed") == label}
+    recs = records(trials)
+    family = {r.number for r in recs if r.seed == label}
     if not family:
         return None
-    for t in trials:
-        if t.user_attrs.get("requeued_from") in family:
-            family.add(t.number)
+    for r in recs:
+        if r.requeued_from in family:
+            family.add(r.number)
     members = [t for t in trials if t.number in family]
     done = [t for t in members if t.state == TrialState.COMPLETE]
     return (done or members)[0]
@@ -190,40 +193,42 @@ def release_notes(study: optuna.Study) -> list[str]:
     return out
 
 
-def cards(t: FrozenTrial) -> int:
+def cards(t: FrozenTrial | TrialRecord) -> int:
     """Accelerator cards a trial held: the tensor-parallel size of its server command line."""
-    argv = t.user_attrs.get("argv") or []
+    rec = as_record(t)
+    argv = rec.argv
     for flag in ("--tensor-parallel-size", "-tp"):
         if flag in argv[:-1]:
             try:
                 return max(1, int(argv[argv.index(flag) + 1]))
             except ValueError:
                 pass
-    return max(1, int((t.user_attrs.get("server") or {}).get("tensor_parallel_size", 1)))
+    return max(1, int(rec.server.get("tensor_parallel_size", 1)))
 
 
-def device_seconds(t: FrozenTrial, backend: dict[str, Any]) -> float:
+def device_seconds(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
     """Seconds the trial held its cards (boot + warmup + load test), in the server's own time: the
     simulator runs compressed, so its wall times are scaled back to what a real node would spend.
     A trial rejected before boot held nothing."""
-    tm = t.user_attrs.get("timings") or {}
+    tm = as_record(t).timings
     load_scale = float(backend.get("time_scale") or 1.0)
     startup_scale = float(backend.get("startup_time_scale") or load_scale)
     return float(tm.get("boot_and_warmup_s", 0.0)) / startup_scale + float(tm.get("load_s", 0.0)) / load_scale
 
 
-def accelerator_hours(t: FrozenTrial, backend: dict[str, Any]) -> float:
-    return device_seconds(t, backend) * cards(t) / 3600.0
+def accelerator_hours(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
+    rec = as_record(t)
+    return device_seconds(rec, backend) * cards(rec) / 3600.0
 
 
-def trial_class(t: FrozenTrial, pareto: set[int]) -> str:
+def trial_class(t: FrozenTrial | TrialRecord, pareto: set[int]) -> str:
     """How a trial shows in the charts: on the front, feasible, infeasible (measured but outside a
     limit), failed (the configuration or the environment failed it)."""
     if t.number in pareto:
         return "Pareto front"
-    status = t.user_attrs.get("status")
-    if t.state == TrialState.COMPLETE and status == "ok":
-        return "feasible" if t.user_attrs.get("feasible") else "infeasible"
+    rec = as_record(t)
+    if t.state == TrialState.COMPLETE and rec.ok:
+        return "feasible" if rec.feasible else "infeasible"
     if t.state in (TrialState.RUNNING, TrialState.WAITING):
         return "running"
     return "failed"

@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 
 from ..errors.disk import write_text
 from ..study.pareto import hypervolume, measured_front
+from ..trial.record import TrialRecord, records
 from .sweep import sweep_columns
 
 KEY_METRICS = ("output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
@@ -33,45 +34,42 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: state, classification, objectives, parameters, server-side findings."""
     names = objective_names(study)
     rows = []
-    for t in study.get_trials(deepcopy=False):
-        a = t.user_attrs
+    trials = study.get_trials(deepcopy=False)
+    for t, rec in zip(trials, records(trials)):
         row: dict[str, Any] = {
             "number": t.number,
             "state": t.state.name,
-            "status": a.get("status", "running" if t.state == TrialState.RUNNING else t.state.name.lower()),
-            "feasible": a.get("feasible", False),
-            "reason": a.get("reason", ""),
-            "seed": a.get("seed", ""),
+            "status": rec.status_text,  # a running trial: its state, "running"
+            "feasible": rec.feasible,
+            "reason": rec.reason,
+            "seed": "" if rec.seed is None else rec.seed,
         }
-        blank = placeholders(t, names)
+        blank = placeholders(rec, names)
         for name, value in zip(names, t.values or [None] * len(names)):
             row[name] = value if t.state == TrialState.COMPLETE and name not in blank else None
         for k, v in t.params.items():
             row[f"param:{k}"] = v
-        for group in ("predicted", "observed"):
-            for k, v in (a.get(group) or {}).items():
+        for group, values in (("predicted", rec.predicted), ("observed", rec.observed)):
+            for k, v in values.items():
                 if not isinstance(v, (dict, list)):
                     row[f"{group}:{k}"] = v
-        metrics = a.get("metrics") or {}
         for k in KEY_METRICS:
-            if k in metrics:
-                row[k] = metrics[k]
-        row.update(sweep_columns(a, names[1] if len(names) > 1 else None))  # --load-sweep: the curve
+            if k in rec.metrics:
+                row[k] = rec.metrics[k]
+        row.update(sweep_columns(rec, names[1] if len(names) > 1 else None))  # --load-sweep: the curve
         row["duration_s"] = (t.datetime_complete - t.datetime_start).total_seconds() \
             if t.datetime_complete and t.datetime_start else None
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def placeholders(t, names: list[str]) -> set[str]:
+def placeholders(rec: TrialRecord, names: list[str]) -> set[str]:
     """Objectives told to Optuna as penalties, not measured (tuner/study/run.py tell_result): empty cells in the
     data files. Studies recorded before the attribute: worked out from the status and what was observed."""
-    if "placeholders" in t.user_attrs:
-        return set(t.user_attrs["placeholders"])
-    a = t.user_attrs
-    observed = a.get("observed") or {}
-    out = set(names[:2]) if a.get("status") != "ok" else set()
-    if len(names) > 2 and all(observed.get(k) is None for k in ("warmup_s", "warmup_scored_s")):
+    if rec.placeholders is not None:
+        return set(rec.placeholders)
+    out = set(names[:2]) if not rec.ok else set()
+    if len(names) > 2 and all(rec.observed.get(k) is None for k in ("warmup_s", "warmup_scored_s")):
         out.add(names[2])
     return out
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from optuna.trial import FrozenTrial
 
 from ..logparse import GeneratedBuckets
+from ..trial.record import TrialRecord, as_record
 
 
 @dataclass
@@ -32,8 +33,8 @@ class Padding:
     beyond_decode: int = 0
 
 
-def bench_lengths(t: FrozenTrial) -> tuple[list[int], list[int]]:
-    path = (t.user_attrs.get("artifacts") or {}).get("bench_json")
+def bench_lengths(t: FrozenTrial | TrialRecord) -> tuple[list[int], list[int]]:
+    path = as_record(t).artifacts.get("bench_json")
     if not path or not Path(path).is_file():
         return [], []
     try:
@@ -61,10 +62,12 @@ def _up(x: float, edges: list[int]) -> int | None:
     return None
 
 
-def padding(t: FrozenTrial, generated: dict[str, GeneratedBuckets], max_concurrency: int | None) -> Padding:
-    ins, outs = bench_lengths(t)
+def padding(t: FrozenTrial | TrialRecord, generated: dict[str, GeneratedBuckets],
+            max_concurrency: int | None) -> Padding:
+    rec = as_record(t)
+    ins, outs = bench_lengths(rec)
     out = Padding(input_lens=ins, context_lens=[i + o for i, o in zip(ins, outs)])
-    block = int((t.user_attrs.get("server") or {}).get("block_size", 128))
+    block = int(rec.server.get("block_size", 128))
     prompt = generated.get("prompt")
     if prompt and prompt.buckets:
         i, _ = _dim(prompt, ("seq", "query"), 1)
@@ -76,13 +79,14 @@ def padding(t: FrozenTrial, generated: dict[str, GeneratedBuckets], max_concurre
             out.prompt_waste = 1.0 - sum(x for x, _ in fit) / sum(p for _, p in fit)
     decode = generated.get("decode")
     if decode and decode.buckets:
-        _decode_edges(out, decode, ins, outs, block, t, max_concurrency)
+        _decode_edges(out, decode, ins, outs, block, rec, max_concurrency)
     return out
 
 
-def _decode_edges(out: Padding, decode: GeneratedBuckets, ins, outs, block: int, t, max_concurrency) -> None:
+def _decode_edges(out: Padding, decode: GeneratedBuckets, ins, outs, block: int, rec: TrialRecord,
+                  max_concurrency) -> None:
     i, name = _dim(decode, ("block", "ctx"), 1)
-    seqs = int((t.user_attrs.get("server") or {}).get("max_num_seqs", 256))
+    seqs = int(rec.server.get("max_num_seqs", 256))
     running = min(seqs, max_concurrency or seqs)
     bs_values = sorted({b[0] for b in decode.buckets})
     bs = _up(running, bs_values) or bs_values[-1]

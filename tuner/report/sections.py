@@ -10,6 +10,7 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ..trial.record import TrialRecord
 from ..vocabulary import display
 from . import charts
 from .convergence import convergence
@@ -25,8 +26,9 @@ Chart = Callable[[object, str], str]  # (figure, div id) -> html
 
 
 def hover(d: ReportData, t: FrozenTrial, cls: str) -> str:
-    lines = [f"trial {t.number} ({cls}, {t.user_attrs.get('status', t.state.name.lower())})"]
-    if t.values and t.user_attrs.get("status") == "ok":
+    rec = d.record(t)
+    lines = [f"trial {t.number} ({cls}, {rec.status_text})"]
+    if t.values and rec.ok:
         lines += [f"{display.short(n)}: {display.metric(n, v)}" for n, v in zip(d.names, t.values)]
     lines += [f"{k}={value_text(v)}" for k, v in t.params.items()]
     return "<br>".join(esc(x) for x in lines)
@@ -50,16 +52,17 @@ def pareto(d: ReportData, chart: Chart) -> str:
     by_xy: dict[str, dict[str, list]] = {"lat": defaultdict(list), "warm": defaultdict(list)}
     cloud: dict[str, list] = defaultdict(list)
     for t in d.trials:
-        cls = trial_class(t, d.pareto)
+        rec = d.record(t)
+        cls = trial_class(rec, d.pareto)
         if cls == "running" or not t.values:
             continue
         text = hover(d, t, cls)
-        ok = t.user_attrs.get("status") == "ok"
+        ok = rec.ok
         by_xy["warm"][cls].append({"x": t.values[2], "y": t.values[0] if ok else 0.0, "text": text})
         if ok:
             by_xy["lat"][cls].append({"x": t.values[1], "y": t.values[0], "text": text})
             cloud[cls].append({"v": t.values, "text": text})
-    failed = sum(1 for t in d.trials if trial_class(t, d.pareto) == "failed")
+    failed = sum(1 for t in d.trials if trial_class(d.record(t), d.pareto) == "failed")
     out.append(f"<p>{len(d.front)} of {len(d.trials)} trials on the feasible front. Red stars: the front; blue: "
                "feasible; orange: measured but outside a limit; grey crosses: failed (no measurement; drawn at "
                f"zero throughput in the warmup view). {failed} failed trials have no latency.</p><div class='grid'>")
@@ -126,7 +129,7 @@ def warmup(d: ReportData, chart: Chart) -> str:
         out.append("<p class='none'>The server logs carry no timestamps to time the phases with.</p>")
     out.append("<h3>Predicted before boot vs observed</h3>")
     for label, t in who:
-        out.append(f"<h4>{esc(label)}: trial {t.number}</h4>" + _predicted_vs_observed(t))
+        out.append(f"<h4>{esc(label)}: trial {t.number}</h4>" + _predicted_vs_observed(d.record(t)))
     out.append(_calibration(d))
     return "".join(out) + "</section>"
 
@@ -166,8 +169,8 @@ def _calibration(d: ReportData) -> str:
     return head + intro + table(["what it scales", "correction", "value", "95% interval", "samples"], rows)
 
 
-def _predicted_vs_observed(t: FrozenTrial) -> str:
-    pred, obs = t.user_attrs.get("predicted") or {}, t.user_attrs.get("observed") or {}
+def _predicted_vs_observed(rec: TrialRecord) -> str:
+    pred, obs = rec.predicted, rec.observed
     keys = [k for k in pred if isinstance(pred[k], (int, float)) and not isinstance(pred[k], bool)
             and k not in ("warmup_low_s", "warmup_high_s")]  # shown as the warm-up's band
     rows = []
@@ -179,7 +182,7 @@ def _predicted_vs_observed(t: FrozenTrial) -> str:
             shown = (display.band(pred[k], pred.get("warmup_low_s"), pred.get("warmup_high_s"),
                                   source=pred.get("warmup_from")), pred[k])
         rows.append([k, shown, o if isinstance(o, (int, float)) else "-", (display.percent(pct, 1), pct)])
-    extra = {k: v for k, v in t.user_attrs.items() if k.startswith(("perfmodel", "calibrat", "prediction"))}
+    extra = {k: v for k, v in rec.attrs.items() if k.startswith(("perfmodel", "calibrat", "prediction"))}
     html = table(["quantity", "predicted", "observed", "prediction error"], rows) if rows else \
         "<p class='none'>No prediction was recorded for this trial (--no-prediction, or no release profile).</p>"
     if extra:
@@ -218,7 +221,7 @@ def workload(d: ReportData, chart: Chart) -> str:
     out.append("<h3>Runtime recompiles and preemptions under load</h3>")
     rows, classes = [], []
     for x in d.measured():
-        obs = x.user_attrs.get("observed") or {}
+        obs = d.record(x).observed
         nw, bnp, pre = obs.get("not_warmed_up") or 0, obs.get("buckets_not_prepared") or 0, obs.get("preemptions") or 0
         if nw or bnp or pre:
             facts = d.log(x)
@@ -258,10 +261,11 @@ def failures(d: ReportData) -> str:
     out = ["<section id='failures'><h2>Failures and rejections</h2>"]
     groups: dict[str, list[FrozenTrial]] = defaultdict(list)
     for t in d.trials:
-        status = t.user_attrs.get("status") or t.state.name.lower()
+        rec = d.record(t)
+        status = rec.status_text
         if t.state in (TrialState.RUNNING, TrialState.WAITING):
             continue
-        if status == "ok" and t.user_attrs.get("feasible", True):
+        if status == "ok" and not rec.told_infeasible:
             continue
         groups["outside a limit (measured)" if status == "ok" else status].append(t)
     if not groups:
@@ -271,10 +275,11 @@ def failures(d: ReportData) -> str:
     for cls, members in sorted(groups.items()):
         out.append(f"<details open><summary><b>{esc(cls)}</b> ({len(members)})</summary>")
         for t in members:
-            reason = t.user_attrs.get("reason") or violations(t) or "(no reason recorded)"
-            note = " (re-run: the environment failed it)" if t.user_attrs.get("requeued") else ""
+            rec = d.record(t)
+            reason = rec.reason or violations(t) or "(no reason recorded)"
+            note = " (re-run: the environment failed it)" if rec.requeued else ""
             out.append(f"<p>trial {t.number}{esc(note)}: {esc(settings_text(t))}<br><i>{esc(reason[:600])}</i></p>")
-            facts = d.log(t) if t.user_attrs.get("status") != "ok" else None
+            facts = d.log(t) if not rec.ok else None
             if facts and facts.excerpt:
                 out.append(f"<details><summary>log excerpt (trial {t.number})</summary>"
                            f"<pre>{esc(chr(10).join(facts.excerpt))}</pre></details>")
@@ -318,7 +323,7 @@ def _pred_obs(pred, obs, fmt, band: tuple | None = None) -> tuple[str, float | N
 def trials(d: ReportData) -> str:
     out = ["<section id='trials'><h2>All trials</h2><p>Click a header to sort.</p>"]
     params = list(dict.fromkeys(k for t in d.trials for k in t.params))
-    swept = any(sweep_points(t.user_attrs) for t in d.trials)  # tune --load-sweep: one column for the curve
+    swept = any(sweep_points(d.record(t)) for t in d.trials)  # tune --load-sweep: one column for the curve
     headers = ["trial", "status", "feasible", "seed", *[display.short(n) for n in d.names], *params,
                "prompt buckets", "decode buckets", "warmup pred / obs", "cold / cached warmup",
                "KV blocks pred / obs", "recompiles",
@@ -328,11 +333,11 @@ def trials(d: ReportData) -> str:
 
     warmups = study_figures(d.study)
     for t in d.trials:
-        ok = t.user_attrs.get("status") == "ok" and t.values
-        obs, pred = t.user_attrs.get("observed") or {}, t.user_attrs.get("predicted") or {}
+        rec = d.record(t)
+        ok = rec.ok and t.values
+        obs, pred = rec.observed, rec.predicted
         s = {k: obs.get(k, pred.get(k)) for k in ("prompt_buckets", "decode_buckets")}  # no log reading here
-        row = [t.number, t.user_attrs.get("status", t.state.name.lower()),
-               "yes" if t.user_attrs.get("feasible") else "no", t.user_attrs.get("seed", "")]
+        row = [t.number, rec.status_text, "yes" if rec.feasible else "no", "" if rec.seed is None else rec.seed]
         row += [(display.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
         row += [value_text(t.params[p]) if p in t.params else "-" for p in params]
         row += [s.get("prompt_buckets"), s.get("decode_buckets"),
@@ -341,11 +346,11 @@ def trials(d: ReportData) -> str:
                 _cold_cached(warmups.get(t.number)),
                 _pred_obs(pred.get("kv_blocks"), obs.get("kv_blocks"), display.num),
                 (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",
-                (f"{accelerator_hours(t, d.backend):.3f}", accelerator_hours(t, d.backend)),
-                *([sweep_cell(t.user_attrs)] if swept else []),
-                str(t.user_attrs.get("reason", ""))[:160]]
+                (f"{accelerator_hours(rec, d.backend):.3f}", accelerator_hours(rec, d.backend)),
+                *([sweep_cell(rec)] if swept else []),
+                rec.reason[:160]]
         rows.append(row)
-        cls = trial_class(t, d.pareto)
+        cls = trial_class(rec, d.pareto)
         classes.append("pick" if d.pick is not None and t.number == d.pick.number else
                        {"failed": "failed", "infeasible": "infeasible"}.get(cls, ""))
     headers, rows = _without_empty(headers, rows, OPTIONAL_COLUMNS)
@@ -403,9 +408,10 @@ def plan_section(d: ReportData) -> str:
     for pick in plan.get("picks") or []:
         t = seed_trial(d.study, f"{PLAN_SEED} {pick.get('rank')}")
         pred = pick.get("predicted") or {}
+        rec = d.record(t) if t is not None else None
         row: list = [pick.get("rank"), t.number if t is not None else "-",
-                     t.user_attrs.get("status", t.state.name.lower()) if t is not None else "not run"]
-        measured = t is not None and t.user_attrs.get("status") == "ok" and t.values
+                     rec.status_text if rec is not None else "not run"]
+        measured = rec is not None and rec.ok and t.values
         on_front += bool(t is not None and t.number in d.pareto)
         for i, name in enumerate(names):
             band = (pred.get("bands") or {}).get(name) or [None, None]

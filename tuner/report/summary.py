@@ -15,12 +15,13 @@ from .tables import esc, table
 def stats(d: ReportData, t: FrozenTrial) -> dict:
     """Objectives and server-side facts of a trial, the same keys for every trial."""
     out: dict = {}
-    if t.state == TrialState.COMPLETE and t.values and t.user_attrs.get("status") == "ok":
+    rec = d.record(t)
+    if t.state == TrialState.COMPLETE and t.values and rec.ok:
         out.update(zip(d.names, t.values))
-    obs, pred = t.user_attrs.get("observed") or {}, t.user_attrs.get("predicted") or {}
+    obs, pred = rec.observed, rec.predicted
     for key in ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks"):
         out[key] = obs.get(key, pred.get(key))
-    if t.user_attrs.get("status") == "ok":
+    if rec.ok:
         out["recompiles"] = (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0)
         out["preemptions"] = obs.get("preemptions")
     pad = d.padding(t)
@@ -57,14 +58,14 @@ def comparison_table(d: ReportData, columns: list[tuple[str, FrozenTrial]]) -> s
     headers = ["", *[f"{label}: trial {t.number}" for label, t in columns[:1]]]
     for label, t in columns[1:]:
         headers += [f"{label}: trial {t.number}", f"pick vs {label}"]
+    statuses = [d.record(t).status_text for _, t in columns[1:]]
     rows = []
     for name in [*d.names, *ROWS]:
         if all(display.missing(s.get(name)) for s in all_stats):
             continue
         row = [display.short(name) if name in d.names else name.replace("_", " "), (_show(name, all_stats[0].get(name)),
                                                                                      all_stats[0].get(name))]
-        for (_, t), s in zip(columns[1:], all_stats[1:]):
-            status = t.user_attrs.get("status", t.state.name.lower())
+        for status, s in zip(statuses, all_stats[1:]):
             other = s.get(name) if status == "ok" or name not in d.names else None
             row.append((_show(name, other) if status == "ok" or name not in d.names else status, other))
             row.append(_delta(name, all_stats[0].get(name), other) if status == "ok" or name not in d.names
@@ -83,7 +84,7 @@ def why(d: ReportData, t: FrozenTrial) -> str:
     base = d.defaults
     if base is not None and base.number != t.number:
         b = stats(d, base)
-        if base.user_attrs.get("status") == "ok":
+        if d.record(base).ok:
             _, p_thr = display.change(me.get(thr), b.get(thr))
             _, p_lat = display.change(me.get(lat), b.get(lat))
             _, p_warm = display.change(me.get(warm), b.get(warm))
@@ -91,8 +92,9 @@ def why(d: ReportData, t: FrozenTrial) -> str:
                        f"throughput, {display.percent(p_lat)} {display.short(lat)} and "
                        f"{display.percent(p_warm)} warmup.")
         else:
+            rec = d.record(base)
             say.append(f"The release defaults (trial {base.number}) did not even serve: "
-                       f"{base.user_attrs.get('status')} ({str(base.user_attrs.get('reason', ''))[:120]}).")
+                       f"{rec.status} ({rec.reason[:120]}).")
         changed = [f"{k} {base.params.get(k, 'unset')} -> {v}" for k, v in t.params.items()
                    if base.params.get(k) != v]
         if changed:
@@ -130,16 +132,16 @@ def _against_baseline(d: ReportData, t: FrozenTrial, me: dict) -> list[str]:
         return []
     if b.number == t.number:
         return ["It is your baseline: the search found nothing that beats it on balance."]
-    if b.user_attrs.get("status") != "ok" or not b.values:
-        return [f"Your baseline (trial {b.number}) did not serve: {b.user_attrs.get('status')} "
-                f"({str(b.user_attrs.get('reason', ''))[:120]})."]
+    rec = d.record(b)
+    if not rec.ok or not b.values:
+        return [f"Your baseline (trial {b.number}) did not serve: {rec.status} ({rec.reason[:120]})."]
     other = stats(d, b)
     parts = []
     for name in d.names[:3]:
         text, _ = _delta(name, me.get(name), other.get(name))
         label = {"output_throughput": "throughput", "warmup_s": "warmup"}.get(name, display.short(name))
         parts.append(f"{text} {label}")
-    limits = "" if b.user_attrs.get("feasible") else " (your baseline is outside this study's limits)"
+    limits = "" if rec.feasible else " (your baseline is outside this study's limits)"
     return [f"Against {baseline_label(d)}: {', '.join(parts)}{limits}."]
 
 
@@ -177,19 +179,19 @@ def section(d: ReportData) -> str:
     if mine is not None:  # what the user runs today comes first
         if mine.number == t.number:
             headline += ": your baseline itself (0% throughput over it)"
-        elif mine.user_attrs.get("status") == "ok" and mine.values:
+        elif d.record(mine).ok and mine.values:
             diff, p = display.change(t.values[0], mine.values[0])
             headline += (f": {'+' if diff >= 0 else '-'}{display.metric(d.names[0], abs(diff))} "
                          f"({display.percent(p)}) throughput over {baseline_label(d)}")
         else:
-            headline += f"; {baseline_label(d)} did not serve: {mine.user_attrs.get('status')}"
+            headline += f"; {baseline_label(d)} did not serve: {d.record(mine).status}"
     elif base is not None and base.number == t.number:
         headline += ": the release defaults themselves (0% throughput over the release defaults)"
-    elif base is not None and base.user_attrs.get("status") == "ok":
+    elif base is not None and d.record(base).ok:
         _, p = display.change(t.values[0], base.values[0])
         headline += f": {display.percent(p)} throughput over the release defaults (trial {base.number})"
     elif base is not None:
-        headline += f"; the release defaults (trial {base.number}) failed: {base.user_attrs.get('status')}"
+        headline += f"; the release defaults (trial {base.number}) failed: {d.record(base).status}"
     parts.append(f"<p class='answer' id='answer'>{esc(headline)}.</p>")
     parts.append(f"<p>Limits of this study: {esc(limits)}.</p>" if limits else
                  "<p>No warmup budget or SLO was given at tune time: every measured trial without failed requests "

@@ -10,23 +10,24 @@ import optuna
 import pandas as pd
 
 from ..errors.disk import write_text
+from ..trial.record import TrialRecord, records
 from ..vocabulary import display
 
 THROUGHPUT = "output_throughput"
 CSV_NAME = "load_sweep.csv"
 
 
-def sweep_points(user_attrs: dict[str, Any]) -> list[dict[str, Any]]:
-    return list((user_attrs.get("observed") or {}).get("load_sweep") or [])
+def sweep_points(rec: TrialRecord) -> list[dict[str, Any]]:
+    return list(rec.observed.get("load_sweep") or [])
 
 
-def sweep_columns(user_attrs: dict[str, Any], latency_key: str | None) -> dict[str, Any]:
+def sweep_columns(rec: TrialRecord, latency_key: str | None) -> dict[str, Any]:
     """trials.csv columns of one trial's sweep: the chosen point, then per point its status,
     throughput and the study's latency objective (load_sweep.csv has every figure)."""
-    points = sweep_points(user_attrs)
+    points = sweep_points(rec)
     if not points:
         return {}
-    out: dict[str, Any] = {"sweep_selected": (user_attrs.get("observed") or {}).get("load_sweep_selected")}
+    out: dict[str, Any] = {"sweep_selected": rec.observed.get("load_sweep_selected")}
     for p in points:
         m = p.get("metrics") or {}
         out[f"sweep:{p['point']}:status"] = p.get("status")
@@ -39,10 +40,10 @@ def sweep_columns(user_attrs: dict[str, Any], latency_key: str | None) -> dict[s
 def sweep_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per (trial, load point), every metric of the point: what a throughput-latency plot needs."""
     rows = []
-    for t in study.get_trials(deepcopy=False):
-        for order, p in enumerate(sweep_points(t.user_attrs), start=1):
+    for rec in records(study.get_trials(deepcopy=False)):
+        for order, p in enumerate(sweep_points(rec), start=1):
             row: dict[str, Any] = {
-                "number": t.number, "trial_state": t.state.name, "trial_status": t.user_attrs.get("status"),
+                "number": rec.number, "trial_state": rec.state.name, "trial_status": rec.status,
                 "order": order, "point": p.get("point"), "kind": p.get("kind"), "value": p.get("value"),
                 "status": p.get("status"), "selected": bool(p.get("selected")), "meets_slo": p.get("meets_slo"),
                 "slo_misses": "; ".join(p.get("slo_misses") or []), "reason": p.get("reason", ""),
@@ -66,11 +67,11 @@ def sweep_csv_text(study: optuna.Study) -> str | None:
     return None if frame.empty else frame.to_csv(index=False)
 
 
-def sweep_cell(user_attrs: dict[str, Any]) -> tuple[str, float | None]:
+def sweep_cell(rec: TrialRecord) -> tuple[str, float | None]:
     """The curve in one cell: 'rate=2 31 tok/s; rate=8 119 tok/s *; rate=inf 366 tok/s (misses SLO)';
     * marks the point whose figures the trial reports. Sorted by that point's throughput."""
     parts, chosen = [], None
-    for p in sweep_points(user_attrs):
+    for p in sweep_points(rec):
         m = p.get("metrics") or {}
         text = f"{p['point']} " + (display.metric(THROUGHPUT, m[THROUGHPUT]) if m.get(THROUGHPUT) is not None
                                    else p.get("status", "-"))

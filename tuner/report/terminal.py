@@ -37,8 +37,9 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
     d = gather(study)
     counts: dict[str, int] = {}
     for t in d.trials:
-        status = t.user_attrs.get("status") or t.state.name.lower()
-        if status == "ok" and t.state.name == "COMPLETE" and not t.user_attrs.get("feasible", True):
+        rec = d.record(t)
+        status = rec.status_text
+        if status == "ok" and t.state.name == "COMPLETE" and rec.told_infeasible:
             status = "outside a limit"  # measured, but an SLO, the warm-up budget or a recompile ruled it out
         counts[status] = counts.get(status, 0) + 1
     console.print(f"[bold]{study.study_name}[/]: {len(d.trials)} trials ("
@@ -64,7 +65,7 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
     if d.pick is not None:
         line = f"* balanced pick: trial {d.pick.number}"
         base = d.defaults
-        if base is not None and base.user_attrs.get("status") == "ok" and base.number != d.pick.number:
+        if base is not None and d.record(base).ok and base.number != d.pick.number:
             _, p = display.change(d.pick.values[0], base.values[0])
             line += f", {display.percent(p)} throughput vs the release defaults (trial {base.number})"
         console.print(line)

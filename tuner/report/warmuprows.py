@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from optuna.trial import FrozenTrial
 
+from ..trial.record import as_record
 from ..vocabulary import display
 from .startup import PHASES, LogFacts
 
@@ -40,7 +41,7 @@ def warmup_rows(columns: list[tuple[FrozenTrial, LogFacts | None]], stats: Calla
         vals = [f.phase_s.get(phase) if f else None for _, f in columns]
         if any(v is not None for v in vals):
             rows.append([f"{phase} (s)", *[(display.seconds(v), v) for v in vals]])
-    observed = [t.user_attrs.get("observed") or {} for t, _ in columns]
+    observed = [as_record(t).observed for t, _ in columns]
     vals = [o.get("warmup_s") for o in observed]
     rows.append([total_label({o.get("warmup_source") for o in observed}), *[(display.seconds(v), v) for v in vals]])
     return rows

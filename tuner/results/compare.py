@@ -15,6 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..study.pareto import hypervolume, measured_front, pareto_indices
+from ..trial.record import TrialRecord
 from .export import ExportError, Filters, pick_trial
 
 CRITERIA = ("throughput", "latency", "warmup", "balanced")
@@ -51,12 +52,12 @@ def _summary(t: FrozenTrial | None, study: optuna.Study | None = None) -> dict |
         return None
     from ..recipecache.warmupmode import warmup_figures
 
-    obs = t.user_attrs.get("observed", {})
+    rec = TrialRecord.from_frozen(t)
+    obs = rec.observed
     reboot = ((study.user_attrs.get("cold_reboots") or {}) if study is not None else {}).get(str(t.number))
     return {"trial": t.number, "values": list(t.values), "params": dict(t.params),
             "prompt_buckets": obs.get("prompt_buckets"), "decode_buckets": obs.get("decode_buckets"),
-            "kv_blocks": obs.get("kv_blocks"), "env": t.user_attrs.get("env", {}),
-            "warmups": warmup_figures(t.user_attrs, reboot)}
+            "kv_blocks": obs.get("kv_blocks"), "env": rec.env, "warmups": warmup_figures(rec.attrs, reboot)}
 
 
 def _pick(study: optuna.Study, criterion: str):

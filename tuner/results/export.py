@@ -26,7 +26,7 @@ from ..serve.backends import server_flags, server_options
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
 from ..study.pareto import balanced_index, measured_front
-from ..trial.record import measured_trial
+from ..trial.record import TrialRecord, measured_trial, records
 
 PICKS = ("throughput", "latency", "balanced", "warmup")
 FLAGS_HEADER = "# vllm serve flags:"  # the env file's line of server flags (compare --env-file reads it back)
@@ -52,10 +52,11 @@ def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial
     if not candidates:
         raise ExportError(f"study {study.study_name!r} has no feasible completed trial to export")
     names = study.metric_names or []
+    metrics = {r.number: r.metrics for r in records(candidates)}
 
     def keep(t) -> bool:
         thr, lat, warm = t.values[0], t.values[1], t.values[2]
-        m = t.user_attrs.get("metrics", {})
+        m = metrics[t.number]
         if filters.max_warmup_s is not None and warm > filters.max_warmup_s:
             return False
         if filters.max_latency_ms is not None and lat > filters.max_latency_ms:
@@ -67,7 +68,7 @@ def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial
     kept = [t for t in candidates if keep(t)]
     if not kept:
         raise ExportError(f"none of the {len(candidates)} Pareto trials passes the filters "
-                          f"({_describe_filters(filters, names)}); {_closest(candidates, filters, names)}")
+                          f"({_describe_filters(filters, names)}); {_closest(candidates, metrics, filters, names)}")
     if pick == "throughput":
         return max(kept, key=lambda t: (t.values[0], -t.values[1]))
     if pick == "latency":
@@ -78,8 +79,9 @@ def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial
     return kept[balanced_index([t.values for t in kept], directions)]
 
 
-def _closest(candidates: list, filters: Filters, names: list[str]) -> str:
-    """The trial the least loosening of the filters admits (smallest total relative excess), and how."""
+def _closest(candidates: list, metrics: dict[int, dict[str, Any]], filters: Filters, names: list[str]) -> str:
+    """The trial the least loosening of the filters admits (smallest total relative excess), and how;
+    `metrics`: each candidate's, by number."""
     import math
 
     def excess(value: float, limit: float) -> float:
@@ -87,7 +89,7 @@ def _closest(candidates: list, filters: Filters, names: list[str]) -> str:
 
     def misses(t) -> list[tuple[float, str]]:
         thr, lat, warm = t.values[0], t.values[1], t.values[2]
-        m = t.user_attrs.get("metrics", {})
+        m = metrics[t.number]
         out = []
         if filters.max_warmup_s is not None and warm > filters.max_warmup_s:
             out.append((excess(warm, filters.max_warmup_s), f"--max-warmup {math.ceil(warm)}"))
@@ -181,12 +183,11 @@ def _server_config(server: dict[str, Any], env: dict[str, str], blocks: int | No
 def export_env(trial: optuna.trial.FrozenTrial, release: str | None) -> tuple[dict[str, str], list[str]]:
     """The variables the env file of `trial` sets (complete for `release`), and notes on the rest.
     Never secrets, never the log-only diagnostics (a deployment does not want their logging)."""
-    attrs = trial.user_attrs
+    rec = TrialRecord.from_frozen(trial)
     # the options the server really got: a bucket-relevant flag may have come through --server-args
-    server = {**attrs.get("server", {}), **server_options(attrs.get("argv") or [])}
-    trial_env = {k: v for k, v in attrs.get("env", {}).items()
-                 if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
-    blocks = (attrs.get("observed") or {}).get("kv_blocks") or (attrs.get("predicted") or {}).get("kv_blocks")
+    server = {**rec.server, **server_options(rec.argv)}
+    trial_env = {k: v for k, v in rec.env.items() if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
+    blocks = rec.observed.get("kv_blocks") or rec.predicted.get("kv_blocks")
     if not release:
         return trial_env, []
     return complete_env(release, trial_env, server, blocks)
@@ -222,7 +223,7 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
                   release: str | None, extra: dict[str, str] | None = None,
                   comments: list[str] | None = None) -> str:
     """`extra` adds variables (e.g. the prepared recipe cache); `comments` adds '#' lines."""
-    server = trial.user_attrs.get("server", {})
+    server = TrialRecord.from_frozen(trial).server
     env, notes = export_variables(study, trial, release, extra)
     names = study.metric_names or []
     lines = [
@@ -264,7 +265,7 @@ def export_bucket_file(study: optuna.Study, trial: optuna.trial.FrozenTrial,
                        env_path: Path | None) -> tuple[dict[str, str], list[str]]:
     """For a trial that booted from a bucket file (a fitted set): copy it beside the env file and point
     VLLM_BUCKETING_FROM_FILE at the copy. Returns (variables, comment lines) for env_file_text."""
-    source = (measured_trial(study, trial).user_attrs.get("env") or {}).get(BUCKET_FILE_VARIABLE)
+    source = TrialRecord.from_frozen(measured_trial(study, trial)).env.get(BUCKET_FILE_VARIABLE)
     if not source:
         return {}, []
     if env_path is None:  # printed, not written: nothing to put a copy beside

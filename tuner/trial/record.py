@@ -9,6 +9,7 @@ screen, the proposals, the shared cache, export, compare, the report) goes throu
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ import optuna
 # The names of the attributes a trial carries, written by the study and the screen.
 STATUS, REASON, FEASIBLE, BOOTED, REQUEUED = "status", "reason", "feasible", "booted", "requeued"
 SCREENED, EFFECTIVE_KEY, CALIBRATION_SAMPLE = "screened", "effective_key", "calibration_sample"
+SEED, REQUEUED_FROM, PLACEHOLDERS = "seed", "requeued_from", "placeholders"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class TrialRecord:
     artifacts: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     calibration_sample: dict[str, float] = field(default_factory=dict)
+    seed: str | None = None  # the enqueued seed's label: "release defaults", "calculator", "plan pick 1", ...
+    requeued_from: int | None = None  # the trial whose parameters this one runs again (the environment failed it)
+    placeholders: list[str] | None = None  # objectives told as penalties; None: stored before the attribute
     attrs: dict[str, Any] = field(default_factory=dict)  # everything else the trial carries
 
     @classmethod
@@ -54,7 +59,8 @@ class TrialRecord:
             effective_key=a.get(EFFECTIVE_KEY), server=a.get("server") or {}, env=a.get("env") or {},
             argv=a.get("argv") or [], predicted=a.get("predicted") or {}, observed=a.get("observed") or {},
             metrics=a.get("metrics") or {}, artifacts=a.get("artifacts") or {}, timings=a.get("timings") or {},
-            calibration_sample=a.get(CALIBRATION_SAMPLE) or {}, attrs=a,
+            calibration_sample=a.get(CALIBRATION_SAMPLE) or {}, seed=a.get(SEED),
+            requeued_from=a.get(REQUEUED_FROM), placeholders=a.get(PLACEHOLDERS), attrs=a,
         )
 
     @property
@@ -62,9 +68,29 @@ class TrialRecord:
         return self.status == "ok"
 
     @property
+    def status_text(self) -> str:
+        """The status, or the Optuna state's name while none is recorded (running, told by hand)."""
+        return self.status or self.state.name.lower()
+
+    @property
+    def told_infeasible(self) -> bool:
+        """Recorded outside a limit; unlike `not feasible`, a trial with no such record (told by hand) is not."""
+        return FEASIBLE in self.attrs and not self.attrs[FEASIBLE]
+
+    @property
     def measured(self) -> bool:
         """Booted and told with values: a measurement of its configuration."""
         return self.state == optuna.trial.TrialState.COMPLETE and self.booted and self.values is not None
+
+
+def records(trials: Iterable[optuna.trial.FrozenTrial]) -> list[TrialRecord]:
+    """The records of `trials`, in their order: built once where a loop reads a study's trials."""
+    return [TrialRecord.from_frozen(t) for t in trials]
+
+
+def as_record(trial: optuna.trial.FrozenTrial | TrialRecord) -> TrialRecord:
+    """A trial's record; a record is taken as it is (a loop passes the ones it built)."""
+    return trial if isinstance(trial, TrialRecord) else TrialRecord.from_frozen(trial)
 
 
 def measured_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
