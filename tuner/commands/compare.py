@@ -125,12 +125,13 @@ def _from_study(study, trial) -> tuple[dict[str, str], dict[str, Any], dict[str,
     """(env, server options, device and model, a description) of a study's trial."""
     from ..buckets.runtime import DIAGNOSTIC_VARIABLES
     from ..serve.redact import is_secret_name
+    from ..trial.record import TrialRecord
 
-    env = {k: v for k, v in (trial.user_attrs.get("env") or {}).items()
-           if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
+    rec = TrialRecord.from_frozen(trial)
+    env = {k: v for k, v in rec.env.items() if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
     backend = study.user_attrs.get("backend") or {}
     model = {k: v for k, v in (("device", backend.get("device")), ("model", backend.get("sim_model"))) if v}
-    return env, dict(trial.user_attrs.get("server") or {}), model, f"study {study.study_name}, trial {trial.number}"
+    return env, dict(rec.server), model, f"study {study.study_name}, trial {trial.number}"
 
 
 def check_release_args(args) -> None:

@@ -98,11 +98,12 @@ def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]
     from ..recipecache.manifest import VARIABLE, RecipeCacheError
     from ..recipecache.prepare import CacheWarmError, backend_from_study, dtype_of, prepare
     from ..results.export import export_env
+    from ..trial.record import TrialRecord
 
     release = _release(study)
     described = study.user_attrs.get("backend") or {}
-    argv = trial.user_attrs.get("argv") or []
-    server = trial.user_attrs.get("server", {})
+    rec = TrialRecord.from_frozen(trial)
+    argv, server = rec.argv, rec.server
     try:
         backend = backend_from_study(described, argv)
         env, _ = export_env(trial, release)

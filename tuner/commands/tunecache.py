@@ -60,6 +60,7 @@ def exported_picks(study) -> set[int]:
 def after_study(study, space, ctx, study_dir, console) -> None:
     from ..study.pareto import measured_front
     from ..study.sharedcache import REBOOT_ATTR, reboot_front_cold
+    from ..trial.record import TrialRecord
 
     opts = ctx.warmup
     study.set_user_attr("warmup_mode", opts.mode)
@@ -70,7 +71,7 @@ def after_study(study, space, ctx, study_dir, console) -> None:
                              picks=exported_picks(study))
     reboots = study.user_attrs.get(REBOOT_ATTR) or {}
     predicted = [t.number for t in measured_front(study) if str(t.number) not in reboots
-                 and (t.user_attrs.get("observed") or {}).get("warmup_cold_s") is None]
+                 and TrialRecord.from_frozen(t).observed.get("warmup_cold_s") is None]
     if done:
         console.print(f"cold re-boot of {len(done)} trial(s): the exported picks and the uncertain predictions")
     if predicted:

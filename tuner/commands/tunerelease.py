@@ -104,11 +104,12 @@ def start_check(args, ctx, study_dir: Path, console):
 def record_release(study, ctx, check, console) -> None:
     """Record the detection (with the server log's witness) and the check's outcome in the study."""
     from ..buckets.detect import Detection, Installed, log_witness
+    from ..trial.record import records
 
     detected = ctx.release_detection
     if detected:
-        logged = next((t.user_attrs.get("observed", {}).get("engine_version") for t in study.get_trials(deepcopy=False)
-                       if (t.user_attrs.get("observed") or {}).get("engine_version")), None)
+        logged = next((v for rec in records(study.get_trials(deepcopy=False))
+                       if (v := rec.observed.get("engine_version"))), None)
         det = Detection(detected["profile"], detected["why"],
                         Installed(detected["python"], detected["packages"], detected["commits"]), detected["nearest"])
         witness = log_witness(det, logged)
