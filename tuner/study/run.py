@@ -30,6 +30,7 @@ from ..serve.redact import redact_env
 from ..space.fitted import bind_fitted, pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
 from ..trial import run as trial_mod
+from ..trial.record import TrialRecord
 from ..trial.run import Slot, TrialContext, TrialResult
 from ..vocabulary.status import CONFIG_FAILURES, TrialStatus
 from . import nodes, optuna_private
@@ -384,7 +385,7 @@ def _counted(study: optuna.Study) -> int:
     Workers sharing a study can overshoot by at most one trial each."""
     return sum(1 for t in study.get_trials(deepcopy=False)
                if (t.state in (TrialState.RUNNING, TrialState.COMPLETE)
-                   or (t.state == TrialState.FAIL and not t.user_attrs.get("requeued")))
+                   or (t.state == TrialState.FAIL and not TrialRecord.from_frozen(t).requeued))
                and counts_toward_budget(t))
 
 
