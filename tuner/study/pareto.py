@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..trial.record import TrialRecord
+
 Vector = Sequence[float]
 
 
@@ -82,4 +84,4 @@ def measured_front(study) -> list:
     earlier trial's measurement (observed.reused_from) stands for that same boot, so it is listed once."""
     best = study.best_trials
     numbers = {t.number for t in best}
-    return [t for t in best if (t.user_attrs.get("observed") or {}).get("reused_from") not in numbers]
+    return [t for t in best if TrialRecord.from_frozen(t).observed.get("reused_from") not in numbers]

@@ -30,6 +30,7 @@ from ..serve.redact import redact_env
 from ..space.fitted import bind_fitted, pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
 from ..trial import run as trial_mod
+from ..trial.record import TrialRecord
 from ..trial.run import Slot, TrialContext, TrialResult
 from ..vocabulary.status import CONFIG_FAILURES, TrialStatus
 from . import nodes, optuna_private
@@ -384,7 +385,7 @@ def _counted(study: optuna.Study) -> int:
     Workers sharing a study can overshoot by at most one trial each."""
     return sum(1 for t in study.get_trials(deepcopy=False)
                if (t.state in (TrialState.RUNNING, TrialState.COMPLETE)
-                   or (t.state == TrialState.FAIL and not t.user_attrs.get("requeued")))
+                   or (t.state == TrialState.FAIL and not TrialRecord.from_frozen(t).requeued))
                and counts_toward_budget(t))
 
 
@@ -451,7 +452,7 @@ class StudyRun:
     study_dir: Path | None = None  # where its report, trials.csv and best.env are
 
 
-def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,  # noqa: C901
+def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
               constraints: Constraints, on_trial: Callable[[int, TrialResult], None] | None = None,
               install_sigint: bool = True, runner: Callable[..., TrialResult] | None = None) -> StudyRun:
     """Run trials on every slot until the study holds n_trials finished trials, the timeout passes,
@@ -462,11 +463,30 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     boots a server (trial.run_trial). The tuning-efficiency benchmark passes a virtual-clock runner
     so that the same study loop, seeding and scoring are what it measures."""
     runner = runner or trial_mod.run_trial
+    study = open_study(opts, space, objectives)
+    bind_fitted(space, ctx, opts.study_dir)  # fitted bucket sets: placed on the study's workload
+    owner, notes = _recover_leftovers(study, opts, ctx)
+    _describe_setup(study, space, ctx, constraints)
+    seeds = _seed(study, opts, space, ctx, notes)
+    screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
+    guide = Guide(study, space, ctx, objectives, screen, opts.seed,  # the calibrated model's proposals
+                  proposes=opts.sampler != "grid")
+    screen.use_guide(guide)  # ... and what they predict dominated is screened before boot
+    _calibrate(study, opts, ctx, notes)
+    for line in notes + [f"seeded: {s}" for s in seeds]:
+        trial_mod.status_line(ctx, line)
+    loop = _StudyLoop(opts, space, ctx, objectives, constraints, StudyRun(study=study, seeds=seeds, notes=notes),
+                      screen, guide, owner, on_trial, runner)
+    loop.run_slots(install_sigint)
+    return loop.summary()
+
+
+def _recover_leftovers(study: optuna.Study, opts: StudyOptions, ctx: TrialContext) -> tuple[dict, list[str]]:
+    """(this tuner's identity, notes): server groups an earlier run left are stopped; trials left running
+    by a tuner that died, here or on another node, are failed and enqueued again."""
     from ..serve.process import cleanup_stale_groups
     from ..serve.procgroup import process_identity
 
-    study = open_study(opts, space, objectives)
-    bind_fitted(space, ctx, opts.study_dir)  # fitted bucket sets: placed on the study's workload
     records = opts.study_dir / "run"
     ctx.records_dir = records
     notes = [f"stopped a server group left by an earlier run: pgid {g}" for g in cleanup_stale_groups(records)]
@@ -475,140 +495,215 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     owner = process_identity()
     notes += [f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"
               for n in nodes.fail_stale_trials(study, owner)]
+    return owner, notes
+
+
+def _describe_setup(study: optuna.Study, space: SearchSpace, ctx: TrialContext, constraints: Constraints) -> None:
+    """What the report and export name: the space and release, how the release was found, the backend, the limits."""
     study.set_user_attr("space", {"name": space.name, "source": space.source, "release": ctx.release})
     if ctx.release_detection:  # tune --release auto: the profile read off the node, and why
         study.set_user_attr("release_detection", ctx.release_detection)
     study.set_user_attr("backend", ctx.backend.describe())
     study.set_user_attr("constraints", asdict(constraints))  # the limits, for the report and export to name
+
+
+def _seed(study: optuna.Study, opts: StudyOptions, space: SearchSpace, ctx: TrialContext,
+          notes: list[str]) -> list[str]:
+    """The seeds enqueued on a new study (enqueue_seeds, then the model's), for the log; a note when
+    --baseline / --from-plan come too late for this study."""
     fresh_study = not study.trials
     seeds = enqueue_seeds(study, opts, space, ctx.release, ctx.workload.describe(), ctx.load.max_concurrency)
     if not fresh_study and (opts.baseline is not None or opts.plan_seeds):
         notes.append("--baseline / --from-plan: this study already has trials, so nothing was enqueued (they "
                      "seed a new study)")
-    seeds += enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
-    run = StudyRun(study=study, seeds=seeds, notes=notes)
-    screen = Screen(study, ctx, opts.remeasure, opts.screening, opts.seed)
-    guide = Guide(study, space, ctx, objectives, screen, opts.seed,  # the calibrated model's proposals
-                  proposes=opts.sampler != "grid")
-    screen.use_guide(guide)  # ... and what they predict dominated is screened before boot
+    return seeds + enqueue_model_seeds(study, opts, space, ctx, fresh=bool(seeds))
+
+
+def _calibrate(study: optuna.Study, opts: StudyOptions, ctx: TrialContext, notes: list[str]) -> None:
+    """Logs of past boots (--calibrate-from) join the study's calibration once; the fit in force goes to ctx."""
     known = study.user_attrs.get(SEED_ATTR) or []
     fresh_logs = [x for x in opts.calibration_seeds if x not in known]  # a re-run adds nothing twice
     if fresh_logs:
         seed_calibration(study, fresh_logs)
         notes.append(f"calibration: {len(fresh_logs)} log(s) of past boots added")
     refresh_calibration(study, ctx)
-    for line in notes + [f"seeded: {s}" for s in seeds]:
-        trial_mod.status_line(ctx, line)
 
-    stop = threading.Event()
-    interrupt = Interrupt(stop)  # installed below, while the slots run
-    lock = threading.Lock()
-    ask_lock = nodes.AskLock(optuna_private.storage_of(study), nodes.storage_url(opts.storage_url), opts.name)
-    errors: list[BaseException] = []
-    deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
 
-    def want_more() -> bool:
-        return not stop.is_set() and time.monotonic() < deadline and _counted(study) < opts.n_trials
+class _StudyLoop:
+    """The slots' loop over one study, phase by phase: ask_trial, claim_or_wait (the same configuration
+    running elsewhere), screen (told without a boot), run_trial, tell_trial (and write its files); the stop
+    conditions (want_more, done_here) and a tuner error (give_up) end it. Optuna is called on a local `study`
+    and `trial` (tests/project/test_dependency_bounds.py reads those calls), and no phase takes an Optuna
+    method's name. One object serves every slot's thread: what changes per trial travels in arguments,
+    what is shared is guarded by `lock`."""
 
-    def worker(slot: Slot):  # noqa: C901 (ask, claim or wait, screen, run, tell: the slot's loop)
+    def __init__(self, opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objectives: Objectives,
+                 constraints: Constraints, run: StudyRun, screen: Screen, guide: Guide, owner: dict,
+                 on_trial: Callable[[int, TrialResult], None] | None, runner: Callable[..., TrialResult]):
+        self.opts, self.space, self.ctx, self.objectives, self.constraints = opts, space, ctx, objectives, constraints
+        self.run, self.study, self.screen, self.guide, self.owner = run, run.study, screen, guide, owner
+        self.on_trial, self.runner = on_trial, runner
+        self.stop = threading.Event()
+        self.interrupt = Interrupt(self.stop)  # installed by run_slots, while the slots run
+        self.lock = threading.Lock()
+        self.ask_lock = nodes.AskLock(optuna_private.storage_of(self.study), nodes.storage_url(opts.storage_url),
+                                      opts.name)
+        self.errors: list[BaseException] = []
+        self.deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
+        self.reaper = nodes.StaleReaper(self.study, owner, on_failed=lambda n: trial_mod.status_line(
+            ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
+
+    # ------------------------------------------------------------------------------------ the slots
+    def run_slots(self, install_sigint: bool) -> None:
+        """A thread per slot, waited for; the signal handlers while they run (main thread only), and a
+        second signal hurries every server."""
+        threads = [threading.Thread(target=self.slot_loop, args=(slot,), name=f"slot-{slot.index}", daemon=True)
+                   for slot in self.opts.slots]
+        signals = install_sigint and threading.current_thread() is threading.main_thread()
+        try:
+            with self.reaper, (self.interrupt if signals else contextlib.nullcontext()):
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.2)
+                        if self.interrupt.hurry_due():  # a second signal: no grace for the servers any more
+                            from ..serve.process import hurry_all
+
+                            hurry_all()
+        finally:
+            self.stop.set()
+
+    def summary(self) -> StudyRun:
+        """The run as it ended: the signal that stopped it; the first error a slot met is raised."""
+        run, interrupt = self.run, self.interrupt
+        if interrupt.signum is not None:
+            run.interrupted, run.signal, run.exit_status = True, interrupt.name, 128 + interrupt.signum
+        if self.errors:
+            raise self.errors[0]
+        return run
+
+    def slot_loop(self, slot: Slot) -> None:
+        """Ask, then take the trial through its phases; with nothing to ask, wait while another node's
+        running trial may still fail and come back."""
         while True:
-            with lock, ask_lock:  # count and ask atomically, across nodes too
-                more = want_more()
-                if more:
-                    trial = study.ask()
-                    trial.set_user_attr("owner", owner)
-                    heartbeat = nodes.Heartbeat(study, trial)  # beats at once: a death is noticed
-            if not more:
-                # Done here, but another node's running trial may still fail and come back.
-                if stop.is_set() or time.monotonic() >= deadline or not nodes.others_running(study, owner):
+            asked = self.ask_trial()
+            if asked is None:
+                if self.done_here():
                     return
-                stop.wait(reaper.interval or 1.0)
+                self.stop.wait(self.reaper.interval or 1.0)
                 continue
+            trial, heartbeat = asked
             try:
-                settings = trial_settings(space, trial)
-                trial.set_user_attr("slot", slot.index)
-                key = effective_key(ctx, settings)
-                with lock, ask_lock:  # claims of one configuration are ordered across nodes (screen.claim)
-                    ahead = screen.claim(trial, key)
-                result = screen.wait_for(trial, ahead, stop, settings) if ahead else None
-                if result is None:
-                    result, run_ctx = screen.decide(trial, settings, slot.index)
-                if result is None:
-                    trial_dir = opts.study_dir / "trials" / f"{trial.number:04d}"
-                    # A server that cannot write its log fails for no fault of its settings: not booted.
-                    require_space(opts.study_dir, elsewhere=ELSEWHERE)
-                    settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
-                    result = runner(run_ctx, settings, trial_dir, slot, stop)
-                    if not result.ok and not result.status.config_failure:
-                        require_space(opts.study_dir, elsewhere=ELSEWHERE)  # did it fail for want of disk?
-                heartbeat.stop()
-                if result.status is TrialStatus.INTERRUPTED and interrupt.name:
-                    result.reason = f"{result.reason} ({interrupt.name} to the tuner)"
-                files_failed = None
-                try:
-                    _write_trial_files(opts.study_dir / "trials" / f"{trial.number:04d}", result, settings)
-                except DiskError as exc:  # the measurement is still told; the study stops after it
-                    files_failed = exc
-                with lock:
-                    screen.record(trial, result)
-                    tell_result(study, trial, result, objectives, constraints)
-                    run.ran += 1
-                    if result.status is TrialStatus.INTERRUPTED:
-                        run.interrupted_trials.append(trial.number)
-                    if result.calibration_sample:
-                        refresh_calibration(study, ctx)
-                    guide.after_tell(result.booted, more=want_more())
-                if on_trial:
-                    on_trial(trial.number, result)
-                if files_failed is not None:
-                    raise files_failed
+                self.run_one(trial, heartbeat, slot)
             except optuna.exceptions.UpdateFinishedTrialError:
                 # Our heartbeat went silent too long (a storage outage) and another node failed the
                 # trial and enqueued its parameters again: its result files stay, go on.
-                trial_mod.status_line(ctx, f"trial {trial.number} was failed meanwhile by another node "
-                                       "(heartbeat missed); its parameters run again")
+                trial_mod.status_line(self.ctx, f"trial {trial.number} was failed meanwhile by another node "
+                                      "(heartbeat missed); its parameters run again")
             except BaseException as exc:
-                # Not a trial outcome (a bad space expression, a storage failure, a bug): keep the
-                # record, stop every slot, and let the caller see the error.
-                exc = _explained(exc, opts)
-                errors.append(exc)
-                stop.set()
-                with lock, contextlib.suppress(Exception):  # the trial may have been told already
-                    if is_disk_failure(exc) or isinstance(exc, StorageUnavailable):
-                        # The disk or the database failed, not the settings: they run again on resume.
-                        tell_result(study, trial, TrialResult(status=TrialStatus.INTERRUPTED, reason=str(exc)[:500],
-                                                              params=dict(trial.params)), objectives, constraints)
-                    else:
-                        trial.set_user_attr("status", "tuner_error")
-                        trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
-                        study.tell(trial, state=TrialState.FAIL)
+                self.give_up(trial, exc)
                 return
             finally:
                 heartbeat.stop()
 
-    threads = [threading.Thread(target=worker, args=(slot,), name=f"slot-{slot.index}", daemon=True)
-               for slot in opts.slots]
-    reaper = nodes.StaleReaper(study, owner, on_failed=lambda n: trial_mod.status_line(
-        ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
-    signals = install_sigint and threading.current_thread() is threading.main_thread()
-    try:
-        with reaper, (interrupt if signals else contextlib.nullcontext()):
-            for t in threads:
-                t.start()
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.2)
-                    if interrupt.hurry_due():  # a second signal: no grace for the servers any more
-                        from ..serve.process import hurry_all
+    # ------------------------------------------------------------------------------ stop conditions
+    def want_more(self) -> bool:
+        """No stop, time left, and fewer trials counted (on every node) than --n-trials."""
+        return not self.stop.is_set() and time.monotonic() < self.deadline and _counted(self.study) < self.opts.n_trials
 
-                        hurry_all()
-    finally:
-        stop.set()
-    if interrupt.signum is not None:
-        run.interrupted, run.signal, run.exit_status = True, interrupt.name, 128 + interrupt.signum
-    if errors:
-        raise errors[0]
-    return run
+    def done_here(self) -> bool:
+        """Nothing more to ask: done, unless another node's running trial may still fail and come back."""
+        return (self.stop.is_set() or time.monotonic() >= self.deadline
+                or not nodes.others_running(self.study, self.owner))
+
+    # --------------------------------------------------------------------------------- the phases
+    def ask_trial(self) -> tuple[optuna.Trial, nodes.Heartbeat] | None:
+        """The next trial and its heartbeat, or None: enough trials, time or a stop."""
+        study = self.study
+        with self.lock, self.ask_lock:  # count and ask atomically, across nodes too
+            if not self.want_more():
+                return None
+            trial = study.ask()
+            trial.set_user_attr("owner", self.owner)
+            return trial, nodes.Heartbeat(study, trial)  # beats at once: a death is noticed
+
+    def run_one(self, trial: optuna.Trial, heartbeat: nodes.Heartbeat, slot: Slot) -> None:
+        """An asked trial: claim or wait, screen, run (unless told without a boot), tell."""
+        settings = trial_settings(self.space, trial)
+        trial.set_user_attr("slot", slot.index)
+        result = self.claim_or_wait(trial, settings)
+        if result is None:
+            result, run_ctx = self.screen.decide(trial, settings, slot.index)  # a result told without a boot?
+        if result is None:
+            result, settings = self.run_trial(trial, settings, run_ctx, slot)
+        heartbeat.stop()
+        self.tell_trial(trial, result, settings)
+
+    def claim_or_wait(self, trial: optuna.Trial, settings: TrialSettings) -> TrialResult | None:
+        """Claim the trial's effective settings; when other trials are running them, wait for those to end
+        (then None: the screen reuses their result) or for a stop (an interrupted result)."""
+        key = effective_key(self.ctx, settings)
+        with self.lock, self.ask_lock:  # claims of one configuration are ordered across nodes (screen.claim)
+            ahead = self.screen.claim(trial, key)
+        return self.screen.wait_for(trial, ahead, self.stop, settings) if ahead else None
+
+    def run_trial(self, trial: optuna.Trial, settings: TrialSettings, run_ctx: TrialContext,
+                  slot: Slot) -> tuple[TrialResult, TrialSettings]:
+        """Boot and measure (the runner): its result, and the settings it ran with (a fitted set pinned to
+        the trial's own copy)."""
+        trial_dir = self._trial_dir(trial)
+        # A server that cannot write its log fails for no fault of its settings: not booted.
+        require_space(self.opts.study_dir, elsewhere=ELSEWHERE)
+        settings = pin_to_trial(settings, trial_dir)  # a fitted set boots from its own copy
+        result = self.runner(run_ctx, settings, trial_dir, slot, self.stop)
+        if not result.ok and not result.status.config_failure:
+            require_space(self.opts.study_dir, elsewhere=ELSEWHERE)  # did it fail for want of disk?
+        return result, settings
+
+    def tell_trial(self, trial: optuna.Trial, result: TrialResult, settings: TrialSettings) -> None:
+        """Write the trial's files, record and tell its result, refit the calibration and let the guide
+        propose; a disk that refused the files stops the study once the result is told."""
+        if result.status is TrialStatus.INTERRUPTED and self.interrupt.name:
+            result.reason = f"{result.reason} ({self.interrupt.name} to the tuner)"
+        files_failed = None
+        try:
+            _write_trial_files(self._trial_dir(trial), result, settings)
+        except DiskError as exc:  # the measurement is still told; the study stops after it
+            files_failed = exc
+        with self.lock:
+            self.screen.record(trial, result)
+            tell_result(self.study, trial, result, self.objectives, self.constraints)
+            self.run.ran += 1
+            if result.status is TrialStatus.INTERRUPTED:
+                self.run.interrupted_trials.append(trial.number)
+            if result.calibration_sample:
+                refresh_calibration(self.study, self.ctx)
+            self.guide.after_tell(result.booted, more=self.want_more())
+        if self.on_trial:
+            self.on_trial(trial.number, result)
+        if files_failed is not None:
+            raise files_failed
+
+    def give_up(self, trial: optuna.Trial, exc: BaseException) -> None:
+        """Not a trial outcome (a bad space expression, a storage failure, a bug): keep the record, stop
+        every slot, and let the caller see the error."""
+        study = self.study
+        exc = _explained(exc, self.opts)
+        self.errors.append(exc)
+        self.stop.set()
+        with self.lock, contextlib.suppress(Exception):  # the trial may have been told already
+            if is_disk_failure(exc) or isinstance(exc, StorageUnavailable):
+                # The disk or the database failed, not the settings: they run again on resume.
+                tell_result(study, trial, TrialResult(status=TrialStatus.INTERRUPTED, reason=str(exc)[:500],
+                                                      params=dict(trial.params)), self.objectives, self.constraints)
+            else:
+                trial.set_user_attr("status", "tuner_error")
+                trial.set_user_attr("reason", f"{type(exc).__name__}: {exc}"[:500])
+                study.tell(trial, state=TrialState.FAIL)
+
+    def _trial_dir(self, trial: optuna.Trial) -> Path:
+        return self.opts.study_dir / "trials" / f"{trial.number:04d}"
 
 
 def _write_trial_files(trial_dir: Path, result: TrialResult, settings: TrialSettings) -> None:
