@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..results.export import ExportError, Filters, pick_trial
-from ..trial.record import TrialRecord, as_record, records
+from ..vocabulary.record import TrialRecord, as_record, records
 
 DEFAULTS_SEED = "release defaults"  # the labels tuner/study/run.py default_seeds gives its seeds
 CALCULATOR_SEED = "calculator"

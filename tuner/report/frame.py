@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from ..errors.disk import write_text
 from ..study.pareto import hypervolume, measured_front
-from ..trial.record import TrialRecord, records
+from ..vocabulary.record import TrialRecord, records
 from .sweep import sweep_columns
 
 KEY_METRICS = ("output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",

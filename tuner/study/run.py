@@ -30,8 +30,8 @@ from ..serve.redact import redact_env
 from ..space.fitted import bind_fitted, pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
 from ..trial import run as trial_mod
-from ..trial.record import TrialRecord
 from ..trial.run import Slot, TrialContext, TrialResult
+from ..vocabulary.record import OWNER, TrialRecord
 from ..vocabulary.status import CONFIG_FAILURES, TrialStatus
 from . import nodes, optuna_private
 from .interrupt import Interrupt
@@ -361,7 +361,7 @@ def recover_orphans(study: optuna.Study) -> list[int]:
 
     recovered = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner = t.system_attrs.get("tuner_owner") or t.user_attrs.get("owner")
+        owner = t.system_attrs.get("tuner_owner") or TrialRecord.from_frozen(t).owner
         if owner and identity_alive(owner) is False:
             optuna_private.fail_trial_of_dead_tuner(study, t, {"status": "tuner_died", "requeued": True},
                                                     {"tuner_recovered": True})
@@ -625,7 +625,7 @@ class _StudyLoop:
             if not self.want_more():
                 return None
             trial = study.ask()
-            trial.set_user_attr("owner", self.owner)
+            trial.set_user_attr(OWNER, self.owner)
             return trial, nodes.Heartbeat(study, trial)  # beats at once: a death is noticed
 
     def run_one(self, trial: optuna.Trial, heartbeat: nodes.Heartbeat, slot: Slot) -> None:
