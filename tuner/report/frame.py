@@ -64,7 +64,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
 
 
 def placeholders(rec: TrialRecord, names: list[str]) -> set[str]:
-    """Objectives told to Optuna as penalties, not measured (tuner/study/run.py tell_result): empty cells in the
+    """Objectives told to Optuna as penalties, not measured (tuner/study/tell.py tell_result): empty cells in the
     data files. Studies recorded before the attribute: worked out from the status and what was observed."""
     if rec.placeholders is not None:
         return set(rec.placeholders)

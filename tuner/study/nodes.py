@@ -45,7 +45,7 @@ TUNER_DIED = "tuner_died"
 
 
 # ------------------------------------------------------------------------------------ URLs
-BASELINE_ATTR = "baseline_settings"  # the baseline trial's exact server options and environment (study/run.py)
+BASELINE_ATTR = "baseline_settings"  # the baseline trial's exact server options and environment (study/seeding.py)
 
 
 def requeue_attrs(trial) -> dict:

@@ -1,7 +1,7 @@
 """A finished trial as the study stored it, typed: read a trial through TrialRecord, never through its
 attribute names.
 
-The study writes a trial's TrialResult into Optuna's user attributes (study/run.py tell_result) and the
+The study writes a trial's TrialResult into Optuna's user attributes (study/tell.py tell_result) and the
 screen adds what it decided before any boot (study/screen.py). Everything that reads a study back (the
 screen, the proposals, the shared cache, export, compare, the report) goes through
 `TrialRecord.from_frozen(trial)`, so a renamed or added attribute changes one file.
