@@ -12,9 +12,11 @@ from benchmarks.tuning import plantier
 from benchmarks.tuning.problems import OBJECTIVES, Problem
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES
+from tuner.errors import StudyError
+from tuner.study import options as study_options
 from tuner.study import proposals as guided
-from tuner.study import run as study_mod
-from tuner.study.run import Constraints, StudyError, StudyOptions, run_study
+from tuner.study.options import Constraints, StudyOptions
+from tuner.study.run import run_study
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def _memory_storage(url: str, *args, **kwargs):
     return optuna.storages.InMemoryStorage()
 
 
-_SQLITE_STORAGE = study_mod.make_storage
+_SQLITE_STORAGE = study_options.make_storage
 
 
 def share_prior_serving(problem: Problem, space, ctx) -> None:
@@ -76,7 +78,7 @@ SHARED_SERVING = ("output_throughput", "median_ttft_ms", "p99_ttft_ms")
 def run_contender(task) -> dict:
     """One study (the real loop) of one contender on one problem and scenario; its trials in order."""
     problem, scenario, name, seed, n_trials, quick, sigma, root = task
-    study_mod.make_storage = _memory_storage
+    study_options.make_storage = _memory_storage
     c = CONTENDERS[name]
     space = problem.search_space(quick, coarse=c.coarse)
     opts = StudyOptions(name=f"{problem.key}-{scenario}-{name}-{seed}", results_root=Path(root), sampler=c.sampler,

@@ -9,7 +9,7 @@ from tuner.load.workload import RandomWorkload
 from tuner.perfmodel import target as M
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
-from tuner.study.run import Objectives
+from tuner.study.options import Objectives
 from tuner.trial import run as T
 
 OBJECTIVES = Objectives()  # output_throughput (max), p99_ttft_ms (min), warmup_s (min)

@@ -28,9 +28,10 @@ from benchmarks.tuning.truth import TABLES, key_of, truth, warmup_factor
 from tuner.commands.tunecache import exported_picks
 from tuner.perfmodel import target as M
 from tuner.recipecache.warmupmode import COLD, NO_HIT, WarmupOptions, finish_trial
-from tuner.study import run as study_mod
+from tuner.study import options as study_options
+from tuner.study.options import Constraints, StudyOptions
 from tuner.study.pareto import measured_front
-from tuner.study.run import Constraints, StudyOptions, run_study
+from tuner.study.run import run_study
 from tuner.study.sharedcache import cold_reboots, extrapolated_share
 from tuner.trial import run as T
 
@@ -73,7 +74,7 @@ class SharedCacheRunner(VirtualRunner):
 def run_shared_cache(task) -> dict:
     """The full contender with a shared recipe cache on one problem (nominal scenario), one seed."""
     problem, scenario, seed, n_trials, quick, sigma, root = task
-    study_mod.make_storage = _memory_storage
+    study_options.make_storage = _memory_storage
     space = problem.search_space(quick)
     opts = StudyOptions(name=f"{problem.key}-{scenario}-shared-cache-{seed}", results_root=Path(root), sampler="tpe",
                         seed=seed, n_trials=n_trials, enqueue_defaults=True, grid_levels=3, remeasure=1,

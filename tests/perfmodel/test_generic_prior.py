@@ -14,7 +14,8 @@ from tuner.perfmodel.hardware import MODELS, device_for, generic_shape, is_gener
 from tuner.report.sections import _calibration
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
-from tuner.study.run import Constraints, Objectives, StudyOptions, run_study
+from tuner.study.options import Constraints, Objectives, StudyOptions
+from tuner.study.run import run_study
 from tuner.trial import run as T
 from tuner.vocabulary.status import TrialStatus
 

@@ -13,9 +13,10 @@ from tuner.perfmodel.calibration import Calibration
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
 from tuner.study import screen as measured
+from tuner.study.options import Constraints, Objectives
 from tuner.study.proposals import Guide, serving_estimate
-from tuner.study.run import Constraints, Objectives, tell_result
 from tuner.study.screen import Screen
+from tuner.study.tell import tell_result
 from tuner.trial import run as T
 from tuner.vocabulary.status import TrialStatus
 

@@ -83,12 +83,12 @@ def test_the_cache_correction_scales_the_predicted_cached_warmup():
 def test_figures_read_back_with_the_cold_reboot():
     attrs = {"observed": {"warmup_s": 36.0, "warmup_cached_s": 36.0}, "predicted": {"warmup_cold_s": 90.0,
                                                                                  "warmup_cached_s": 36.0}}
-    f = warmup_figures(attrs)
+    f = warmup_figures(attrs["observed"], attrs["predicted"])
     assert (f["cold"].seconds, f["cold"].measured, f["cached"].measured) == (90.0, False, True)
     assert f["cold"].text() == "90 s (pred.)" and f["cached"].text() == "36 s"
-    g = warmup_figures(attrs, {"warmup_cold_s": 95.0})
+    g = warmup_figures(attrs["observed"], attrs["predicted"], {"warmup_cold_s": 95.0})
     assert (g["cold"].seconds, g["cold"].measured) == (95.0, True)
-    assert warmup_figures({})["cold"].text() == "-"
+    assert warmup_figures({}, {})["cold"].text() == "-"
 
 
 def test_a_predicted_figure_carries_its_band():
@@ -98,15 +98,15 @@ def test_a_predicted_figure_carries_its_band():
     observed, predicted = {"warmup_s": 110.0}, {}
     settle(observed, predicted, 100.0, 40.0, hit_rate=None, bands={"cold": (0.5, 2.0), "cached": (0.25, 4.0)})
     assert (predicted["warmup_cached_low_s"], predicted["warmup_cached_high_s"]) == (11.0, 176.0)
-    f = warmup_figures({"observed": observed, "predicted": predicted})
+    f = warmup_figures(observed, predicted)
     assert f["cold"].text() == "110 s" and f["cached"].text() == "44 s (11-176 s, pred.)"
     old = {"observed": {"warmup_s": 36.0, "warmup_cached_s": 36.0},
            "predicted": {"warmup_s": 100.0, "warmup_low_s": 60.0, "warmup_high_s": 160.0, "warmup_cold_s": 90.0,
                          "warmup_cached_s": 36.0}}
-    g = warmup_figures(old)
+    g = warmup_figures(old["observed"], old["predicted"])
     assert g["cold"].text() == "90 s (54-144 s, pred.)"
     old["observed"] = {"warmup_s": 95.0, "warmup_cold_s": 95.0}
-    assert warmup_figures(old)["cached"].text() == "36 s (pred.)"
+    assert warmup_figures(old["observed"], old["predicted"])["cached"].text() == "36 s (pred.)"
 
 
 def test_the_cached_band_holds_the_cache_factor_uncertainty():

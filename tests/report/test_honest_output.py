@@ -76,7 +76,7 @@ def test_nothing_feasible_names_the_closest_trial_and_the_change(study):
 def test_data_files_hold_no_placeholder_numbers(study, tmp_path):
     from tuner.commands.studyargs import load_study
     from tuner.report.frame import trials_frame
-    from tuner.study.run import LATENCY_PENALTY_MS
+    from tuner.study.tell import LATENCY_PENALTY_MS
 
     folder, _ = study
     trials = pd.read_csv(folder / "trials.csv")
@@ -95,7 +95,8 @@ def test_penalties_of_a_broken_trial_stay_inside_optuna(tmp_path):
     import optuna
 
     from tuner.report.frame import trials_frame
-    from tuner.study.run import Constraints, Objectives, tell_result
+    from tuner.study.options import Constraints, Objectives
+    from tuner.study.tell import tell_result
     from tuner.trial.run import TrialResult
     from tuner.vocabulary.status import TrialStatus
 

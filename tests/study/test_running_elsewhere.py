@@ -36,7 +36,8 @@ def in_process_study(tmp_path, remeasure: int):
     from tuner.load.workload import FixedWorkload
     from tuner.serve.backends import Backend
     from tuner.space.schema import SearchSpace
-    from tuner.study.run import Constraints, Objectives, StudyOptions, open_study, run_study
+    from tuner.study.options import Constraints, Objectives, StudyOptions, open_study
+    from tuner.study.run import run_study
     from tuner.trial.run import Slot, TrialContext, TrialResult
 
     space = SearchSpace.from_dict(TWO_CONFIGS)

@@ -258,7 +258,8 @@ def test_optuna_dashboard_opens_the_storage(tmp_path):
     from optuna_dashboard import wsgi
 
     from tuner.space.schema import SearchSpace
-    from tuner.study.run import Constraints, Objectives, StudyOptions, open_study, tell_result
+    from tuner.study.options import Constraints, Objectives, StudyOptions, open_study
+    from tuner.study.tell import tell_result
     from tuner.trial.run import TrialResult
 
     space = SearchSpace.from_dict(SPACE)
@@ -364,7 +365,8 @@ def test_parallel_slots_run_trials_at_once(tmp_path):
 def test_grid_sampler_runs_past_its_grid_with_ask_and_tell(tmp_path):
     """Optuna's GridSampler calls study.stop() when its grid is covered; ask/tell refuses that."""
     from tuner.space.schema import SearchSpace
-    from tuner.study.run import Constraints, Objectives, StudyOptions, run_study
+    from tuner.study.options import Constraints, Objectives, StudyOptions
+    from tuner.study.run import run_study
     from tuner.trial.run import TrialContext, TrialResult
 
     space = SearchSpace.from_dict({**SPACE, "parameters": {"max_num_seqs": {"type": "categorical",

@@ -125,7 +125,7 @@ def _from_study(study, trial) -> tuple[dict[str, str], dict[str, Any], dict[str,
     """(env, server options, device and model, a description) of a study's trial."""
     from ..buckets.runtime import DIAGNOSTIC_VARIABLES
     from ..serve.redact import is_secret_name
-    from ..trial.record import TrialRecord
+    from ..vocabulary.record import TrialRecord
 
     rec = TrialRecord.from_frozen(trial)
     env = {k: v for k, v in rec.env.items() if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}

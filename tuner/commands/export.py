@@ -98,7 +98,7 @@ def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]
     from ..recipecache.manifest import VARIABLE, RecipeCacheError
     from ..recipecache.prepare import CacheWarmError, backend_from_study, dtype_of, prepare
     from ..results.export import export_env
-    from ..trial.record import TrialRecord
+    from ..vocabulary.record import TrialRecord
 
     release = _release(study)
     described = study.user_attrs.get("backend") or {}

@@ -391,7 +391,8 @@ def tune_study(args, console=None, storage=None, runner=None):
     from .. import report
     from ..errors.disk import DiskError
     from ..space.schema import SearchSpace
-    from ..study.run import Constraints, Objectives, StudyOptions, run_study
+    from ..study.options import Constraints, Objectives, StudyOptions
+    from ..study.run import run_study
     from ..study.storage import redact_url, write_failure
 
     console = console or Console(stderr=True)
@@ -479,7 +480,7 @@ def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -
                if result.ok else "")
     if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
         summary = f"at {result.observed['load_sweep_selected']}: {summary}"
-    from ..study.run import measured_warmup
+    from ..study.tell import measured_warmup
 
     warm = result.warmup_s
     warm_text = ("no warmup" if warm is None else f"warmup {warm:.0f} s" if measured_warmup(result)

@@ -60,7 +60,7 @@ def exported_picks(study) -> set[int]:
 def after_study(study, space, ctx, study_dir, console) -> None:
     from ..study.pareto import measured_front
     from ..study.sharedcache import REBOOT_ATTR, reboot_front_cold
-    from ..trial.record import TrialRecord
+    from ..vocabulary.record import TrialRecord
 
     opts = ctx.warmup
     study.set_user_attr("warmup_mode", opts.mode)

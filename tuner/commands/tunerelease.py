@@ -104,7 +104,7 @@ def start_check(args, ctx, study_dir: Path, console):
 def record_release(study, ctx, check, console) -> None:
     """Record the detection (with the server log's witness) and the check's outcome in the study."""
     from ..buckets.detect import Detection, Installed, log_witness
-    from ..trial.record import records
+    from ..vocabulary.record import records
 
     detected = ctx.release_detection
     if detected:

@@ -38,7 +38,7 @@ class RuntimeFailure(TunerError):
 
 
 class StudyError(UserError):
-    """A study-level problem (storage, sampler, seed study) named clearly; `tuner.study.run.StudyError`."""
+    """A study-level problem (storage, sampler, seed study) named clearly."""
 
 
 class StorageUnavailable(StudyError, RuntimeFailure):

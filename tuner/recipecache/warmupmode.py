@@ -148,10 +148,11 @@ class Figure:
         return band(self.seconds, self.low, self.high, fmt, "pred.")
 
 
-def warmup_figures(attrs: dict, reboot: dict | None = None) -> dict[str, Figure]:
-    """{"cold": Figure, "cached": Figure} of a trial from its user attrs ("observed", "predicted") and
-    its cold re-boot at the end of a shared-cache study (study attr "cold_reboots"), if any."""
-    obs, pred = dict(attrs.get("observed") or {}), attrs.get("predicted") or {}
+def warmup_figures(observed: dict, predicted: dict, reboot: dict | None = None) -> dict[str, Figure]:
+    """{"cold": Figure, "cached": Figure} of a trial from its record's observed and predicted figures
+    (TrialRecord.observed, .predicted) and its cold re-boot at the end of a shared-cache study (study attr
+    "cold_reboots"), if any."""
+    obs, pred = dict(observed), predicted  # a copy: the re-boot's figure must not land in the record
     if reboot and reboot.get("warmup_cold_s") is not None:
         obs["warmup_cold_s"] = reboot["warmup_cold_s"]
     out = {}
@@ -181,8 +182,11 @@ def _band(pred: dict, mode: str) -> tuple[float | None, float | None]:
 
 def study_figures(study) -> dict[int, dict[str, Figure]]:
     """Both warmups of every trial of a study, by trial number."""
+    from ..vocabulary.record import records
+
     reboots = study.user_attrs.get("cold_reboots") or {}
-    return {t.number: warmup_figures(t.user_attrs, reboots.get(str(t.number))) for t in study.trials}
+    return {r.number: warmup_figures(r.observed, r.predicted, reboots.get(str(r.number)))
+            for r in records(study.trials)}
 
 
 # --- in a trial (trial.run_trial calls these; the benchmark's virtual runner can too) ------------

@@ -9,7 +9,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ..study.pareto import hypervolume, pareto_indices
-from ..trial.record import records
+from ..vocabulary.record import records
 from .facts import accelerator_hours
 from .frame import directions
 

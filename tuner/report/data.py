@@ -10,7 +10,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from ..study.pareto import measured_front
-from ..trial.record import TrialRecord, records
+from ..vocabulary.record import TrialRecord, records
 from .facts import (
     BASELINE_SEED,
     CALCULATOR_SEED,

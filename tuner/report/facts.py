@@ -10,11 +10,11 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..results.export import ExportError, Filters, pick_trial
-from ..trial.record import TrialRecord, as_record, records
+from ..vocabulary.record import TrialRecord, as_record, records
 
-DEFAULTS_SEED = "release defaults"  # the labels tuner/study/run.py default_seeds gives its seeds
+DEFAULTS_SEED = "release defaults"  # the labels tuner/study/seeding.py default_seeds gives its seeds
 CALCULATOR_SEED = "calculator"
-BASELINE_SEED = "baseline"  # tune --baseline: what the user runs today (study/run.py BASELINE_SEED)
+BASELINE_SEED = "baseline"  # tune --baseline: what the user runs today (study/seeding.py BASELINE_SEED)
 PLAN_SEED = "plan pick"  # tune --from-plan: "plan pick 1", ...
 _CONSTRAINT = "constraints:"  # Optuna's system-attribute prefix of trial.set_constraint
 
@@ -150,7 +150,7 @@ def balanced_rule(front: list[FrozenTrial], pick: FrozenTrial | None, names: lis
 
 def seed_trial(study: optuna.Study, label: str) -> FrozenTrial | None:
     """The trial that ran the seed `label`: the enqueued one, or its re-run when the environment
-    failed it (tuner/study/run.py enqueues the parameters again with `requeued_from`)."""
+    failed it (tuner/study/tell.py enqueues the parameters again with `requeued_from`)."""
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     recs = records(trials)
     family = {r.number for r in recs if r.seed == label}

@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from ..errors.disk import write_text
 from ..study.pareto import hypervolume, measured_front
-from ..trial.record import TrialRecord, records
+from ..vocabulary.record import TrialRecord, records
 from .sweep import sweep_columns
 
 KEY_METRICS = ("output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
@@ -64,7 +64,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
 
 
 def placeholders(rec: TrialRecord, names: list[str]) -> set[str]:
-    """Objectives told to Optuna as penalties, not measured (tuner/study/run.py tell_result): empty cells in the
+    """Objectives told to Optuna as penalties, not measured (tuner/study/tell.py tell_result): empty cells in the
     data files. Studies recorded before the attribute: worked out from the status and what was observed."""
     if rec.placeholders is not None:
         return set(rec.placeholders)

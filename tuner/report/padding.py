@@ -17,7 +17,7 @@ from pathlib import Path
 from optuna.trial import FrozenTrial
 
 from ..logparse import GeneratedBuckets
-from ..trial.record import TrialRecord, as_record
+from ..vocabulary.record import TrialRecord, as_record
 
 
 @dataclass

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..trial.record import TrialRecord
 from ..vocabulary import display
+from ..vocabulary.record import TrialRecord
 from . import charts
 from .convergence import convergence
 from .data import ReportData

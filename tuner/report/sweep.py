@@ -10,8 +10,8 @@ import optuna
 import pandas as pd
 
 from ..errors.disk import write_text
-from ..trial.record import TrialRecord, records
 from ..vocabulary import display
+from ..vocabulary.record import TrialRecord, records
 
 THROUGHPUT = "output_throughput"
 CSV_NAME = "load_sweep.csv"

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from optuna.trial import FrozenTrial
 
-from ..trial.record import as_record
 from ..vocabulary import display
+from ..vocabulary.record import as_record
 from .startup import PHASES, LogFacts
 
 COUNTS = ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks")

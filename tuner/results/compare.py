@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..study.pareto import hypervolume, measured_front, pareto_indices
-from ..trial.record import TrialRecord
+from ..vocabulary.record import TrialRecord
 from .export import ExportError, Filters, pick_trial
 
 CRITERIA = ("throughput", "latency", "warmup", "balanced")
@@ -57,7 +57,8 @@ def _summary(t: FrozenTrial | None, study: optuna.Study | None = None) -> dict |
     reboot = ((study.user_attrs.get("cold_reboots") or {}) if study is not None else {}).get(str(t.number))
     return {"trial": t.number, "values": list(t.values), "params": dict(t.params),
             "prompt_buckets": obs.get("prompt_buckets"), "decode_buckets": obs.get("decode_buckets"),
-            "kv_blocks": obs.get("kv_blocks"), "env": rec.env, "warmups": warmup_figures(rec.attrs, reboot)}
+            "kv_blocks": obs.get("kv_blocks"), "env": rec.env,
+            "warmups": warmup_figures(rec.observed, rec.predicted, reboot)}
 
 
 def _pick(study: optuna.Study, criterion: str):

@@ -36,7 +36,7 @@ def script_beside(env_path: Path) -> Path:
 def server_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> tuple[list[str], list[str], list[str]]:
     """(program and subcommand, model and flags, left-out secret flags) the trial booted with."""
     from ..recipecache.prepare import backend_from_study  # the study's backend, rebuilt from its record
-    from ..trial.record import TrialRecord, measured_trial
+    from ..vocabulary.record import TrialRecord, measured_trial
 
     booted = TrialRecord.from_frozen(measured_trial(study, trial))
     backend = backend_from_study(study.user_attrs.get("backend") or {}, booted.argv)

@@ -26,7 +26,7 @@ from ..serve.backends import server_flags, server_options
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
 from ..study.pareto import balanced_index, measured_front
-from ..trial.record import TrialRecord, measured_trial, records
+from ..vocabulary.record import TrialRecord, measured_trial, records
 
 PICKS = ("throughput", "latency", "balanced", "warmup")
 FLAGS_HEADER = "# vllm serve flags:"  # the env file's line of server flags (compare --env-file reads it back)

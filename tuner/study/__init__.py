@@ -1,6 +1,10 @@
 """The Optuna study: many trials, their storage, and what the study learns between boots.
 
-    run             options, sampler, seeding, resume, budgets, parallel slots, stopping
+    run             run_study, phase by phase: open, recover a dead tuner's trials, seed, screen, calibrate, run
+    options         what a study is asked for (StudyOptions, Objectives, Constraints); storage, sampler, open_study
+    seeding         what a new study tries first: the baseline, the plan's picks, --seed-from, defaults, the model
+    loop            the slots' loop: ask, claim or wait, screen, run, tell; budget, timeout and signals end it
+    tell            a result told to Optuna (values, constraints, penalties, re-enqueued failures); the budget count
     interrupt       SIGINT, SIGTERM, SIGHUP: the trial in flight recorded, a second signal hurries
     storage         opening Optuna storages for writing and strictly read-only
     nodes           several tuners on one study (PostgreSQL): heartbeats, outages, stale trials

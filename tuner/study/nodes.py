@@ -32,6 +32,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from ..errors import StorageUnavailable
+from ..vocabulary.record import TrialRecord
 from .optuna_private import BaseHeartbeat, heartbeat_storage, stale_trial_ids, trial_id
 from .storage import driver_url, redact_url
 
@@ -44,7 +45,7 @@ TUNER_DIED = "tuner_died"
 
 
 # ------------------------------------------------------------------------------------ URLs
-BASELINE_ATTR = "baseline_settings"  # the baseline trial's exact server options and environment (study/run.py)
+BASELINE_ATTR = "baseline_settings"  # the baseline trial's exact server options and environment (study/seeding.py)
 
 
 def requeue_attrs(trial) -> dict:
@@ -243,7 +244,7 @@ def fail_stale_trials(study: optuna.Study, me: dict | None = None) -> list[int]:
     failed = []
     for stale_id in stale_trial_ids(storage, study):
         trial = storage.get_trial(stale_id)
-        owner = trial.user_attrs.get("owner") or {}
+        owner = TrialRecord.from_frozen(trial).owner
         if me is not None and owner == me:
             continue  # ours, running in one of our slots: alive whatever its heartbeat says
         reason = (f"no heartbeat for more than its grace period: its tuner (host {owner.get('host', '?')}, "
@@ -268,7 +269,7 @@ def others_running(study: optuna.Study, me: dict) -> bool:
     """Does another tuner still run a trial of this study (which may yet fail and need re-running)?
     Only our tuners' trials count (they carry an owner and beat from their first moment, so the
     reaper ends them if their tuner dies); a trial someone asked for by hand is not waited for."""
-    return any((owner := t.user_attrs.get("owner")) and owner != me
+    return any((owner := TrialRecord.from_frozen(t).owner) and owner != me
                for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
 
 

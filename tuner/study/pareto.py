@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..trial.record import TrialRecord
+from ..vocabulary.record import TrialRecord
 
 Vector = Sequence[float]
 

@@ -26,8 +26,8 @@ from optuna.trial import TrialState
 
 from ..perfmodel.checks import rejection
 from ..perfmodel.target import predict, predict_calibrated, predict_serving
-from ..trial.record import TrialRecord
 from ..trial.run import TrialContext, TrialResult
+from ..vocabulary.record import TrialRecord
 from ..vocabulary.status import TrialStatus
 from .pareto import hypervolume, pareto_indices
 from .screen import effective_key

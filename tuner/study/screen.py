@@ -39,15 +39,15 @@ from ..perfmodel.checks import rejection
 from ..perfmodel.target import predict, predict_calibrated
 from ..space.fitted import bucket_set_digest
 from ..space.schema import BUCKET_FILE_VARIABLE, TrialSettings
-from ..trial.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
 from ..trial.run import TrialContext, TrialResult
+from ..vocabulary.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
 from ..vocabulary.status import TrialStatus
 from . import optuna_private
 from .nodes import BASELINE_ATTR
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
 EXPLORE_SHARE = 0.05  # over-budget rejections booted anyway
-SAMPLE_ATTR, KEY_ATTR, SCREENED_ATTR = CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED  # trial/record.py
+SAMPLE_ATTR, KEY_ATTR, SCREENED_ATTR = CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED  # vocabulary/record.py
 CAL_ATTR, SEED_ATTR = "calibration", "calibration_seed_samples"
 REUSABLE = {s.value for s in TrialStatus if s is TrialStatus.OK or s.config_failure}
 
@@ -269,7 +269,7 @@ class Screen:
 
 
 def _owner(t: optuna.trial.FrozenTrial) -> str:
-    owner = t.user_attrs.get("owner") or {}
+    owner = TrialRecord.from_frozen(t).owner
     return f"pid {owner.get('pid', '?')} on {owner.get('host', '?')}"
 
 

@@ -106,7 +106,7 @@ PRIOR_ERROR_PER_SHARE = 0.3
 
 def extrapolated_share(t) -> float | None:
     """The share of a trial's cold warmup its boot did not run (cached), as predicted; None: unknown."""
-    from ..trial.record import TrialRecord
+    from ..vocabulary.record import TrialRecord
 
     rec = TrialRecord.from_frozen(t)
     rate = rec.observed.get("recipe_cache_hit_rate")
@@ -125,7 +125,7 @@ def error_per_share(checks: list[tuple[float | None, float | None, float]]) -> f
 
 
 def needs_cold_figure(t, reboots: dict) -> bool:
-    from ..trial.record import TrialRecord
+    from ..vocabulary.record import TrialRecord
 
     rec = TrialRecord.from_frozen(t)
     return rec.ok and rec.observed.get("warmup_cold_s") is None and str(t.number) not in reboots
@@ -142,7 +142,7 @@ def cold_reboots(study, picks, measure, say=lambda text: None) -> list[int]:
     done: list[int] = []
 
     def reboot(t, why: str) -> None:
-        from ..trial.record import TrialRecord
+        from ..vocabulary.record import TrialRecord
 
         predicted = TrialRecord.from_frozen(t).predicted.get("warmup_cold_s")
         say(f"trial {t.number}: cold re-boot, {why} (its cold warmup was predicted: {predicted or '?'} s)")
@@ -185,7 +185,7 @@ def reboot_front_cold(study, space, ctx, study_dir: Path, say=lambda text: None,
     from ..perfmodel.costs import CACHE_HIT
     from ..recipecache.warmupmode import cache_hit_sample
     from ..trial import run as trial_mod
-    from ..trial.record import TrialRecord
+    from ..vocabulary.record import TrialRecord
     from .screen import seed_calibration
 
     opts = ctx.warmup

@@ -2,6 +2,5 @@
 
     run        the trial's context and its phases
     result     what a trial ended with (TrialResult), as the study tells and stores it
-    record     a stored trial read back, typed (TrialRecord.from_frozen)
     loadsweep  `tune --load-sweep`: one boot, several load points
 """

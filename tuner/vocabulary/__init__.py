@@ -1,5 +1,7 @@
-"""The words every layer shares, and nothing else (a leaf: it imports no other part of the tuner).
+"""The words every layer shares, and nothing else (a leaf: it imports no other part of the tuner;
+record.py imports only Optuna).
 
     status    how a trial ended (TrialStatus), shared by the model's verdicts, the trial and the report
     display   numbers in human units and prediction bands, the same in the terminal and the HTML page
+    record    a stored trial read back, typed (TrialRecord.from_frozen): every layer reads a trial through it
 """

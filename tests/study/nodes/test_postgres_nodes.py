@@ -281,7 +281,7 @@ def _read(path: Path) -> str:
 def test_the_reaper_fails_only_silent_trials_of_other_tuners(pg_url, pw):
     """fail_stale_trials on PostgreSQL, in process: a silent trial of another host is failed and its
     parameters enqueued once; a beating one and our own silent one are left running."""
-    from tuner.study.run import make_storage
+    from tuner.study.options import make_storage
 
     study = optuna.create_study(storage=make_storage(pg_url, grace_s=2), study_name="reap")
     me, other = {"host": "here", "pid": 1}, {"host": "elsewhere", "pid": 2}

@@ -6,7 +6,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from tuner.trial.record import TrialRecord, as_record, measured_trial, records
+from tuner.vocabulary.record import TrialRecord, as_record, measured_trial, records
 
 
 def _trial(number=0, state=TrialState.COMPLETE, values=(100.0, 50.0, 30.0), **attrs):

@@ -1,7 +1,7 @@
 """A finished trial as the study stored it, typed: read a trial through TrialRecord, never through its
 attribute names.
 
-The study writes a trial's TrialResult into Optuna's user attributes (study/run.py tell_result) and the
+The study writes a trial's TrialResult into Optuna's user attributes (study/tell.py tell_result) and the
 screen adds what it decided before any boot (study/screen.py). Everything that reads a study back (the
 screen, the proposals, the shared cache, export, compare, the report) goes through
 `TrialRecord.from_frozen(trial)`, so a renamed or added attribute changes one file.
@@ -19,6 +19,7 @@ import optuna
 STATUS, REASON, FEASIBLE, BOOTED, REQUEUED = "status", "reason", "feasible", "booted", "requeued"
 SCREENED, EFFECTIVE_KEY, CALIBRATION_SAMPLE = "screened", "effective_key", "calibration_sample"
 SEED, REQUEUED_FROM, PLACEHOLDERS = "seed", "requeued_from", "placeholders"
+OWNER = "owner"  # the tuner that asked for the trial: {"pid", "host", ...} (study/nodes.py)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class TrialRecord:
     seed: str | None = None  # the enqueued seed's label: "release defaults", "calculator", "plan pick 1", ...
     requeued_from: int | None = None  # the trial whose parameters this one runs again (the environment failed it)
     placeholders: list[str] | None = None  # objectives told as penalties; None: stored before the attribute
+    owner: dict[str, Any] = field(default_factory=dict)  # the tuner that ran it; empty: asked by hand
     attrs: dict[str, Any] = field(default_factory=dict)  # everything else the trial carries
 
     @classmethod
@@ -60,7 +62,7 @@ class TrialRecord:
             argv=a.get("argv") or [], predicted=a.get("predicted") or {}, observed=a.get("observed") or {},
             metrics=a.get("metrics") or {}, artifacts=a.get("artifacts") or {}, timings=a.get("timings") or {},
             calibration_sample=a.get(CALIBRATION_SAMPLE) or {}, seed=a.get(SEED),
-            requeued_from=a.get(REQUEUED_FROM), placeholders=a.get(PLACEHOLDERS), attrs=a,
+            requeued_from=a.get(REQUEUED_FROM), placeholders=a.get(PLACEHOLDERS), owner=a.get(OWNER) or {}, attrs=a,
         )
 
     @property
@@ -95,8 +97,9 @@ def as_record(trial: optuna.trial.FrozenTrial | TrialRecord) -> TrialRecord:
 
 def measured_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial:
     """The trial that was booted for these settings: a reused trial records the result, not the env."""
-    earlier = (trial.user_attrs.get("observed") or {}).get("reused_from")
-    if earlier is None or (trial.user_attrs.get("env") or {}):
+    rec = TrialRecord.from_frozen(trial)
+    earlier = rec.observed.get("reused_from")
+    if earlier is None or rec.env:
         return trial
     match = [t for t in study.get_trials(deepcopy=False) if t.number == earlier]
     return match[0] if match else trial
