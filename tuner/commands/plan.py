@@ -61,7 +61,6 @@ def cmd_plan(args) -> int:
     from rich.console import Console
 
     from ..perfmodel.calibration import Calibration
-    from ..perfmodel.hardware import is_generic
     from ..plan.build import make_plan
     from ..plan.document import to_document, write
     from ..plan.evaluate import Evaluator
@@ -79,9 +78,8 @@ def cmd_plan(args) -> int:
     if args.picks < 0:
         raise UsageError(f"--picks must be 0 or more, got {args.picks}")
     limits = limits_from_args(args, target)
-    dm = target.device_model
     samples = _log_samples(args, target, space, err)
-    calibration = Calibration.from_samples(samples, generic=is_generic(dm.device, dm.model))
+    calibration = Calibration.for_device(samples, target.device_model)
     baseline = read_baseline(args.baseline, space, target.release) if args.baseline else None
     out = prepare_output(args.out or args.results / space.name / "plan.json", "--out")
     evaluator = Evaluator(target, limits, calibration)

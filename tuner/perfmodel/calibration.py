@@ -339,6 +339,15 @@ class Calibration:
                 cal.update(s)
         return cal
 
+    @classmethod
+    def for_device(cls, samples: Iterable[Mapping[str, Any] | None], device_model) -> Calibration:
+        """from_samples for a target device and model (a DeviceModel, or None): one the tables know only as
+        a generic prior (hardware.is_generic) starts from the wide prior its boots replace."""
+        from .hardware import is_generic
+
+        dm = device_model
+        return cls.from_samples(samples, generic=dm is not None and is_generic(dm.device, dm.model))
+
 
 def combination(weights: Mapping[str, float]) -> str:
     """What an observation is of, in words: "prompt_warmup", "prompt+decode warm-up"."""

@@ -163,7 +163,7 @@ def _calibration(d: ReportData) -> str:
     intro = (f"<p>The documented cost model, corrected by {boots} observation(s) of this node: a factor of 1 "
              "is the documented constant; the interval is 95%. Pre-boot rejections and the live warm-up "
              "projection use these.</p>")
-    if cal.get("prior") == "generic":  # measured.generic_prior: the tables lack the device or the model
+    if cal.get("prior") == "generic":  # Calibration.for_device: the tables lack the device or the model
         intro += ("<p>The device or model is not in the performance model's tables: its prior is a generic "
                   "stand-in, and these corrections come from this study's boots alone.</p>")
     return head + intro + table(["what it scales", "correction", "value", "95% interval", "samples"], rows)

@@ -21,7 +21,6 @@ from ..errors.disk import DISK_ERRNOS, DiskError, disk_error, is_disk_failure, r
 from ..serve.redact import redact_env
 from ..space.fitted import pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
-from ..trial import run as trial_mod
 from ..trial.run import Slot, TrialContext, TrialResult
 from ..vocabulary.record import OWNER
 from ..vocabulary.status import TrialStatus
@@ -73,8 +72,8 @@ class StudyLoop:
                                       opts.name)
         self.errors: list[BaseException] = []
         self.deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
-        self.reaper = nodes.StaleReaper(self.study, owner, on_failed=lambda n: trial_mod.status_line(
-            ctx, f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
+        self.reaper = nodes.StaleReaper(self.study, owner, on_failed=lambda n: ctx.say(
+            f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
 
     # ------------------------------------------------------------------------------------ the slots
     def run_slots(self, install_sigint: bool) -> None:
@@ -122,7 +121,7 @@ class StudyLoop:
             except optuna.exceptions.UpdateFinishedTrialError:
                 # Our heartbeat went silent too long (a storage outage) and another node failed the
                 # trial and enqueued its parameters again: its result files stay, go on.
-                trial_mod.status_line(self.ctx, f"trial {trial.number} was failed meanwhile by another node "
+                self.ctx.say(f"trial {trial.number} was failed meanwhile by another node "
                                       "(heartbeat missed); its parameters run again")
             except BaseException as exc:
                 self.give_up(trial, exc)

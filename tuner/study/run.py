@@ -48,7 +48,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     screen.use_guide(guide)  # ... and what they predict dominated is screened before boot
     _calibrate(study, opts, ctx, notes)
     for line in notes + [f"seeded: {s}" for s in seeds]:
-        trial_mod.status_line(ctx, line)
+        ctx.say(line)
     loop = StudyLoop(opts, space, ctx, objectives, constraints, StudyRun(study=study, seeds=seeds, notes=notes),
                      screen, guide, owner, on_trial, runner)
     loop.run_slots(install_sigint)

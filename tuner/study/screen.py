@@ -87,22 +87,14 @@ def effective_key(ctx: TrialContext, settings: TrialSettings) -> str:
 
 # ------------------------------------------------------------------------------------- calibration
 
-def study_calibration(study: optuna.Study, generic: bool = False) -> Calibration:
-    """The corrections every node of this study uses: seeded samples plus every booted trial's.
-    `generic`: the device or model is not in the tables (a wide prior the boots replace)."""
+def study_calibration(study: optuna.Study, device_model=None) -> Calibration:
+    """The corrections every node of this study uses: seeded samples plus every booted trial's, for the
+    target's device and model (Calibration.for_device: a generic prior where the tables lack them)."""
     samples = [as_log_sample(s, f"log {i + 1} seeded by an older version")
                for i, s in enumerate(study.user_attrs.get(SEED_ATTR) or [])]
     samples += [TrialRecord.from_frozen(t).calibration_sample
                 for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
-    return Calibration.from_samples(samples, generic=generic)
-
-
-def generic_prior(ctx: TrialContext) -> bool:
-    """The performance model knows this device and model only as a generic prior (hardware.is_generic)."""
-    from ..perfmodel.hardware import is_generic
-
-    dm = ctx.device_model
-    return dm is not None and is_generic(dm.device, dm.model)
+    return Calibration.for_device(samples, device_model)
 
 
 def seed_calibration(study: optuna.Study, samples: list[dict[str, float]]) -> None:
@@ -112,7 +104,7 @@ def seed_calibration(study: optuna.Study, samples: list[dict[str, float]]) -> No
 
 def refresh_calibration(study: optuna.Study, ctx: TrialContext) -> Calibration:
     """Refit from every sample; say (once) when a log of a past boot is bounded or outvoted by the boots."""
-    cal = study_calibration(study, generic_prior(ctx))
+    cal = study_calibration(study, ctx.device_model)
     ctx.calibration = cal
     said = set((study.user_attrs.get(CAL_ATTR) or {}).get("notes") or [])
     summary = cal.summary()
@@ -162,12 +154,10 @@ class Screen:
                  poll_s: float = 0.5) -> TrialResult | None:
         """Wait until the trials `ahead` (claim()) are no longer running; None then (decide() reuses their
         result, or boots if they failed), or an interrupted result when `stop` is set meanwhile."""
-        from ..trial.run import status_line
-
         numbers = [t.number for t in ahead]
         trial.set_user_attr("waited_for", numbers)
         who = ", ".join(f"trial {t.number} ({_owner(t)})" for t in ahead)
-        status_line(self.ctx, f"trial {trial.number}: the same effective settings as {who}, running now: "
+        self.ctx.say(f"trial {trial.number}: the same effective settings as {who}, running now: "
                           "waiting for its result instead of booting them again")
         storage = optuna_private.storage_of(self.study)
         pending = list(ahead)

@@ -86,6 +86,11 @@ class TrialContext:
     # tune --release auto: what was read off the node and why (detect.Detection.describe()); None: given
     release_detection: dict | None = None
 
+    def say(self, text: str) -> None:
+        """One line of the study's live output (progress), if anyone listens."""
+        if self.progress is not None:
+            self.progress(text)
+
 
 @dataclass
 class Slot:
@@ -301,7 +306,7 @@ class _TrialRun:
                 hit_rate = self.shared.hit_rate(self.settings.server, self.cache_before,
                                                 shapes_compiled(watch.read(lambda w: w.summary()).warmup_steps))
                 for note in self.shared.take_notes():
-                    status_line(ctx, note)
+                    ctx.say(note)
             finish_trial(ctx, self.settings, result, self.tp, hit_rate)
         result.timings["total_s"] = round(time.monotonic() - self.t0, 3)
         return result
@@ -467,15 +472,9 @@ def _last_error(tail: list[str]) -> str:
     return f" | last error: {text[-300:]}" if text else ""
 
 
-def status_line(ctx: TrialContext, text: str) -> None:
-    """One line of the study's live output (ctx.progress), if anyone listens."""
-    if ctx.progress is not None:
-        ctx.progress(text)
-
-
 def _slot_status(ctx: TrialContext, slot: Slot, text: str) -> None:
     """A slot's stage: on its progress bar when there is one, else as a status line."""
     if ctx.on_progress is not None:
         ctx.on_progress(slot.index, text, 0, 0, None)
     else:
-        status_line(ctx, f"slot {slot.index}: {text}")
+        ctx.say(f"slot {slot.index}: {text}")
