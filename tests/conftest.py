@@ -39,8 +39,10 @@ def pytest_configure(config):
 
 # On two cores the tier's servers are CPU-bound and every other worker competes with them: a worker
 # lowers its own priority (and its children's: tuners, simulators, PostgreSQL) once it runs anything
-# else, so the long pole runs at nearly full speed and the rest fills the time left.
-OTHER_WORKERS_NICE = 10
+# else, so the long pole runs at nearly full speed and the rest fills the time left. Not lower than 5:
+# at nice 10 (a tenth of a nice-0 task's CPU share) a simulator beside two busy vLLM processes took over
+# 5 s to exit on SIGINT, and stop tests that expect a polite exit saw SIGTERM.
+OTHER_WORKERS_NICE = 5
 _lowered: list[bool] = []
 
 

@@ -76,6 +76,24 @@ def _run(argv, env, timeout=600) -> subprocess.CompletedProcess:
                           check=False)
 
 
+def _run_together(*runs: tuple[list, dict], timeout=600) -> list[subprocess.CompletedProcess]:
+    """Several clients at once against one server (vLLM's client spends most of its ~10 s importing):
+    what each sends and counts does not depend on the others, only the timings would."""
+    procs = [subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for argv, env in runs]
+    done = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
+
+
 def _models(base_url: str, key: str | None = None) -> list[dict]:
     req = urllib.request.Request(base_url + "/v1/models", headers={"Authorization": f"Bearer {key}"} if key else {})
     with _NO_PROXY.open(req, timeout=10) as resp:
@@ -349,8 +367,8 @@ class TestFromServeScript:
         env = server_env(root / "nokey")
         line = ["--base-url", script_server.base_url, "--model", vllm_env.model, "--served-model-name", SERVED,
                 "--num-prompts", "4", "--random-input-len", "32", "--random-output-len", "4", "--disable-tqdm"]
-        ours = _run([*bucket_tuner(), "bench", *line], env)
-        theirs = _run([vllm_env.vllm, "bench", "serve", "--backend", "vllm", *line], env)
+        ours, theirs = _run_together(([*bucket_tuner(), "bench", *line], env),
+                                     ([vllm_env.vllm, "bench", "serve", "--backend", "vllm", *line], env))
         assert ours.returncode == 2 and KEY_LINE in ours.stderr, ours.stderr[-2000:]
         _FIGURES.append(f"missing key: ours exit {ours.returncode}: {ours.stderr.strip().splitlines()[-1][:150]}; "
                         f"vLLM's client exit {theirs.returncode}, "
@@ -360,10 +378,10 @@ class TestFromServeScript:
     def test_chat_prompts_carry_vllms_token_counts(self, study, script_server, vllm_env, tmp_path):
         root = study.root
         args = (script_server.base_url, vllm_env.model, 40, 128, 8)
-        theirs = _run([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs", SERVED)],
-                      _keyed(root, "c1"))
+        theirs, ours = _run_together(
+            ([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs", SERVED)], _keyed(root, "c1")),
+            ([*bucket_tuner(), "bench", *_chat_line(*args, tmp_path / "ours", SERVED)], _keyed(root, "c2")))
         assert theirs.returncode == 0, theirs.stdout[-2000:] + theirs.stderr[-2000:]
-        ours = _run([*bucket_tuner(), "bench", *_chat_line(*args, tmp_path / "ours", SERVED)], _keyed(root, "c2"))
         assert ours.returncode == 0, ours.stdout[-2000:] + ours.stderr[-2000:]
         d, v = _result(tmp_path / "ours"), _result(tmp_path / "theirs")
         assert d["completed"] == v["completed"] == 40
@@ -374,9 +392,9 @@ class TestFromServeScript:
     def test_long_chat_prompts_complete_as_vllms_do(self, study, script_server, vllm_env, tmp_path):
         root = study.root
         args = (script_server.base_url, vllm_env.model, 10, 1800, 128)
-        theirs = _run([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs", SERVED)],
-                      _keyed(root, "l1"))
-        ours = _run([*bucket_tuner(), "bench", *_chat_line(*args, tmp_path / "ours", SERVED)], _keyed(root, "l2"))
+        theirs, ours = _run_together(
+            ([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs", SERVED)], _keyed(root, "l1")),
+            ([*bucket_tuner(), "bench", *_chat_line(*args, tmp_path / "ours", SERVED)], _keyed(root, "l2")))
         assert theirs.returncode == 0 and ours.returncode == 0, ours.stderr[-2000:]
         d, v = _result(tmp_path / "ours"), _result(tmp_path / "theirs")
         _parity(f"long chat 10 x 1800 + 128 on a {MAX_LEN}-token server", d, v)
@@ -389,9 +407,10 @@ class TestFromServeScript:
         line = ["--base-url", script_server.base_url, "--model", vllm_env.model, "--served-model-name", SERVED,
                 "--dataset-name", "random", "--num-prompts", "6", "--random-input-len", str(MAX_LEN + 100),
                 "--random-output-len", "4", "--disable-tqdm"]
-        theirs = _run([vllm_env.vllm, "bench", "serve", "--backend", "vllm", *line], _keyed(root, "e1"))
-        ours = _run([*bucket_tuner(), "bench", *line], _keyed(root, "e2"))
-        strict = _run([*bucket_tuner(), "bench", *line, "--fail-on-errors"], _keyed(root, "e3"))
+        theirs, ours, strict = _run_together(
+            ([vllm_env.vllm, "bench", "serve", "--backend", "vllm", *line], _keyed(root, "e1")),
+            ([*bucket_tuner(), "bench", *line], _keyed(root, "e2")),
+            ([*bucket_tuner(), "bench", *line, "--fail-on-errors"], _keyed(root, "e3")))
         assert "Failed requests:                         6" in theirs.stdout, theirs.stdout[-2000:]
         assert ours.returncode == theirs.returncode == 0, (ours.returncode, theirs.returncode)
         assert "maximum context length" in ours.stdout and "exit status 0, as vllm bench serve's" in ours.stderr
@@ -434,10 +453,10 @@ class TestFromConfigFile:
                                                                          tmp_path):
         root = study.root
         args = (config_server.base_url, None, 40, 128, 8)
-        theirs = _run([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs")],
-                      server_env(root / "a1"))
+        theirs, ours = _run_together(
+            ([vllm_env.vllm, "bench", "serve", *_chat_line(*args, tmp_path / "theirs")], server_env(root / "a1")),
+            ([*bucket_tuner(), "bench", *_chat_line(*args, tmp_path / "ours")], server_env(root / "a2")))
         assert theirs.returncode == 0, theirs.stdout[-2000:] + theirs.stderr[-2000:]
-        ours = _run([*bucket_tuner(), "bench", *_chat_line(*args, tmp_path / "ours")], server_env(root / "a2"))
         assert ours.returncode == 0, ours.stdout[-2000:] + ours.stderr[-2000:]
         assert f"First model name: {ALIAS2}, first model id: {vllm_env.model2}" in ours.stdout
         d, v = _result(tmp_path / "ours"), _result(tmp_path / "theirs")

@@ -86,7 +86,7 @@ def _claims(tmp_path):
     from tuner.study.screen import Screen
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", directions=["maximize"])
-    screen = Screen(study, SimpleNamespace(progress=None), remeasure=1)
+    screen = Screen(study, SimpleNamespace(progress=None, say=lambda text: None), remeasure=1)
     a, b = study.ask(), study.ask()
     return study, screen, a, b
 

@@ -88,7 +88,7 @@ def test_a_normal_stop_releases_the_watchdog(tmp_path):
         # Its own session: the terminal's Ctrl-C to the tuner's group never reaches it.
         assert os.getsid(watchdog.pid) == watchdog.pid
         kids = wait_for(lambda: len(child_pids(lines)) == 4 and child_pids(lines), what="4 kids")
-        report = srv.stop(grace_int_s=5, grace_term_s=5, grace_kill_s=2)
+        report = srv.stop(grace_int_s=15, grace_term_s=5, grace_kill_s=2)  # SIGINT expected: a long grace
     finally:
         srv.stop()
         for pid in tagged(tag):
