@@ -1,4 +1,5 @@
 import os
+import signal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +34,12 @@ class _TierScheduling:
 
 
 def pytest_configure(config):
+    # A shell starts a background job (`bash .ci/run &`, `nohup ... &`) with SIGINT ignored, and an ignored
+    # signal stays ignored across exec: every server a test starts would shrug off the SIGINT a stop
+    # sends first. Handled, it is reset to the default in each child, as under the tuner, which installs
+    # its own handler before it starts a server (study/interrupt.py).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_TierScheduling(), "bucket-tuner-tier-scheduling")
 
