@@ -13,7 +13,8 @@
 3. the genuine vLLM started from the YAML with `vllm serve MODEL2 --config` and an alias: the second
    model, whose tokenizer differs in vocabulary, specials, template and BOS: with no --model the
    model behind the alias gives the tokenizer, chat parity again, and without a tokenizer one line
-   says the chat length is not controlled.
+   says the chat length is not controlled; that server was started by a tuner in a process of its own,
+   which is then killed with SIGKILL: its watchdog leaves no process and no record behind.
 
 Figures (ours vs vLLM's client, the study's trials) are printed at the end of the module.
 """
@@ -37,6 +38,7 @@ import yaml
 
 from tuner.serve.process import ServerProcess, find_free_port
 
+from ..conftest import ROOT
 from .conftest import _FIGURES
 from .test_realvllm import (
     BOOT_LIMIT_S,
@@ -45,6 +47,8 @@ from .test_realvllm import (
     VOCAB,
     TreeRecorder,
     bucket_tuner,
+    listening,
+    proc_table,
     server_env,
     venv_processes,
 )
@@ -421,6 +425,52 @@ class TestFromServeScript:
 
 
 # ------------------------------------------------------------------------------------ 3: --config
+# A tuner in a process of its own starts the server (our launcher, with its watchdog) and waits; the
+# class's last test kills that tuner with SIGKILL: no handler, no atexit, no `with` block runs in it.
+TUNER = r"""
+import json, sys, time
+from tuner.serve.process import ServerProcess
+argv, env, log, records, url, port, limit = json.loads(sys.argv[1])
+srv = ServerProcess(records_dir=records).start(argv, env, log, port=port)
+out = srv.wait_ready(url, boot_timeout_s=limit, warmup_timeout_s=limit)
+print(json.dumps({"ok": out.ok, "reason": out.reason, "pid": srv.pid, "pgid": srv.pgid}), flush=True)
+time.sleep(900)
+"""
+
+
+class KillableTuner:
+    """A genuine server started by a tuner process we can kill, its tree recorded from the start."""
+
+    def __init__(self, argv, env, tmp: Path, port: int):
+        self.tmp, self.port, self.base_url = tmp, port, f"http://127.0.0.1:{port}"
+        self.log, self.records = tmp / "server.log", tmp / "run"
+        payload = json.dumps([[str(a) for a in argv], env, str(self.log), str(self.records), self.base_url, port,
+                              BOOT_LIMIT_S])
+        t0 = time.monotonic()
+        self.tuner = subprocess.Popen([sys.executable, "-c", TUNER, payload], stdout=subprocess.PIPE, text=True,
+                                      cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+        self.recorder = TreeRecorder(self.tuner.pid)
+        self.info = json.loads(self.tuner.stdout.readline() or "{}")
+        self.ready_s = time.monotonic() - t0
+        if not self.info.get("ok"):
+            self.close()
+            raise AssertionError(f"{self.info}\n{self.log.read_text()[-3000:] if self.log.exists() else ''}")
+
+    def close(self):
+        """Whatever happened: the tuner gone, its watchdog given its time, then nothing of the tree left."""
+        if self.tuner.poll() is None:
+            self.tuner.kill()
+            self.tuner.wait()
+        self.tuner.stdout.close()
+        deadline = time.monotonic() + 40
+        while self.recorder.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.recorder.stop()
+        left = self.recorder.alive()
+        self.recorder.kill_all()
+        assert not left, f"left behind: {left}"
+
+
 @pytest.fixture(scope="class")
 def config_server(study, vllm_env):
     root, folder = study.root, study.folder
@@ -428,8 +478,9 @@ def config_server(study, vllm_env):
     env.update(line.split("=", 1) for line in (folder / "best.env").read_text().splitlines()
                if line and not line.startswith("#"))
     port = find_free_port()
-    server = Genuine([vllm_env.vllm, "serve", vllm_env.model2, "--config", folder / "best.vllm.yaml",
-                      "--served-model-name", ALIAS2, "--host", "127.0.0.1", "--port", port], env, root / "config", port)
+    server = KillableTuner([vllm_env.vllm, "serve", vllm_env.model2, "--config", folder / "best.vllm.yaml",
+                            "--served-model-name", ALIAS2, "--host", "127.0.0.1", "--port", port], env,
+                           root / "config", port)
     _FIGURES.append(f"vLLM started from best.vllm.yaml (model 2): launch to /health 200 in {server.ready_s:.1f} s")
     try:
         yield server
@@ -439,7 +490,8 @@ def config_server(study, vllm_env):
 
 class TestFromConfigFile:
     """`vllm serve MODEL2 --config best.vllm.yaml --served-model-name chat-small`: the trial's flags on the
-    second model (command-line model and flags win over the file's)."""
+    second model (command-line model and flags win over the file's); then the tuner that started it is
+    killed, and its watchdog leaves no process of it."""
 
     def test_the_config_file_gives_the_trials_flags(self, study, config_server, vllm_env):
         (model,) = _models(config_server.base_url)
@@ -476,3 +528,31 @@ class TestFromConfigFile:
         d = _result(tmp_path)
         _FIGURES.append(f"chat without a tokenizer (4 x 64 asked): {d['total_input_tokens'] / 4:.0f} input tokens "
                         "per request, said once on stderr")
+
+    def test_a_killed_tuner_leaves_no_vllm_process(self, config_server):
+        """SIGKILL to the tuner while its `vllm serve` (API server -> EngineCore -> Worker, +
+        resource_tracker) is ready and idle; nobody re-runs the tuner, and within seconds the watchdog
+        has stopped the whole tree and removed its record."""
+        server, info = config_server, config_server.info
+        roles = server.recorder.wait_roles(("api_server", "EngineCore"), timeout_s=20)
+        assert {"api_server", "EngineCore"} <= roles, roles
+        tree = {pid: rec for pid, rec in server.recorder.seen.items() if pid != server.tuner.pid}
+        server.tuner.kill()  # SIGKILL
+        server.tuner.wait(10)
+        killed_at = time.monotonic()
+
+        def group_alive() -> bool:
+            return any(p["pgid"] == info["pgid"] and p["state"] not in "ZX" for p in proc_table().values())
+
+        while (server.recorder.alive() or group_alive()) and time.monotonic() - killed_at < 30:
+            time.sleep(0.2)
+        gone_after = time.monotonic() - killed_at
+        assert not server.recorder.alive(), f"left {gone_after:.0f} s after the kill: {server.recorder.alive()}"
+        assert not group_alive() and not listening(server.port)
+        _FIGURES.append(f"orphan check: {len(tree)} processes of the killed tuner's vLLM gone {gone_after:.1f} s "
+                        "after kill -9")
+        assert "watchdog: the tuner is gone" in server.log.read_text(errors="replace")
+        # the watchdog removes the record once its escalation has returned (a moment after the last exit)
+        while list(server.records.glob("server-*.json")) and time.monotonic() - killed_at < 40:
+            time.sleep(0.2)
+        assert not list(server.records.glob("server-*.json"))

@@ -10,9 +10,9 @@ Every test here runs one real server at a time (an fcntl lock also keeps other p
 this machine from starting one meanwhile), and the suite runs the whole tier on one xdist worker
 (tests/conftest.py). A server cycle costs ~20-60 s on 2 cores, so the tier's boots are few and shared:
 this module has two (one shared by the bench tests and ended by the launcher's stop during open
-streams, one for the stop after a Ctrl-C), test_deployed_realvllm.py four (a two-trial study, which
-also covers the load sweep and the cached-warm-up fallback, then servers from its exported files) and
-test_orphans_realvllm.py one.
+streams, one for the stop after a Ctrl-C) and test_deployed_realvllm.py four (a two-trial study, which
+also covers the load sweep and the cached-warm-up fallback, then servers from its exported files, the
+last one started by a tuner that is then killed: no orphan is left).
 Facts relied on: docs/real-vllm-cpu.md.
 """
 
