@@ -81,9 +81,19 @@ def _stop_on_signals(command: str) -> dict:
     from .serve.process import install_signal_handlers
 
     signals = (signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.getsignal(sig) for sig in signals}
+    previous = {sig: signal.getsignal(sig) for sig in (*signals, signal.SIGINT)}
     install_signal_handlers(signals)
+    if previous[signal.SIGINT] == signal.SIG_IGN:
+        # Started as a shell's background job (`bucket-tuner tune ... &` in a script): SIGINT is ignored,
+        # and an ignored signal stays ignored across exec, so every server started here would shrug off
+        # the SIGINT a stop sends first. A handler that does nothing keeps the tuner deaf to it, as it
+        # was started, and is reset to the default in each child.
+        signal.signal(signal.SIGINT, _deaf)
     return previous
+
+
+def _deaf(signum, frame) -> None:
+    """SIGINT while the tuner was started with it ignored: still ignored (see _stop_on_signals)."""
 
 
 def report_failure(exc: BaseException, command: str, argv: list[str], debug: bool) -> int:
