@@ -114,8 +114,8 @@ def refresh_calibration(study: optuna.Study, ctx: TrialContext) -> Calibration:
                             "(bounded, outvoted by the boots)", *summary.get("notes", [])]
     study.set_user_attr(CAL_ATTR, summary)
     for note in summary.get("notes", []):
-        if note not in said and ctx.progress is not None:
-            ctx.progress(f"calibration: {note}")
+        if note not in said:
+            ctx.say(f"calibration: {note}")
     return cal
 
 
