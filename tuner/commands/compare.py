@@ -123,12 +123,11 @@ def read_env_file(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
 
 def _from_study(study, trial) -> tuple[dict[str, str], dict[str, Any], dict[str, str], str]:
     """(env, server options, device and model, a description) of a study's trial."""
-    from ..buckets.runtime import DIAGNOSTIC_VARIABLES
-    from ..serve.redact import is_secret_name
+    from ..results.export import export_env
     from ..vocabulary.record import TrialRecord
 
+    env, _ = export_env(trial, None)  # the trial's own variables, as its env file sets them (no secrets)
     rec = TrialRecord.from_frozen(trial)
-    env = {k: v for k, v in rec.env.items() if not is_secret_name(k) and k not in DIAGNOSTIC_VARIABLES}
     backend = study.user_attrs.get("backend") or {}
     model = {k: v for k, v in (("device", backend.get("device")), ("model", backend.get("sim_model"))) if v}
     return env, dict(rec.server), model, f"study {study.study_name}, trial {trial.number}"
