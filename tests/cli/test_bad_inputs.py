@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tuner.cli import main
-from tuner.serve.process import find_free_port
+from tuner.serve.ports import find_free_port
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from tuner.cli import main
-from tuner.serve.process import ServerProcess, find_free_port
+from tuner.serve.ports import find_free_port
+from tuner.serve.process import ServerProcess
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 

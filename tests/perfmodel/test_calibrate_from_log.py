@@ -84,7 +84,7 @@ def test_tune_calibrate_from_end_to_end(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("name: cal\nrelease: fork-1.22\nserver: {max_model_len: 2048, block_size: 128, "
                      "max_num_batched_tokens: 4096}\nparameters:\n  max_num_seqs: {type: categorical, choices: [16]}\n")
-    from tuner.serve.process import find_free_port
+    from tuner.serve.ports import find_free_port
 
     sim = [sys.executable, "-m", "tuner.sim", "meta-llama/Llama-3.1-8B-Instruct", "--release", "fork-1.22",
            "--max-num-seqs", "16", "--max-model-len", "2048", "--max-num-batched-tokens", "4096",

@@ -36,7 +36,8 @@ import optuna
 import pytest
 import yaml
 
-from tuner.serve.process import ServerProcess, find_free_port
+from tuner.serve.ports import find_free_port
+from tuner.serve.process import ServerProcess
 
 from ..conftest import ROOT
 from .conftest import _FIGURES

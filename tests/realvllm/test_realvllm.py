@@ -38,7 +38,8 @@ import pytest
 
 from tuner.logparse import LogWatcher
 from tuner.serve.backends import Backend
-from tuner.serve.process import ServerProcess, find_free_port
+from tuner.serve.ports import find_free_port
+from tuner.serve.process import ServerProcess
 
 from . import dropin
 from . import env as realenv

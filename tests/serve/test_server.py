@@ -21,13 +21,12 @@ from pathlib import Path
 import pytest
 
 from tuner.serve import process as srvmod
+from tuner.serve.ports import find_free_port, port_in_use
 from tuner.serve.process import (
     OutcomeKind,
     ServerProcess,
     cleanup_stale_groups,
     device_env,
-    find_free_port,
-    port_in_use,
 )
 from tuner.serve.redact import redact_argv, redact_env
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import aiohttp
 
-from tuner.serve.process import find_free_port
+from tuner.serve.ports import find_free_port
 
 from .test_sim_startup import FINISHED, FREE, GENERATED, HPU_BLOCKS, PREFIX, WARMUP
 

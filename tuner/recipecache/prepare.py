@@ -28,7 +28,8 @@ from pathlib import Path
 
 from ..logparse import LogWatcher
 from ..serve.backends import Backend
-from ..serve.process import ServerProcess, find_free_port
+from ..serve.ports import find_free_port
+from ..serve.process import ServerProcess
 from .manifest import (
     GUIDE_RATIO,
     VARIABLE,

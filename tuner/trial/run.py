@@ -33,7 +33,8 @@ from ..perfmodel.checks import TrialPrediction, rejection
 from ..perfmodel.projection import BootTracker
 from ..perfmodel.target import DeviceModel, predict_calibrated, predict_serving
 from ..serve.backends import Backend
-from ..serve.process import OutcomeKind, ServerProcess, device_env, find_free_port
+from ..serve.ports import find_free_port
+from ..serve.process import OutcomeKind, ServerProcess, device_env
 from ..serve.redact import redact_argv, redact_env
 from ..space.schema import TrialSettings
 from ..vocabulary.display import above

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.serve.process import find_free_port
+from tuner.serve.ports import find_free_port
 
 ROLE, PASSWORD = "tuner", "pw-" + uuid.uuid4().hex[:12]  # a per-session password, never on a command line
 

@@ -19,7 +19,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.serve.process import find_free_port
+from tuner.serve.ports import find_free_port
 from tuner.study import nodes
 
 from ...conftest import ROOT

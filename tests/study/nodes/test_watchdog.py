@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner.serve.process import ServerProcess, find_free_port
+from tuner.serve.ports import find_free_port
+from tuner.serve.process import ServerProcess
 
 from ...conftest import ROOT
 from ...serve.test_server import FAKE, child_pids, group_members, live, tagged, wait_for
