@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.perfmodel import Corrections  # noqa: E402
 from tuner.perfmodel.calibration import Calibration, Observation, evidence_sample  # noqa: E402
-from tuner.perfmodel.hardware import GiB, is_generic, shape_for  # noqa: E402
+from tuner.perfmodel.hardware import GiB, is_generic, model_for  # noqa: E402
 from tuner.perfmodel.projection import correction_of, step_key  # noqa: E402
 from tuner.perfmodel.target import DeviceModel, ModelTarget, predict  # noqa: E402
 from tuner.space.schema import TrialSettings  # noqa: E402
@@ -73,7 +73,7 @@ class Case:
     @property
     def node(self) -> tuple[str, str]:
         """The device and the model shape (a table's name for a served model path)."""
-        return self.device, shape_for(self.model).name
+        return self.device, model_for(self.model).name
 
     @property
     def settings(self) -> TrialSettings:
@@ -159,6 +159,9 @@ def _time_band(cal: Calibration, steps: list, fixed: float = 0.0) -> tuple[float
     return fixed + total, fixed + total * math.exp(-Z * sd), fixed + total * math.exp(Z * sd)
 
 
+WEIGHTS_BAND = 0.05
+
+
 def predict_quantity(case: Case, quantity: str, cal: Calibration) -> tuple[float, float, float] | None:
     """(central, low, high) of one logged quantity, the model calibrated by `cal`."""
     pred = predict(case.ctx, case.settings, cal.corrections)
@@ -183,6 +186,13 @@ def predict_quantity(case: Case, quantity: str, cal: Calibration) -> tuple[float
         f = fits["graph_mem"]
         sd = math.hypot(f.se, f.spread)
         return gib, gib * math.exp(-Z * sd), gib * math.exp(Z * sd)
+    if quantity == "weights_gib":
+        # Weights come from the model's config as stored (tuner/models), not from a fitted factor: the band
+        # is the allocator's and the checkpoint's unknowns (scales, buffers), a stated +-5%.
+        if pred.memory is None:
+            return None
+        gib = pred.memory.weights / GiB
+        return gib, gib * (1 - WEIGHTS_BAND), gib * (1 + WEIGHTS_BAND)
     if quantity == "load_s":
         f = fits["load"]
         sd = math.hypot(f.se, f.spread)
@@ -196,7 +206,7 @@ def quantities(case: Case) -> list[tuple[str, float, str]]:
         out.append(("warmup", float(obs["warmup"]["seconds"]), "s"))
     out += [(name, float(p["seconds"]), "s") for name, p in (obs.get("phases") or {}).items()]
     out += [(k, float(obs[k]), unit) for k, unit in (("kv_blocks", "blocks"), ("graph_mem_gib", "GiB"),
-                                                     ("load_s", "s")) if k in obs]
+                                                     ("weights_gib", "GiB"), ("load_s", "s")) if k in obs]
     return out
 
 

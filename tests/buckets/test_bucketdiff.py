@@ -135,7 +135,7 @@ def test_compare_releases_from_a_studys_pick(tmp_path, capsys):
     (["--env-file", "nope.env"], "--env-file nope.env: file not found"),
     (["--trial", "2"], "--trial 2 needs the STUDY"),
     (["a", "b"], "give at most one STUDY"),
-    (["--model-shape", "gpt-9"], "--model-shape: unknown simulated model 'gpt-9'"),
+    (["--model-shape", "gpt-9"], "--model-shape: unknown model 'gpt-9'"),
 ])
 def test_bad_release_diff_inputs_are_one_line_errors(tmp_path, capsys, argv, named):
     code = main(["compare", "--release", "fork-1.21.0", "fork-1.21.2", "--results", str(tmp_path), *argv])

@@ -15,7 +15,7 @@ import yaml
 from tuner.explain import explain
 from tuner.explain.render import WIDTH, render_text, to_json
 
-from ..conftest import LOG_SAMPLES
+from ..conftest import LOG_SAMPLES, ROOT
 
 FACTS = {f["file"]: f for f in yaml.safe_load((LOG_SAMPLES / "facts.yaml").read_text())}
 LOGS = sorted(str(p.relative_to(LOG_SAMPLES)) for p in LOG_SAMPLES.rglob("*.log"))
@@ -205,13 +205,23 @@ def test_model_shape_takes_the_tensor_parallel_size_from_the_log():
     assert "TP 1)" in forced["advice"]["predicted_by"]
 
 
-def test_model_shape_accepts_a_model_the_tables_lack():
-    proc = _cli(str(LOG_SAMPLES / F117), "--json", "--model-shape", "Qwen/Qwen2.5-32B-Instruct")
+def test_model_shape_takes_any_model_known_from_its_config_and_refuses_a_name_nothing_knows(tmp_path):
+    proc = _cli(str(LOG_SAMPLES / F117), "--json", "--model-shape", "Qwen/Qwen2.5-32B")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert "a generic 32B shape sized from the name 'Qwen/Qwen2.5-32B-Instruct'" in doc["advice"]["predicted_by"]
+    assert "Qwen/Qwen2.5-32B" in doc["advice"]["predicted_by"]
     logged = next(a for a in doc["advice"]["alternatives"] if a["name"] == "as logged")
     assert logged["predicted_warmup_s"] is not None and logged["error"] is None
+    # a model folder of the user's own: its config.json is the model
+    folder = tmp_path / "my-finetune"
+    folder.mkdir()
+    (folder / "config.json").write_text((ROOT / "tuner/models/catalogue/Qwen__Qwen3-8B.json").read_text())
+    proc = _cli(str(LOG_SAMPLES / F117), "--json", "--model-shape", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert str(folder) in json.loads(proc.stdout)["advice"]["predicted_by"]
+    proc = _cli(str(LOG_SAMPLES / F117), "--model-shape", "my-org/custom-13b")
+    assert proc.returncode == 2 and "unknown model 'my-org/custom-13b'" in proc.stderr
+    assert "config.json" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_ranks_repeating_the_bucket_lines_are_one_start():

@@ -73,7 +73,12 @@ LIMITS = {
     ("fork-1.16-enterprise-rag-eager", "warmup", "itself"): 0.00,
     ("fork-1.20-issue776-gaudi1", "load_s", "prior"): 0.34, ("fork-1.20-issue776-gaudi1", "load_s", "itself"): 0.09,
     ("fork-1.20-issue809-deepseek-tp8", "load_s", "prior"): 0.60,
-    ("fork-1.20-issue809-deepseek-tp8", "load_s", "itself"): 0.05,
+    # 0.05 while DeepSeek-R1 was a generic shape with a wide prior; read from its config (issue 32) the
+    # prior is the documented one, so one log moves the load factor less.
+    ("fork-1.20-issue809-deepseek-tp8", "load_s", "itself"): 0.075,
+    # Weights from the config as stored (FP8, 671B, TP 8): 78.37 GiB against the logged 79.41 GiB.
+    ("fork-1.20-issue809-deepseek-tp8", "weights_gib", "prior"): 0.015,
+    ("fork-1.20-issue809-deepseek-tp8", "weights_gib", "itself"): 0.015,
 }
 SLACK = 0.01
 

@@ -1,16 +1,20 @@
-"""A device or model the performance model's tables lack: a generic prior from the name, predictions from the
-first trial on, and corrections that the first boots set (the tuner is told nothing of the real shape)."""
+"""A device the performance model's tables lack: a generic prior, predictions from the first trial on, and
+corrections that the first boots set (the tuner is told nothing of the real device). A model is never a
+guess: it is known from its config (tests/models), and a name nothing knows is refused."""
 
 from __future__ import annotations
 
 import math
 from types import SimpleNamespace
 
+import pytest
+
 from tuner.load.workload import RandomWorkload
+from tuner.models import UnknownModelError
 from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
 from tuner.perfmodel import target as M
 from tuner.perfmodel.calibration import Calibration
-from tuner.perfmodel.hardware import MODELS, device_for, generic_shape, is_generic, shape_for
+from tuner.perfmodel.hardware import device_for, is_generic, model_for
 from tuner.report.sections import _calibration
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
@@ -28,19 +32,16 @@ SPACE = {
 }
 
 
-def test_a_shape_the_tables_lack_is_sized_from_its_name():
-    s = shape_for("my-org/custom-13b")
-    assert s.generic and s.params == 13_000_000_000 and s.heads % 8 == 0
-    assert MODELS["llama-3.1-8b"].layers < s.layers < MODELS["llama-3.1-70b"].layers
-    assert generic_shape("my-org/custom").params == 8_000_000_000  # no size in the name
-    assert not shape_for("llama-3.1-8b").generic and not shape_for("meta-llama/Llama-3.1-70B").generic
+def test_a_model_nothing_knows_is_refused_not_sized_from_its_name():
+    with pytest.raises(UnknownModelError, match="my-org/custom-13b.*Pass the model's folder or its config.json"):
+        model_for("my-org/custom-13b")
+    assert not model_for("llama-3.1-8b").generic and not model_for("meta-llama/Llama-3.1-70B").generic
     assert device_for("gaudi9").generic and device_for("gaudi9").name == "gaudi9"
     assert not is_generic("gaudi2", "llama-3.1-8b") and is_generic("gaudi9", "llama-3.1-8b")
-    assert is_generic("gaudi2", "my-org/custom-13b")
 
 
 def test_a_generic_prior_predicts_and_its_uncertainty_is_wide():
-    pred = predict_startup("fork-1.22", SimSettings(model="my-org/custom-13b", device="gaudi9"),
+    pred = predict_startup("fork-1.22", SimSettings(model="Qwen/Qwen3-14B", device="gaudi9"),
                            ServerInputs(max_model_len=1024, max_num_seqs=16), {})
     assert pred.failure is None and pred.num_blocks > 0 and pred.warmup_seconds > 0
     known, generic = Calibration().fit("kv_block"), Calibration(generic=True).fit("kv_block")
@@ -51,12 +52,12 @@ def test_a_generic_prior_predicts_and_its_uncertainty_is_wide():
     assert Calibration().update(sample).corrections.kv_block > 0.85
 
 
-def test_a_study_on_a_model_the_tuner_does_not_know_calibrates_from_its_first_boot(tmp_path):
-    # The simulator serves Llama-3.1-8B; the tuner is told only "my-org/custom-13b" (no table entry).
-    backend = Backend("sim", model="my-org/custom-13b", sim_release="fork-1.22", sim_device="gaudi2",
-                      sim_model="llama-3.1-8b", time_scale=0.2, startup_time_scale=0.02)  # step times well above jitter
+def test_a_study_on_a_device_the_tuner_does_not_know_calibrates_from_its_first_boot(tmp_path):
+    # The simulator plays a Gaudi 3; the tuner is told only "gaudi9" (no table entry: Gaudi 2's constants).
+    backend = Backend("sim", model="llama-3.1-8b", sim_release="fork-1.22", sim_device="gaudi3",
+                      time_scale=0.2, startup_time_scale=0.02)  # step times well above jitter
     ctx = T.TrialContext(backend=backend, workload=RandomWorkload(200, 16, num_prompts=16), release="fork-1.22",
-                         device_model=M.DeviceModel("gaudi2", "my-org/custom-13b", "bf16"),
+                         device_model=M.DeviceModel("gaudi9", "llama-3.1-8b", "bf16"),
                          load=T.LoadOptions(max_concurrency=8, warmup_requests=2))
     opts = StudyOptions(name="generic", results_root=tmp_path, n_trials=4, enqueue_defaults=False)
     space = SearchSpace.from_dict(SPACE)
@@ -69,17 +70,16 @@ def test_a_study_on_a_model_the_tuner_does_not_know_calibrates_from_its_first_bo
 
     first, later = trials[0], trials[1:]
     assert first.user_attrs["predicted"]["calibrated_from"] == 0  # the generic prior itself
-    assert error(first, "kv_blocks") > 0.2 and error(first, "warmup_s") > 0.1  # 13B guessed, 8B served
+    assert error(first, "kv_blocks") > 0.2  # Gaudi 2's memory guessed, Gaudi 3's served
     for t in later:  # from the second boot on, calibrated by the first: close to what the boot shows
         assert t.user_attrs["predicted"]["calibrated_from"] >= 1
         assert error(t, "kv_blocks") < 0.02
         # Better than the generic prior on every boot; how much better is a figure (~0.05 on a quiet
         # machine, 0.11 seen with the suite's other workers slowing the time-scaled simulator's steps).
         assert error(t, "warmup_s") < error(first, "warmup_s")
-    assert sum(error(t, "warmup_s") for t in later) / len(later) < error(first, "warmup_s") / 2
     cal = run.study.user_attrs["calibration"]
     assert cal["prior"] == "generic" and cal["boots"] == len(trials)
     assert not [t for t in run.study.trials if t.state.name == "WAITING"]  # no proposal left behind
-    assert cal["free_mem_offset_gib"]["value"] > 5  # the 8B weights leave ~10 GiB more than a 13B guess
+    assert cal["free_mem_offset_gib"]["value"] > 5  # Gaudi 3 has ~32 GiB more than the Gaudi 2 stand-in
     report_data = SimpleNamespace(study=run.study, release=ctx.release)
     assert "generic stand-in" in _calibration(report_data)  # the report says so

@@ -12,6 +12,9 @@ from pathlib import Path
 
 from ..errors import RuntimeFailure, UserError
 
+MODEL_HELP = ("the served model, known from its config.json: a catalogue name (bucket-tuner models), a "
+              "Hugging Face id in the local cache, a model folder or a config.json path")
+
 
 class UsageError(UserError):
     """A bad command-line value; printed as `error: ...` with exit status 2."""

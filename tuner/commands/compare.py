@@ -80,7 +80,8 @@ def add_release_flags(p) -> None:
                    help="KV blocks for both (default: each release's own, as the performance model predicts)")
     g.add_argument("--device", choices=("gaudi2", "gaudi3"), help="for the prediction (default: the study's, "
                                                                     "else gaudi2)")
-    g.add_argument("--model-shape", help="for the prediction (default: the study's, else llama-3.1-8b)")
+    g.add_argument("--model-shape", help="for the prediction (default: the study's, else llama-3.1-8b): "
+                   "a catalogue name, a cached Hugging Face id, a model folder or a config.json")
     g.add_argument("--json", action="store_true", help="print one JSON object")
 
 

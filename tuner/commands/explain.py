@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import UsageError
+from . import MODEL_HELP, UsageError
 
 
 def register(sub) -> None:
@@ -29,8 +29,7 @@ def register(sub) -> None:
     p.add_argument("--output-len", type=int, help="typical output length of your traffic (for the calculator)")
     m = p.add_argument_group("performance model (optional: predictions calibrated with this log, as "
                              "`tune --calibrate-from` would make them)")
-    m.add_argument("--model-shape", help="the served model: a table shape (llama-3.1-8b, llama-3.1-70b) or any "
-                   "model name, sized from the name (e.g. Qwen/Qwen2.5-32B-Instruct: a generic 32B shape)")
+    m.add_argument("--model-shape", help=f"{MODEL_HELP} (default: the log's model line, when known here)")
     m.add_argument("--device", choices=("gaudi2", "gaudi3"),
                    help="default: the device the log's memory lines show, else gaudi2")
     m.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
@@ -45,16 +44,37 @@ def _positive(name: str, value):
     return value
 
 
-def _model_advice(x, lines: list[str], args) -> None:
+def _model_name(x, args) -> str | None:
+    """The model to predict with: --model-shape, else the log's own model line when its config is known
+    here (a folder, the HF cache or the catalogue); a log's model nothing knows is said, not guessed."""
+    from ..models import UnknownModelError, resolve
+
+    if args.model_shape is not None:
+        name = args.model_shape.strip()
+        if not name:
+            raise UsageError("--model-shape is empty: give a catalogue name (llama-3.1-8b), a model folder "
+                             "or a config.json")
+        resolve(name)  # an unknown name is the user's error, said now
+        return name
+    logged = x.server.model
+    if not logged:
+        return None
+    try:
+        resolve(logged)
+    except UnknownModelError as e:
+        x.advice.notes.append(f"no model prediction: the log's model {logged!r} is not known here ({e}); "
+                              "pass --model-shape")
+        return None
+    x.advice.assumptions.append(f"model {logged} (the log's model line; pass --model-shape to change it)")
+    return logged
+
+
+def _model_advice(x, lines: list[str], args, name: str) -> None:
     """Predict the alternatives with the performance model calibrated with this log: the device and the
-    tensor-parallel size the log shows unless given, a generic shape for a model the tables lack."""
-    from ..perfmodel.hardware import DEVICES, shape_for
+    tensor-parallel size the log shows unless given, the model from its config."""
+    from ..perfmodel.hardware import DEVICES
     from ..study.logcalibration import LogCalibrationError, model_advice
 
-    name = args.model_shape.strip()
-    if not name:
-        raise UsageError("--model-shape is empty: give a table shape (llama-3.1-8b) or a model name")
-    shape = shape_for(name)
     facts = x.server
     device = args.device or (facts.device if facts.device in DEVICES else None)
     if device is None:
@@ -76,9 +96,7 @@ def _model_advice(x, lines: list[str], args) -> None:
         x.advice.notes.append(f"no model prediction: {exc}")
         return
     if x.advice.predicted_by.startswith("the performance model"):
-        what = (f"a generic {shape.params / 1e9:.0f}B shape sized from the name {name!r}" if shape.generic
-                else name)
-        x.advice.predicted_by = (f"the performance model ({device}, {what}, {args.dtype}, TP {tp}) "
+        x.advice.predicted_by = (f"the performance model ({device}, {name}, {args.dtype}, TP {tp}) "
                                  "calibrated with this log")
 
 
@@ -102,8 +120,9 @@ def cmd_explain(args) -> int:
         # errors="replace": a log cut mid-character or holding binary junk is still read
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     x = explain(lines, source=args.log, advise_opts=opts)
-    if args.model_shape is not None:
-        _model_advice(x, lines, args)
+    name = _model_name(x, args)
+    if name is not None:
+        _model_advice(x, lines, args, name)
     if args.json:
         print(json.dumps(to_json(x), indent=2))
     else:

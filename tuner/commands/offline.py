@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..buckets import ServerConfig
-from . import UsageError
+from . import MODEL_HELP, UsageError
 
 DEVICES = ("gaudi2", "gaudi3")
 _WARMUP_FACTORS = ("prompt_warmup", "decode_warmup", "capture")
@@ -40,7 +40,7 @@ def _round(v: float | None) -> float | None:
 def add_model_flags(p, *, title: str = "prediction (the performance model; nothing is booted)") -> None:
     g = p.add_argument_group(title)
     g.add_argument("--model-shape", default="llama-3.1-8b",
-                   help="the served model's shape (default llama-3.1-8b; see tune --model-shape)")
+                   help=f"{MODEL_HELP} (default llama-3.1-8b)")
     g.add_argument("--device", default="gaudi2", choices=DEVICES, help="default gaudi2")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
     g.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F",
@@ -53,7 +53,7 @@ def check_model_flags(args) -> None:
 
     try:
         model_for(args.model_shape)
-    except ValueError as exc:
+    except ValueError as exc:  # UnknownModelError names the model, the closest ones and the way on
         raise UsageError(f"--model-shape: {exc}") from None
     if not 0 < args.gpu_memory_utilization <= 1:
         raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")

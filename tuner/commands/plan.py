@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import UsageError, parse_key_values, prepare_output
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
-from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags, read_baseline
+from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags, model_shape_of, read_baseline
 
 PROGRESS_FROM = 2000  # points: a progress bar on stderr for plans at least this long
 
@@ -112,14 +112,18 @@ def build_target(args, space):
         get_profile(release)
     except BucketConfigError as exc:
         raise UsageError(f"--release: {exc}") from None
-    model_for(args.model_shape)  # an unknown shape now, with its message
+    shape = model_shape_of(args)
+    try:
+        model_for(shape)  # an unknown model now, with its message
+    except ValueError as exc:
+        raise UsageError(f"{'--model-shape' if args.model_shape else '--model'}: {exc}") from None
     if args.device not in DEVICES:
         from ..perfmodel.hardware import device_for
 
         device_for(args.device)  # a generic stand-in, as tune's prediction uses
     check_load_flags(args)
     parse_percentiles(args.metric_percentiles)
-    return ModelTarget(release, DeviceModel(device=args.device, model=args.model_shape, dtype=args.dtype),
+    return ModelTarget(release, DeviceModel(device=args.device, model=shape, dtype=args.dtype),
                        workload=_workload(args),
                        load=LoadShape(request_rate=args.request_rate, burstiness=args.burstiness,
                                       max_concurrency=args.max_concurrency))

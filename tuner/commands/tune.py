@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import DURATION_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
+from . import DURATION_HELP, MODEL_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 
 
@@ -109,8 +109,15 @@ def add_model_flags(g) -> None:
     g.add_argument("--device", default="gaudi2",
                    help="target device, for pre-boot prediction (and the simulator: gaudi2, gaudi3); one the "
                         "performance model lacks gets a generic prior that the first boots calibrate")
-    g.add_argument("--model-shape", default="llama-3.1-8b", help="model shape for prediction (and the simulator)")
+    g.add_argument("--model-shape", default=None,
+                   help="the model to predict for (and the simulator to play), when --model is not its own config: "
+                        f"{MODEL_HELP} (default: --model)")
     g.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+
+
+def model_shape_of(args) -> str:
+    """The model the performance model predicts for: --model-shape, else the served --model itself."""
+    return args.model_shape or args.model
 
 
 def add_objective_flags(p):
@@ -237,6 +244,24 @@ def percentile_metrics(args) -> tuple[str, ...] | None:
     return metrics
 
 
+def _known_model(args, console) -> tuple[str, bool]:
+    """(the model to predict for, whether prediction is off). The simulator must know what it plays; a
+    genuine vLLM serving a model nothing here knows runs without prediction, saying so."""
+    from ..models import UnknownModelError, resolve
+
+    shape = model_shape_of(args)
+    try:
+        resolve(shape)
+    except UnknownModelError as exc:
+        if args.backend == "sim" or args.model_shape:
+            flag = "--model-shape" if args.model_shape else "--model"
+            raise UsageError(f"{flag}: {exc}") from None
+        if console is not None and not args.no_prediction:
+            console.print(f"no pre-boot prediction: {exc}", soft_wrap=True)
+        return shape, True
+    return shape, args.no_prediction
+
+
 def build_context(args, space, console=None):
     from ..perfmodel.target import DeviceModel
     from ..serve.backends import Backend
@@ -247,10 +272,10 @@ def build_context(args, space, console=None):
         raise UsageError("the simulator needs a release profile: give --release or a space with release:")
     _check_numbers(args)
     check_load_flags(args)
+    shape, no_prediction = _known_model(args, console)
     if args.backend == "sim":
-        from ..perfmodel.hardware import DEVICES, model_for
+        from ..perfmodel.hardware import DEVICES
 
-        model_for(args.model_shape)  # an unknown --model-shape now, not after the study started
         if args.device not in DEVICES:
             raise UsageError(f"--device {args.device!r}: the simulator knows {', '.join(sorted(DEVICES))}")
     try:
@@ -267,15 +292,15 @@ def build_context(args, space, console=None):
         console.print(note, soft_wrap=True)
     backend = Backend(
         kind=args.backend, model=args.model, served_model_name=args.served_model_name,
-        sim_release=release, sim_device=args.device, sim_model=args.model_shape,
+        sim_release=release, sim_device=args.device, sim_model=shape,
         time_scale=args.time_scale if args.backend == "sim" else 1.0,
         startup_time_scale=args.startup_time_scale if args.backend == "sim" else None, sim_noise=args.sim_noise,
         vllm_command=vllm_command, extra_args=extra_args,
     )
     if args.dtype == "fp8" and args.backend == "sim":
         backend.extra_args += ["--quantization", "fp8"]
-    device_model = None if (args.no_prediction or release is None) else DeviceModel(
-        device=args.device, model=args.model_shape, dtype=args.dtype)
+    device_model = None if (no_prediction or release is None) else DeviceModel(
+        device=args.device, model=shape, dtype=args.dtype)
     return TrialContext(
         backend=backend,
         workload=_workload(args),

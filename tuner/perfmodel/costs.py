@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..buckets import ServerConfig
 from .corrections import Corrections
-from .hardware import BF16, FP8, Device, GiB, MiB, ModelShape, device_for, shape_for
+from .hardware import BF16, FP8, Device, GiB, MiB, ModelShape, device_for, model_for
 from .rules import ReleaseRules, default_batched_tokens
 
 # --- constants of section 7 (GUESS where the spec says so) ------------------------------------
@@ -70,13 +70,16 @@ class CostModel:
                  corrections: Corrections = Corrections()):
         self.sim = sim
         self.corr = corrections
-        self.model: ModelShape = shape_for(sim.model)  # generic for a model the tables lack
+        self.model: ModelShape = model_for(sim.model)  # from its config.json (tuner/models)
         self.device: Device = device_for(sim.device)
         self.block_size = block_size
         self.compiled_mode = compiled_mode  # PT_HPU_LAZY_MODE=0 without --enforce-eager
         tp = sim.tp
-        self.params = self.model.params / tp
+        self.params = self.model.active_params / tp  # compute per token: the routed experts only
         self.weights = self.model.weight_bytes(sim.dtype, tp)
+        # A decode step reads the dense weights and the experts its tokens were routed to.
+        self._expert_weights = (self.weights * self.model.expert_params / self.model.total_params
+                                if self.model.experts else 0.0)
         self.kv_token = self.model.kv_bytes_per_token(sim.kv_dtype, tp) * corrections.kv_block
         self.block_bytes = int(round(self.kv_token * block_size))
         self.flops = self.device.flops(sim.dtype)
@@ -99,18 +102,24 @@ class CostModel:
 
     def decode_time(self, bs: int, blocks: int, graphed: bool) -> float:
         d = self.device
-        mem = (self.weights + blocks * self.block_bytes) / (d.eta_m * d.bandwidth)
+        mem = (self.weights_read(bs) + blocks * self.block_bytes) / (d.eta_m * d.bandwidth)
         compute = 2 * self.params * bs / (d.eta_c * self.flops)
         t = d.c_dec + max(mem, compute) + self._tp(bs)
         if not graphed:
             t *= COMPILED_NO_GRAPH if self.compiled_mode else NO_GRAPH_DECODE
         return t * self.corr.decode_step
 
+    def weights_read(self, tokens: int) -> float:
+        """Bytes of weights one step reads for `tokens` tokens (all of a dense model's)."""
+        if not self._expert_weights:
+            return self.weights
+        return self.weights - self._expert_weights * (1.0 - self.model.moe_weight_fraction_read(tokens))
+
     def prefill_time(self, bs: int, seq: int, ctx_blocks: int, graphed: bool) -> float:
         d, m, b = self.device, self.model, self.block_size
-        attention = 4 * m.layers * m.hidden * bs * seq * (seq / 2 + ctx_blocks * b) / self.sim.tp
+        attention = 4 * m.attention_layers * m.hidden * bs * seq * (seq / 2 + ctx_blocks * b) / self.sim.tp
         flops = 2 * self.params * bs * seq + attention
-        mem = (self.weights + bs * (seq + ctx_blocks * b) * self.kv_token) / (d.eta_m * d.bandwidth)
+        mem = (self.weights_read(bs * seq) + bs * (seq + ctx_blocks * b) * self.kv_token) / (d.eta_m * d.bandwidth)
         t = d.c_pre + max(flops / (d.eta_c * self.flops), mem) + self._tp(bs * seq)
         if not graphed and not self.compiled_mode:
             t *= NO_GRAPH_PREFILL

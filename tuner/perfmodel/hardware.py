@@ -1,4 +1,5 @@
-"""Model shapes and Gaudi devices the performance model knows, with the constants of docs/calibration.md.
+"""Gaudi devices the performance model knows, with the constants of docs/calibration.md; models come
+from tuner/models (their own config.json).
 
 Numbers come from docs/calibration.md sections 1 and 7.4; the ones marked GUESS there
 stay guesses here. Everything is per card: tensor parallelism divides weights, KV heads and compute.
@@ -6,61 +7,18 @@ stay guesses here. Everything is per card: tensor parallelism divides weights, K
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from ..models import BF16, FP8, ModelShape, resolve
 
 GiB = 1024**3
 MiB = 1024**2
 
-BF16 = "bf16"
-FP8 = "fp8"
-DTYPE_BYTES = {BF16: 2, FP8: 1}
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    name: str
-    params: int  # parameter count (weights bytes = params x bytes per weight)
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    max_position: int  # max_model_len when the user gives none
-    graph_mem_mib: float  # HPU-graph memory per captured bucket, current plugin era (Intel autocalc)
-    generic: bool = False  # not in the tables: estimated from the name, to be calibrated by the first boots
-
-    def weight_bytes(self, dtype: str, tp: int = 1) -> int:
-        return self.params * DTYPE_BYTES[dtype] // tp
-
-    def kv_bytes_per_token(self, kv_dtype: str, tp: int = 1) -> int:
-        # K and V, every layer; KV heads are split across tensor-parallel ranks (8 heads: TP <= 8).
-        heads = max(1, self.kv_heads // tp)
-        return 2 * self.layers * heads * self.head_dim * DTYPE_BYTES[kv_dtype]
-
-    def largest_tensor_bytes(self, dtype: str, tp: int = 1) -> int:
-        # The embedding table; what an out-of-memory weight load reports as the failed allocation.
-        return self.vocab * self.hidden * DTYPE_BYTES[dtype] // tp
-
-
-# Llama-3.1-8B: 16,060,522,496 B in BF16 ([VG] settings_vllm.csv). Llama-3.1-70B: 141,107,412,992 B.
-MODELS: dict[str, ModelShape] = {
-    "llama-3.1-8b": ModelShape("llama-3.1-8b", 8_030_261_248, 32, 4096, 32, 8, 128, 128_256, 131_072, 10.0),
-    "llama-3.1-70b": ModelShape("llama-3.1-70b", 70_553_706_496, 80, 8192, 64, 8, 128, 128_256, 131_072, 20.0),
-}
-
 
 def model_for(name: str) -> ModelShape:
-    """A shape by its simulator name, or guessed from a served model path ("...Llama-3.1-70B...")."""
-    key = name.lower()
-    if key in MODELS:
-        return MODELS[key]
-    if "70b" in key:
-        return MODELS["llama-3.1-70b"]
-    if "8b" in key:
-        return MODELS["llama-3.1-8b"]
-    raise ValueError(f"unknown simulated model {name!r}; known: {', '.join(MODELS)}")
+    """The model `name` names, known from its config (tuner/models): a folder, a config.json, the HF
+    cache or the catalogue. Unknown names are refused (UnknownModelError) with the closest ones."""
+    return resolve(name)
 
 
 @dataclass(frozen=True)
@@ -111,31 +69,9 @@ def normalize_kv_dtype(kv_cache_dtype: str | None, dtype: str) -> str:
     raise ValueError(f"unsupported --kv-cache-dtype {kv_cache_dtype!r}")
 
 
-# --- shapes and devices the tables lack --------------------------------------------------------
+# --- devices the tables lack ------------------------------------------------------------------
 # The tuner still predicts for them, from a generic prior the first boots calibrate (wide uncertainty
 # until then: calibration.GENERIC_PRIOR_SD). The simulator keeps to the tables.
-
-GENERIC_PARAMS = 8e9  # a name without a size ("my-org/custom") is taken for an 8B model
-
-
-def generic_shape(name: str) -> ModelShape:
-    """A Llama-like shape for a model the tables lack, sized by the parameter count in its name ("13b"):
-    hidden and layers scaled as between Llama-3.1-8B and 70B, 8 KV heads of 128."""
-    m = re.search(r"(\d+(?:\.\d+)?)\s*b(?![a-z])", name.lower())
-    params = float(m.group(1)) * 1e9 if m else GENERIC_PARAMS
-    r = params / 8e9
-    hidden = max(1024, 1024 * round(4096 * r**0.32 / 1024))  # heads a multiple of 8, like the known shapes
-    layers = max(8, round(32 * r**0.42))
-    return ModelShape(name, int(params), layers, hidden, hidden // 128, 8, 128, 128_256, 131_072,
-                      10.0 * r**0.32, generic=True)
-
-
-def shape_for(name: str) -> ModelShape:
-    """The table's shape (model_for), or a generic one for a model the tables lack."""
-    try:
-        return model_for(name)
-    except ValueError:
-        return generic_shape(name)
 
 
 def device_for(name: str) -> Device:
@@ -148,5 +84,6 @@ def device_for(name: str) -> Device:
 
 
 def is_generic(device: str, model: str) -> bool:
-    """True when the tables know the device or the model only as a generic prior."""
-    return shape_for(model).generic or device_for(device).generic
+    """True when the tables know the device only as a generic prior (a model is always known from its
+    config; `model` is kept for the callers that pass it)."""
+    return device_for(device).generic

@@ -24,7 +24,7 @@ from .costs import (
     prompt_shape,
     server_config,
 )
-from .hardware import GiB, shape_for
+from .hardware import GiB, model_for
 from .prediction import Failure, StartupPrediction, WarmupStep, devmem_error
 from .rules import ReleaseRules, env_true, env_value, rules_for
 
@@ -47,7 +47,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
     pred = StartupPrediction(profile, rules, sim, env, lazy=lazy, corrections=corrections,
                              skip_warmup=env_true(env_value(env, profile, "VLLM_SKIP_WARMUP", "false")))
     pred.graphs = lazy and not sim.enforce_eager and not pred.skip_warmup
-    model = shape_for(sim.model)
+    model = model_for(sim.model)
     cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections)
     pred.load_seconds = T_INIT + cost.load_time()
     pred.profile_seconds = T_PROFILE * model.layers / 32 * corrections.profile
@@ -113,9 +113,9 @@ def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings) -> Fa
     if not 0 < sim.gpu_memory_utilization <= 1:
         return Failure("config", "ValueError: GPU memory utilization must be less than 1.0. Got "
                        f"{sim.gpu_memory_utilization}.")
-    shape = shape_for(sim.model)
+    shape = model_for(sim.model)
     heads = shape.heads
-    if sim.tp < 1 or (heads % sim.tp and not shape.generic):  # a generic shape's heads are a guess
+    if sim.tp < 1 or heads % sim.tp:
         return Failure("config", f"ValueError: Total number of attention heads ({heads}) must be divisible by "
                        f"tensor parallel size ({sim.tp}).")
     return None

@@ -23,7 +23,7 @@ from ..buckets import get_profile
 from ..buckets.release_flag import add_release
 from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
 from ..perfmodel.engine import Engine
-from ..perfmodel.hardware import DEVICES, MODELS, model_for, normalize_dtype, normalize_kv_dtype
+from ..perfmodel.hardware import DEVICES, model_for, normalize_dtype, normalize_kv_dtype
 from ..perfmodel.rules import env_value
 from .clocks import LiveDriver
 from .configfile import ConfigFileError, expand_config
@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_release(sim, f"release profile (bucket-tuner profiles; default {DEFAULT_RELEASE})", aliases=("--sim-release",),
                 default=DEFAULT_RELEASE, dest="sim_release")
     sim.add_argument("--sim-device", default="gaudi2", choices=sorted(DEVICES))
-    sim.add_argument("--sim-model", default=None, choices=sorted(MODELS), help="model shape (default: from MODEL)")
+    sim.add_argument("--sim-model", default=None,
+                     help="the model it plays: a catalogue name, a model folder or config.json (default: MODEL)")
     sim.add_argument("--sim-time-scale", type=float, default=1.0,
                      help="wall seconds per simulated second (0.02: a 49 s warmup takes ~1 s)")
     sim.add_argument("--sim-startup-time-scale", type=float, default=None,

@@ -1,0 +1,81 @@
+"""A model known from its config.json, checked against vLLM itself: for one real config of each
+architecture family, the genuine vLLM of this tier (configs only, no weights, no boot) derives the
+layers, the attention layers, the KV heads per rank, the head size, MLA, max_model_len and the KV-cache
+bytes per token from its own KV-cache specs, at TP 1, 2 and 8; tuner.models must give the same.
+
+The vision-language configs are compared through their text part (what holds the KV cache): the
+CPU build cannot inspect the multimodal classes without torchvision, which it cannot import here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tuner.models import catalogue, resolve
+from tuner.models.hfconfig import text_part
+
+pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
+
+FIGURES = Path(__file__).with_name("vllm_model_figures.py")
+TPS = (1, 2, 8)
+FAMILIES = {  # family -> a catalogue config of it
+    "Llama / GQA": "meta-llama/Llama-3.1-70B-Instruct",
+    "Llama-2 / MHA": "meta-llama/Llama-2-13b-hf",
+    "Qwen2": "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen3 (head_dim apart from hidden/heads)": "Qwen/Qwen3-8B",
+    "Qwen3-MoE (4 KV heads: replicated at TP 8)": "Qwen/Qwen3-30B-A3B",
+    "Qwen3-MoE FP8 checkpoint": "Qwen/Qwen3-235B-A22B-FP8",
+    "Qwen3-Next (hybrid linear attention)": "Qwen/Qwen3-Next-80B-A3B-Thinking",
+    "Mixtral": "mistralai/Mixtral-8x7B-Instruct-v0.1",
+    "DeepSeek-V2 MLA": "deepseek-ai/DeepSeek-V2-Lite",
+    "DeepSeek-V3 MLA": "deepseek-ai/DeepSeek-R1",
+    "Gemma-2 (sliding window)": "google/gemma-2-9b-it",
+    "gpt-oss (sliding, sinks, MXFP4)": "openai/gpt-oss-120b",
+    "Phi-3": "microsoft/phi-4",
+}
+# Text parts of VL / multimodal configs, under the text architecture vLLM serves them with.
+TEXT_PARTS = {
+    "Qwen3-VL text part": ("Qwen/Qwen3-VL-32B-Instruct", "Qwen3ForCausalLM", "qwen3"),
+    "Qwen3-VL-MoE text part": ("Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen3MoeForCausalLM", "qwen3_moe"),
+}
+
+
+@pytest.fixture(scope="module")
+def vllm_figures(vllm_env, tmp_path_factory) -> dict[str, dict]:
+    root = tmp_path_factory.mktemp("configs")
+    folders = {}
+    for family, model_id in FAMILIES.items():
+        folder = root / model_id.replace("/", "__")
+        folder.mkdir(exist_ok=True)
+        (folder / "config.json").write_text(catalogue()[model_id].read_text())
+        folders[family] = folder
+    for family, (model_id, arch, model_type) in TEXT_PARTS.items():
+        text = dict(text_part(json.loads(catalogue()[model_id].read_text())))
+        text.update(architectures=[arch], model_type=model_type)
+        folder = root / (model_id.replace("/", "__") + "-text")
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(text))
+        folders[family] = folder
+    argv = [str(vllm_env.python), str(FIGURES), "--tp", ",".join(map(str, TPS)), *map(str, folders.values())]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    by_folder = {d["folder"]: d for d in map(json.loads, run.stdout.splitlines())}
+    return {family: by_folder[str(folder)] | {"ours": str(folder)} for family, folder in folders.items()}
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, *TEXT_PARTS])
+def test_kv_bytes_per_token_and_layers_equal_vllm_own(vllm_figures, family):
+    theirs = vllm_figures[family]
+    assert "error" not in theirs, f"vLLM could not read the {family} config: {theirs['error']}"
+    ours = resolve(theirs["ours"])  # the same config.json, read by tuner.models from its folder
+    assert ours.max_position == theirs["max_model_len"]
+    assert ours.mla == theirs["use_mla"] and ours.head_dim == theirs["head_size"]
+    for tp in TPS:
+        row = theirs["tp"][str(tp)]
+        assert (ours.layers, ours.attention_layers, ours.kv_heads_per_rank(tp)) == (
+            row["layers"], row["attention_layers"], row["kv_heads"]), f"TP {tp}"
+        assert ours.kv_bytes_per_token("bf16", tp) == row["kv_bytes_per_token_bf16"], f"TP {tp}"
+        assert ours.kv_bytes_per_token("fp8", tp) == row["kv_bytes_per_token_fp8"], f"TP {tp}"

@@ -1,0 +1,57 @@
+"""Run under the genuine vLLM's Python (not the project's): for each model folder given, print one JSON
+line with what vLLM itself derives from its config.json: layers, attention layers, KV heads per rank,
+head size, MLA, max_model_len and the KV-cache bytes per token of one rank from vLLM's own KV-cache
+specs (FullAttentionSpec / MLAAttentionSpec page size with a one-token block), in bf16 and fp8, at the
+tensor-parallel sizes asked. No weights are read: configs only (HF_HUB_OFFLINE).
+
+    <vllm-venv>/bin/python vllm_model_figures.py --tp 1,2,8 DIR [DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+
+
+def figures(folder: str, tps: list[int]) -> dict:
+    import torch
+    from vllm.config import ModelConfig, ParallelConfig
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec
+
+    mc = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True, dtype="bfloat16")
+    out = {"folder": folder, "max_model_len": mc.max_model_len, "use_mla": bool(mc.use_mla),
+           "head_size": mc.get_head_size(), "total_kv_heads": mc.get_total_num_kv_heads(), "tp": {}}
+    spec_class = MLAAttentionSpec if mc.use_mla else FullAttentionSpec
+    for tp in tps:
+        pc = ParallelConfig(tensor_parallel_size=tp)
+        heads = mc.get_num_kv_heads(pc)
+        layers = mc.get_num_layers_by_block_type(pc, "attention")
+        row = {"layers": mc.get_num_layers(pc), "attention_layers": layers, "kv_heads": heads}
+        for name, dtype in (("bf16", torch.bfloat16), ("fp8", torch.float8_e4m3fn)):
+            spec = spec_class(block_size=1, num_kv_heads=heads, head_size=mc.get_head_size(), dtype=dtype)
+            row[f"kv_bytes_per_token_{name}"] = layers * spec.page_size_bytes
+        out["tp"][str(tp)] = row
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--tp", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2, 8],
+                   help="tensor-parallel sizes, comma-separated (default 1,2,8)")
+    p.add_argument("folders", nargs="+")
+    args = p.parse_args()
+    for folder in args.folders:
+        try:
+            print(json.dumps(figures(folder, args.tp)), flush=True)
+        except Exception as exc:  # one config vLLM cannot read does not hide the others
+            print(json.dumps({"folder": folder, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""A model's config.json read as vLLM reads it (vllm/config/model.py, model_arch_config_convertor.py).
+
+Only the text part matters for the KV cache: a vision-language config keeps it under `text_config`
+(`llm_config` for InternVL, `language_config` for DeepSeek-VL, `thinker_config.text_config` for the
+Omni models), as transformers' `get_text_config()` finds it. Every rule below names the vLLM rule
+it follows, so a difference from vLLM is a bug here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ModelConfigError(ValueError):
+    """A config.json that cannot describe a served model (named with the missing key)."""
+
+
+# vLLM's is_deepseek_mla: these model types cache one latent vector per token when kv_lora_rank is set.
+MLA_MODEL_TYPES = frozenset({
+    "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots3_note",
+    "deepseek_mtp", "k3_dspark", "glm5_next", "glm5_next_text", "glm_moe_dsa", "glm4_moe_lite",
+    "glm4_moe_lite_mtp", "kimi_k2", "kimi_linear", "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp",
+    "bailing_hybrid", "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp",
+})
+# `layer_types` spellings that keep a full KV cache per token (vLLM's _ATTENTION_LAYER_TYPES, plus the
+# sliding and chunked spellings: a window bounds how many tokens are kept, not the bytes per token).
+ATTENTION_LAYER_TYPES = frozenset({"full_attention", "indexed_attention", "deepseek_sparse_attention",
+                                   "qwen_sparse_attention", "sliding_attention", "chunked_attention",
+                                   "attention"})
+# Architectures whose model class is hybrid in vLLM (IsHybrid): only their attention layers hold a KV
+# cache per token; the others (linear attention, Mamba) hold a fixed state per sequence.
+HYBRID_ARCHITECTURES = frozenset({
+    "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "JambaForCausalLM", "FalconH1ForCausalLM",
+    "NemotronHForCausalLM", "GraniteMoeHybridForCausalLM", "MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM",
+    "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "Zamba2ForCausalLM", "BambaForCausalLM", "Plamo2ForCausalLM",
+    "KimiLinearForCausalLM",
+})
+# vLLM's derive_max_model_len_and_key: the smallest of these is the model's own context length.
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+# RoPE types whose max_position_embeddings is already the scaled length (not multiplied by the factor).
+PRESCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
+
+
+def _first(cfg: dict, names: tuple[str, ...], default: Any = None) -> Any:
+    for name in names:
+        if cfg.get(name) is not None:
+            return cfg[name]
+    return default
+
+
+def text_part(config: dict) -> dict:
+    """The sub-config of the language model (transformers' get_text_config), or the config itself."""
+    for key in ("text_config", "llm_config", "language_config"):
+        sub = config.get(key)
+        if isinstance(sub, dict) and sub.get("num_attention_heads") is not None:
+            return sub
+    thinker = config.get("thinker_config")
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
+        return thinker["text_config"]
+    return config
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """The language model of a config.json, in vLLM's terms."""
+
+    architecture: str
+    model_type: str
+    layers: int
+    hidden: int
+    heads: int
+    total_kv_heads: int
+    head_size: int  # per KV head as cached (MLA: kv_lora_rank + qk_rope_head_dim)
+    vocab: int
+    max_position: int  # vLLM's derived max_model_len
+    mla: bool
+    attention_layers: int  # layers with a KV cache per token
+    layer_kinds: tuple[str, ...]  # per layer: full, sliding, chunked, linear, mamba
+    sliding_window: int | None
+    experts: int
+    experts_per_token: int
+    kv_shared_layers: int  # layers reading another layer's cache (Gemma-3n): no cache of their own
+    raw: dict = field(repr=False, hash=False, compare=False)
+    multimodal: bool = False
+    vision: dict | None = field(default=None, repr=False, hash=False, compare=False)
+    quantization: dict | None = field(default=None, repr=False, hash=False, compare=False)
+    torch_dtype: str | None = None
+
+    def kv_heads_per_rank(self, tp: int = 1) -> int:
+        # vLLM's get_num_kv_heads: MLA decodes as MQA (one latent); otherwise heads split across ranks and
+        # replicated when the ranks outnumber them.
+        if self.mla:
+            return 1
+        return max(1, self.total_kv_heads // max(1, tp))
+
+
+def _layer_kinds(t: dict, architecture: str, layers: int) -> tuple[str, ...]:
+    hybrid = architecture in HYBRID_ARCHITECTURES
+    types = t.get("layer_types")
+    if isinstance(types, list) and len(types) >= layers:
+        kinds = []
+        for name in types[:layers]:
+            if name in ("sliding_attention",):
+                kinds.append("sliding")
+            elif name == "chunked_attention":
+                kinds.append("chunked")
+            elif name == "linear_attention":
+                kinds.append("linear")
+            elif name in ("mamba", "mamba2", "conv"):
+                kinds.append("mamba")
+            elif name in ATTENTION_LAYER_TYPES or not hybrid:
+                kinds.append("full")
+            else:
+                kinds.append("linear")
+        return tuple(kinds)
+    block_types = t.get("layers_block_type")
+    if hybrid and isinstance(block_types, list):
+        return tuple("full" if b in ("attention", "hybrid") else "mamba" for b in block_types[:layers])
+    attn_types = t.get("attn_type_list")  # MiniMax: 1 is softmax attention
+    if hybrid and isinstance(attn_types, list):
+        return tuple("full" if a == 1 else "linear" for a in attn_types[:layers])
+    interval = t.get("full_attention_interval")  # Qwen3-Next without layer_types: every n-th is full
+    if hybrid and interval:
+        return tuple("full" if (i + 1) % int(interval) == 0 else "linear" for i in range(layers))
+    window = t.get("sliding_window")
+    model_type = t.get("model_type", "")
+    if window and model_type == "gemma2":  # Gemma2Config: even layers slide
+        return tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
+    pattern = t.get("sliding_window_pattern")
+    if window and model_type.startswith("gemma3") and pattern:  # every pattern-th layer is global
+        return tuple("full" if (i + 1) % int(pattern) == 0 else "sliding" for i in range(layers))
+    if window and t.get("use_sliding_window", True) and model_type not in ("qwen2", "qwen2_moe", "qwen3",
+                                                                            "qwen3_moe", "qwen2_vl"):
+        return tuple("sliding" for _ in range(layers))  # Mistral-7B v0.1 style: every layer slides
+    chunk = t.get("attention_chunk_size")
+    no_rope = t.get("no_rope_layers")
+    if chunk and isinstance(no_rope, list) and len(no_rope) >= layers:  # Llama 4: RoPE layers are chunked
+        return tuple("chunked" if no_rope[i] else "full" for i in range(layers))
+    return tuple("full" for _ in range(layers))
+
+
+def _max_position(t: dict, config: dict) -> int:
+    derived = math.inf
+    for key in MAX_LEN_KEYS:
+        value = t.get(key)
+        if value is not None:
+            derived = min(derived, value)
+    if t.get("model_max_length"):
+        derived = t["model_max_length"]
+    if derived == math.inf:
+        derived = 2048  # vLLM's default when the config names no length
+    rope = t.get("rope_scaling") or t.get("rope_parameters")
+    model_type = str(config.get("model_type", ""))
+    if isinstance(rope, dict) and "gemma3" not in model_type:
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind not in PRESCALED_ROPE and kind != "default":
+            derived *= rope.get("factor") or 1.0
+    return int(derived)
+
+
+def read_config(config: dict, where: str = "config.json") -> TextConfig:
+    """The TextConfig of a parsed config.json (`where` names it in errors)."""
+    try:
+        return _read(config, where)
+    except ModelConfigError:
+        raise
+    except (TypeError, ValueError, KeyError) as e:  # a field of an unexpected type: name it, not a traceback
+        raise ModelConfigError(f"{where}: a field has an unexpected type or value ({e})") from None
+
+
+def _read(config: dict, where: str) -> TextConfig:
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"{where}: not a JSON object")
+    t = text_part(config)
+    architectures = config.get("architectures") or t.get("architectures") or ["unknown"]
+    architecture = architectures[0]
+    model_type = str(t.get("model_type") or config.get("model_type") or "")
+    layers = _first(t, ("num_hidden_layers", "n_layer", "num_layers", "n_layers"))
+    hidden = _first(t, ("hidden_size", "n_embd", "d_model", "dim"))
+    heads = _first(t, ("num_attention_heads", "n_head", "n_heads", "num_heads"))
+    for name, value in (("num_hidden_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads)):
+        if not isinstance(value, int) or value <= 0:
+            raise ModelConfigError(f"{where}: no usable {name} (got {value!r}); "
+                                   "is this a language model's config.json?")
+    kv = _first(t, ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                    "num_attention_groups"), heads)
+    if model_type == "falcon" and not t.get("new_decoder_architecture") and t.get("multi_query"):
+        kv = 1  # vLLM's Falcon rule: a multi-query Falcon caches one head
+    mla = model_type in MLA_MODEL_TYPES and t.get("kv_lora_rank") is not None
+    if mla:
+        head_size = int(t["kv_lora_rank"]) + int(t.get("qk_rope_head_dim") or 0)
+    elif t.get("head_dim"):
+        head_size = int(t["head_dim"])
+    elif t.get("hidden_size_per_head"):
+        head_size = int(t["hidden_size_per_head"])
+    else:
+        head_size = hidden // heads
+    kinds = _layer_kinds(t, architecture, layers)
+    shared = int(t.get("num_kv_shared_layers") or 0)
+    attention = sum(k in ("full", "sliding", "chunked") for k in kinds) - shared
+    experts = _first(t, ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts"), 0)
+    if isinstance(experts, list):
+        experts = experts[0]
+    per_token = _first(t, ("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts",
+                           "moe_topk", "moe_top_k"), 0)
+    if isinstance(per_token, list):
+        per_token = max(per_token, default=0)
+    vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
+    quant = config.get("quantization_config") or t.get("quantization_config")
+    dtype = config.get("torch_dtype") or config.get("dtype") or t.get("torch_dtype") or t.get("dtype")
+    return TextConfig(
+        architecture=architecture, model_type=model_type, layers=layers, hidden=hidden, heads=heads,
+        total_kv_heads=int(kv), head_size=head_size, vocab=int(_first(t, ("vocab_size", "padded_vocab_size"), 32000)),
+        max_position=_max_position(t, config), mla=mla, attention_layers=max(0, attention), layer_kinds=kinds,
+        sliding_window=t.get("sliding_window") if any(k == "sliding" for k in kinds) else None,
+        experts=int(experts or 0), experts_per_token=int(per_token or 0), kv_shared_layers=shared, raw=t,
+        multimodal=vision is not None or t is not config, vision=vision,
+        quantization=quant if isinstance(quant, dict) else None, torch_dtype=str(dtype) if dtype else None,
+    )
+
+
+def load_config(path: Path) -> TextConfig:
+    """Read a config.json file (or a model folder holding one)."""
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        data = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise ModelConfigError(f"{path}: no config.json there") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelConfigError(f"{file}: cannot be read ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ModelConfigError(f"{file}: not valid JSON ({e})") from None
+    return read_config(data, str(file))

@@ -1,0 +1,149 @@
+"""ModelShape: what the performance model, the bucket engine, the load client and the simulator need
+to know about a served model, derived from its config.json (hfconfig) and counted weights (params).
+
+Everything is per card under tensor parallelism: KV heads split as vLLM splits them (replicated when
+the ranks outnumber them; one latent per layer under MLA), weights divided across the ranks (experts
+included: expert parallelism splits them the same way as TP does in bytes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .dtypes import BF16, DTYPE_BYTES, FP8
+from .hfconfig import TextConfig
+from .params import ParamCount, count_params
+
+# HPU-graph memory per captured bucket: 10 MiB for Llama-3.1-8B and 20 MiB for 70B (docs/calibration.md
+# 7.4); other models scale with layers x hidden through those two points (5x the size -> 2x the memory).
+GRAPH_MEM_8B_MIB = 10.0
+GRAPH_MEM_EXPONENT = math.log(2) / math.log(5)
+FP8_METHODS = frozenset({"fp8", "fbgemm_fp8", "modelopt", "inc", "fp8_inc", "ptpc_fp8", "compressed-tensors",
+                         "compressed_tensors", "quark"})
+MXFP4_BYTES = 0.5 + 1 / 32  # 4-bit values, one 8-bit scale per 32 (gpt-oss experts)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    name: str  # how the user named it (catalogue id, path or cache id)
+    source: str  # where its config came from: a path, "HF cache: ...", "catalogue: ..."
+    architecture: str
+    total_params: int
+    active_params: int  # per token: the experts a token is routed to, not all of them
+    layers: int
+    attention_layers: int  # layers that cache K/V per token (hybrid models have fewer)
+    hidden: int
+    heads: int
+    kv_heads: int  # total, before the tensor-parallel split
+    head_dim: int  # as cached (MLA: kv_lora_rank + qk_rope_head_dim)
+    mla: bool
+    vocab: int
+    max_position: int  # vLLM's derived max_model_len: the default when the user gives none
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_params: int = 0
+    embedding_params: int = 0
+    vision_params: int = 0
+    sliding_window: int | None = None
+    quantization: str | None = None  # the checkpoint's quant_method (fp8, mxfp4, ...), stored that way
+    stored_bytes: int | None = None  # the safetensors index's total_size, when known
+    multimodal: bool = False
+    generic: bool = False  # kept for callers that ask: a model known from its config is never a guess
+
+    @property
+    def params(self) -> int:
+        return self.total_params
+
+    @property
+    def graph_mem_mib(self) -> float:
+        ratio = self.layers * self.hidden / (32 * 4096)
+        return GRAPH_MEM_8B_MIB * ratio ** GRAPH_MEM_EXPONENT
+
+    def kv_heads_per_rank(self, tp: int = 1) -> int:
+        return 1 if self.mla else max(1, self.kv_heads // max(1, tp))
+
+    def kv_bytes_per_token(self, kv_dtype: str, tp: int = 1) -> int:
+        """K and V (one latent under MLA) of every attention layer, on one tensor-parallel rank."""
+        per_layer = (1 if self.mla else 2) * self.kv_heads_per_rank(tp) * self.head_dim
+        return self.attention_layers * per_layer * DTYPE_BYTES[kv_dtype]
+
+    def checkpoint_bytes(self) -> int:
+        """The weights as the checkpoint stores them (all ranks together)."""
+        if self.stored_bytes:
+            return self.stored_bytes
+        q = self.quantization
+        if q == "mxfp4":
+            return int(self.expert_params * MXFP4_BYTES + (self.total_params - self.expert_params) * 2)
+        if q in FP8_METHODS:
+            return self._fp8_bytes()
+        return self.total_params * 2
+
+    def _fp8_bytes(self) -> int:
+        # Linear layers at one byte plus a float32 scale per 128x128 block; embeddings, LM head and the
+        # vision tower stay 16-bit as the FP8 recipes leave them.
+        kept = self.embedding_params + self.vision_params
+        linear = self.total_params - kept
+        return int(linear * (1 + 4 / (128 * 128)) + kept * 2)
+
+    def weight_bytes(self, dtype: str, tp: int = 1) -> int:
+        """Device bytes of one rank's weights served in `dtype` (a quantized checkpoint: as stored)."""
+        if self.quantization or dtype == BF16:
+            return self.checkpoint_bytes() // tp
+        if dtype == FP8:  # a 16-bit checkpoint quantized at load (INC): linear layers at one byte
+            return self._fp8_bytes() // tp
+        raise ValueError(f"unknown weight dtype {dtype!r}")
+
+    def largest_tensor_bytes(self, dtype: str, tp: int = 1) -> int:
+        # The embedding table; what an out-of-memory weight load reports as the failed allocation.
+        return self.vocab * self.hidden * 2 // tp
+
+    def moe_weight_fraction_read(self, tokens: int) -> float:
+        """Share of the routed experts' weights one decode step reads for `tokens` tokens: each picks
+        experts_per_token of the experts, so a batch touches E x (1 - (1 - k/E)^tokens) of them."""
+        if not self.experts or not self.experts_per_token:
+            return 1.0
+        k, e = self.experts_per_token, self.experts
+        return 1.0 - (1.0 - k / e) ** max(1, tokens)
+
+    def describe(self) -> dict:
+        """The figures `buckets --json` and the reports show."""
+        return {"name": self.name, "source": self.source, "architecture": self.architecture,
+                "total_params": self.total_params, "active_params": self.active_params, "layers": self.layers,
+                "attention_layers": self.attention_layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
+                "mla": self.mla, "experts": self.experts, "experts_per_token": self.experts_per_token,
+                "quantization": self.quantization, "max_position": self.max_position,
+                "multimodal": self.multimodal}
+
+
+def _quant_method(t: TextConfig, forced: str | None) -> str | None:
+    if forced:
+        return forced
+    q = t.quantization
+    if not q:
+        return None
+    method = str(q.get("quant_method") or q.get("quant_algo") or "").lower()
+    if method in ("compressed-tensors", "compressed_tensors"):
+        groups = q.get("config_groups") or {}
+        bits = {g.get("weights", {}).get("num_bits") for g in groups.values() if isinstance(g, dict)}
+        return "fp8" if bits <= {8} and bits else method
+    return method or None
+
+
+def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int | None = None,
+                      quantization: str | None = None) -> ModelShape:
+    """The shape of a read config; `quantization` forces a format the config does not state
+    (an `-FP8` variant named after a catalogue model)."""
+    counted: ParamCount = count_params(t)
+    method = _quant_method(t, quantization)
+    dtype = (t.torch_dtype or "").lower()
+    if stored_bytes and dtype in ("float32", "fp32") and not method:
+        stored_bytes //= 2  # a float32 checkpoint is served in 16 bits
+    return ModelShape(
+        name=name, source=source, architecture=t.architecture, total_params=counted.total,
+        active_params=counted.active, layers=t.layers, attention_layers=t.attention_layers, hidden=t.hidden,
+        heads=t.heads, kv_heads=t.total_kv_heads, head_dim=t.head_size, mla=t.mla, vocab=t.vocab,
+        max_position=t.max_position, experts=t.experts, experts_per_token=t.experts_per_token,
+        expert_params=counted.experts, embedding_params=counted.embedding, vision_params=counted.vision,
+        sliding_window=t.sliding_window, quantization=method, stored_bytes=stored_bytes, multimodal=t.multimodal,
+    )
