@@ -63,9 +63,10 @@ def test_other_releases_report_it_ignored_and_a_bad_phase_is_refused():
 
 
 def test_buckets_command_takes_the_filter():
-    out = subprocess.run([sys.executable, "-m", "tuner.cli", "buckets", "--release", "fork-1.17", "--token-budget-filter",
-                          "both", "--max-num-seqs", "256", "--max-model-len", "1024", "--max-num-batched-tokens",
-                          "32768", "--num-hpu-blocks", "4096"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "tuner.cli", "buckets", "--release", "fork-1.17",
+                          "--token-budget-filter", "both", "--max-num-seqs", "256", "--max-model-len", "1024",
+                          "--max-num-batched-tokens", "32768", "--num-hpu-blocks", "4096"],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "prompt buckets:     52" in out.stdout and "decode buckets:     95" in out.stdout
 

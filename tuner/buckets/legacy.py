@@ -7,6 +7,9 @@ drops ranged values below MIN, filters prompt buckets by the token budget, caps 
 the KV-cache size, and logs every variable it reads (with a bug: "(default:min)" where the default
 value belongs).
 
+The habana_main builds between the two releases (vllm-fork #208 of 2024-08-27 on) kept 1.17's lists and
+added the token budget; fork-1.17 models them with ServerConfig.token_budget_phases.
+
 Quirks reproduced on purpose (see the 1.17/1.18 sources):
 * Batches are padded by repeating the first sequence, so on 1.18 the padding sequences add their own
   blocks to the decode block count before it is bucketed.

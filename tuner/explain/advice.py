@@ -181,9 +181,10 @@ def unusable_reason(alt: Alternative, logged_buckets: int, logged_warmup_s: floa
     if logged_buckets and built > UNUSABLE_FACTOR * logged_buckets:
         return (f"{built:,} buckets, {built / logged_buckets:.0f}x the logged run's {logged_buckets:,}: far more than "
                 "this server ever warmed up")
-    if logged_warmup_s and alt.predicted_warmup_s and alt.predicted_warmup_s > UNUSABLE_FACTOR * logged_warmup_s:
-        return (f"{alt.predicted_warmup_s:,.0f} s of predicted warm-up, {alt.predicted_warmup_s / logged_warmup_s:.0f}x "
-                f"the logged run's {logged_warmup_s:,.0f} s")
+    warmup = alt.predicted_warmup_s
+    if logged_warmup_s and warmup and warmup > UNUSABLE_FACTOR * logged_warmup_s:
+        return (f"{warmup:,.0f} s of predicted warm-up, {warmup / logged_warmup_s:.0f}x the logged run's "
+                f"{logged_warmup_s:,.0f} s")
     return None
 
 
