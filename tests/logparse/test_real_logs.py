@@ -31,6 +31,7 @@ GiB = 2**30
 FORK_2D = ("fork-1.19", "fork-1.20", "fork-1.21.0", "fork-1.21.2")
 PLUGIN = ("gaudi-0.10.1", "gaudi-0.15.1", "gaudi-0.26.0", "gaudi-main")
 GAUDI_V0 = "vllm-fork (v0) on Gaudi, release not named by the log"
+INTERIM = "vllm-fork habana_main between 1.17 and 1.18 (v0, 2-D buckets, decode over seq, token budget)"
 
 
 def _lines(name: str) -> list[str]:
@@ -83,8 +84,19 @@ EXPECTED = {
     "fork-1.18_pr345_buckets_cut.log": dict(
         release="vllm-fork 1.18 (v0, 2-D buckets)", profiles=("fork-1.18",), engine="v0",
         buckets={"prompt": 31, "decode": 112}, omitted={"prompt": (25, 4096)}, kv_blocks=3184),
-    "fork-1.18_issue484_graph_compile_failed.log": dict(
-        release=GAUDI_V0, profiles=(), engine="v0", version="0.5.3.post1",
+    "fork-1.18pre_pr208_token_budget_decode_over_seq.log": dict(
+        release=INTERIM, profiles=("fork-1.17",), engine="v0",
+        buckets={"prompt": 23, "decode": 31}, omitted={"prompt": (33, 2048)},
+        bucket_config={"prompt": {"bs": (1, 32, 64), "seq": (128, 128, 1024)},
+                       "decode": {"bs": (1, 128, 256), "seq": (128, 128, 2048)}}),
+    "fork-1.18pre_pr235_large_bucket_minimums.log": dict(
+        release=INTERIM, profiles=("fork-1.17",), engine="v0",
+        buckets={"prompt": 12, "decode": 8}, omitted={"prompt": (0, 131072), "decode": (0, 131072)},
+        bucket_config={"prompt": {"bs": (64, 32, 64), "seq": (768, 128, 768)},
+                       "decode": {"bs": (64, 128, 64), "seq": (768, 128, 1024)}}),
+    "fork-1.18_issue484_graph_compile_failed.log": dict(   # no bucket line: the release from its version
+        release="vllm-fork (v0), fork-1.17, fork-1.18 by its version", profiles=("fork-1.17", "fork-1.18"),
+        engine="v0", version="0.5.3.post1",
         # one compile failure (the PT_BRIDGE verdict), not one problem per Habana [error] line
         problems=[("compile", "Graph compile failed. synStatus=synStatus 26 [Generic failure]. compile", 9)]),
     "fork-1.19_issue462_docker_timestamps.log": dict(
@@ -96,8 +108,8 @@ EXPECTED = {
         problems=[("traceback", "traceback cut before its exception line; last frame _initialize_kv_caches "
                    "(llm_engine.py:486)", 17)]),
     "fork-1.20_issue776_gaudi1_bare_prints_pt_lazy_error.log": dict(
-        release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
-        version="0.6.3.dev2203+g85eb1472",
+        release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=("fork-1.19", "fork-1.20"), engine="v0",
+        version="0.6.3.dev2203+g85eb1472",   # a habana_main build on 0.6.3: the 1.19/1.20 era
         # printed without any logger prefix; the server died before generating bucket lists
         variables={**FORK_VARS_DEFAULT, "VLLM_PROMPT_BS_BUCKET_MAX": 16, "VLLM_DECODE_BS_BUCKET_MAX": 16,
                    "VLLM_DECODE_BLOCK_BUCKET_STEP": 128, "VLLM_DECODE_BLOCK_BUCKET_MAX": 256},
@@ -123,7 +135,8 @@ EXPECTED = {
         problems=[("traceback", "AssertionError: HabanaWorker.determine_num_available_blocks needs to be called "
                    "before warming up the model.", 4)]),
     "fork-1.21_erag84_v0_engine_wrapped.log": dict(
-        release=GAUDI_V0, profiles=(), engine="v0", version="0.7.2"),   # device_config=hpu
+        release="vllm-fork (v0), fork-1.21.0, fork-1.21.2 by its version", profiles=("fork-1.21.0", "fork-1.21.2"),
+        engine="v0", version="0.7.2"),   # device_config=hpu; vLLM 0.7.2 is the base of both 1.21 releases
     "fork-1.21_issue1194_tp8_decode_warmup_interleaved.log": dict(
         release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
         # eight ranks print each step: the untagged driver's copy is the one counted; cut mid-warm-up

@@ -67,6 +67,10 @@ class ServerConfig:
     pooling: bool = False
     decode_block_size: int | None = None
     skip_decode_block_clamp: bool = False
+    # fork-1.17 only: the habana_main builds between the 1.17 and 1.18 releases (vllm-fork #208 of
+    # 2024-08-27 on) drop the buckets whose bs x seq exceeds max_num_batched_tokens, in these phases:
+    # prompt and decode until #241 (2024-09-04), prompt only after it. The 1.17 release filters nothing.
+    token_budget_phases: tuple[str, ...] = ()
 
     def __post_init__(self):
         for name in ("block_size", "max_num_seqs", "max_model_len", "max_num_batched_tokens", "num_hpu_blocks"):
@@ -81,6 +85,10 @@ class ServerConfig:
                                                    or self.decode_block_size < 1):
             raise BucketConfigError(f"decode_block_size must be a positive integer, got {self.decode_block_size!r}",
                                     "decode_block_size")
+        bad = [p for p in self.token_budget_phases if p not in ("prompt", "decode")]
+        if bad:
+            raise BucketConfigError(f"token_budget_phases: {bad[0]!r} is no phase (prompt, decode)",
+                                    "token_budget_phases")
         if self.max_num_prefill_seqs is not None and self.max_num_prefill_seqs < 1:
             raise BucketConfigError(
                 f"max_num_prefill_seqs must be a positive integer, got {self.max_num_prefill_seqs!r}",
@@ -221,7 +229,8 @@ class ReleaseProfile(ABC):
 
 # ServerConfig's runner/model inputs and their "not set" values.
 _MODEL_INPUTS = {"lora": False, "num_speculative_tokens": 0, "mamba_chunk_size": 0, "mamba_chunk_size_explicit": True,
-                 "pooling": False, "decode_block_size": None, "skip_decode_block_clamp": False}
+                 "pooling": False, "decode_block_size": None, "skip_decode_block_clamp": False,
+                 "token_budget_phases": ()}
 
 
 def _replace_env(cfg: ServerConfig, env: Mapping[str, str]) -> ServerConfig:

@@ -339,3 +339,8 @@ def _public(text: str) -> str:
     """A version without its local label ("0.9.0.1+gaudi.1.22.0" -> "0.9.0.1"); the text if unparsable."""
     v = _version(text)
     return v.public if v else text
+
+
+# The readers of a log's version strings (tuner/explain/releasesigns.py) use the same tables.
+fork_label = _fork_label
+fork_by_label = _fork_by_label

@@ -7,6 +7,9 @@ drops ranged values below MIN, filters prompt buckets by the token budget, caps 
 the KV-cache size, and logs every variable it reads (with a bug: "(default:min)" where the default
 value belongs).
 
+The habana_main builds between the two releases (vllm-fork #208 of 2024-08-27 on) kept 1.17's lists and
+added the token budget; fork-1.17 models them with ServerConfig.token_budget_phases.
+
 Quirks reproduced on purpose (see the 1.17/1.18 sources):
 * Batches are padded by repeating the first sequence, so on 1.18 the padding sequences add their own
   blocks to the decode block count before it is bucketed.
@@ -159,6 +162,7 @@ class Fork117(_ForkProfile):
     upstream = "HabanaAI/vllm-fork@v0.5.3.post1-Gaudi-1.17.0 (1e0e492)"
     decode_dim = "SEQ"
     drop_below_min = False  # 1.17 keeps stable values below MIN when MIN > STEP
+    model_inputs = ("token_budget_phases",)  # the habana_main builds after 1.17 (ServerConfig)
 
     def _defaults(self, cfg):
         s, b = cfg.max_num_seqs, cfg.block_size
@@ -190,19 +194,47 @@ class Fork117(_ForkProfile):
                          for s in ranges["VLLM_PROMPT_SEQ_BUCKET"]), key=_tokens_key)
         decode = sorted(((b, s) for b in ranges["VLLM_DECODE_BS_BUCKET"]
                          for s in ranges["VLLM_DECODE_SEQ_BUCKET"]), key=_tokens_key)
+        tokens, warnings = cfg.max_num_batched_tokens, []
+        prompt, omitted_prompt, prompt_lines = self._budget(prompt, "prompt", cfg, pbs, pseq, warnings)
+        decode, _, decode_lines = self._budget(decode, "decode", cfg, dbs, dseq, warnings)
         log = [
             f"Prompt bucket config (min, step, max_warmup) bs:{pbs}, seq:{pseq}",
-            f"Generated {len(prompt)} prompt buckets: {sorted(prompt)}",
+            f"Generated {len(prompt)} prompt buckets: {sorted(prompt)}", *prompt_lines,
             f"Decode bucket config (min, step, max_warmup) bs:{dbs}, seq:{dseq}",
-            f"Generated {len(decode)} decode buckets: {sorted(decode)}",
+            f"Generated {len(decode)} decode buckets: {sorted(decode)}", *decode_lines,
         ]
+        if cfg.token_budget_phases:
+            settings.append(Setting("max_num_batched_tokens", tokens, DEFAULT,
+                                    f"{' and '.join(cfg.token_budget_phases)} buckets with bs*seq above it are "
+                                    "omitted (habana_main after 1.17)"))
         return BucketPlan(
             profile=self.name, strategy=LINEAR, prompt=prompt, decode=decode,
-            settings=settings + self._ignored(cfg), log_lines=log, dims=2,
+            settings=settings + self._ignored(cfg), warnings=warnings, log_lines=log, dims=2,
+            omitted_prompt=omitted_prompt,
             prefix_caching=bool(cfg.prefix_caching), contiguous_pa=False,
             state={**t, "block_size": cfg.block_size, "prompt_set": frozenset(prompt),
                    "decode_set": frozenset(decode)},
         )
+
+    @staticmethod
+    def _budget(buckets, phase: str, cfg: ServerConfig, bs_cfg, seq_cfg, warnings: list[str]):
+        """The token budget of the habana_main builds after 1.17 (cfg.token_budget_phases): the kept
+        buckets, the omitted ones and the lines those builds print; everything kept when none fits."""
+        if phase not in cfg.token_budget_phases:
+            return buckets, [], []
+        tokens = cfg.max_num_batched_tokens
+        kept = [c for c in buckets if c[0] * c[1] <= tokens]
+        if not kept:
+            smallest = min(c[0] * c[1] for c in buckets)
+            msg = (f"The current bucketing configuration (min, step, max_warmup): bs:{bs_cfg}, seq:{seq_cfg} "
+                   f"cannot be used with specified max_num_batched_tokens ({tokens}), as the smallest bucket "
+                   f"({smallest}) would exceed token budget. Please increase max_num_batched_tokens or decrease "
+                   "bucket minimum Ignoring max_num_batched_tokens at risk of out-of-memory errors.")
+            warnings.append(msg)
+            return buckets, [], [msg]
+        omitted = sorted(c for c in buckets if c[0] * c[1] > tokens)
+        return kept, omitted, [f"Omitted {len(omitted)} {phase} buckets due to exceeded token budget "
+                               f"(max_num_batched_tokens={tokens})"]
 
     def _pad_value(self, value, triple):
         # MIN plays no part: below STEP the next power of two (capped at STEP), else a STEP multiple.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from .base import BucketConfigError, ReleaseProfile
 
 
@@ -29,5 +31,7 @@ def get_profile(name: str) -> ReleaseProfile:
     for p in table.values():
         if name in p.aliases:
             return p
-    known = ", ".join(list(table) + [a for p in table.values() for a in p.aliases])
-    raise BucketConfigError(f"unknown release profile {name!r}; known profiles: {known}", "profile")
+    names = list(table) + [a for p in table.values() for a in p.aliases]
+    near = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise BucketConfigError(f"unknown release profile {name!r}; {hint}known profiles: {', '.join(names)}", "profile")

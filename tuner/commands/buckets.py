@@ -52,6 +52,9 @@ def _add_buckets(sub):
     m.add_argument("--decode-block-size", type=int, help="hybrid models: the attention kernel's block size")
     m.add_argument("--skip-decode-block-clamp", action="store_true",
                    help="vllm-gaudi main: hybrid/GDN/mamba/interleaved-SWA models keep the full decode block range")
+    m.add_argument("--token-budget-filter", choices=("prompt", "both"),
+                   help="fork-1.17: a habana_main build after the 1.17 release that omits buckets above "
+                        "--max-num-batched-tokens (vllm-fork #208, 2024-08: both phases; #241, 2024-09: prompt only)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="a VLLM_* variable as the server sees it")
     p.add_argument("--bucket-file", metavar="F",
                    help="the buckets listed in file F (the same as --env VLLM_BUCKETING_FROM_FILE=F; "
@@ -115,6 +118,7 @@ def cmd_buckets(args) -> int:
         pooling=args.pooling,
         decode_block_size=args.decode_block_size,
         skip_decode_block_clamp=args.skip_decode_block_clamp,
+        token_budget_phases={None: (), "prompt": ("prompt",), "both": ("prompt", "decode")}[args.token_budget_filter],
     )
     pred = predict(profile.name, cfg, args)
     blocks, kv_source = kv_blocks(args, pred, cfg)

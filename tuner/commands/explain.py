@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..buckets.release_flag import add_release
 from . import MODEL_HELP, UsageError
 
 
@@ -21,6 +22,8 @@ def register(sub) -> None:
     )
     p.add_argument("log", nargs="?", default="-", help="server log file, or - for stdin (default)")
     p.add_argument("--json", action="store_true", help="print the JSON document instead of text")
+    add_release(p, "read the log as this release profile (bucket-tuner profiles), whatever its own signs say; "
+                "default: the release the log's signs point to")
     p.add_argument("--block-size", type=int, default=128, help="the server's block size (default 128)")
     p.add_argument("--max-model-len", type=int, help="the server's max_model_len (default: from the buckets)")
     p.add_argument("--max-num-seqs", type=int, help="the server's max_num_seqs (default: from the buckets)")
@@ -100,6 +103,19 @@ def _model_advice(x, lines: list[str], args, name: str) -> None:
                                  "calibrated with this log")
 
 
+def known_release(name: str | None) -> str | None:
+    """--release as given, refused (with the close names) when no profile has that name."""
+    from ..buckets import BucketConfigError, get_profile
+
+    if name is None:
+        return None
+    try:
+        get_profile(name)
+    except BucketConfigError as exc:
+        raise UsageError(f"--release: {exc}") from None
+    return name
+
+
 def cmd_explain(args) -> int:
     from ..explain import explain
     from ..explain.render import render_text, to_json
@@ -119,7 +135,7 @@ def cmd_explain(args) -> int:
             raise UsageError(f"log file not found: {path}" if not path.exists() else f"not a file: {path}")
         # errors="replace": a log cut mid-character or holding binary junk is still read
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    x = explain(lines, source=args.log, advise_opts=opts)
+    x = explain(lines, source=args.log, advise_opts=opts, release=known_release(args.release))
     name = _model_name(x, args)
     if name is not None:
         _model_advice(x, lines, args, name)

@@ -80,7 +80,8 @@ def cmd_plan(args) -> int:
     limits = limits_from_args(args, target)
     samples = _log_samples(args, target, space, err)
     calibration = Calibration.for_device(samples, target.device_model)
-    baseline = read_baseline(args.baseline, space, target.release) if args.baseline else None
+    baseline = (read_baseline(args.baseline, space, target.release, release_given=args.release is not None)
+                if args.baseline else None)
     out = prepare_output(args.out or args.results / space.name / "plan.json", "--out")
     evaluator = Evaluator(target, limits, calibration)
     with _progress(err, enabled=not args.json) as progress:

@@ -354,13 +354,14 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
     return samples
 
 
-def read_baseline(path: Path, space, release: str):
-    """The baseline of `plan` / `tune`: its settings in the space (tuner/plan/baseline.py)."""
+def read_baseline(path: Path, space, release: str, release_given: bool = False):
+    """The baseline of `plan` / `tune`: its settings in the space (tuner/plan/baseline.py);
+    `release_given`: --release was on the command line, and a log is read as that release."""
     from ..plan.baseline import BaselineError, baseline_settings, read_deployment
     from ..plan.build import Baseline
 
     try:
-        dep = read_deployment(path, release, space.server)
+        dep = read_deployment(path, release, space.server, release_given=release_given)
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
     settings, notes = baseline_settings(dep, space)
@@ -371,7 +372,7 @@ def _baseline(args, space, ctx, console) -> dict | None:
     """--baseline: its exact settings in the space (tuner/plan/baseline.py), and what was read of it."""
     if args.baseline is None:
         return None
-    b = read_baseline(args.baseline, space, ctx.release)
+    b = read_baseline(args.baseline, space, ctx.release, release_given=getattr(args, "release", None) is not None)
     for note in b.notes:
         console.print(f"[yellow]baseline:[/] {note}")
     return {"source": str(args.baseline), "kind": b.kind, "server": b.settings.server, "env": b.settings.env,

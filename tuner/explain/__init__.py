@@ -5,6 +5,7 @@
                  (runs, gaps, elisions and drops are read there, once, for explain and calibration alike)
     serverfacts.py  tensor-parallel size, model, dtype, device as the log states them
     analysis.py  release, buckets per phase, memory split, problems
+    releasesigns.py  the release signs beside the bucket lines' shape: versions, token-budget lines, formats
     timeline.py  the warm-up timeline of each start: phase figures, slowest steps, skipped or not
     advice.py    what other settings would build and cost, predicted from the log's own pace
     render.py    the plain-words text (80 columns) and the --json document
@@ -52,9 +53,11 @@ class Explanation:
         return {p.phase: p.count for p in self.phases + self.counted if p.count}
 
 
-def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None = None) -> Explanation:
+def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None = None,
+            release: str | None = None) -> Explanation:
+    """`release`: read the log as that release profile (--release), whatever its own signs say."""
     reading = read_log(lines)
-    release = detect_release(reading)
+    release = detect_release(reading, release)
     every = bucket_phases(reading)
     phases = [p for p in every if p.count_from in ("bucket list", "config")
               or (p.count_from == "graph summary" and p.listed == p.count)]   # every bucket listed
@@ -63,11 +66,12 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
     facts = server_facts(reading)
     omitted = reading.summary.omitted.get("prompt")
     opts = dict(advise_opts or {})
-    for key, logged in (("max_model_len", facts.max_model_len), ("max_num_seqs", facts.max_num_seqs)):
+    for key, logged in (("max_model_len", facts.max_model_len), ("max_num_seqs", facts.max_num_seqs),
+                        ("max_num_batched_tokens", facts.max_num_batched_tokens)):
         if opts.get(key) is None and logged is not None:
             opts[key] = logged     # the engine's own settings line beats a guess from the buckets
     adv = advise(release, phases, tl, memory.kv_blocks, omitted.token_budget if omitted else None,
-                 log_path=None if source == "-" else source, **opts)
+                 log_path=None if source == "-" else source, omitted=omitted.count if omitted else 0, **opts)
     return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv, facts,
                        [p for p in every if p not in phases])
 

@@ -52,6 +52,8 @@ class Alternative:
     error: str | None = None
     predicted_kv_blocks: int | None = None  # with the performance model (explain --model-shape)
     predicted_warmup_band: tuple[float, float] | None = None  # its 2-sd range (performance model)
+    # why it is no option for this server: its bucket count or warm-up far beyond the logged run's
+    unusable: str | None = None
 
 
 @dataclass
@@ -100,7 +102,11 @@ def env_from_configs(phases: dict[str, PhaseBuckets]) -> dict[str, str]:
 
 def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, block_size: int,
                     max_model_len: int | None, max_num_seqs: int | None,
-                    max_num_batched_tokens: int | None, token_budget: int | None) -> tuple[ServerConfig, list[str]]:
+                    max_num_batched_tokens: int | None, token_budget: int | None,
+                    omitted: int = 0) -> tuple[ServerConfig, list[str]]:
+    """The server a log's buckets were built for. The token budget: given, else the engine's settings,
+    else the Omitted line's; when only an omission count is logged, the largest batch x length the
+    whole prompt list kept (any budget from there to the smallest omitted bucket builds the same)."""
     assumed = []
     seqs = max_num_seqs or _max_of(phases, "decode", 0)
     if not seqs or not (max_model_len or _max_of(phases, "prompt", 1)):
@@ -115,7 +121,11 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
     budget = max_num_batched_tokens or token_budget
     if budget is None:
         prompt = phases.get("prompt")
-        if prompt is not None and prompt.complete and prompt.max_tokens:
+        if prompt is not None and prompt.complete and prompt.max_tokens and omitted:
+            budget = prompt.max_tokens
+            assumed.append(f"max_num_batched_tokens={budget} (inferred: the log omits {omitted} prompt buckets "
+                           "without printing the budget; the largest batch x length it kept)")
+        elif prompt is not None and prompt.complete and prompt.max_tokens:
             budget = max(prompt.max_tokens, mml)
             assumed.append(f"max_num_batched_tokens={budget} (the largest batch x length among the logged "
                            "prompt buckets)")
@@ -160,11 +170,41 @@ def _build(profile_name: str, cfg: ServerConfig, env: dict[str, str], strategy: 
     return get_profile(profile_name).build(replace(cfg, env=env), strategy)
 
 
+# An alternative this far beyond the logged run (buckets, or predicted warm-up) is no option for the
+# server: a calculator fed a huge max_model_len proposes 100,000+ buckets and days of warm-up.
+UNUSABLE_FACTOR = 10
+
+
+def unusable_reason(alt: Alternative, logged_buckets: int, logged_warmup_s: float | None) -> str | None:
+    """Why `alt` is far beyond the logged run (None: within UNUSABLE_FACTOR of it on both counts)."""
+    built = (alt.prompt_buckets or 0) + (alt.decode_buckets or 0)
+    if logged_buckets and built > UNUSABLE_FACTOR * logged_buckets:
+        return (f"{built:,} buckets, {built / logged_buckets:.0f}x the logged run's {logged_buckets:,}: far more than "
+                "this server ever warmed up")
+    warmup = alt.predicted_warmup_s
+    if logged_warmup_s and warmup and warmup > UNUSABLE_FACTOR * logged_warmup_s:
+        return (f"{warmup:,.0f} s of predicted warm-up, {warmup / logged_warmup_s:.0f}x the logged run's "
+                f"{logged_warmup_s:,.0f} s")
+    return None
+
+
+def mark_unusable(advice: Advice, by_phase: dict[str, PhaseBuckets], logged_warmup_s: float | None) -> None:
+    """Set `unusable` on every alternative far beyond the logged run (never on the rebuild "as logged")."""
+    from dataclasses import replace
+
+    logged = sum(p.count for ph, p in by_phase.items() if ph in ("prompt", "decode") and p.count)
+    base = next((a for a in advice.alternatives if a.name == "as logged" and a.error is None), None)
+    warmup = logged_warmup_s or (base.predicted_warmup_s if base else None)
+    advice.alternatives = [a if a.name == "as logged" or a.error is not None
+                           else replace(a, unusable=unusable_reason(a, logged, warmup))
+                           for a in advice.alternatives]
+
+
 def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline, kv_blocks: int | None,
            token_budget: int | None, *, block_size: int = 128, max_model_len: int | None = None,
            max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
            input_len: int | None = None, output_len: int | None = None,
-           log_path: str | None = None) -> Advice:
+           log_path: str | None = None, omitted: int = 0) -> Advice:
     by_phase = {p.phase: p for p in phases}
     profile = release.profile
     advice = Advice(profile=profile, server=None)
@@ -174,7 +214,7 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
     try:
         cfg, assumed = server_from_log(by_phase, kv_blocks, block_size=block_size, max_model_len=max_model_len,
                                        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                       token_budget=token_budget)
+                                       token_budget=token_budget, omitted=omitted)
     except BucketConfigError as exc:
         advice.notes.append(f"cannot rebuild the buckets from this log ({exc}); pass --max-num-seqs and "
                             "--max-model-len")
@@ -184,6 +224,11 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
                      "num_hpu_blocks": cfg.num_hpu_blocks}
     advice.assumptions += assumed
     prof = get_profile(profile)
+    inputs = {k: v for k, v in release.inputs if k in prof.model_inputs}
+    if inputs:   # what the log shows of the runner, e.g. a habana_main build's token budget filter
+        from dataclasses import replace
+        cfg = replace(cfg, **inputs)
+        advice.server.update(inputs)
     logged_env = env_from_configs(by_phase)
     logged_strategy = strategy_from_configs(by_phase)
     strategy = logged_strategy if logged_strategy in prof.strategies else prof.default_strategy
@@ -229,6 +274,7 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
         advice.alternatives.append(Alternative(
             name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
             _predict(timeline, by_phase, len(plan.prompt), len(plan.decode))))
+    mark_unusable(advice, by_phase, timeline.warmup_total_s)
     advice.rebuild_mismatch = rebuild_mismatch(advice, by_phase)
     advice.tune_command = tune_command(profile, log_path)
     if profile not in _SPACES:

@@ -35,6 +35,10 @@ class ReleaseGuess:
     version: str | None           # as the log prints it
     evidence: tuple[str, ...]
     preferred: str | None = None     # the profile whose defaults match what the log shows
+    decided_by: tuple[str, ...] = ()  # the signs that chose `profiles` / `preferred`, in words
+    # runner inputs the log shows (ServerConfig fields, e.g. token_budget_phases of a habana_main build)
+    inputs: tuple[tuple[str, object], ...] = ()
+    given: str | None = None         # the release named by --release, which overrides the log's reading
 
     @property
     def profile(self) -> str | None:
@@ -90,13 +94,77 @@ def _on_gaudi(events: list, sources: set) -> bool:
             or any(isinstance(e, Traceback) and _GAUDI_TEXT.search(e.text) for e in events))
 
 
-def detect_release(reading: LogReading) -> ReleaseGuess:
+INTERIM_FAMILY = "vllm-fork habana_main between 1.17 and 1.18 (v0, 2-D buckets, decode over seq, token budget)"
+GAUDI_V0 = "vllm-fork (v0) on Gaudi, release not named by the log"
+
+
+def detect_release(reading: LogReading, release: str | None = None) -> ReleaseGuess:
+    """The release that wrote the log: the shape of its bucket lines, narrowed by every other sign it
+    gives (releasesigns.py); `release` (--release) overrides the reading and says where they differ."""
     guess = _detect_release(reading)
-    if len(guess.profiles) > 1:
+    guess = replace(guess, decided_by=guess.evidence)
+    guess = _with_signs(guess, reading)
+    if len(guess.profiles) > 1 and guess.preferred is None:
         preferred, why = _prefer_by_graphs(guess.profiles, [t.event for t in reading.events])
         if preferred is not None:
-            return replace(guess, preferred=preferred, evidence=guess.evidence + (why,))
-    return guess
+            guess = replace(guess, preferred=preferred, evidence=guess.evidence + (why,),
+                            decided_by=guess.decided_by + (why,))
+    return guess if release is None else given_release(guess, release)
+
+
+def given_release(guess: ReleaseGuess, release: str) -> ReleaseGuess:
+    """The log read as `release` (raises BucketConfigError, naming the close names, when unknown)."""
+    from ..buckets import get_profile
+
+    profile = get_profile(release)
+    said = f"--release {release}" + (f" ({profile.name})" if profile.name != release else "")
+    if guess.profiles and profile.name not in guess.profiles:
+        said += f"; the log's own signs read {', '.join(guess.profiles)} ({guess.family})"
+    inputs = tuple((k, v) for k, v in guess.inputs if k in profile.model_inputs)
+    return replace(guess, family=f"{profile.name} (given by --release)", profiles=(profile.name,),
+                   engine=profile.engine, preferred=profile.name, decided_by=(said,), inputs=inputs,
+                   given=release)
+
+
+def _with_signs(guess: ReleaseGuess, reading: LogReading) -> ReleaseGuess:
+    """Narrow the bucket lines' reading with the log's other signs: a firm sign keeps the profiles it
+    allows (one that allows none of them is reported, and the bucket lines win); a preference picks
+    among them. A log without bucket lines on Gaudi takes the profiles its versions allow."""
+    from .releasesigns import budget_phases, release_signs
+
+    fork = guess.engine == "v0" or any(p.startswith("fork-") for p in guess.profiles)
+    signs = release_signs(reading, fork=fork, plugin=guess.engine == "v1" and guess.family.startswith("vllm-gaudi"))
+    evidence, decided = list(guess.evidence), list(guess.decided_by)
+    profiles, preferred, family, inputs = guess.profiles, guess.preferred, guess.family, guess.inputs
+    for sign in signs:
+        evidence.append(sign.text)
+        if sign.profiles is None:
+            continue
+        if sign.text.startswith("'Omitted") and profiles == ("fork-1.17",):
+            # 1.17's bucket lines with a token budget: the habana_main builds between 1.17 and 1.18,
+            # read with fork-1.17's bucketing and the budget filter they added
+            family, inputs = INTERIM_FAMILY, (("token_budget_phases", budget_phases(reading)),)
+            decided.append(sign.text.split(": a fork build")[0] + ": filtered by the token budget, which the "
+                           "1.17 release never applies (a habana_main build after it)")
+            continue
+        if not sign.firm:
+            if sign.profiles[0] in profiles and len(profiles) > 1:
+                preferred = sign.profiles[0]
+                decided.append(sign.text)
+            continue
+        if not profiles and family == GAUDI_V0:
+            profiles = sign.profiles
+            family = f"vllm-fork (v0), {', '.join(profiles)} by its version"
+            decided.append(sign.text)
+            continue
+        kept = tuple(p for p in profiles if p in sign.profiles)
+        if kept and kept != profiles:
+            profiles = kept
+            decided.append(sign.text)
+        elif profiles and not kept:
+            evidence[-1] += f" (the bucket lines read {', '.join(profiles)}: kept theirs)"
+    return replace(guess, family=family, profiles=profiles, preferred=preferred, evidence=tuple(evidence),
+                   decided_by=tuple(decided), inputs=inputs)
 
 
 def _prefer_by_graphs(profiles: tuple[str, ...], events: list) -> tuple[str | None, str]:
@@ -179,7 +247,7 @@ def _detect_release(reading: LogReading) -> ReleaseGuess:  # noqa: C901 (one tes
     if v1_signs and gaudi:
         return ReleaseGuess("vllm-gaudi plugin (v1)", PLUGIN, "v1", version, tuple(v1_signs))
     if gaudi:
-        return ReleaseGuess("vllm-fork (v0) on Gaudi, release not named by the log", (), "v0", version,
+        return ReleaseGuess(GAUDI_V0, (), "v0", version,
                             ("Gaudi runner / Habana runtime lines without bucket lines",))
     if version or sources:
         return ReleaseGuess("generic vLLM (no Gaudi bucketing lines)", (), named_engine, version,

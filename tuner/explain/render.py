@@ -138,7 +138,7 @@ def _as_logged(x: Explanation):
 def _best_alternative(x: Explanation):
     base = _as_logged(x)
     options = [a for a in x.advice.alternatives if a.name != "as logged" and a.error is None
-               and a.predicted_warmup_s is not None]
+               and a.unusable is None and a.predicted_warmup_s is not None]
     if not options or base is None or base.predicted_warmup_s is None:
         return None
     best = min(options, key=lambda a: a.predicted_warmup_s)
@@ -154,7 +154,13 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
         lines += _wrap(f"release profiles consistent with it: {', '.join(r.profiles)}"
                        + (f"; vLLM {r.version}" if r.version else ""), "  ")
     if r.preferred and len(r.profiles) > 1:
-        lines += _wrap(f"read as {r.preferred}: {r.evidence[-1]}", "  ")
+        lines += _wrap(f"read as {r.preferred}", "  ")
+    for sign in r.decided_by:
+        lines += _wrap(f"decided by: {sign}", "  ")
+    inputs = dict(r.inputs)
+    if inputs.get("token_budget_phases"):
+        lines += _wrap(f"rebuilt with the token budget on {' and '.join(inputs['token_budget_phases'])} buckets "
+                       "(as that build filters them)", "  ")
     facts = _server_line(x)
     if facts:
         lines += _wrap(f"server: {facts}", "  ")
@@ -247,13 +253,22 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
             if a.error:
                 lines += _wrap(f"{a.name}: not valid for {adv.profile}: {a.error}", "  ")
                 continue
+            if a.unusable:
+                continue   # shown apart below, never in a row beside the options
             pct = _pct(a.predicted_warmup_s, base.predicted_warmup_s if base and a is not base else None)
             flag = "  != this log" if a is base and adv.rebuild_mismatch else ""
             rng = f" ({display.span(*a.predicted_warmup_band)})" if a.predicted_warmup_band else ""
             lines.append(f"  {a.name:<16}{a.strategy or '':<14}{a.prompt_buckets:>7}{a.decode_buckets:>7}"
                          f"{_secs(a.predicted_warmup_s):>10}{rng}{pct}{flag}")
+        apart = [a for a in adv.alternatives if a.unusable]
+        if apart:
+            lines.append("  not usable (far beyond the logged run):")
+            for a in apart:
+                lines += _wrap(f"{a.name}: {a.prompt_buckets:,} prompt and {a.decode_buckets:,} decode buckets"
+                               + (f", {_secs(a.predicted_warmup_s)} of warm-up" if a.predicted_warmup_s else "")
+                               + f" -- {a.unusable}", "    ")
         for a in adv.alternatives:
-            if a.name == "calculator" and a.error is None:
+            if a.name == "calculator" and a.error is None and a.unusable is None:
                 lines.append("  calculator settings:")
                 lines += [f"    {k}={v}" for k, v in a.env.items() if "BUCKET" in k]
     if adv.rebuild_mismatch:
@@ -292,7 +307,10 @@ def to_json(x: Explanation) -> dict:
     return {
         "source": x.source,
         "release": {"family": x.release.family, "profiles": list(x.release.profiles), "engine": x.release.engine,
-                    "version": x.release.version, "evidence": list(x.release.evidence)},
+                    "version": x.release.version, "evidence": list(x.release.evidence),
+                    "decided_by": list(x.release.decided_by), "profile": x.release.profile,
+                    "given": x.release.given, "inputs": {k: (list(v) if isinstance(v, tuple) else v)
+                                                         for k, v in x.release.inputs}},
         "summary": plain_words(x),
         "buckets": {p.phase: {"count": p.count, "count_from": p.count_from, "dims": list(p.dims),
                               "ranges": [list(r) for r in p.ranges] if p.complete else None,
@@ -327,7 +345,7 @@ def to_json(x: Explanation) -> dict:
                                      "predicted_kv_blocks": a.predicted_kv_blocks,
                                      "predicted_warmup_band_s": (list(a.predicted_warmup_band)
                                                                  if a.predicted_warmup_band else None),
-                                     "error": a.error} for a in x.advice.alternatives],
+                                     "error": a.error, "unusable": a.unusable} for a in x.advice.alternatives],
                    "predicted_by": x.advice.predicted_by, "rebuild_mismatch": x.advice.rebuild_mismatch,
                    "tune_command": x.advice.tune_command, "notes": x.advice.notes},
         "reading": {"lines": rd.lines, "events": len(rd.events), "unread": rd.unread,

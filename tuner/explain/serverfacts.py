@@ -25,6 +25,7 @@ class ServerFacts:
     dtype: str | None = None
     max_model_len: int | None = None
     max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None   # the token budget the engine's settings print
     block_size: int | None = None
     enforce_eager: bool | None = None
     device: str | None = None         # gaudi1 | gaudi2 | gaudi3
@@ -90,6 +91,7 @@ def server_facts(reading: LogReading) -> ServerFacts:
         dtype=_setting(texts, "dtype", r"(\w+)"),
         max_model_len=_int(_setting(texts, "max_model_len")) or _int(_setting(texts, "max_seq_len")),
         max_num_seqs=_int(_setting(texts, "max_num_seqs")),
+        max_num_batched_tokens=_int(_setting(texts, "max_num_batched_tokens")),
         block_size=_int(_setting(texts, "block_size")),
         enforce_eager=None if eager is None else eager == "True",
         device=device, device_evidence=device_why)

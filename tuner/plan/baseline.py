@@ -54,9 +54,11 @@ class Deployment:
     notes: list[str] = field(default_factory=list)
 
 
-def read_deployment(path: Path, release: str | None = None, server_defaults: dict[str, Any] | None = None
-                    ) -> Deployment:
-    """The settings of an env file, a serve script or a server log (see the module docstring)."""
+def read_deployment(path: Path, release: str | None = None, server_defaults: dict[str, Any] | None = None,
+                    *, release_given: bool = False) -> Deployment:
+    """The settings of an env file, a serve script or a server log (see the module docstring).
+    `release_given`: the release was named on the command line (--release), so a log is read as that
+    release even where its own signs read another (they are then noted); else such a log is refused."""
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -74,7 +76,7 @@ def read_deployment(path: Path, release: str | None = None, server_defaults: dic
     if body and all(_ENV_LINE.match(line) for line in body):
         return _env_file(path, text)
     try:
-        return _log(path, text, release, server_defaults or {})
+        return _log(path, text, release, server_defaults or {}, release_given)
     except BaselineError:
         lines = text.splitlines()
         looks_logged = sum(bool(_LOGGED.search(line)) for line in lines) > len(lines) / 5
@@ -370,11 +372,16 @@ def _serve_args(args: list[str], dep: Deployment) -> None:
 
 # ------------------------------------------------------------------------------------------ server logs
 
-def _log(path: Path, text: str, release: str | None, server_defaults: dict[str, Any]) -> Deployment:
+def _log(path: Path, text: str, release: str | None, server_defaults: dict[str, Any],
+         release_given: bool = False) -> Deployment:
     from ..explain import explain
     from ..study.logcalibration import settings_from_log
 
     x = explain(text.splitlines(), source=str(path))
+    corrected = None
+    if release and release_given and x.release.profiles and release not in x.release.profiles:
+        corrected = f"read as {release} (--release); the log's own signs read {', '.join(x.release.profiles)}"
+        x = explain(text.splitlines(), source=str(path), release=release)
     if not x.phases and x.memory.kv_blocks is None and not x.release.profiles:
         raise BaselineError(f"--baseline {path}: not an env file (NAME=VALUE lines), a `vllm serve` script, nor "
                             "a vLLM-on-Gaudi server log with bucket or memory lines")
@@ -383,11 +390,12 @@ def _log(path: Path, text: str, release: str | None, server_defaults: dict[str, 
         raise BaselineError(f"--baseline {path}: the log does not say its release; give --release")
     if x.release.profiles and release and release not in x.release.profiles:
         raise BaselineError(f"--baseline {path}: the log was written by {x.release.family} "
-                            f"({', '.join(x.release.profiles)}), the space is for {release}")
+                            f"({', '.join(x.release.profiles)}; decided by: {'; '.join(x.release.decided_by)}), "
+                            f"the space is for {release}; give --release {release} to read the log as {release}")
     settings, notes = settings_from_log(x, server_defaults, profile)
     dep = Deployment(LOG, env=dict(settings.env), server={k: v for k, v in settings.server.items()
                                                            if k not in server_defaults or
                                                            settings.server[k] != server_defaults[k]})
     dep.notes = ["read from the log: the bucket settings and memory split it shows; the rest as the space "
-                 "fixes it"] + notes
+                 "fixes it"] + ([corrected] if corrected else []) + notes
     return dep

@@ -171,7 +171,8 @@ def log_sample(lines: Iterable[str], ctx, server_defaults: dict[str, Any], sourc
                                   "(a release and --model-shape are needed)")
     if x.release.profiles and ctx.release not in x.release.profiles:
         raise LogCalibrationError(f"--calibrate-from {source}: the log was written by {x.release.family} "
-                                  f"({', '.join(x.release.profiles)}), the study tunes {ctx.release}")
+                                  f"({', '.join(x.release.profiles)}; decided by: "
+                                  f"{'; '.join(x.release.decided_by)}), the study tunes {ctx.release}")
     if not x.phases and not x.counted and x.memory.kv_blocks is None:
         raise LogCalibrationError(f"--calibrate-from {source}: no bucket, warm-up or memory lines in it; nothing "
                                   "to compare with the model")
