@@ -18,7 +18,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from .commands import bench, buckets, calc, compare, explain, export, fit, plan, report, sim, tune
+from .commands import bench, buckets, calc, compare, explain, export, fit, models, plan, report, sim, tune
 from .errors import Stopped, TunerError
 from .errors.disk import DISK_ERRNOS, disk_error
 from .serve.redact import redact_argv, redact_env
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help=f"show tracebacks (or set {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tune, plan, report, export, compare, bench, buckets, calc, fit, explain, sim):
+    for module in (tune, plan, report, export, compare, bench, buckets, calc, fit, explain, models, sim):
         module.register(sub)
     for name, subparser in sub.choices.items():
         if name not in _NO_DEBUG_FLAG:  # accepted after the command too; SUPPRESS keeps the top-level value

@@ -11,7 +11,7 @@ from ..buckets.base import STRATEGIES
 from ..buckets.coverage import coverage_warnings
 from ..buckets.release_flag import add_release
 from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs
-from .offline import add_model_flags, check_model_flags, predict, warmup_text
+from .offline import add_model_flags, check_model_flags, model_line, predict, warmup_text
 
 
 def register(sub) -> None:
@@ -138,6 +138,7 @@ def cmd_buckets(args) -> int:
                        "omitted_prompt": len(plan.omitted_prompt)},
             "unified": [list(b) for b in plan.unified],
             "kv_blocks": {"value": blocks, "source": kv_source},
+            "model": pred.figures,
             "prediction": pred.to_json(),
             "settings": [{"name": s.name, "value": s.value, "source": s.source, "note": s.note} for s in plan.settings],
             "warnings": plan.warnings,
@@ -160,6 +161,8 @@ def cmd_buckets(args) -> int:
     print(f"decode buckets: {len(plan.decode):>6}  {dshape} ranges {_shape_ranges(plan.decode)}")
     if plan.decode:
         print(f"  largest padded decode: {tuple(max(plan.decode, key=lambda b: (b[0], b[-1])))}")
+    if pred.figures:
+        print(model_line(pred.figures))
     print(f"KV blocks: {blocks:,} ({kv_source})")
     print(f"warm-up: {warmup_text(pred)}")
     if kv_source != "predicted" and pred.kv_blocks and _differs(profile, cfg, pred.kv_blocks, plan, args.strategy):

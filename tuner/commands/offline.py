@@ -26,9 +26,11 @@ class OfflinePrediction:
     warmup_s: float | None = None
     band_s: tuple[float, float] | None = None
     failure: str | None = None  # the model predicts the start fails: where and why
+    figures: dict | None = None  # the model's own figures, from its config (model_figures)
 
     def to_json(self) -> dict:
-        return {"model": self.model, "kv_blocks": self.kv_blocks, "warmup_s": _round(self.warmup_s),
+        return {"model": self.model, "model_figures": self.figures, "kv_blocks": self.kv_blocks,
+                "warmup_s": _round(self.warmup_s),
                 "warmup_band_s": [round(b, 1) for b in self.band_s] if self.band_s else None,
                 "failure": self.failure}
 
@@ -61,6 +63,30 @@ def check_model_flags(args) -> None:
         raise UsageError(f"--tensor-parallel-size must be at least 1, got {args.tensor_parallel_size}")
 
 
+def model_figures(name: str, dtype: str, tp: int) -> dict:
+    """What the model is, per card, as read from its config: KV bytes per token (bf16 and fp8 KV cache),
+    weight bytes, parameters; the figures `buckets --json` reports and the text's model line."""
+    from ..perfmodel.hardware import model_for
+
+    shape = model_for(name)
+    return {**shape.describe(), "tensor_parallel_size": tp,
+            "kv_bytes_per_token": {"bf16": shape.kv_bytes_per_token("bf16", tp),
+                                   "fp8": shape.kv_bytes_per_token("fp8", tp)},
+            "weight_bytes_per_card": shape.weight_bytes(dtype, tp)}
+
+
+def model_line(figures: dict) -> str:
+    """One line of the model's figures for the offline commands' text."""
+    f = figures
+    moe = f" ({f['active_params'] / 1e9:.1f}B active, {f['experts_per_token']} of {f['experts']} experts)" \
+        if f["experts"] else ""
+    mla = ", MLA" if f["mla"] else ""
+    return (f"model: {f['name']} ({f['architecture']}; {f['source']}): {f['total_params'] / 1e9:.1f}B parameters"
+            f"{moe}, {f['attention_layers']} of {f['layers']} layers cache K/V{mla}; per card at TP "
+            f"{f['tensor_parallel_size']}: {f['kv_bytes_per_token']['bf16']:,} KV bytes per token (bf16), "
+            f"{f['weight_bytes_per_card'] / 1024**3:.2f} GiB of weights")
+
+
 def predict(release: str, cfg: ServerConfig, args) -> OfflinePrediction:
     """The model's KV blocks and warm-up (with its band) for `cfg` on `release`; cfg.num_hpu_blocks is
     ignored (the model computes its own)."""
@@ -76,6 +102,7 @@ def predict(release: str, cfg: ServerConfig, args) -> OfflinePrediction:
     out = OfflinePrediction(model=f"{args.model_shape} on {args.device} ({args.dtype}, gpu_memory_utilization "
                                   f"{args.gpu_memory_utilization:g}"
                                   + (f", TP {args.tensor_parallel_size})" if args.tensor_parallel_size > 1 else ")"))
+    out.figures = model_figures(args.model_shape, args.dtype, args.tensor_parallel_size)
     pred = predict_startup(release, sim, inputs, dict(cfg.env))
     if pred.memory is not None and pred.num_blocks > 0:
         out.kv_blocks = pred.num_blocks

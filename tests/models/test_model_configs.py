@@ -1,0 +1,124 @@
+"""A model is its own config.json: parameter counts to the parameter against the published totals, KV
+bytes per token per rank for each attention family, weights as the checkpoint stores them, and every
+way a user names a model (folder, config.json, HF cache, catalogue name, served path, FP8 variant)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tuner.models import UnknownModelError, catalogue, resolve
+from tuner.models.hfconfig import ModelConfigError, read_config
+from tuner.models.params import count_params
+
+# Published totals: the model cards' counts, or the safetensors index's total_size / 2 (gemma-2-9b-it:
+# 18,483,411,968 B, stored in tuner/models/catalogue/weights.json).
+TOTALS = {
+    "meta-llama/Llama-3.1-8B-Instruct": 8_030_261_248,
+    "meta-llama/Llama-3.1-70B-Instruct": 70_553_706_496,
+    "Qwen/Qwen2.5-7B-Instruct": 7_615_616_512,
+    "Qwen/Qwen3-30B-A3B": 30_532_122_624,
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": 46_702_792_704,
+    "deepseek-ai/DeepSeek-V2-Lite": 15_706_484_224,
+    "openai/gpt-oss-20b": 20_914_757_184,
+    "google/gemma-2-9b-it": 9_241_705_984,
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(TOTALS))
+def test_parameters_counted_from_the_config_equal_the_published_total(model_id):
+    counted = count_params(read_config(json.loads(catalogue()[model_id].read_text())))
+    assert counted.total == TOTALS[model_id]
+
+
+def test_moe_models_run_a_token_through_its_routed_experts_only():
+    qwen, mixtral, oss = resolve("Qwen/Qwen3-30B-A3B"), resolve("mixtral-8x7b"), resolve("openai/gpt-oss-20b")
+    assert 3.0e9 < qwen.active_params < 3.5e9          # "A3B"
+    assert 12.5e9 < mixtral.active_params < 13.0e9     # 2 of 8 experts: ~12.9B
+    # OpenAI counts 3.61B active with the unembedding and without the embedding table.
+    assert abs(oss.active_params - oss.embedding_params / 2 - 3.61e9) < 0.01e9
+    assert resolve("llama-3.1-8b").active_params == resolve("llama-3.1-8b").total_params
+
+
+@pytest.mark.parametrize("name, tp, kv_bytes", [
+    ("llama-3.1-8b", 1, 2 * 32 * 8 * 128 * 2),
+    ("llama-3.1-8b", 8, 2 * 32 * 1 * 128 * 2),
+    ("llama-3.1-70b", 16, 2 * 80 * 1 * 128 * 2),               # 8 KV heads on 16 ranks: replicated, one each
+    ("Qwen/Qwen3-30B-A3B", 8, 2 * 48 * 1 * 128 * 2),            # 4 KV heads on 8 ranks: replicated
+    ("deepseek-ai/DeepSeek-R1", 1, 61 * (512 + 64) * 2),         # MLA: one latent per layer, not split by TP
+    ("deepseek-ai/DeepSeek-R1", 8, 61 * (512 + 64) * 2),
+    ("openai/gpt-oss-120b", 2, 2 * 36 * 4 * 64 * 2),             # sliding layers cache per token too
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", 1, 2 * 12 * 2 * 256 * 2),  # 12 of 48 layers hold a KV cache
+    ("google/gemma-2-9b-it", 1, 2 * 42 * 8 * 256 * 2),
+    ("Qwen/Qwen3-VL-32B-Instruct", 4, 2 * 64 * 2 * 128 * 2),     # the text_config of a VL model
+])
+def test_kv_bytes_per_token_per_rank(name, tp, kv_bytes):
+    shape = resolve(name)
+    assert shape.kv_bytes_per_token("bf16", tp) == kv_bytes
+    assert shape.kv_bytes_per_token("fp8", tp) == kv_bytes // 2
+
+
+def test_weights_are_counted_as_the_checkpoint_stores_them():
+    bf16 = resolve("Qwen/Qwen3-30B-A3B")
+    fp8 = resolve("Qwen/Qwen3-30B-A3B-FP8")                      # quantization_config in its config
+    named_fp8 = resolve("Qwen/Qwen3-VL-32B-Instruct-FP8")         # not in the catalogue: base + FP8 suffix
+    assert bf16.weight_bytes("bf16") == 2 * bf16.total_params
+    assert fp8.quantization == "fp8" and fp8.weight_bytes("bf16") == fp8.weight_bytes("fp8")
+    assert 0.5 < fp8.weight_bytes("bf16") / bf16.weight_bytes("bf16") < 0.55   # embeddings stay 16-bit
+    assert named_fp8.quantization == "fp8" and named_fp8.multimodal
+    oss = resolve("openai/gpt-oss-120b")                          # MXFP4 experts
+    assert 60e9 < oss.weight_bytes("bf16") < 66e9                  # the published checkpoint is ~65 GB
+    assert resolve("google/gemma-2-9b-it").weight_bytes("bf16") == 18_483_411_968   # the index's total_size
+    assert resolve("llama-3.1-70b").weight_bytes("bf16", tp=8) == 2 * 70_553_706_496 // 8
+
+
+def test_every_catalogue_config_is_read():
+    for model_id in catalogue():
+        shape = resolve(model_id)
+        assert shape.kv_bytes_per_token("bf16") > 0 and shape.total_params >= shape.active_params > 0, model_id
+
+
+def test_a_model_is_named_by_folder_config_cache_catalogue_or_served_path(tmp_path, monkeypatch):
+    src = catalogue()["Qwen/Qwen3-8B"]
+    folder = tmp_path / "my-qwen"
+    folder.mkdir()
+    shutil.copy(src, folder / "config.json")
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_400_000_000}}))
+    assert resolve(str(folder)).layers == 36 and resolve(str(folder)).weight_bytes("bf16") == 16_400_000_000
+    assert resolve(str(folder / "config.json")).source.endswith("config.json")
+    # the Hugging Face hub cache layout, found offline
+    hub = tmp_path / "hf" / "hub" / "models--acme--tuned-qwen"
+    snap = hub / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    shutil.copy(src, snap / "config.json")
+    (hub / "refs").mkdir()
+    (hub / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    resolve.cache_clear()
+    try:
+        assert resolve("acme/tuned-qwen").source == f"HF cache: {snap}"
+    finally:
+        resolve.cache_clear()
+    # catalogue: id, short name, older spelling, a served path that ends in one
+    assert resolve("meta-llama/Meta-Llama-3.1-70B-Instruct").layers == 80
+    assert resolve("/data/models/Mixtral-8x7B-Instruct-v0.1").experts == 8
+    assert resolve("qwen3-30b-a3b").experts == 128
+
+
+def test_a_name_nothing_knows_is_refused_with_the_closest_names_and_the_way_on(tmp_path):
+    with pytest.raises(UnknownModelError) as e:
+        resolve("Qwen/Qwen3-31B-A3B")
+    msg = str(e.value)
+    assert "unknown model 'Qwen/Qwen3-31B-A3B'" in msg and "closest: Qwen/Qwen3-30B-A3B" in msg
+    assert "config.json" in msg
+    with pytest.raises(UnknownModelError, match="has no config.json"):
+        resolve(str(tmp_path))
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(UnknownModelError, match="not valid JSON"):
+        resolve(str(bad))
+    with pytest.raises(ModelConfigError, match="num_hidden_layers"):
+        read_config({"architectures": ["X"], "hidden_size": 8, "num_attention_heads": 2}, "x/config.json")
