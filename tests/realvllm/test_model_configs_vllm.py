@@ -9,6 +9,7 @@ CPU build cannot inspect the multimodal classes without torchvision, which it ca
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -79,3 +80,44 @@ def test_kv_bytes_per_token_and_layers_equal_vllm_own(vllm_figures, family):
             row["layers"], row["attention_layers"], row["kv_heads"]), f"TP {tp}"
         assert ours.kv_bytes_per_token("bf16", tp) == row["kv_bytes_per_token_bf16"], f"TP {tp}"
         assert ours.kv_bytes_per_token("fp8", tp) == row["kv_bytes_per_token_fp8"], f"TP {tp}"
+
+
+# Tiny random-weight models of families the CPU build serves (--load-format dummy): vLLM's own KV-cache
+# size in tokens must be what tuner.models derives from the same config.json. (Sliding-window families,
+# gpt-oss and Gemma-2, are left out: the CPU build sizes them with its hybrid allocator, which Gaudi does
+# not use; their bytes per token are checked above against vLLM's specs.)
+TINY = {
+    "Qwen3-MoE (GQA, head_dim 48, 8 experts)": {
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 128,
+        "intermediate_size": 256, "moe_intermediate_size": 64, "num_experts": 8, "num_experts_per_tok": 2,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 48},
+    "DeepSeek-V2 (MLA, shared and routed experts)": {
+        "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "hidden_size": 128,
+        "intermediate_size": 256, "moe_intermediate_size": 64, "n_routed_experts": 8, "n_shared_experts": 1,
+        "num_experts_per_tok": 2, "first_k_dense_replace": 1, "moe_layer_freq": 1, "kv_lora_rank": 64,
+        "q_lora_rank": None, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 4, "topk_method": "greedy",
+        "n_group": 1, "topk_group": 1, "norm_topk_prob": False, "scoring_func": "softmax",
+        "routed_scaling_factor": 1.0},
+}
+COMMON = {"vocab_size": 2048, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+          "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1,
+          "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("family", list(TINY))
+def test_a_tiny_model_booted_by_vllm_holds_the_kv_tokens_we_derive(vllm_env, tmp_path, family):
+    from .test_realvllm import KV_BYTES, RealServer, kv_tokens
+
+    folder = tmp_path / "model"
+    shutil.copytree(vllm_env.model, folder)  # the tier's tokenizer files; the config is replaced
+    (folder / "config.json").write_text(json.dumps({**COMMON, **TINY[family]}))
+    server = RealServer(vllm_env, tmp_path, model=folder)
+    try:
+        server.start()
+        kv = server.summary().kv_cache
+    finally:
+        server.close()
+    assert kv is not None and kv.memory == KV_BYTES
+    assert kv.tokens == kv_tokens(KV_BYTES, resolve(str(folder)).kv_bytes_per_token("bf16"))

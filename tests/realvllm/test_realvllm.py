@@ -37,6 +37,7 @@ import aiohttp
 import pytest
 
 from tuner.logparse import LogWatcher
+from tuner.models import resolve
 from tuner.serve.backends import Backend
 from tuner.serve.ports import find_free_port
 from tuner.serve.process import ServerProcess
@@ -57,6 +58,14 @@ BOOT_LIMIT_S = 300.0      # ~40 s normally; the very first start on a cold machi
 VOCAB = 2000              # prompt token ids stay below the tiny tokenizer's 2048
 ROLES = ("api_server", "EngineCore", "Worker", "resource_tracker")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+CPU_BLOCK_SIZE = 128  # vLLM's CPU default block size (the tier passes none)
+
+
+def kv_tokens(kv_bytes: int, bytes_per_token: int, block_size: int = CPU_BLOCK_SIZE) -> int:
+    """The KV-cache tokens vLLM reports for a cache of kv_bytes: whole blocks of block_size tokens."""
+    return kv_bytes // (block_size * bytes_per_token) * block_size
 
 
 # ------------------------------------------------------------------------------------ /proc, our own
@@ -222,12 +231,12 @@ class RealServer:
     """One genuine `vllm serve` through our launcher, with the log watcher on its output and an
     independent record of its process tree."""
 
-    def __init__(self, env: realenv.RealVllmEnv, tmp: Path, *, max_model_len: int = 2048):
+    def __init__(self, env: realenv.RealVllmEnv, tmp: Path, *, max_model_len: int = 2048, model: Path | None = None):
         self.tmp = tmp
         self.watcher, self._lock = LogWatcher(), threading.Lock()
         self.port = find_free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        backend = Backend("vllm", model=str(env.model), served_model_name=SERVED, vllm_command=[str(env.vllm)],
+        backend = Backend("vllm", model=str(model or env.model), served_model_name=SERVED, vllm_command=[str(env.vllm)],
                           extra_args=["--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES)])
         self.argv = backend.argv({"max_model_len": max_model_len, "enforce_eager": True}, "127.0.0.1", self.port)
         self.env = server_env(tmp)
@@ -289,7 +298,7 @@ def shared_server(vllm_env, tmp_path_factory):
 class TestOneServer:
     """Start one genuine server, load it through `bucket-tuner bench`, then stop it cleanly."""
 
-    def test_bench_counts_exact_tokens_and_watcher_sees_startup(self, shared_server, tmp_path):
+    def test_bench_counts_exact_tokens_and_watcher_sees_startup(self, shared_server, vllm_env, tmp_path):
         s = shared_server
         _FIGURES.append(f"server 1: launch to /health 200 in {s.ready_s:.1f} s")
         models = get_json(s.base_url + "/v1/models")
@@ -321,6 +330,8 @@ class TestOneServer:
         assert kv is not None and kv.device == "CPU"
         assert kv.memory == KV_BYTES                    # "Explicitly set (0.25/..) GiB for KV cache"
         assert kv.tokens and kv.tokens > 0              # "CPU KV cache size: N tokens, ..."
+        # ... and as many tokens as tuner.models derives from the tiny model's own config.json (whole blocks)
+        assert kv.tokens == kv_tokens(KV_BYTES, resolve(str(vllm_env.model)).kv_bytes_per_token("bf16"))
         assert kv.max_concurrency and kv.max_concurrency > 1
         assert summary.startup_complete and summary.listening_url
         assert summary.stage == "serving"
