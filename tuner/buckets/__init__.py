@@ -1,4 +1,9 @@
-"""The bucket engine: exactly which buckets each vLLM-on-Gaudi release builds, and how it pads."""
+"""The bucket engine: exactly which buckets each vLLM-on-Gaudi release builds, and how it pads.
+
+Beside the profiles: runtime.py (the non-bucket variables each release reads, with defaults), declared.py
+(data: every VLLM_*/PT_HPU_* variable each release's code declares, its parser, default and file),
+envcheck.py (a value as its release parses it), names.py (the one resolver for variable names and values).
+"""
 
 from .base import (
     DEFAULT,

@@ -12,8 +12,11 @@ is refused the same way everywhere and advice cannot name a variable its release
   and pass untouched.
 
 What a release reads comes from its profile (bucket variables and strategy switches under every
-strategy, and the runtime table in tuner/buckets/runtime.py) plus the switches below that the bucket
-engine consults outside those lists.
+strategy, and the runtime table in tuner/buckets/runtime.py), the switches below that the bucket
+engine consults outside those lists, and every variable the release's own code declares or reads
+(tuner/buckets/declared.py). Given values (a mapping), a value a release would fail to parse is an error
+whatever --allow-unknown says (that flag is about names), and a flag read otherwise than it looks
+('yes' where the release takes only 1/true) is a warning (tuner/buckets/envcheck.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 
+from . import envcheck
 from .base import BucketConfigError
 from .registry import get_profile, profiles
 from .runtime import (
@@ -73,6 +77,10 @@ class UnknownVariableError(BucketConfigError):
     """A VLLM_*/PT_HPU_* name no release reads: a typo until the user says otherwise (--allow-unknown)."""
 
 
+class BadValueError(BucketConfigError):
+    """A value the release cannot parse: its server would stop at start-up (--allow-unknown does not pass it)."""
+
+
 _READ: dict[str, frozenset[str]] = {}
 
 
@@ -84,6 +92,7 @@ def release_variables(release: str) -> frozenset[str]:
         for strategy in profile.strategies:
             names.update(profile.bucket_variables(strategy), profile.strategy_env(strategy))
         names.update(n for n, readers in _SWITCHES.items() if profile.name in readers)
+        names.update(envcheck.declared_by(profile.name))
         if supports_compile_log(profile):
             names.update(DIAGNOSTIC_VARIABLES)
         _READ[profile.name] = frozenset(names)
@@ -97,7 +106,7 @@ def readers(name: str) -> list[str]:
 
 def known_variables() -> frozenset[str]:
     """Every VLLM_*/PT_HPU_* name the tool knows: what some release reads, and the outside-bucketing table."""
-    out: set[str] = set(OUTSIDE_BUCKETING)
+    out: set[str] = set(OUTSIDE_BUCKETING) | envcheck.all_declared()
     for p in profiles():
         out |= release_variables(p)
     return frozenset(out)
@@ -159,12 +168,13 @@ def counterpart(name: str, release: str) -> str | None:
     return None
 
 
-def check_names(names: Iterable[str], releases: str | Iterable[str] | None, *, where: str,
+def check_names(names: Iterable[str] | Mapping[str, str], releases: str | Iterable[str] | None, *, where: str,
                 allow_unknown: bool = False) -> list[str]:
     """Warnings about `names` for `releases` (one name, several, or None: no release to judge against).
 
     Raises UnknownVariableError for a VLLM_*/PT_HPU_* name no release reads, unless `allow_unknown`
     (then it is a warning). A name one of `releases` does not read but another release does is a warning.
+    Given a mapping (NAME -> value), the values are checked too (check_values), allow_unknown or not.
     """
     if isinstance(releases, str):
         releases = [releases]
@@ -181,6 +191,29 @@ def check_names(names: Iterable[str], releases: str | Iterable[str] | None, *, w
                             "passed on as given (--allow-unknown)")
             continue
         warnings += [not_read_message(name, r, where) for r in releases if name not in release_variables(r)]
+    if isinstance(names, Mapping):
+        warnings += check_values(names, releases, where=where)
+    return warnings
+
+
+def check_values(env: Mapping[str, str], releases: str | Iterable[str] | None, *, where: str) -> list[str]:
+    """Warnings about flags read otherwise than they look; raises BadValueError for the first value a
+    release (of `releases`; None: every release that declares it) cannot parse, as its server would."""
+    if isinstance(releases, str):
+        releases = [releases]
+    releases = [get_profile(r).name for r in (releases or [])] or list(profiles())
+    warnings: list[str] = []
+    for name, value in env.items():
+        for problem in envcheck.value_problems(name, str(value), releases):
+            verb = "parses" if len(problem.releases) == 1 else "parse"
+            if problem.error:
+                raise BadValueError(
+                    f"{where} {name}={value}: the server would fail at start-up: {span(list(problem.releases))} "
+                    f"{verb} it as {envcheck.expects(problem.parser)} ({problem.source}): {problem.error}", name)
+            warnings.append(f"{where} {name}={value}: {span(list(problem.releases))} "
+                            f"read{'s' if len(problem.releases) == 1 else ''} it as "
+                            f"{'true' if problem.read_as else 'false'} (true is "
+                            f"{envcheck.true_spellings(problem.parser)}; {problem.source})")
     return warnings
 
 

@@ -72,12 +72,13 @@ def add_allow_unknown(p) -> None:
 
 def check_env_names(names, releases, where: str, args) -> list[str]:
     """The one resolver (tuner/buckets/names.py) on the variables a command was given: an unknown name is
-    a usage error with a suggestion (unless --allow-unknown); the warnings are returned for the caller to show."""
-    from ..buckets.names import UnknownVariableError, check_names
+    a usage error with a suggestion (unless --allow-unknown), and so is (given NAME -> value) a value the
+    release cannot parse; the warnings are returned for the caller to show."""
+    from ..buckets.names import BadValueError, UnknownVariableError, check_names
 
     try:
         return check_names(names, releases, where=where, allow_unknown=bool(getattr(args, "allow_unknown", False)))
-    except UnknownVariableError as exc:
+    except (UnknownVariableError, BadValueError) as exc:
         raise UsageError(str(exc)) from None
 
 

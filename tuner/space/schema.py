@@ -263,7 +263,12 @@ class SearchSpace:
                                  f"{names.did_you_mean(name)}")
         try:
             notes += names.check_names(self.env, profile.name, where="env:", allow_unknown=allow_unknown)
-        except names.UnknownVariableError as exc:
+            for p in kept:  # a choice the release cannot parse would stop every trial that draws it
+                if p.target == "env" and p.type in ("categorical", "bool"):
+                    for v in (p.choices if p.type == "categorical" else (False, True)):
+                        notes += names.check_values({p.key: _env_text(v)}, profile.name,
+                                                    where=f"parameter {p.name!r}:")
+        except (names.UnknownVariableError, names.BadValueError) as exc:
             raise SpaceError(f"{self.source}: {exc}") from None
         self.parameters = kept
         self.notes = notes
