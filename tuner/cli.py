@@ -1,6 +1,6 @@
 """The `bucket-tuner` command line: thin; every command lives in tuner/commands/ and calls into a module.
 
-It is also the one place where errors meet the user (see tuner/errors/): an expected failure is
+It is also the one place where errors meet the user (see tuner/vocabulary/errors/): an expected failure is
 one line, `bucket-tuner COMMAND: error: ...`, exit 2 for a bad argument or input file and 1 for a
 failure of the surroundings; a traceback only with --debug or BUCKET_TUNER_DEBUG=1. Anything
 unexpected also gets one line, saying where its full trace was written.
@@ -19,10 +19,10 @@ import traceback
 from pathlib import Path
 
 from .commands import bench, buckets, calc, compare, explain, export, fit, models, plan, report, sim, tune
-from .errors import Stopped, TunerError
-from .errors.disk import DISK_ERRNOS, disk_error
 from .serve.redact import redact_argv, redact_env
 from .study.storage import url_password
+from .vocabulary.errors import Stopped, TunerError
+from .vocabulary.errors.disk import DISK_ERRNOS, disk_error
 
 DEBUG_ENV = "BUCKET_TUNER_DEBUG"
 _PACKAGE_DIR = Path(__file__).resolve().parent

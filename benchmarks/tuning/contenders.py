@@ -12,11 +12,11 @@ from benchmarks.tuning import plantier
 from benchmarks.tuning.problems import OBJECTIVES, Problem
 from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES
-from tuner.errors import StudyError
 from tuner.study import options as study_options
 from tuner.study import proposals as guided
 from tuner.study.options import Constraints, StudyOptions
 from tuner.study.run import run_study
+from tuner.vocabulary.errors import StudyError
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Disk failures a test cannot cause for real as root (a quota, a permission bit root ignores), told
 the way a full or read-only disk is (tests/study/test_disk_full.py does those for real): one line,
-the path, the remedy, exit 1; files are written whole or not at all (tuner/errors/disk.py)."""
+the path, the remedy, exit 1; files are written whole or not at all (tuner/vocabulary/errors/disk.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import os
 import pytest
 
 from tuner.cli import classify, report_failure
-from tuner.errors import disk as diskwrite
-from tuner.errors.disk import DiskError, write_text
+from tuner.vocabulary.errors import disk as diskwrite
+from tuner.vocabulary.errors.disk import DiskError, write_text
 
 CASES = [
     (errno.ENOSPC, "no space left on its file system (", "free some space there"),

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tuner.errors import RuntimeFailure, StorageUnavailable, StudyError, UserError
 from tuner.study.storage import open_storage, open_storage_readonly, redact_url, url_password
+from tuner.vocabulary.errors import RuntimeFailure, StorageUnavailable, StudyError, UserError
 
 
 def _tree(root: Path) -> dict[str, str]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tuner.buckets.calc import CalcInputError, parse_bs_list
 from tuner.commands import UsageError, parse_env_pairs, parse_key_values
 from tuner.commands.bench import parse_percentiles
-from tuner.errors import UserError
+from tuner.vocabulary.errors import UserError
 
 TOKENS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20) | st.sampled_from(
     ["p99_ttft_ms=500", "ttft:200", "=5", "a=", "a==1", "a=nan", "a=inf", "a=-1", "a=1e999", "x:1:2", "", " ",

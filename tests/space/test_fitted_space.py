@@ -147,7 +147,7 @@ def test_a_booting_trial_gets_its_own_copy(tmp_path):
 
 
 def test_bind_needs_a_gaudi_release(tmp_path):
-    from tuner.errors import StudyError
+    from tuner.vocabulary.errors import StudyError
 
     with pytest.raises(StudyError, match="'prompt_buckets'.*release profile that reads bucket files"):
         bind_fitted(space(), ctx(release=None), tmp_path)

@@ -1,6 +1,6 @@
 """A study on a real small file system that fills up or is read-only (a tmpfs mounted for the test;
 skipped, saying why, where mounting is not allowed), and an SQLite study locked too long: each is one
-line naming the path and the remedy (tuner/errors/disk.py, tuner/study/storage.py write_failure), never
+line naming the path and the remedy (tuner/vocabulary/errors/disk.py, tuner/study/storage.py write_failure), never
 an "internal error"; the study stays intact and resumes; `report` and `export` still work read-only.
 Quota and permission errors, which a test cannot cause for real as root, are in tests/cli/test_disk_errors.py.
 """

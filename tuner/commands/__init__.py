@@ -10,7 +10,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from ..errors import RuntimeFailure, UserError
+from ..vocabulary.errors import RuntimeFailure, UserError
 
 MODEL_HELP = ("the served model, known from its config.json: a catalogue name (bucket-tuner models), a "
               "Hugging Face id in the local cache, a model folder or a config.json path")

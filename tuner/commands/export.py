@@ -7,7 +7,7 @@ from pathlib import Path
 
 import optuna
 
-from ..errors.disk import write_text
+from ..vocabulary.errors.disk import write_text
 from . import DURATION_HELP, UsageError, duration, parse_key_values, prepare_output
 from .studyargs import load_study, named_study, numbered_trial, study_args
 

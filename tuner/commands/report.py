@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors.disk import DiskError
+from ..vocabulary.errors.disk import DiskError
 from . import check_folder
 from .studyargs import load_study, named_study, study_args
 

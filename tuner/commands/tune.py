@@ -415,11 +415,11 @@ def tune_study(args, console=None, storage=None, runner=None):
     from rich.console import Console
 
     from .. import report
-    from ..errors.disk import DiskError
     from ..space.schema import SearchSpace
     from ..study.options import Constraints, Objectives, StudyOptions
     from ..study.run import run_study
     from ..study.storage import redact_url, write_failure
+    from ..vocabulary.errors.disk import DiskError
 
     console = console or Console(stderr=True)
     check_folder(args.results, "--results")
@@ -523,8 +523,8 @@ def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -
 def _write_results(run, opts, ctx, console) -> None:
     """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""
     from .. import report
-    from ..errors.disk import DiskError
     from ..results.export import export_best
+    from ..vocabulary.errors.disk import DiskError
 
     elsewhere = f"bucket-tuner report {opts.name} --results {opts.results_root} --out DIR"
     refused = []

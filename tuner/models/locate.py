@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import UserError
+from ..vocabulary.errors import UserError
 from .hfconfig import ModelConfigError, load_config
 from .shape import ModelShape, shape_from_config
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import optuna
 
-from ..errors.disk import DiskError, explain, write_text, writing
+from ..vocabulary.errors.disk import DiskError, explain, write_text, writing
 from .frame import KEY_METRICS, pareto_frame, study_hypervolume, trials_frame, write_csvs
 from .html import SECTION_IDS, write_html
 from .terminal import print_pareto

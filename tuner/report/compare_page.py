@@ -10,9 +10,9 @@ import optuna
 import plotly.graph_objects as go
 from optuna.trial import TrialState
 
-from ..errors.disk import write_text
 from ..results.compare import Comparison
 from ..vocabulary import display
+from ..vocabulary.errors.disk import write_text
 from . import charts
 from .convergence import front_volume
 from .data import ReportData, gather

@@ -13,8 +13,8 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from ..errors.disk import write_text
 from ..study.pareto import hypervolume, measured_front
+from ..vocabulary.errors.disk import write_text
 from ..vocabulary.record import TrialRecord, records
 from .sweep import sweep_columns
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import optuna
 
-from ..errors.disk import write_text
+from ..vocabulary.errors.disk import write_text
 from . import sections, summary
 from .data import gather
 from .facts import release_notes

@@ -9,8 +9,8 @@ from typing import Any
 import optuna
 import pandas as pd
 
-from ..errors.disk import write_text
 from ..vocabulary import display
+from ..vocabulary.errors.disk import write_text
 from ..vocabulary.record import TrialRecord, records
 
 THROUGHPUT = "output_throughput"

@@ -19,8 +19,8 @@ from pathlib import Path
 import optuna
 import yaml
 
-from ..errors.disk import write_text
 from ..serve.redact import REDACTED, is_secret_name
+from ..vocabulary.errors.disk import write_text
 
 
 def config_beside(env_path: Path) -> Path:

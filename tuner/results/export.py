@@ -21,11 +21,11 @@ import optuna
 
 from ..buckets import BucketConfigError, ServerConfig, get_profile
 from ..buckets.runtime import DIAGNOSTIC_VARIABLES, runtime_variables
-from ..errors.disk import write_text
 from ..serve.backends import server_flags, server_options
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
 from ..study.pareto import balanced_index, measured_front
+from ..vocabulary.errors.disk import write_text
 from ..vocabulary.record import TrialRecord, measured_trial, records
 
 PICKS = ("throughput", "latency", "balanced", "warmup")

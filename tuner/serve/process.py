@@ -39,8 +39,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import Stopped
-from ..errors.hangup import detach_dead_outputs
+from ..vocabulary.errors import Stopped
+from ..vocabulary.errors.hangup import detach_dead_outputs
 from .ports import _foreign_listeners, port_in_use
 from .procgroup import (
     _DEAD,

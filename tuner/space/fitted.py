@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import StudyError
 from ..load.workload import Workload
+from ..vocabulary.errors import StudyError
 from .fit import FitError, fit_workload
 from .fit.bucketfile import format_bucket_file, parse_bucket_file
 from .fit.shapes import decode_batch_sizes

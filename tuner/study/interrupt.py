@@ -19,8 +19,8 @@ from __future__ import annotations
 import signal
 import threading
 
-from ..errors import Stopped
-from ..errors.hangup import detach_dead_outputs
+from ..vocabulary.errors import Stopped
+from ..vocabulary.errors.hangup import detach_dead_outputs
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GIVE_UP_AFTER = 3  # this many signals: stop recording and leave at once

@@ -16,12 +16,20 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from ..errors import StorageUnavailable
-from ..errors.disk import DISK_ERRNOS, DiskError, disk_error, is_disk_failure, require_space, write_text, writing
 from ..serve.redact import redact_env
 from ..space.fitted import pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
 from ..trial.run import Slot, TrialContext, TrialResult
+from ..vocabulary.errors import StorageUnavailable
+from ..vocabulary.errors.disk import (
+    DISK_ERRNOS,
+    DiskError,
+    disk_error,
+    is_disk_failure,
+    require_space,
+    write_text,
+    writing,
+)
 from ..vocabulary.record import OWNER
 from ..vocabulary.status import TrialStatus
 from . import nodes, optuna_private

@@ -31,7 +31,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from ..errors import StorageUnavailable
+from ..vocabulary.errors import StorageUnavailable
 from ..vocabulary.record import TrialRecord
 from .optuna_private import BaseHeartbeat, heartbeat_storage, stale_trial_ids, trial_id
 from .storage import driver_url, redact_url

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import optuna
 
-from ..errors import StudyError
 from ..space.schema import SearchSpace
 from ..trial.run import Slot, TrialResult
+from ..vocabulary.errors import StudyError
 from . import nodes
 from .storage import open_storage
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import optuna
 
-from ..errors import StudyError
 from ..space.schema import SearchSpace, TrialSettings
 from ..trial.run import TrialContext
+from ..vocabulary.errors import StudyError
 from .nodes import BASELINE_ATTR
 from .options import StudyOptions
 from .screen import model_seeds

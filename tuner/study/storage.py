@@ -18,8 +18,8 @@ from typing import Any
 
 import optuna
 
-from ..errors import StorageUnavailable, StudyError, TunerError
 from ..serve.redact import redact_env
+from ..vocabulary.errors import StorageUnavailable, StudyError, TunerError
 
 SQLITE_LOCK_WAIT_S = 60  # how long a write waits for another process's lock on an SQLite study
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
@@ -244,7 +244,7 @@ def write_failure(exc: BaseException, url: str) -> TunerError | None:
     """One line for a write to the study storage that failed for a reason the user can fix (an SQLite
     file on a full or read-only disk, a lock held too long), naming the database and the remedy; None
     for anything else. SQLite rolls a failed write back: the study stays as it was."""
-    from ..errors.disk import DiskError, space_left
+    from ..vocabulary.errors.disk import DiskError, space_left
 
     path = sqlite_path(url)
     if path is None:
