@@ -24,6 +24,7 @@ from .events import (
     HpuBlocks,
     KvCacheSize,
     MemorySplit,
+    Milestone,
     ModelLoaded,
     NotWarmedUp,
     OmittedBuckets,
@@ -38,8 +39,9 @@ from .events import (
     WarmupProgress,
     WarmupStep,
 )
-from .message import _TQDM_BAR, _oom_kind, _parse_message
+from .message import _oom_kind, _parse_message
 from .prefix import LogPrefix, split_prefix
+from .rules import TQDM_WARMUP
 from .summary import WatchSummary, generated_buckets
 
 # ---------------------------------------------------------------------------------------------
@@ -68,8 +70,40 @@ def _records(physical: str) -> list[str]:
         return [physical]
     bounds = [0] + cuts + [len(physical)]
     return [physical[a:b].rstrip() for a, b in zip(bounds, bounds[1:])]
+# The head of a tqdm warm-up bar ("Prompt warmup processing:  45%|####5"): another process's record written
+# before the bar's tail cuts it in two (the tail follows on the next physical line); the tail starts with the
+# rest of the bar and "| n/total".
+_BAR_HEAD = re.compile(r"\b[A-Za-z]+(?: Attention)? warm-?up(?: processing)?\s*:\s*\d{1,3}%\|", re.I)
+_BAR_TAIL = re.compile(r"^[^|\r\n]{0,200}\|\s*\d+/\d+")
+
+
+def _cut_bars(segment: str) -> list[str]:
+    """One `\r` segment -> its pieces: a finished tqdm bar ends at its `]`, and whatever follows it (another
+    process's record, its tag) is a piece of its own."""
+    pieces, start = [], 0
+    for m in TQDM_WARMUP.finditer(segment):
+        if m["el"] is None:
+            continue
+        pieces.append(segment[start:m.end()])
+        start = m.end()
+    rest = segment[start:]
+    if rest.strip() or not pieces:
+        pieces.append(rest)
+    return pieces
+
+
 _OMITTED_HEADER = re.compile(r"^Omitted \d+ (?:prompt|decode) buckets:$")
 _PAREN_ROW = re.compile(r"^\(.*\)$")
+
+
+def usable_kv_blocks(e: UsableBlocks) -> int:
+    """The KV blocks the bucketing works with. Where `_PAD_BLOCK_ID` is the runner's num_blocks (the pad
+    block after the usable ones: usable <= it < allocated) it is the bucketing manager's num_hpu_blocks;
+    0.14 builds pad with block 0 (`_PAD_BLOCK_ID=0`) and 0.15 ones print -1: no block count, so `usable`."""
+    pad = e.pad_block_id
+    if pad is not None and e.usable <= pad < max(e.allocated, e.usable + 1):
+        return pad
+    return e.usable
 
 
 def _merge(old, new):
@@ -78,6 +112,17 @@ def _merge(old, new):
         return new
     return replace(new, **{f.name: getattr(old, f.name) for f in fields(new)
                            if f.name != "prefix" and getattr(new, f.name) is None})
+
+
+@dataclass
+class _Bar:
+    """One tqdm warm-up bar being drawn: every rank draws its own copy and tqdm redraws the same count, so
+    only a count beyond `done` is news."""
+
+    total: int
+    done: int
+    started: float  # when it began, on the watcher's clock
+    last: float     # when its newest count was drawn
 
 
 @dataclass
@@ -121,6 +166,11 @@ class LogWatcher:
         self._kv: KvCacheSize | None = None
         self._budget: GraphBudget | None = None
         self._phases: dict[str, _PhaseProgress] = {}
+        self._bars: dict[str, _Bar] = {}
+        self._bar_head: str | None = None   # a bar cut by another record, waiting for its tail
+        self._bars_end = float("-inf")      # when the last bar's newest count was drawn
+        self._validating = False            # between "Running validation warmup" and its "complete"
+        self._pending = ""                  # feed_stream: text after the last line or redraw end
         self._current_phase: str | None = None
         self._captured: dict[str, GraphCaptured] = {}
         self._finished: WarmupFinished | None = None
@@ -149,14 +199,46 @@ class LogWatcher:
             return []
         now = self._clock() if t is None else t
         events: list[Event] = []
-        for physical in (r for p in line.rstrip("\r\n").split("\n") for r in _records(p)):
-            segments = [s for s in physical.split("\r") if s.strip()] or [physical]
-            bars = [i for i, s in enumerate(segments) if _TQDM_BAR.search(s)]
-            for i, segment in enumerate(segments):
-                if i in bars and i != bars[-1]:
-                    continue  # only the newest redraw of a progress bar counts
-                events.extend(self._feed_one(segment, now))
+        for line_text in line.rstrip("\r\n").split("\n"):
+            for physical in _records(self._join_bar(line_text)):
+                segments = [s for s in physical.split("\r") if s.strip()] or [physical]
+                for segment in segments:   # every redraw of a bar: each one times the steps before it
+                    for piece in _cut_bars(segment):
+                        events.extend(self._feed_one(piece, now))
         return events
+
+    def feed_stream(self, chunk: str, t: float | None = None) -> list[Event]:
+        """Raw output as it arrives (a pipe's reads): lines and tqdm redraws are read as soon as they are
+        whole. A bar redraw is `\r` + bar with no newline until the bar closes, so a line reader would see a
+        bar's progress only at its end; here a redraw counts once its closing `]` has arrived."""
+        if not isinstance(chunk, str):
+            return []
+        text = self._pending + chunk
+        cut = max(text.rfind("\n"), text.rfind("\r"))
+        whole, rest = (text[:cut + 1], text[cut + 1:]) if cut >= 0 else ("", text)
+        m = TQDM_WARMUP.search(rest)
+        if m and m["el"] is not None and not rest[m.end():].strip():
+            whole, rest = whole + rest, ""   # the newest redraw is complete
+        self._pending = rest
+        return self.feed(whole, t) if whole.strip() else []
+
+    def _join_bar(self, physical: str) -> str:
+        """Put a bar back together when another process's record was written between its head and its
+        tail (`Prompt warmup processing:  45%|####(EngineCore_DP0 pid=7) INFO .. msg` then `     | 43/96 [..]`)."""
+        if self._bar_head is not None:
+            head, self._bar_head = self._bar_head, None
+            if _BAR_TAIL.match(physical):
+                physical = head + physical
+        heads = list(_BAR_HEAD.finditer(physical))
+        if heads:
+            h = heads[-1]
+            bar = TQDM_WARMUP.match(physical, h.start())
+            if bar is None or bar["el"] is None:
+                record = _RECORD_START.search(physical, h.end())
+                if record is not None:
+                    self._bar_head = physical[h.start():record.start()]
+                    physical = physical[:h.start()] + physical[record.start():]
+        return physical
 
     def feed_lines(self, lines: Iterable[str], t: float | None = None) -> list[Event]:
         events: list[Event] = []
@@ -196,10 +278,35 @@ class LogWatcher:
             self._omitted_open = (prefix, [msg.strip()])
             return events
         event = _parse_message(prefix, msg)
+        if isinstance(event, WarmupProgress):
+            event = self._bar_news(event, t)
+            if event is not None:
+                self._update(event, event.at_s if event.at_s is not None else t)
+                events.append(event)
+            return events
         if event is not None:
             self._update(event, t)
             events.append(event)
         return events
+
+    def _bar_news(self, e: WarmupProgress, t: float) -> WarmupProgress | None:
+        """A redraw that says something new (a count no copy of this bar showed yet), with its bar's start;
+        None for a repeated count (a redraw, another rank's copy). The validation warm-up reruns the prompt
+        and decode bars after the warm-up: those are its own phase, "validation"."""
+        phase = "validation" if self._validating and e.phase in ("prompt", "decode") else e.phase
+        bar = self._bars.get(phase)
+        elapsed = e.elapsed_s or 0.0
+        if bar is None or bar.total != e.total or (bar.done >= bar.total and e.done == 0):
+            # a new bar: it began `elapsed` before now, and never before the previous bar's last count
+            # (a log without timestamps reads every bar at the same instant)
+            bar = self._bars[phase] = _Bar(e.total, e.done, max(t - elapsed, self._bars_end), t)
+        elif e.done <= bar.done:
+            return None
+        bar.done = e.done
+        out = replace(e, phase=phase, bar_started_s=bar.started)
+        bar.last = out.at_s if out.at_s is not None else t
+        self._bars_end = max(self._bars_end, bar.last)
+        return out
 
     def _continue_traceback(self, key: tuple, prefix: LogPrefix, msg: str) -> tuple[list[Event], bool]:
         """-> (events, whether the line belonged to the traceback)."""
@@ -272,7 +379,7 @@ class LogWatcher:
 
     def _on_usable(self, e: UsableBlocks, t):
         self._usable = e
-        self._hpu_blocks = e.pad_block_id if e.pad_block_id is not None else e.usable
+        self._hpu_blocks = usable_kv_blocks(e)
 
     def _on_blocks(self, e: HpuBlocks, t):
         self._hpu_blocks = e.blocks
@@ -312,6 +419,12 @@ class LogWatcher:
         if self._current_phase is not None:
             ph = self._phases[self._current_phase]
             ph.completed = max(ph.completed, ph.started)   # its last started step has ended
+
+    def _on_milestone(self, e: Milestone, t):
+        if e.name == "validation_warmup":
+            self._validating = True
+        elif e.name == "validation_warmup_done":
+            self._validating = False
 
     def _on_captured(self, e: GraphCaptured, t):
         self._captured[e.phase] = e
@@ -381,7 +494,7 @@ class LogWatcher:
         StepGraphCompilation: _on_step_compile,
         OutOfMemory: _on_oom, ErrorLine: _on_error, Traceback: _on_traceback,
         ServerListening: _on_listening, EngineInfo: _on_engine, EngineInitialized: _on_engine_init,
-        CompileTime: _on_compile,
+        CompileTime: _on_compile, Milestone: _on_milestone,
     }
 
     # -- output ----------------------------------------------------------------------------------
