@@ -152,8 +152,14 @@ class StepOrder:
         # Another list than the order knows (a rebuild that differs): the same share of the phase.
         return where[min(len(where) - 1, int((index - 1) / total * len(where)))]
 
-    def end_position(self, kind: str) -> int:
-        return self.budget_at if kind == "budget" else self.size
+    def end_position(self, kind: str, phase: str | None = None) -> int:
+        """Where an end line falls: the budget line after the compile pass, a bar's last count after its
+        phase's last step, every other end line at the end of the warm-up."""
+        if kind == "budget":
+            return self.budget_at
+        if kind == "bar" and phase in self._by_key:
+            return max(self._by_key[phase]) + 1
+        return self.size
 
     def total(self, key: str) -> int:
         """How many steps of a phase the order holds."""
@@ -246,7 +252,10 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
                 note=f"{b.label} (line {b.line_no}): the log ends during this step, so its end is not known")
             continue
         stop = (order.position(nxt.key, nxt.index, nxt.total) if isinstance(nxt, StepLine)
-                else order.end_position(nxt.kind))
+                else order.end_position(nxt.kind, nxt.phase))
+        if (isinstance(nxt, EndLine) and nxt.kind == "sampler" and first is not None
+                and any(isinstance(later, StepLine) for later in bounds[i + 1:])):
+            stop = first + 1  # the plugin warms the sampler between its multimodal and its bucket warm-up
         secs = nxt.time_s - b.time_s if b.time_s is not None and nxt.time_s is not None else None
         where = f"{b.label} (line {b.line_no}) to {nxt.label} (line {nxt.line_no})"
         if isinstance(nxt, EndLine) and nxt.kind == "failed":
