@@ -208,3 +208,37 @@ def test_validation_warmup_bars_are_their_own_phase_not_a_restart():
     x = explain(lines)
     assert len(x.reading.runs) == 1, [r.why for r in x.reading.runs]
     assert "validation" in x.reading.summary.warmup_steps
+
+
+def _rank_tracebacks(ranks: int, width: int | None = 120, prefix=lambda r: f"(Worker_TP{r} pid={100 + r}) ERROR "
+                     "11-27 10:00:40 [multiproc_executor.py:671] ") -> list[str]:
+    """The same KeyError: 0 traceback from every rank, interleaved line by line, hard-wrapped at `width`."""
+    body = ["Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", line 666, in '
+            "worker_busy_loop",
+            "    output = func(*args, **kwargs)",
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm_gaudi/v1/worker/hpu_model_runner.py", line 4470, '
+            "in warmup_graphs",
+            "    self._prepare_dummy_scenario(prompt_cfg, decode_cfg)",
+            "KeyError: 0"]
+    out = []
+    for line in body:
+        for r in range(ranks):
+            full = prefix(r) + line
+            while width and len(full) > width:
+                out.append(full[:width])
+                full = full[width:]
+            out.append(full)
+    return out
+
+
+@pytest.mark.parametrize("lines", [
+    _rank_tracebacks(8),
+    _rank_tracebacks(4, width=None),
+    _rank_tracebacks(2, prefix=lambda r: f"[rank{r}]: "),
+    _rank_tracebacks(3, prefix=lambda r: f"(Worker pid={200 + r}) "),
+    _rank_tracebacks(2, width=None, prefix=lambda r: ""),      # two untagged tracebacks mixed line by line
+], ids=["tagged-wrapped", "tagged", "rank-prefix", "worker-pid", "untagged-interleaved"])
+def test_one_root_cause_reported_once(lines):
+    x = explain(lines)
+    assert [(p.kind, p.message) for p in x.problems] == [("traceback", "KeyError: 0")]

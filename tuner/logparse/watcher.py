@@ -54,6 +54,8 @@ _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 # last):" line scrolled away) and lose the frames' indentation ("[rank0]: File ..", then the code line).
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in ')
 _FRAME_ANYWHERE = re.compile(r'File "[^"]*", line \d+, in ')
+# a frame line a terminal hard-wrapped: its head ('File "/long/path/x.py", li') ends the physical line
+_FRAME_HEAD = re.compile(r'^\s*File "')
 _CHAINED = re.compile(r"^(?:The above exception was the direct cause|During handling of the above exception)")
 # A vLLM record prefix anywhere in a line: a pasted log whose newlines were lost holds several records.
 _RECORD_START = re.compile(r"(?:\([A-Za-z_][\w\-]*[^()\n]{0,80}?\bpid=\d+[^()\n]{0,80}\)\s*)?"
@@ -317,7 +319,8 @@ class LogWatcher:
             return self._emit_traceback(first, lines, None, ""), True
         m = _EXCEPTION_LINE.match(stripped)
         if (not stripped or msg[:1] in (" ", "\t") or _FRAME.match(msg) or _CHAINED.match(stripped)
-                or (not m and _FRAME_ANYWHERE.search(lines[-1]))):   # the code line under a frame
+                or _FRAME_HEAD.match(msg)
+                or (not m and (_FRAME_ANYWHERE.search(lines[-1]) or _FRAME_HEAD.match(lines[-1])))):  # its code
             lines.append(msg)
             return [], True
         del self._tracebacks_open[key]
