@@ -65,7 +65,10 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
     tl = x.timeline
     counts = x.bucket_counts
     total = tl.warmup_total_s
-    if x.phases and not counts:
+    if x.phases and not counts and (tl.steps or total is not None):
+        out.append("The bucket configs are logged but the bucket lists are not in this excerpt: how many buckets "
+                   "warmed up is unknown.")
+    elif x.phases and not counts:
         out.append("The bucket configs are logged but no bucket list: the server stopped before generating them.")
     elif counts:
         buckets = " and ".join(f"{n} {ph}" for ph, n in counts.items())
