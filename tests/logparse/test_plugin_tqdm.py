@@ -110,7 +110,8 @@ def plugin_log(splice: bool = True) -> list[str]:
      ("prompt", 1, 10, 0.0, 0.0, 0.08)),
     (f"{CYAN}(Worker_TP3 pid=17){RESET} Decode warmup processing:  50%|█████     | 2/4 [00:02<00:02,  1.00s/item, 1/4]",
      ("decode", 2, 4, 2.0, 2.0, 1.0)),
-    ("^[[1;36m(EngineCore_DP0 pid=9)^[[0;0m Prompt warmup processing:  50%|#####     | 1/2 [00:07<00:07,  7.00s/item, 0/2]^M",
+    ("^[[1;36m(EngineCore_DP0 pid=9)^[[0;0m Prompt warmup processing:  50%|#####     | 1/2 "
+     "[00:07<00:07,  7.00s/item, 0/2]^M",
      ("prompt", 1, 2, 7.0, 7.0, 7.0)),
 ])
 def test_every_tqdm_form_is_read(text, expected):

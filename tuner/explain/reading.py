@@ -155,25 +155,19 @@ def read_log(lines: Iterable[str]) -> LogReading:
         if key:
             processes.setdefault(key, None)
         try:
-            # redraws of a bar (`\r`) began before this line's stamp, which belongs to its last record
-            events = watcher.feed(line, t=(before if "\r" in line else last) or 0.0)
+            events = watcher.feed(line, t=_feed_time(line, before, last))
         except Exception:
             events = []
         rank = _rank_key(prefix) if prefix is not None else None
         for event in events:
             ranked.append((TimedEvent(number, _event_time(event, stamp, last, t0), event, line), rank))
         _keep_settings(reading, message or "")
-        blank_record = prefix is not None and prefix.level is not None and not (message or "").strip()
-        if (not events and not blank_record and _LOOKS_LOGGED.search(message or line)
-                and not _UNINTERESTING.search(message or line)):
-            reading.unread += 1
-            if len(reading.unread_examples) < 5:
-                reading.unread_examples.append(line[:200])
+        if not events:
+            _count_unread(reading, prefix, message, line)
     for event in watcher.flush():
         ranked.append((TimedEvent(reading.lines, last, event, ""), None))
-    if t0 is None:   # no timestamp at all: the bars' own clocks still time their steps
-        ranked = [(replace(te, time_s=te.event.at_s) if isinstance(te.event, WarmupProgress) else te, rank)
-                  for te, rank in ranked]
+    if t0 is None:
+        ranked = _bars_on_their_clocks(ranked)
     _keep_one_rank(reading, ranked)
     reading.step_times = read_step_times(events_of(reading.events), reading.elisions)
     reading.runs = reading.step_times.runs
@@ -183,6 +177,27 @@ def read_log(lines: Iterable[str]) -> LogReading:
     reading.processes = list(processes)
     reading.last_time_s = last
     return reading
+
+
+def _count_unread(reading: LogReading, prefix, message: str | None, line: str) -> None:
+    """A line that yielded no event: counted when it looks like a log record we should have read."""
+    blank_record = prefix is not None and prefix.level is not None and not (message or "").strip()
+    if not blank_record and _LOOKS_LOGGED.search(message or line) and not _UNINTERESTING.search(message or line):
+        reading.unread += 1
+        if len(reading.unread_examples) < 5:
+            reading.unread_examples.append(line[:200])
+
+
+def _feed_time(line: str, before: float | None, last: float | None) -> float:
+    """The time a line is fed at: redraws of a bar (`\r`) began before this line's stamp, which belongs to the
+    record at its end."""
+    return (before if "\r" in line else last) or 0.0
+
+
+def _bars_on_their_clocks(ranked: list[tuple[TimedEvent, str | None]]) -> list[tuple[TimedEvent, str | None]]:
+    """A log without any timestamp: the tqdm bars' own clocks still time their steps."""
+    return [(replace(te, time_s=te.event.at_s) if isinstance(te.event, WarmupProgress) else te, rank)
+            for te, rank in ranked]
 
 
 def _event_time(event: Event, stamp, last: float | None, t0) -> float | None:
