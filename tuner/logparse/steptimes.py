@@ -142,7 +142,13 @@ class StepOrder:
         budget = self.ids[self.budget_at] if self.budget_at < self.size else None
         return StepOrder(out, out.index(budget) if budget is not None else None)
 
+    def _known(self, key: str) -> str:
+        """The order's name of a logged phase: a tqdm bar says "prompt" whether the release compiles or
+        captures graphs in that pass ("graph/prompt")."""
+        return key if key in self._by_key or f"graph/{key}" not in self._by_key else f"graph/{key}"
+
     def position(self, key: str, index: int, total: int) -> int | None:
+        key = self._known(key)
         exact = self._pos.get((key, index, total))
         if exact is not None:
             return exact
@@ -157,8 +163,8 @@ class StepOrder:
         phase's last step, every other end line at the end of the warm-up."""
         if kind == "budget":
             return self.budget_at
-        if kind == "bar" and phase in self._by_key:
-            return max(self._by_key[phase]) + 1
+        if kind == "bar" and phase is not None and self._known(phase) in self._by_key:
+            return max(self._by_key[self._known(phase)]) + 1
         return self.size
 
     def total(self, key: str) -> int:
