@@ -10,6 +10,7 @@ from ..logparse import (
     BucketConfig,
     ConfigValue,
     EngineInfo,
+    ErrorLine,
     GeneratedBuckets,
     GraphCaptured,
     MemorySplit,
@@ -325,7 +326,11 @@ def _root_tracebacks(timed: list) -> list:
         if key not in seen:
             seen.add(key)
             keep.add(id(t))
-    cut = [t for t in timed if isinstance(t.event, Traceback) and not t.event.exc_type]
+    # logger.exception: an ERROR record states the exception, its traceback follows under the same prefix
+    stated = {(t.event.prefix.process, t.event.prefix.pid, t.event.prefix.timestamp) for t in timed
+              if isinstance(t.event, ErrorLine)}
+    cut = [t for t in timed if isinstance(t.event, Traceback) and not t.event.exc_type
+           and (t.event.prefix.process, t.event.prefix.pid, t.event.prefix.timestamp) not in stated]
     if cut and not whole:
         keep.add(id(cut[-1]))
     return [t for t in timed if not isinstance(t.event, Traceback) or id(t) in keep]

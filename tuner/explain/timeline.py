@@ -127,7 +127,8 @@ def _view(reading: LogReading, run: Run) -> RunView:
 
     def name(key: str) -> str:
         graph = key.startswith("graph/")
-        return ("graph capture " if graph and eager else "") + f"{key.split('/')[-1]} warmup"
+        base = key.removeprefix("graph/")   # "prompt", or a pass of its own such as fork 1.22's "mix/prompt"
+        return ("graph capture " if graph and eager else "") + f"{base} warmup"
 
     first_stamp = next((t.text for t in reading.events[run.first:run.end] if t.time_s is not None), None)
     return RunView(run.index, run.first_line, run.last_line, _stamp_text(first_stamp), run.why,

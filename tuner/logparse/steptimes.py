@@ -274,6 +274,11 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
             add(b, nxt, secs, first, stop, "dropped", elided, f"{where}: not in the order the release warms up in")
         elif stop - first == 1:
             add(b, nxt, max(0.0, secs), first, stop, "step", elided)
+        elif secs < resolution and not elided:
+            # lines of two passes stamped the same instant (fork 1.22's Graph/mix/prompt 1/352 and
+            # Graph/mix/decode 1/112 in one second): the steps between were not run in no time
+            add(b, nxt, secs, first, stop, "dropped", elided,
+                f"{where}: {stop - first} steps within one tick of the timestamps (logged together, not timed)")
         else:
             cause = "an elision" if elided else "lines left out"
             add(b, nxt, max(0.0, secs), first, stop, "gap", elided,
