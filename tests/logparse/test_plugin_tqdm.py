@@ -243,3 +243,11 @@ def _rank_tracebacks(ranks: int, width: int | None = 120, prefix=lambda r: f"(Wo
 def test_one_root_cause_reported_once(lines):
     x = explain(lines)
     assert [(p.kind, p.message) for p in x.problems] == [("traceback", "KeyError: 0")]
+
+
+def test_a_file_read_with_universal_newlines_reads_the_same():
+    """`bucket-tuner explain FILE` splits lines on `\\r` too (str.splitlines): every redraw is a line of its own."""
+    whole = explain(plugin_log())
+    split = explain([part for line in plugin_log() for part in line.splitlines()])
+    assert [(p.name, p.seconds) for p in split.timeline.phases] == [(p.name, p.seconds) for p in whole.timeline.phases]
+    assert len(split.reading.runs) == 1 and split.memory.kv_blocks == 4671

@@ -1,7 +1,9 @@
 """Warm-up step timings a log really shows: only contiguous, complete, ordered intervals count.
 
 A warm-up line (`[Warmup][Prompt][3/24] ..`) is printed as its step begins, so a step lasts until the
-next warm-up line or the end of the warm-up. Logs arrive cut and pasted: steps elided (step 1 of 24
+next warm-up line or the end of the warm-up. A tqdm bar's count (`Prompt warmup processing: .. 3/24
+[00:09<..]`, vllm-gaudi's default output) says step 4 begins, at the bar's own clock; its last count ends
+its phase. Logs arrive cut and pasted: steps elided (step 1 of 24
 followed by 48 of 48, a `...` or `[...]` line), a restart or a second run in the same paste, excerpts
 out of time order, lines without timestamps. Timing a step up to whatever line comes next then
 charges a whole gap to one step. The log's runs (runs.py: where one start ends and the next begins)

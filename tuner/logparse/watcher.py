@@ -1,5 +1,10 @@
 """`LogWatcher`: the stateful reader. Multi-line constructs (tracebacks, vllm-gaudi's "Omitted N
-buckets:" list), the running summary, warm-up progress and the remaining-time projection."""
+buckets:" list), tqdm warm-up bars, the running summary, warm-up progress and the remaining-time projection.
+
+The plugin's warm-up shows itself as tqdm bars: `\r` + bar per redraw on one physical line that ends only
+when the bar closes, every rank drawing its own copy, other processes' records glued after a redraw (or
+between a bar's head and its tail). Every redraw is read; a count is news once; a bar's redraws are timed
+by its own elapsed clock from when the bar began (`WarmupProgress.at_s`), since they carry no stamp."""
 
 from __future__ import annotations
 
