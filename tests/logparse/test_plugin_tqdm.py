@@ -122,7 +122,7 @@ def test_every_tqdm_form_is_read(text, expected):
 
 
 def test_each_redraw_of_a_cr_line_is_a_step_and_a_spliced_record_is_still_read():
-    w = LogWatcher(clock=lambda: 0.0)
+    w = LogWatcher(clock=lambda: 0.0, replay=True)   # a saved log: the line is fed at the stamp before it
     line = bar_line("Prompt warmup processing: ", 6, PROMPT,
                     splice={2: rec("INFO", "10:00:05", "core.py:1", "Generated 4 decode buckets [bs, query, "
                                    "num_blocks]: [(1, 1, 128), (1, 1, 256), (2, 1, 128), (2, 1, 256)]",
@@ -251,3 +251,13 @@ def test_a_file_read_with_universal_newlines_reads_the_same():
     split = explain([part for line in plugin_log() for part in line.splitlines()])
     assert [(p.name, p.seconds) for p in split.timeline.phases] == [(p.name, p.seconds) for p in whole.timeline.phases]
     assert len(split.reading.runs) == 1 and split.memory.kv_blocks == 4671
+
+
+def test_live_a_whole_bar_line_arriving_at_once_ends_at_its_arrival():
+    """A line reader hands the watcher a bar only when it closes: its last redraw was drawn on arrival, the
+    others its elapsed clock earlier (so the projection's pace is the bar's, not zero)."""
+    w = LogWatcher(clock=lambda: 0.0)
+    bars = [e for e in w.feed(bar_line("Prompt warmup processing: ", 6, PROMPT, tag=""), t=100.0)
+            if isinstance(e, WarmupProgress)]
+    assert (bars[0].at_s, bars[-1].at_s) == (70.0, 100.0)
+    assert w.seconds_per_step("prompt") == pytest.approx(5.0)

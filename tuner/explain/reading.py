@@ -122,7 +122,7 @@ def _rank_key(prefix) -> str | None:
 
 def read_log(lines: Iterable[str]) -> LogReading:
     """Parse a whole log. Never raises on content: what it cannot read it counts."""
-    watcher = LogWatcher(clock=lambda: 0.0)
+    watcher = LogWatcher(clock=lambda: 0.0, replay=True)
     reading = LogReading(summary=watcher.summary(), events=[])
     t0: datetime | None = None
     last: float | None = None

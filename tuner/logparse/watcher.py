@@ -47,6 +47,7 @@ from .events import (
 from .message import _oom_kind, _parse_message
 from .prefix import LogPrefix, split_prefix
 from .rules import TQDM_WARMUP
+from .values import _clock_s
 from .summary import WatchSummary, generated_buckets
 
 # ---------------------------------------------------------------------------------------------
@@ -155,8 +156,13 @@ class LogWatcher:
     warm-up, fork 1.17..1.21 lazy mode) in the projection before they start.
     """
 
-    def __init__(self, *, expect_graphs: bool = False, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, *, expect_graphs: bool = False, clock: Callable[[], float] = time.monotonic,
+                 replay: bool = False):
         self.expect_graphs = expect_graphs
+        # live (replay False): `t` is when a chunk arrived, so a line's last redraw was drawn at `t`; a replay
+        # of a saved log passes the time of the last stamp before the line, when its bar began
+        self.replay = replay
+        self._line_bar_end: float | None = None   # tqdm elapsed of the last redraw in the line being read
         self._clock = clock
         self._tracebacks_open: dict[tuple, tuple[LogPrefix, list[str]]] = {}
         self._omitted_open: tuple[LogPrefix, list[str]] | None = None
@@ -208,6 +214,8 @@ class LogWatcher:
         events: list[Event] = []
         for line_text in line.rstrip("\r\n").split("\n"):
             for physical in _records(self._join_bar(line_text)):
+                ends = [m["el"] for m in TQDM_WARMUP.finditer(physical) if m["el"] is not None]
+                self._line_bar_end = _clock_s(ends[-1]) if ends else None
                 segments = [s for s in physical.split("\r") if s.strip()] or [physical]
                 for segment in segments:   # every redraw of a bar: each one times the steps before it
                     for piece in _cut_bars(segment):
@@ -303,6 +311,8 @@ class LogWatcher:
         phase = "validation" if self._validating and e.phase in ("prompt", "decode") else e.phase
         bar = self._bars.get(phase)
         elapsed = e.elapsed_s or 0.0
+        if not self.replay and self._line_bar_end is not None and self._line_bar_end >= elapsed:
+            t -= self._line_bar_end - elapsed   # drawn before the line's last redraw, which arrived at t
         if bar is None or bar.total != e.total or (bar.done >= bar.total and e.done == 0):
             # a new bar: it began `elapsed` before now, and never before the previous bar's last count
             # (a log without timestamps reads every bar at the same instant)
