@@ -47,8 +47,8 @@ from .events import (
 from .message import _oom_kind, _parse_message
 from .prefix import LogPrefix, split_prefix
 from .rules import TQDM_WARMUP
-from .values import _clock_s
 from .summary import WatchSummary, generated_buckets
+from .values import _clock_s
 
 # ---------------------------------------------------------------------------------------------
 # LogWatcher
