@@ -163,7 +163,8 @@ def test_tqdm_line_without_prefix_and_redraws():
     # tqdm redraws joined by \r: the newest one wins (real tqdm 4.70 output of vllm-gaudi's bar)
     bars = ("\rPrompt warmup processing:   0%|          | 0/22 [00:00<?, ?item/s]"
             "\rPrompt warmup processing:  14%|#3        | 3/22 [00:05<00:33,  1.80s/item, 2/22]")
-    assert parse_line(bars) == WarmupProgress(phase="prompt", done=3, total=22, elapsed_s=5.0, remaining_s=33.0)
+    assert parse_line(bars) == WarmupProgress(phase="prompt", done=3, total=22, elapsed_s=5.0, remaining_s=33.0,
+                                              seconds_per_step=1.8)
 
 
 def test_uvicorn_prefix():
@@ -733,12 +734,14 @@ def test_omitted_list_split_over_lines():
 
 
 def test_tqdm_redraw_chunks_count_once():
+    # every new count is an event (each times the step before it); a count drawn again is not
     w = LogWatcher()
     w.feed("Generated 22 prompt buckets [bs, query, num_blocks]: []", t=0.0)
     w.feed("\rPrompt warmup processing:   0%|          | 0/22 [00:00<?, ?item/s]", t=0.0)
     events = w.feed("\rPrompt warmup processing:   5%|4         | 1/22 [00:02<00:42, 2.00s/item, 0/22]"
+                    "\rPrompt warmup processing:   9%|9         | 2/22 [00:04<00:40, 2.00s/item, 1/22]"
                     "\rPrompt warmup processing:   9%|9         | 2/22 [00:04<00:40, 2.00s/item, 1/22]", t=4.0)
-    assert [e.done for e in events] == [2]
+    assert [(e.done, e.at_s) for e in events] == [(1, 2.0), (2, 4.0)]
     assert w.progress() == ("prompt", 2, 22)
     assert w.projected_remaining_s(now=4.0) == pytest.approx(20 * 2.0)
 

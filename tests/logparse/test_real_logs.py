@@ -118,9 +118,7 @@ EXPECTED = {
         weights_gib=15.05,            # the "in total" line, not the 15.06 GiB "Pre-loading" one
         problems=[("error", "[Rank:0] FATAL ERROR :: MODULE:PT_LAZY Error, ValidateSyncInputTensors tensor_data is "
                    "empty. Tensorid:3375 QueueStatus:ThreadPool m_tasks size: 0 irValue:id_8791_hpu__input "
-                   "Uniqueid: 3375", 36),
-                  ("traceback", "traceback cut before its exception line; last frame from_engine_args "
-                   "(engine.py:121)", 42)]),
+                   "Uniqueid: 3375", 36)]),  # its traceback (cut) follows that record: the same failure, once
     "fork-1.20_issue809_deepseek_tp8_worker_prints.log": dict(
         release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
         variables={"VLLM_DECODE_BS_BUCKET_STEP": 32, "VLLM_DECODE_BS_BUCKET_MAX": 256,
@@ -141,6 +139,13 @@ EXPECTED = {
         release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
         # eight ranks print each step: the untagged driver's copy is the one counted; cut mid-warm-up
         warmup_steps=[("decode", 203, 416, (96, 896)), ("decode", 204, 416, (224, 384))], tagged_processes=7),
+    "fork-1.22_pr2223_minimax_mix_warmup_traceback.log": dict(
+        release="vllm-fork 1.22+ (v0, 3-D buckets)", profiles=("fork-1.22", "fork-main", "fork-1.23"), engine="v0",
+        warmup_steps=[("prompt", 351, 352, (1, 128, 1)), ("prompt", 352, 352, (1, 128, 0)),
+                      ("prompt", 1, 352, (1, 8192, 960)), ("decode", 1, 112, (16, 1, 8599))],
+        # logger.exception's record states the error; its traceback (cut in both excerpts) is the same failure
+        problems=[("error", "not enough values to unpack (expected 3, got 2)", 5)],
+        unread=1),                    # the first excerpt's last line, cut inside its own prefix
     "fork-1.22_pr1557_pooler_warmup_rank0_traceback.log": dict(
         release=GAUDI_V0, profiles=(), engine="v0", problems=[("traceback", "NotImplementedError", 8)]),
     "plugin_issue1331_qwen35_tp8_sampler_warmup_hang.log": dict(

@@ -162,7 +162,7 @@ def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, d
         # without timed steps, every logged bucket is taken to cost the same
         weight = shares[phase] / step_sum if step_sum else seen.count / buckets
         predicted += total * weight * count / seen.count
-    return predicted
+    return predicted or None   # no phase both counted and timed: unknown, never 0 s for a warm-up that ran
 
 
 def _build(profile_name: str, cfg: ServerConfig, env: dict[str, str], strategy: str | None):

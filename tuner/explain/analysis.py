@@ -10,6 +10,7 @@ from ..logparse import (
     BucketConfig,
     ConfigValue,
     EngineInfo,
+    ErrorLine,
     GeneratedBuckets,
     GraphCaptured,
     MemorySplit,
@@ -380,9 +381,32 @@ def _traceback_message(e: Traceback) -> str:
     return f"traceback cut before its exception line{where}"
 
 
+def _root_tracebacks(timed: list) -> list:
+    """One report per root cause: every rank prints the same traceback (one per exception type and message is
+    kept, the first), and the pieces of tracebacks cut before their exception line (wrapped, interleaved or
+    pasted in part) are fragments of one failure: dropped when a whole traceback names the exception, else
+    the last of them stands for all."""
+    whole = [t for t in timed if isinstance(t.event, Traceback) and t.event.exc_type]
+    seen: set = set()
+    keep = set()
+    for t in whole:
+        key = (t.event.exc_type, t.event.message.strip())
+        if key not in seen:
+            seen.add(key)
+            keep.add(id(t))
+    # logger.exception: an ERROR record states the exception, its traceback follows under the same prefix
+    stated = {(t.event.prefix.process, t.event.prefix.pid, t.event.prefix.timestamp) for t in timed
+              if isinstance(t.event, ErrorLine)}
+    cut = [t for t in timed if isinstance(t.event, Traceback) and not t.event.exc_type
+           and (t.event.prefix.process, t.event.prefix.pid, t.event.prefix.timestamp) not in stated]
+    if cut and not whole:
+        keep.add(id(cut[-1]))
+    return [t for t in timed if not isinstance(t.event, Traceback) or id(t) in keep]
+
+
 def problems(reading: LogReading) -> list[Problem]:
     out = []
-    for t in reading.problems:
+    for t in _root_tracebacks(reading.problems):
         e = t.event
         if isinstance(e, OutOfMemory):
             out.append(Problem("oom", f"{e.kind}: {e.message}", t.line_no, t.text))

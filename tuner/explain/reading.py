@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ..logparse import (
@@ -28,6 +28,7 @@ from ..logparse import (
     OutOfMemory,
     Traceback,
     WarmupFinished,
+    WarmupProgress,
     WarmupStep,
     WatchSummary,
 )
@@ -121,7 +122,7 @@ def _rank_key(prefix) -> str | None:
 
 def read_log(lines: Iterable[str]) -> LogReading:
     """Parse a whole log. Never raises on content: what it cannot read it counts."""
-    watcher = LogWatcher(clock=lambda: 0.0)
+    watcher = LogWatcher(clock=lambda: 0.0, replay=True)
     reading = LogReading(summary=watcher.summary(), events=[])
     t0: datetime | None = None
     last: float | None = None
@@ -141,6 +142,7 @@ def read_log(lines: Iterable[str]) -> LogReading:
         except Exception:  # the parser's contract is never to raise; keep ours even if it did
             prefix, message = None, line
         stamp = _timestamp(prefix) if prefix is not None else None
+        before = last
         if stamp is not None:
             if t0 is None:
                 t0 = stamp
@@ -153,21 +155,19 @@ def read_log(lines: Iterable[str]) -> LogReading:
         if key:
             processes.setdefault(key, None)
         try:
-            events = watcher.feed(line, t=last or 0.0)
+            events = watcher.feed(line, t=_feed_time(line, before, last))
         except Exception:
             events = []
         rank = _rank_key(prefix) if prefix is not None else None
         for event in events:
-            ranked.append((TimedEvent(number, last if stamp is not None else None, event, line), rank))
+            ranked.append((TimedEvent(number, _event_time(event, stamp, last, t0), event, line), rank))
         _keep_settings(reading, message or "")
-        blank_record = prefix is not None and prefix.level is not None and not (message or "").strip()
-        if (not events and not blank_record and _LOOKS_LOGGED.search(message or line)
-                and not _UNINTERESTING.search(message or line)):
-            reading.unread += 1
-            if len(reading.unread_examples) < 5:
-                reading.unread_examples.append(line[:200])
+        if not events:
+            _count_unread(reading, prefix, message, line)
     for event in watcher.flush():
         ranked.append((TimedEvent(reading.lines, last, event, ""), None))
+    if t0 is None:
+        ranked = _bars_on_their_clocks(ranked)
     _keep_one_rank(reading, ranked)
     reading.step_times = read_step_times(events_of(reading.events), reading.elisions)
     reading.runs = reading.step_times.runs
@@ -177,6 +177,35 @@ def read_log(lines: Iterable[str]) -> LogReading:
     reading.processes = list(processes)
     reading.last_time_s = last
     return reading
+
+
+def _count_unread(reading: LogReading, prefix, message: str | None, line: str) -> None:
+    """A line that yielded no event: counted when it looks like a log record we should have read."""
+    blank_record = prefix is not None and prefix.level is not None and not (message or "").strip()
+    if not blank_record and _LOOKS_LOGGED.search(message or line) and not _UNINTERESTING.search(message or line):
+        reading.unread += 1
+        if len(reading.unread_examples) < 5:
+            reading.unread_examples.append(line[:200])
+
+
+def _feed_time(line: str, before: float | None, last: float | None) -> float:
+    """The time a line is fed at: redraws of a bar (`\r`) began before this line's stamp, which belongs to the
+    record at its end."""
+    return (before if "\r" in line else last) or 0.0
+
+
+def _bars_on_their_clocks(ranked: list[tuple[TimedEvent, str | None]]) -> list[tuple[TimedEvent, str | None]]:
+    """A log without any timestamp: the tqdm bars' own clocks still time their steps."""
+    return [(replace(te, time_s=te.event.at_s) if isinstance(te.event, WarmupProgress) else te, rank)
+            for te, rank in ranked]
+
+
+def _event_time(event: Event, stamp, last: float | None, t0) -> float | None:
+    """A stamped line's time; a tqdm bar's redraw (no stamp of its own) is timed by the bar's clock, which
+    the watcher started at the last stamp before the bar (so bars before any stamp wait for the end)."""
+    if isinstance(event, WarmupProgress) and stamp is None:
+        return event.at_s if t0 is not None else None
+    return last if stamp is not None else None
 
 
 def _keep_settings(reading: LogReading, message: str) -> None:

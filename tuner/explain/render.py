@@ -58,6 +58,11 @@ def _phase_rows(phases) -> list[str]:
     return rows
 
 
+def _step_name(step) -> str:
+    """A step by its bucket, or by its place when the log names none (a tqdm bar counts, it shows no shape)."""
+    return str(step.shape) if step.shape else f"step {step.index}/{step.total}"
+
+
 def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fact the log may or may not hold)
     """The answer first: what this log shows and what would change it, in sentences."""
     out = []
@@ -65,7 +70,10 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
     tl = x.timeline
     counts = x.bucket_counts
     total = tl.warmup_total_s
-    if x.phases and not counts:
+    if x.phases and not counts and (tl.steps or total is not None):
+        out.append("The bucket configs are logged but the bucket lists are not in this excerpt: how many buckets "
+                   "warmed up is unknown.")
+    elif x.phases and not counts:
         out.append("The bucket configs are logged but no bucket list: the server stopped before generating them.")
     elif counts:
         buckets = " and ".join(f"{n} {ph}" for ph, n in counts.items())
@@ -94,7 +102,7 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
     timed = [st for st in tl.steps if st.run == (tl.primary or 0)]
     if slow:
         out.append(f"Of the {len([t for t in timed if t.seconds is not None])} warm-up steps timed one by one, "
-                   f"the slowest was {slow[0].phase} {slow[0].shape} at {_secs(slow[0].seconds)}.")
+                   f"the slowest was {slow[0].phase} {_step_name(slow[0])} at {_secs(slow[0].seconds)}.")
     if any(p.gap for p in tl.phases):
         out.append("Warm-up lines are missing from this log (elided or cut): figures over them are totals of "
                    "the steps they span, never one step's time.")
@@ -208,7 +216,7 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
             lines.append(f"  {'total (server: Warmup finished)':<32}{_secs(tl.warmup_total_s):>8}")
         if tl.slowest:
             lines.append("  slowest buckets (each timed to the next step):")
-            lines += [f"    {s.phase:<8}[{s.index}/{s.total}] {str(s.shape):<28}{_secs(s.seconds):>10}"
+            lines += [f"    {s.phase:<8}[{s.index}/{s.total}] {str(s.shape or ''):<28}{_secs(s.seconds):>10}"
                       for s in tl.slowest]
         for run in tl.other_runs:
             lines += [""] + _wrap(f"Another run in this log (lines {run.first_line}-{run.last_line}"

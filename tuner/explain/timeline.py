@@ -105,9 +105,10 @@ def timeline(reading: LogReading) -> Timeline:
         view = _view(reading, run)
         tl.runs.append(view)
         tl.intervals += run.intervals
-        exact = {iv.start.line_no: iv.seconds for iv in run.intervals if iv.exact}
-        tl.steps += [Step(st.phase, st.index, st.total, st.shape, exact.get(st.line_no), run.index, st.line_no)
-                     for st in run.steps]
+        # by line and step: every redraw of a tqdm bar is on the same physical line
+        exact = {(iv.start.line_no, iv.start.key, iv.start.index): iv.seconds for iv in run.intervals if iv.exact}
+        tl.steps += [Step(st.phase, st.index, st.total, st.shape, exact.get((st.line_no, st.key, st.index)),
+                          run.index, st.line_no) for st in run.steps]
         if primary is not None and run.index == primary.index:
             tl.phases += view.phases
     if reading.step_times is not None:
@@ -126,7 +127,8 @@ def _view(reading: LogReading, run: Run) -> RunView:
 
     def name(key: str) -> str:
         graph = key.startswith("graph/")
-        return ("graph capture " if graph and eager else "") + f"{key.split('/')[-1]} warmup"
+        base = key.removeprefix("graph/")   # "prompt", or a pass of its own such as fork 1.22's "mix/prompt"
+        return ("graph capture " if graph and eager else "") + f"{base} warmup"
 
     first_stamp = next((t.text for t in reading.events[run.first:run.end] if t.time_s is not None), None)
     return RunView(run.index, run.first_line, run.last_line, _stamp_text(first_stamp), run.why,

@@ -9,7 +9,9 @@ docs/real-vllm-cpu.md, or the upstream source that prints the line (named next t
 Public API
     parse_line(line) -> Event | None      one line (or one multi-line record) -> one event
     LogWatcher                            stateful: multi-line constructs, running summary,
-                                          warm-up progress and time projection
+                                          warm-up progress and time projection; feed() takes lines,
+                                          feed_stream() raw output as it arrives (tqdm redraws read
+                                          before their bar's newline)
     parse_bytes("7.923 GiB") -> int
 
 Package map (each module imports only the ones above it)
@@ -17,11 +19,14 @@ Package map (each module imports only the ones above it)
     prefix.py     line prefix: colours, paste/collector layers (kubectl, journalctl, compose, CRI, k9s, markdown),
                   docker timestamp, process tag or [rankN]:, Habana runtime / vLLM / uvicorn logger -> LogPrefix
     events.py     the event dataclasses (Event, its 33 subclasses, BucketRange)
-    values.py     small value readers shared by the rules (numbers, int tuples, bucket lists, tqdm clocks)
-    rules.py      the (regex, builder) rule table, in match order, and the milestone markers
-    message.py    one message -> one event (rules, then OOM texts, then ERROR lines); the tqdm bar pattern
+    values.py     small value readers shared by the rules (numbers, int tuples, bucket lists, tqdm clocks
+                  and rates)
+    rules.py      the (regex, builder) rule table, in match order, and the milestone markers; TQDM_WARMUP,
+                  the plugin's warm-up bar
+    message.py    one message -> one event (rules, then OOM texts, then ERROR lines)
     summary.py    WatchSummary, the snapshot a LogWatcher returns
-    watcher.py    LogWatcher: tracebacks, multi-line lists, running state, progress and projection
+    watcher.py    LogWatcher: tracebacks, multi-line lists, tqdm bars (every redraw, cut by spliced records,
+                  one count once over ranks, on the bar's own clock), running state, progress and projection
     parse.py      parse_line, the stateless entry point (a multi-line record goes through a LogWatcher)
     cause.py      last_error / starts_an_error: the line that states a failure (never a warning)
     runs.py       a whole log's events -> its starts of the server (runs) and each run's warm-up and end lines

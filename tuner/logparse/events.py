@@ -239,14 +239,27 @@ class WarmupStep(Event):
 
 @dataclass(frozen=True)
 class WarmupProgress(Event):
-    """vllm-gaudi tqdm bar (graph warm-up, shown when VLLM_DEVELOPER_MODE is off):
-    `Prompt warmup processing:  45%|####5     | 10/22 [00:05<00:06,  1.80item/s, 9/22]`."""
+    """vllm-gaudi tqdm bar (graph warm-up; with VLLM_DEVELOPER_MODE off it is the only per-step output):
+    `Prompt warmup processing:  45%|####5     | 10/22 [00:05<00:06,  1.80item/s, 9/22]`, `Decode warmup
+    processing: ..`, `Unified Attention warmup: ..` (v1/worker/hpu_model_runner.py warmup_graphs,
+    warmup_unified_graphs). `done` steps are finished `elapsed_s` after the bar began; `seconds_per_step`
+    is tqdm's smoothed rate (`3.64s/item` or `1/1.80item/s`), None while it shows `?`."""
 
     phase: str
     done: int
     total: int
     elapsed_s: float | None = None
     remaining_s: float | None = None
+    seconds_per_step: float | None = None
+    # set by LogWatcher: when this bar began, on the clock the watcher was fed (the redraw itself has no time)
+    bar_started_s: float | None = None
+
+    @property
+    def at_s(self) -> float | None:
+        """When this redraw was drawn, on the watcher's clock (bar start + tqdm's elapsed)."""
+        if self.bar_started_s is None or self.elapsed_s is None:
+            return None
+        return self.bar_started_s + self.elapsed_s
 
     @property
     def key(self) -> str:

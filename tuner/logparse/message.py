@@ -1,5 +1,4 @@
-"""One message -> one event: the rule table first, then OOM texts, then any other ERROR line.
-Also the tqdm progress-bar pattern that `parse_line` and `LogWatcher` use to pick the newest redraw."""
+"""One message -> one event: the rule table first, then OOM texts, then any other ERROR line."""
 
 from __future__ import annotations
 
@@ -74,5 +73,3 @@ def _parse_single(line: str) -> Event | None:
     prefix, msg = split_prefix(line)
     return _parse_message(prefix, msg)
 
-
-_TQDM_BAR = re.compile(r"\b\d{1,3}%\|[^|]*\|\s*\d+/\d+")

@@ -43,7 +43,7 @@ from .events import (
     WarmupStep,
 )
 from .units import _B, _BYTES_RE, _bytes_or_none, parse_bytes
-from .values import _bucket_list, _clock_s, _num, _tuple_of_ints
+from .values import _bucket_list, _clock_s, _num, _rate_s, _tuple_of_ints
 
 # ---------------------------------------------------------------------------------------------
 # Message rules: (compiled regex, builder). First rule whose regex matches and whose builder
@@ -298,12 +298,26 @@ def _warmup_step(m):
                       free_mem=free, extra=tuple(extra), **ints)
 
 
-# vllm-gaudi warmup_graphs(): tqdm(desc=f'{phase} warmup processing: ', unit="item")
-@_rule(r"\b(?P<phase>\w+) warmup processing:\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)"
-       r"(?: \[(?P<el>[\d:]+)<(?P<rem>[\d:?]+))?")
+# vllm-gaudi tqdm bars: warmup_graphs() `tqdm(desc=f'{phase} warmup processing: ', unit="item")` with the postfix
+# f"{idx}/{num_candidates}", warmup_unified_graphs() `desc="Unified Attention warmup"` (tqdm adds ": "). tqdm
+# prints `desc: pct%|bar| n/total [elapsed<remaining, rate(, postfix)]`: elapsed `MM:SS` or `H:MM:SS`,
+# remaining `?` before the first step, rate `3.64s/item`, `1.80item/s` or `?item/s` (`s/it`, `it/s` without a
+# unit). The closing `]` ends the bar: whatever follows on the line is another process's output.
+TQDM_WARMUP = re.compile(
+    r"(?P<desc>\b(?P<phase>[A-Za-z]+)(?: Attention)? warm-?up(?: processing)?)\s*:\s*(?P<pct>\d{1,3})%\|[^|]*\|"
+    r"\s*(?P<n>\d+)/(?P<total>\d+)"
+    r"(?:\s*\[(?P<el>\d+(?::\d\d)+)<(?P<rem>\?|\d+(?::\d\d)+),\s*(?P<rate>\?|\d+(?:\.\d+)?)"
+    r"(?P<unit>s/\w+|\w+/s)(?:,\s*(?P<post>[^\]]*))?\])?", re.I)
+
+
+@_rule(TQDM_WARMUP.pattern, re.I)
 def _warmup_progress(m):
-    return WarmupProgress(phase=m["phase"].lower(), done=int(m["n"]), total=int(m["total"]),
-                          elapsed_s=_clock_s(m["el"]), remaining_s=_clock_s(m["rem"]))
+    done, total = int(m["n"]), int(m["total"])
+    if total <= 0 or done > total:
+        return None
+    return WarmupProgress(phase=m["phase"].lower(), done=done, total=total,
+                          elapsed_s=_clock_s(m["el"]), remaining_s=_clock_s(m["rem"]),
+                          seconds_per_step=_rate_s(m["rate"], m["unit"]))
 
 
 # fork 1.17..1.21; the 1.19+ f-string has a backslash continuation, so many spaces before "for prompt"

@@ -7,8 +7,10 @@ first (the fork 1.17 README: the 08-02 start, then the 08-01 warm-up without gra
 restarts. Figures of two starts must never be added together, so the events are cut into runs:
 
 - time goes backwards (more than a few seconds: ranks print the same second out of order);
-- startup lines (bucket, engine, weights, memory) come after warm-up lines or "Warmup finished";
-- a process prints a phase's bucket config or list again;
+- startup lines (engine, weights, memory) come after warm-up lines or "Warmup finished";
+- a process prints a phase's bucket config or list again after warm-up lines, or a config with other
+  values (the same config and lists again before any warm-up line are the plugin's runner building its
+  lists anew: one start);
 - a warm-up step count goes back (step 1 again after step 7), counts out of another total, or warm-up
   continues after it finished.
 
@@ -40,12 +42,15 @@ from .events import (
     ServerListening,
     Traceback,
     WarmupFinished,
+    WarmupProgress,
     WarmupStep,
 )
 
 BACKWARDS_TOLERANCE_S = 5.0  # ranks and threads print the same second out of order
-# Startup lines: seen again after a warm-up line, they mean the server started again.
-_STARTUP = (BucketConfig, GeneratedBuckets, ModelLoaded, EngineInfo, MemorySplit, HpuBlocks)
+# Startup lines: seen again after a warm-up line, they mean the server started again. Bucket lines alone do
+# not: the plugin's runner prints its lists again as it builds them anew for the warm-up (decode buckets once
+# the KV cache is known), so a list printed twice by one process before any warm-up line is one start.
+_RESTART = (ModelLoaded, EngineInfo, MemorySplit, HpuBlocks)
 # Milestones printed once the bucket warm-up is over (the sampler warm-up follows the last bucket), and
 # those that mean the server stopped.
 _AFTER_WARMUP = ("sampler_warmup",)
@@ -78,7 +83,8 @@ class StepLine:
 
 @dataclass(frozen=True)
 class EndLine:
-    """A line that ends the step before it: "budget" (the graph budget: compile passes over),
+    """A line that ends the step before it: "budget" (the graph budget: compile passes over), "bar" (a tqdm
+    warm-up bar reached its total),
     "captured" (a phase's graph summary, `count` graphs of `phase`), "sampler" (the sampler warm-up
     follows the last bucket), "finished" (`Warmup finished in N secs`, `seconds` = N), "served" (the
     engine initialised or the server listens: warm-up is over), "failed" (an error, an out-of-memory
@@ -94,6 +100,7 @@ class EndLine:
     @property
     def label(self) -> str:
         return {"budget": "the graph budget line", "captured": "the graph capture summary",
+                "bar": "the progress bar's last count",
                 "sampler": "the sampler warm-up", "finished": "'Warmup finished'",
                 "served": "the engine's ready line", "failed": "an error or a shutdown"}[self.kind]
 
@@ -143,7 +150,19 @@ def step_shape(e: WarmupStep) -> tuple[int, ...]:
     return dims + tuple(int(blocks[k]) for k in ("shared_blocks", "unique_blocks") if blocks.get(k, "").isdigit())
 
 
+def step_of(e: Event) -> tuple[str, int, int, tuple[int, ...]] | None:
+    """(key, index, total, shape) of the step a warm-up line says began: a `[Warmup]` line, or a tqdm bar's
+    count (n of N done: step n+1 begins; the last count ends the bar, see end_line)."""
+    if isinstance(e, WarmupStep):
+        return e.key, e.index, e.total, step_shape(e)
+    if isinstance(e, WarmupProgress) and e.done < e.total:
+        return e.key, e.done + 1, e.total, ()
+    return None
+
+
 def end_line(line_no: int, t: float | None, e: Event) -> EndLine | None:
+    if isinstance(e, WarmupProgress) and e.done >= e.total:
+        return EndLine("bar", line_no, t, phase=e.key, count=e.total)
     if isinstance(e, WarmupFinished):
         return EndLine("finished", line_no, t, float(e.seconds))
     if isinstance(e, GraphBudget):
@@ -185,6 +204,7 @@ class _RunState:
     def __init__(self):
         self.last_time: float | None = None
         self.printed: set = set()  # bucket lines: (kind, phase, process)
+        self.configs: dict = {}  # (kind, phase, process) -> the config's dimensions
         self.seen: dict[str, tuple[int, int]] = {}  # warm-up key -> (last index, total)
         self.last_step: tuple[str, int] | None = None
         self.warmup = False
@@ -193,19 +213,23 @@ class _RunState:
     def breaks(self, line_no: int, t: float | None, e: Event) -> str | None:
         if t is not None and self.last_time is not None and t < self.last_time - BACKWARDS_TOLERANCE_S:
             return f"the time goes back {_ago(self.last_time - t)} (another excerpt or run)"
-        if isinstance(e, _STARTUP) and self.warmup:
+        if isinstance(e, _RESTART) and self.warmup:
             return "startup lines again after warm-up lines (a restart or a second run)"
-        if _bucket_line(e) in self.printed:
-            return f"the {e.phase} buckets printed again (another start)"
-        if isinstance(e, WarmupStep):
+        if _bucket_line(e) in self.printed and self.warmup:
+            return f"the {e.phase} buckets printed again after warm-up lines (another start)"
+        if isinstance(e, BucketConfig) and self.configs.get(_bucket_line(e), e.dims) != e.dims:
+            return f"the {e.phase} buckets printed again with another config (another start)"
+        step = step_of(e)
+        if step is not None:
+            key, idx, tot, _ = step
             if self.finished:
                 return "warm-up again after it finished"
-            if e.key in self.seen:
-                index, total = self.seen[e.key]
-                if e.total != total:
-                    return f"{e.key} steps counted out of {e.total} after {total} (another run)"
-                if e.index < index or (e.index == index and self.last_step != (e.key, e.index)):
-                    return f"{e.key} {e.index}/{e.total} again after {index}/{total} (a restart)"
+            if key in self.seen:
+                index, total = self.seen[key]
+                if tot != total:
+                    return f"{key} steps counted out of {tot} after {total} (another run)"
+                if idx < index or (idx == index and self.last_step != (key, idx)):
+                    return f"{key} {idx}/{tot} again after {index}/{total} (a restart)"
         return None
 
     def add(self, run: Run, line_no: int, t: float | None, e: Event) -> None:
@@ -214,12 +238,16 @@ class _RunState:
         if _bucket_line(e) is not None:
             self.printed.add(_bucket_line(e))
             run.bucket_lines = True
-        if isinstance(e, WarmupStep):
+        if isinstance(e, BucketConfig):
+            self.configs[_bucket_line(e)] = e.dims
+        step = step_of(e)
+        if step is not None:
+            key, index, total, shape = step
             self.warmup = True
-            if self.last_step != (e.key, e.index):  # the same line again (a redraw, another rank's copy)
-                run.steps.append(StepLine(e.key, e.index, e.total, line_no, t, step_shape(e)))
-            self.seen[e.key] = (e.index, e.total)
-            self.last_step = (e.key, e.index)
+            if self.last_step != (key, index):  # the same line again (a redraw, another rank's copy)
+                run.steps.append(StepLine(key, index, total, line_no, t, shape))
+            self.seen[key] = (index, total)
+            self.last_step = (key, index)
             return
         end = end_line(line_no, t, e)
         if end is not None and (run.steps or end.kind == "finished"):

@@ -1,7 +1,9 @@
 """Warm-up step timings a log really shows: only contiguous, complete, ordered intervals count.
 
 A warm-up line (`[Warmup][Prompt][3/24] ..`) is printed as its step begins, so a step lasts until the
-next warm-up line or the end of the warm-up. Logs arrive cut and pasted: steps elided (step 1 of 24
+next warm-up line or the end of the warm-up. A tqdm bar's count (`Prompt warmup processing: .. 3/24
+[00:09<..]`, vllm-gaudi's default output) says step 4 begins, at the bar's own clock; its last count ends
+its phase. Logs arrive cut and pasted: steps elided (step 1 of 24
 followed by 48 of 48, a `...` or `[...]` line), a restart or a second run in the same paste, excerpts
 out of time order, lines without timestamps. Timing a step up to whatever line comes next then
 charges a whole gap to one step. The log's runs (runs.py: where one start ends and the next begins)
@@ -142,7 +144,13 @@ class StepOrder:
         budget = self.ids[self.budget_at] if self.budget_at < self.size else None
         return StepOrder(out, out.index(budget) if budget is not None else None)
 
+    def _known(self, key: str) -> str:
+        """The order's name of a logged phase: a tqdm bar says "prompt" whether the release compiles or
+        captures graphs in that pass ("graph/prompt")."""
+        return key if key in self._by_key or f"graph/{key}" not in self._by_key else f"graph/{key}"
+
     def position(self, key: str, index: int, total: int) -> int | None:
+        key = self._known(key)
         exact = self._pos.get((key, index, total))
         if exact is not None:
             return exact
@@ -152,8 +160,14 @@ class StepOrder:
         # Another list than the order knows (a rebuild that differs): the same share of the phase.
         return where[min(len(where) - 1, int((index - 1) / total * len(where)))]
 
-    def end_position(self, kind: str) -> int:
-        return self.budget_at if kind == "budget" else self.size
+    def end_position(self, kind: str, phase: str | None = None) -> int:
+        """Where an end line falls: the budget line after the compile pass, a bar's last count after its
+        phase's last step, every other end line at the end of the warm-up."""
+        if kind == "budget":
+            return self.budget_at
+        if kind == "bar" and phase is not None and self._known(phase) in self._by_key:
+            return max(self._by_key[self._known(phase)]) + 1
+        return self.size
 
     def total(self, key: str) -> int:
         """How many steps of a phase the order holds."""
@@ -246,7 +260,10 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
                 note=f"{b.label} (line {b.line_no}): the log ends during this step, so its end is not known")
             continue
         stop = (order.position(nxt.key, nxt.index, nxt.total) if isinstance(nxt, StepLine)
-                else order.end_position(nxt.kind))
+                else order.end_position(nxt.kind, nxt.phase))
+        if (isinstance(nxt, EndLine) and nxt.kind == "sampler" and first is not None
+                and any(isinstance(later, StepLine) for later in bounds[i + 1:])):
+            stop = first + 1  # the plugin warms the sampler between its multimodal and its bucket warm-up
         secs = nxt.time_s - b.time_s if b.time_s is not None and nxt.time_s is not None else None
         where = f"{b.label} (line {b.line_no}) to {nxt.label} (line {nxt.line_no})"
         if isinstance(nxt, EndLine) and nxt.kind == "failed":
@@ -259,6 +276,11 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
             add(b, nxt, secs, first, stop, "dropped", elided, f"{where}: not in the order the release warms up in")
         elif stop - first == 1:
             add(b, nxt, max(0.0, secs), first, stop, "step", elided)
+        elif secs < resolution and not elided:
+            # lines of two passes stamped the same instant (fork 1.22's Graph/mix/prompt 1/352 and
+            # Graph/mix/decode 1/112 in one second): the steps between were not run in no time
+            add(b, nxt, secs, first, stop, "dropped", elided,
+                f"{where}: {stop - first} steps within one tick of the timestamps (logged together, not timed)")
         else:
             cause = "an elision" if elided else "lines left out"
             add(b, nxt, max(0.0, secs), first, stop, "gap", elided,

@@ -43,3 +43,13 @@ def _clock_s(text: str | None) -> float | None:
     for part in text.split(":"):
         secs = secs * 60 + float(part)
     return secs
+
+
+def _rate_s(value: str | None, unit: str | None) -> float | None:
+    """tqdm rate -> seconds per step: '3.64' 's/item' -> 3.64, '1.80' 'item/s' -> 0.556; '?' -> None."""
+    if not value or not unit or "?" in value:
+        return None
+    rate = float(value)
+    if unit.startswith("s/"):
+        return rate
+    return 1.0 / rate if rate > 0 else None

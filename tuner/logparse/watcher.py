@@ -1,5 +1,10 @@
 """`LogWatcher`: the stateful reader. Multi-line constructs (tracebacks, vllm-gaudi's "Omitted N
-buckets:" list), the running summary, warm-up progress and the remaining-time projection."""
+buckets:" list), tqdm warm-up bars, the running summary, warm-up progress and the remaining-time projection.
+
+The plugin's warm-up shows itself as tqdm bars: `\r` + bar per redraw on one physical line that ends only
+when the bar closes, every rank drawing its own copy, other processes' records glued after a redraw (or
+between a bar's head and its tail). Every redraw is read; a count is news once; a bar's redraws are timed
+by its own elapsed clock from when the bar began (`WarmupProgress.at_s`), since they carry no stamp."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from .events import (
     HpuBlocks,
     KvCacheSize,
     MemorySplit,
+    Milestone,
     ModelLoaded,
     NotWarmedUp,
     OmittedBuckets,
@@ -38,9 +44,11 @@ from .events import (
     WarmupProgress,
     WarmupStep,
 )
-from .message import _TQDM_BAR, _oom_kind, _parse_message
+from .message import _oom_kind, _parse_message
 from .prefix import LogPrefix, split_prefix
+from .rules import TQDM_WARMUP
 from .summary import WatchSummary, generated_buckets
+from .values import _clock_s
 
 # ---------------------------------------------------------------------------------------------
 # LogWatcher
@@ -52,6 +60,8 @@ _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 # last):" line scrolled away) and lose the frames' indentation ("[rank0]: File ..", then the code line).
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in ')
 _FRAME_ANYWHERE = re.compile(r'File "[^"]*", line \d+, in ')
+# a frame line a terminal hard-wrapped: its head ('File "/long/path/x.py", li') ends the physical line
+_FRAME_HEAD = re.compile(r'^\s*File "')
 _CHAINED = re.compile(r"^(?:The above exception was the direct cause|During handling of the above exception)")
 # A vLLM record prefix anywhere in a line: a pasted log whose newlines were lost holds several records.
 _RECORD_START = re.compile(r"(?:\([A-Za-z_][\w\-]*[^()\n]{0,80}?\bpid=\d+[^()\n]{0,80}\)\s*)?"
@@ -68,8 +78,40 @@ def _records(physical: str) -> list[str]:
         return [physical]
     bounds = [0] + cuts + [len(physical)]
     return [physical[a:b].rstrip() for a, b in zip(bounds, bounds[1:])]
+# The head of a tqdm warm-up bar ("Prompt warmup processing:  45%|####5"): another process's record written
+# before the bar's tail cuts it in two (the tail follows on the next physical line); the tail starts with the
+# rest of the bar and "| n/total".
+_BAR_HEAD = re.compile(r"\b[A-Za-z]+(?: Attention)? warm-?up(?: processing)?\s*:\s*\d{1,3}%\|", re.I)
+_BAR_TAIL = re.compile(r"^[^|\r\n]{0,200}\|\s*\d+/\d+")
+
+
+def _cut_bars(segment: str) -> list[str]:
+    """One `\r` segment -> its pieces: a finished tqdm bar ends at its `]`, and whatever follows it (another
+    process's record, its tag) is a piece of its own."""
+    pieces, start = [], 0
+    for m in TQDM_WARMUP.finditer(segment):
+        if m["el"] is None:
+            continue
+        pieces.append(segment[start:m.end()])
+        start = m.end()
+    rest = segment[start:]
+    if rest.strip() or not pieces:
+        pieces.append(rest)
+    return pieces
+
+
 _OMITTED_HEADER = re.compile(r"^Omitted \d+ (?:prompt|decode) buckets:$")
 _PAREN_ROW = re.compile(r"^\(.*\)$")
+
+
+def usable_kv_blocks(e: UsableBlocks) -> int:
+    """The KV blocks the bucketing works with. Where `_PAD_BLOCK_ID` is the runner's num_blocks (the pad
+    block after the usable ones: usable <= it < allocated) it is the bucketing manager's num_hpu_blocks;
+    0.14 builds pad with block 0 (`_PAD_BLOCK_ID=0`) and 0.15 ones print -1: no block count, so `usable`."""
+    pad = e.pad_block_id
+    if pad is not None and e.usable <= pad < max(e.allocated, e.usable + 1):
+        return pad
+    return e.usable
 
 
 def _merge(old, new):
@@ -78,6 +120,17 @@ def _merge(old, new):
         return new
     return replace(new, **{f.name: getattr(old, f.name) for f in fields(new)
                            if f.name != "prefix" and getattr(new, f.name) is None})
+
+
+@dataclass
+class _Bar:
+    """One tqdm warm-up bar being drawn: every rank draws its own copy and tqdm redraws the same count, so
+    only a count beyond `done` is news."""
+
+    total: int
+    done: int
+    started: float  # when it began, on the watcher's clock
+    last: float     # when its newest count was drawn
 
 
 @dataclass
@@ -103,8 +156,13 @@ class LogWatcher:
     warm-up, fork 1.17..1.21 lazy mode) in the projection before they start.
     """
 
-    def __init__(self, *, expect_graphs: bool = False, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, *, expect_graphs: bool = False, clock: Callable[[], float] = time.monotonic,
+                 replay: bool = False):
         self.expect_graphs = expect_graphs
+        # live (replay False): `t` is when a chunk arrived, so a line's last redraw was drawn at `t`; a replay
+        # of a saved log passes the time of the last stamp before the line, when its bar began
+        self.replay = replay
+        self._line_bar_end: float | None = None   # tqdm elapsed of the last redraw in the line being read
         self._clock = clock
         self._tracebacks_open: dict[tuple, tuple[LogPrefix, list[str]]] = {}
         self._omitted_open: tuple[LogPrefix, list[str]] | None = None
@@ -121,6 +179,11 @@ class LogWatcher:
         self._kv: KvCacheSize | None = None
         self._budget: GraphBudget | None = None
         self._phases: dict[str, _PhaseProgress] = {}
+        self._bars: dict[str, _Bar] = {}
+        self._bar_head: str | None = None   # a bar cut by another record, waiting for its tail
+        self._bars_end = float("-inf")      # when the last bar's newest count was drawn
+        self._validating = False            # between "Running validation warmup" and its "complete"
+        self._pending = ""                  # feed_stream: text after the last line or redraw end
         self._current_phase: str | None = None
         self._captured: dict[str, GraphCaptured] = {}
         self._finished: WarmupFinished | None = None
@@ -149,14 +212,48 @@ class LogWatcher:
             return []
         now = self._clock() if t is None else t
         events: list[Event] = []
-        for physical in (r for p in line.rstrip("\r\n").split("\n") for r in _records(p)):
-            segments = [s for s in physical.split("\r") if s.strip()] or [physical]
-            bars = [i for i, s in enumerate(segments) if _TQDM_BAR.search(s)]
-            for i, segment in enumerate(segments):
-                if i in bars and i != bars[-1]:
-                    continue  # only the newest redraw of a progress bar counts
-                events.extend(self._feed_one(segment, now))
+        for line_text in line.rstrip("\r\n").split("\n"):
+            for physical in _records(self._join_bar(line_text)):
+                ends = [m["el"] for m in TQDM_WARMUP.finditer(physical) if m["el"] is not None]
+                self._line_bar_end = _clock_s(ends[-1]) if ends else None
+                segments = [s for s in physical.split("\r") if s.strip()] or [physical]
+                for segment in segments:   # every redraw of a bar: each one times the steps before it
+                    for piece in _cut_bars(segment):
+                        events.extend(self._feed_one(piece, now))
         return events
+
+    def feed_stream(self, chunk: str, t: float | None = None) -> list[Event]:
+        """Raw output as it arrives (a pipe's reads): lines and tqdm redraws are read as soon as they are
+        whole. A bar redraw is `\r` + bar with no newline until the bar closes, so a line reader would see a
+        bar's progress only at its end; here a redraw counts once its closing `]` has arrived."""
+        if not isinstance(chunk, str):
+            return []
+        text = self._pending + chunk
+        cut = max(text.rfind("\n"), text.rfind("\r"))
+        whole, rest = (text[:cut + 1], text[cut + 1:]) if cut >= 0 else ("", text)
+        m = TQDM_WARMUP.search(rest)
+        if m and m["el"] is not None and not rest[m.end():].strip():
+            whole, rest = whole + rest, ""   # the newest redraw is complete
+        self._pending = rest
+        return self.feed(whole, t) if whole.strip() else []
+
+    def _join_bar(self, physical: str) -> str:
+        """Put a bar back together when another process's record was written between its head and its
+        tail (`Prompt warmup processing:  45%|####(EngineCore_DP0 pid=7) INFO .. msg` then `     | 43/96 [..]`)."""
+        if self._bar_head is not None:
+            head, self._bar_head = self._bar_head, None
+            if _BAR_TAIL.match(physical):
+                physical = head + physical
+        heads = list(_BAR_HEAD.finditer(physical))
+        if heads:
+            h = heads[-1]
+            bar = TQDM_WARMUP.match(physical, h.start())
+            if bar is None or bar["el"] is None:
+                record = _RECORD_START.search(physical, h.end())
+                if record is not None:
+                    self._bar_head = physical[h.start():record.start()]
+                    physical = physical[:h.start()] + physical[record.start():]
+        return physical
 
     def feed_lines(self, lines: Iterable[str], t: float | None = None) -> list[Event]:
         events: list[Event] = []
@@ -196,10 +293,37 @@ class LogWatcher:
             self._omitted_open = (prefix, [msg.strip()])
             return events
         event = _parse_message(prefix, msg)
+        if isinstance(event, WarmupProgress):
+            event = self._bar_news(event, t)
+            if event is not None:
+                self._update(event, event.at_s if event.at_s is not None else t)
+                events.append(event)
+            return events
         if event is not None:
             self._update(event, t)
             events.append(event)
         return events
+
+    def _bar_news(self, e: WarmupProgress, t: float) -> WarmupProgress | None:
+        """A redraw that says something new (a count no copy of this bar showed yet), with its bar's start;
+        None for a repeated count (a redraw, another rank's copy). The validation warm-up reruns the prompt
+        and decode bars after the warm-up: those are its own phase, "validation"."""
+        phase = "validation" if self._validating and e.phase in ("prompt", "decode") else e.phase
+        bar = self._bars.get(phase)
+        elapsed = e.elapsed_s or 0.0
+        if not self.replay and self._line_bar_end is not None and self._line_bar_end >= elapsed:
+            t -= self._line_bar_end - elapsed   # drawn before the line's last redraw, which arrived at t
+        if bar is None or bar.total != e.total or (bar.done >= bar.total and e.done == 0):
+            # a new bar: it began `elapsed` before now, and never before the previous bar's last count
+            # (a log without timestamps reads every bar at the same instant)
+            bar = self._bars[phase] = _Bar(e.total, e.done, max(t - elapsed, self._bars_end), t)
+        elif e.done <= bar.done:
+            return None
+        bar.done = e.done
+        out = replace(e, phase=phase, bar_started_s=bar.started)
+        bar.last = out.at_s if out.at_s is not None else t
+        self._bars_end = max(self._bars_end, bar.last)
+        return out
 
     def _continue_traceback(self, key: tuple, prefix: LogPrefix, msg: str) -> tuple[list[Event], bool]:
         """-> (events, whether the line belonged to the traceback)."""
@@ -210,7 +334,8 @@ class LogWatcher:
             return self._emit_traceback(first, lines, None, ""), True
         m = _EXCEPTION_LINE.match(stripped)
         if (not stripped or msg[:1] in (" ", "\t") or _FRAME.match(msg) or _CHAINED.match(stripped)
-                or (not m and _FRAME_ANYWHERE.search(lines[-1]))):   # the code line under a frame
+                or _FRAME_HEAD.match(msg)
+                or (not m and (_FRAME_ANYWHERE.search(lines[-1]) or _FRAME_HEAD.match(lines[-1])))):  # its code
             lines.append(msg)
             return [], True
         del self._tracebacks_open[key]
@@ -272,7 +397,7 @@ class LogWatcher:
 
     def _on_usable(self, e: UsableBlocks, t):
         self._usable = e
-        self._hpu_blocks = e.pad_block_id if e.pad_block_id is not None else e.usable
+        self._hpu_blocks = usable_kv_blocks(e)
 
     def _on_blocks(self, e: HpuBlocks, t):
         self._hpu_blocks = e.blocks
@@ -312,6 +437,12 @@ class LogWatcher:
         if self._current_phase is not None:
             ph = self._phases[self._current_phase]
             ph.completed = max(ph.completed, ph.started)   # its last started step has ended
+
+    def _on_milestone(self, e: Milestone, t):
+        if e.name == "validation_warmup":
+            self._validating = True
+        elif e.name == "validation_warmup_done":
+            self._validating = False
 
     def _on_captured(self, e: GraphCaptured, t):
         self._captured[e.phase] = e
@@ -381,7 +512,7 @@ class LogWatcher:
         StepGraphCompilation: _on_step_compile,
         OutOfMemory: _on_oom, ErrorLine: _on_error, Traceback: _on_traceback,
         ServerListening: _on_listening, EngineInfo: _on_engine, EngineInitialized: _on_engine_init,
-        CompileTime: _on_compile,
+        CompileTime: _on_compile, Milestone: _on_milestone,
     }
 
     # -- output ----------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
     python -m tuner.sim MODEL [vllm serve flags] [--release fork-1.17 ... gaudi-main] \
         [--sim-device gaudi2|gaudi3] [--sim-model llama-3.1-8b|llama-3.1-70b] [--sim-time-scale 0.02] \
-        [--sim-seed N] [--sim-noise SIGMA] [--sim-fault NAME[:k=v,...]]
+        [--sim-seed N] [--sim-noise SIGMA] [--sim-fault NAME[:k=v,...]] [--sim-log-style lines|tqdm]
 
 The cost model it runs (devices, model shapes, release cost rules, predict_startup) is the tuner's
 own performance model, tuner/perfmodel/, run with the corrections of the hardware it plays.

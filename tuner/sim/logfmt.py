@@ -2,8 +2,10 @@
 
 Fork <= 1.20 prints `INFO 08-02 17:38:43 habana_model_runner.py:1206] msg`; newer vLLM prints
 `INFO 07-07 19:15:38 [hpu_model_runner.py:2679] msg`. vllm-gaudi writes its [Warmup] progress through
-tqdm, with no logger prefix. Timestamps are simulated wall-clock time: the start instant plus the
-simulated seconds elapsed, whatever the time scale, so a compressed run's log reads like a real one.
+tqdm, with no logger prefix: `[Warmup]` lines (tqdm.write, with VLLM_DEVELOPER_MODE) or, its default,
+only the `Prompt warmup processing: ..` bars redrawn with a carriage return (`tqdm_meter`, `SimLog.bar`).
+Timestamps are simulated wall-clock time: the start instant plus the simulated seconds elapsed, whatever
+the time scale, so a compressed run's log reads like a real one.
 """
 
 from __future__ import annotations
@@ -64,6 +66,26 @@ _OTHER_FILES = {"preempt": "scheduler.py", "metrics": "metrics.py", "api": "api_
                 "bucket_fallback": "common.py"}
 
 
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+
+
+def tqdm_meter(desc: str, n: int, total: int, elapsed: float, postfix: str | None = None, unit: str = "item") -> str:
+    """One tqdm redraw as tqdm 4.x draws it: `desc: pct%|bar| n/total [elapsed<remaining, rate(, postfix)]`,
+    the rate in `s/item` below one item a second, `?item/s` before the first item (tqdm's std.format_meter)."""
+    bar = "█" * int(10 * n / max(total, 1))
+    rate = n / elapsed if n and elapsed > 0 else None
+    if rate is None:
+        speed, left = f"?{unit}/s", "?"
+    else:
+        speed = f"{1 / rate:5.2f}s/{unit}" if rate < 1 else f"{rate:5.2f}{unit}/s"
+        left = _clock((total - n) / rate)
+    head = desc if desc.endswith(": ") else desc + ": "
+    return (f"{head}{100 * n / max(total, 1):3.0f}%|{bar:<10}| {n}/{total} [{_clock(elapsed)}<{left}, {speed}"
+            + (f", {postfix}" if postfix else "") + "]")
+
+
 class SimLog:
     """Writes release-shaped lines; `clock()` gives the simulated seconds since `start_wall`."""
 
@@ -105,6 +127,21 @@ class SimLog:
         """A line printed without the logger (tqdm, uvicorn, tracebacks)."""
         self._write(self.err if stderr else self.out, msg)
         return msg
+
+    def bar(self, text: str, final: bool = False) -> None:
+        """A tqdm redraw on stderr: `\r` + the bar, no newline until the bar closes (tests' sink: the whole
+        physical line once it is closed)."""
+        if self.sink is not None:
+            self._bar_line = getattr(self, "_bar_line", "") + "\r" + text
+            if final:
+                self.sink.append(self._bar_line)
+                self._bar_line = ""
+            return
+        try:
+            self.err.write("\r" + text + ("\n" if final else ""))
+            self.err.flush()
+        except (BrokenPipeError, ValueError):
+            pass
 
     def _write(self, stream: TextIO, line: str) -> None:
         if self.sink is not None:

@@ -33,7 +33,7 @@ from .faults import from_env as fault_specs_from_env
 from .http import SimHTTP
 from .logfmt import SimLog
 from .recipe_cache import RecipeCache
-from .startup import VERSIONS, SimTime, emit, startup_events, store_recipe
+from .startup import LOG_STYLES, VERSIONS, SimTime, emit, startup_events, store_recipe
 
 DEFAULT_RELEASE = "fork-main"  # the newest fork release
 
@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="wall seconds per simulated second (0.02: a 49 s warmup takes ~1 s)")
     sim.add_argument("--sim-startup-time-scale", type=float, default=None,
                      help="time scale of the startup only (default: --sim-time-scale)")
+    sim.add_argument("--sim-log-style", choices=LOG_STYLES, default="lines",
+                     help="how a vllm-gaudi release shows its warm-up: `lines` ([Warmup] lines, as with "
+                          "VLLM_DEVELOPER_MODE=1) or `tqdm` (the plugin's default: progress bars redrawn with \\r)")
     sim.add_argument("--sim-seed", type=int, default=0)
     sim.add_argument("--sim-noise", type=float, default=0.0, help="run-to-run step-time noise (lognormal sigma)")
     sim.add_argument("--sim-hardware", nargs="+", default=[], metavar="FACTOR=X",
@@ -184,7 +187,7 @@ async def _serve(args, pred: StartupPrediction, faults: Faults, cache: RecipeCac
     startup_scale = args.sim_startup_time_scale or scale
     wall0 = loop.time()
     outcome = None
-    for ev in startup_events(pred, faults):
+    for ev in startup_events(pred, faults, args.sim_log_style):
         kind = ev[0]
         if kind == "advance":
             clock.t += ev[1]
@@ -197,7 +200,7 @@ async def _serve(args, pred: StartupPrediction, faults: Faults, cache: RecipeCac
             if stop.is_set():
                 log.raw("INFO:     Shutting down")
                 return 0
-        elif kind in ("log", "raw"):
+        elif kind in ("log", "raw", "bar"):
             emit(log, ev)
         elif kind == "compiled":
             store_recipe(cache, pred, ev[1], ev[2])

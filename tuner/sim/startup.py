@@ -17,7 +17,7 @@ from ..perfmodel.costs import prompt_shape
 from ..perfmodel.hardware import GiB, MiB
 from ..perfmodel.prediction import StartupPrediction, WarmupStep, devmem_error
 from .faults import COMPILE_ERROR, Faults
-from .logfmt import SimLog
+from .logfmt import SimLog, tqdm_meter
 from .logfmt import format_bytes as fb
 from .recipe_cache import RecipeCache
 
@@ -49,11 +49,19 @@ class SimTime:
         return self.t
 
 
-# Events: ("advance", seconds) | ("log", level, key, msg) | ("raw", msg, stderr) | ("compiled", phase, bucket)
-#         | ("fail", exit_code) | ("hang",) | ("ready",)
+# Events: ("advance", seconds) | ("log", level, key, msg) | ("raw", msg, stderr) | ("bar", redraw, final)
+#         | ("compiled", phase, bucket) | ("fail", exit_code) | ("hang",) | ("ready",)
+
+# How the plugin shows its warm-up (vllm-gaudi hpu_model_runner.py warmup_graphs): "lines", a `[Warmup]` line
+# per bucket (tqdm.write, printed with VLLM_DEVELOPER_MODE=1), or "tqdm", only the progress bars (its default).
+LOG_STYLES = ("lines", "tqdm")
+_BAR_DESC = {"prompt": "Prompt warmup processing: ", "decode": "Decode warmup processing: ",
+             "unified": "Unified Attention warmup"}
 
 
-def startup_events(pred: StartupPrediction, faults: Faults | None = None) -> Iterator[tuple]:
+def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_style: str = "lines") -> Iterator[tuple]:
+    if log_style not in LOG_STYLES:
+        raise ValueError(f"log style {log_style!r}: not one of {', '.join(LOG_STYLES)}")
     faults = faults or Faults()
     rules, mem = pred.rules, pred.memory
     v1 = rules.engine == "v1"
@@ -118,7 +126,7 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None) -> Ite
         yield ("log", "INFO", "skip", "Skipping warmup...")
         yield from _server_ready(pred)
         return
-    yield from _warmup(pred, faults)
+    yield from _warmup(pred, faults, bars=log_style == "tqdm" and rules.style == "gaudi")
 
 
 def _fail(phase: str, message: str, code: int = 1) -> Iterator[tuple]:
@@ -176,8 +184,56 @@ def _graph_phase(style: str, phase: str) -> str:
     return f"Graph/{phase if lower else phase.capitalize()}"
 
 
-def _warmup(pred: StartupPrediction, faults: Faults) -> Iterator[tuple]:
+class _Bars:
+    """The plugin's tqdm bars over the warm-up steps: one bar per phase, a redraw as each step ends."""
+
+    def __init__(self, steps: list[WarmupStep]):
+        self.steps, self.key, self.n, self.elapsed = steps, None, 0, 0.0
+
+    def _total(self, i: int) -> int:
+        key = (self.steps[i].kind, self.steps[i].phase)
+        return sum(1 for s in self.steps if (s.kind, s.phase) == key)
+
+    def _draw(self, final: bool = False) -> tuple:
+        kind, phase = self.key
+        postfix = f"{self.n - 1}/{self.total}" if self.n else None
+        return ("bar", tqdm_meter(_BAR_DESC.get(phase, f"{phase.capitalize()} warmup processing: "), self.n,
+                                  self.total, self.elapsed, postfix), final)
+
+    def begin(self, i: int) -> Iterator[tuple]:
+        key = (self.steps[i].kind, self.steps[i].phase)
+        if key != self.key:
+            if self.key is not None:
+                yield from self.close()
+            self.key, self.n, self.elapsed, self.total = key, 0, 0.0, self._total(i)
+            yield self._draw()
+
+    def done(self, seconds: float) -> Iterator[tuple]:
+        self.n += 1
+        self.elapsed += seconds
+        if self.n < self.total:
+            yield self._draw()
+
+    def close(self) -> Iterator[tuple]:
+        if self.key is not None:
+            yield self._draw(final=True)
+            self.key = None
+
+
+def _step_output(pred: StartupPrediction, i: int, drawn: _Bars | None) -> Iterator[tuple]:
+    """What the server prints as step i begins: a bar's first draw (tqdm style), a tqdm.write line (the
+    plugin with [Warmup] lines) or a logger line (the fork)."""
+    if drawn is not None:
+        yield from drawn.begin(i)
+    elif pred.rules.style == "gaudi":
+        yield ("raw", _warmup_line(pred, pred.steps[i]), True)  # tqdm.write, not the logger
+    else:
+        yield ("log", "INFO", "warmup", _warmup_line(pred, pred.steps[i]))
+
+
+def _warmup(pred: StartupPrediction, faults: Faults, bars: bool = False) -> Iterator[tuple]:
     steps, rules = pred.steps, pred.rules
+    drawn = _Bars(steps) if bars else None
     fault = faults.warmup_fault()
     fault_at = int(fault[1] * max(len(steps) - 1, 0)) if fault else None
     fail_at = pred.failure.at_step if pred.failure and pred.failure.phase == "warmup" else None
@@ -187,11 +243,7 @@ def _warmup(pred: StartupPrediction, faults: Faults) -> Iterator[tuple]:
         if step.kind == "capture" and budget_line:
             yield budget_line  # printed once, when capture starts
             budget_line = None
-        line = _warmup_line(pred, step)
-        if rules.style == "gaudi":
-            yield ("raw", line, True)  # tqdm progress, not the logger
-        else:
-            yield ("log", "INFO", "warmup", line)
+        yield from _step_output(pred, i, drawn)
         if fault_at is not None and i == fault_at:
             name = fault[0]
             yield ("advance", step.seconds / 2)
@@ -202,6 +254,8 @@ def _warmup(pred: StartupPrediction, faults: Faults) -> Iterator[tuple]:
             return
         yield ("advance", step.seconds)
         elapsed += step.seconds
+        if drawn is not None:
+            yield from drawn.done(step.seconds)
         if fail_at is not None and i == fail_at:
             yield from _fail("warmup", pred.failure.message)
             return
@@ -212,6 +266,8 @@ def _warmup(pred: StartupPrediction, faults: Faults) -> Iterator[tuple]:
             yield budget_line
         yield from _fail("warmup", pred.failure.message)
         return
+    if drawn is not None:
+        yield from drawn.close()
     yield from _summaries(pred)
     if pred.sampler_seconds:
         s = pred.config.max_num_seqs
@@ -275,17 +331,17 @@ class VirtualStartup:
 
 
 def run_startup_virtual(pred: StartupPrediction, faults: Faults | None = None, start_wall: float = 0.0,
-                        cache: RecipeCache | None = None) -> VirtualStartup:
+                        cache: RecipeCache | None = None, log_style: str = "lines") -> VirtualStartup:
     """Play the startup without sleeping; the printed lines and the simulated seconds it took."""
     clock = SimTime()
     sink: list = []
     log = SimLog(pred.rules.style, clock, start_wall, sink=sink)
     code, hung = None, False
-    for ev in startup_events(pred, faults):
+    for ev in startup_events(pred, faults, log_style):
         kind = ev[0]
         if kind == "advance":
             clock.t += ev[1]
-        elif kind in ("log", "raw"):
+        elif kind in ("log", "raw", "bar"):
             emit(log, ev)
         elif kind == "compiled":
             store_recipe(cache, pred, ev[1], ev[2])
@@ -304,7 +360,9 @@ def store_recipe(cache: RecipeCache | None, pred: StartupPrediction, phase: str,
 
 
 def emit(log: SimLog, ev: tuple) -> None:
-    if ev[0] == "raw":
+    if ev[0] == "bar":
+        log.bar(ev[1], final=ev[2])
+    elif ev[0] == "raw":
         log.raw(ev[1], stderr=ev[2])
     else:
         _, level, key, msg, *file = ev
