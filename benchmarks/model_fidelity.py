@@ -2,7 +2,7 @@
 
 For every start in the `fidelity` lists of tests/data/log-samples/facts.yaml (hand-read facts: the
 settings each start ran with and what its log shows), the model predicts each logged quantity (warm-up
-total and per phase, KV blocks, graph memory, weights load) with its 2-sd band, in four ways:
+total and per phase, KV blocks, graph memory, weights and their load) with its 2-sd band, in four ways:
 
     prior        the documented constants (docs/calibration.md), no calibration
     itself       calibrated from this very log, read as `tune --calibrate-from` reads it (in sample)
@@ -312,7 +312,8 @@ def _cell(r: Row | None) -> str:
     return f"{_fmt(r.predicted, r.unit)} ({r.error:+.0%}{sample}; {low}-{high}{mark})"
 
 
-LABELS = {"warmup": "warm-up", "kv_blocks": "KV blocks", "graph_mem_gib": "graph memory", "load_s": "weights load"}
+LABELS = {"warmup": "warm-up", "kv_blocks": "KV blocks", "graph_mem_gib": "graph memory", "load_s": "weights load",
+          "weights_gib": "weights"}
 
 
 def markdown(rows: list[Row]) -> str:
@@ -335,6 +336,63 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- every real log whose model is now known from its config ---------------------------------------
+KNOWN_MODEL_SETTINGS = {"max_model_len": 4096, "max_num_seqs": 64, "gpu_memory_utilization": 0.9}
+
+
+def known_model_rows(path: Path = FACTS) -> list[dict[str, Any]]:
+    """For each log of facts.yaml that names its model (`model_config`, else `model`) and whose config is
+    known (tuner/models): what the model reads from the config and predicts for the log's release,
+    device and TP under KNOWN_MODEL_SETTINGS, beside the figure the log shows where it shows one.
+    Nothing is refitted on these models."""
+    from tuner.models import UnknownModelError, resolve
+    from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
+    from tuner.perfmodel.hardware import normalize_dtype
+
+    out = []
+    for entry in yaml.safe_load(path.read_text()):
+        name = entry.get("model_config") or entry.get("model")
+        if not name:
+            continue
+        try:
+            shape = resolve(name)
+        except UnknownModelError:
+            out.append({"file": entry["file"], "model": name, "known": False})
+            continue
+        tp, device = int(entry.get("tp") or 1), entry.get("device") or "gaudi3"
+        dtype = normalize_dtype(entry.get("dtype"), "fp8" if shape.quantization else None)
+        release = entry.get("release") or "gaudi-main"
+        pred = predict_startup(release, SimSettings(model=name, device=device, dtype=dtype, tp=tp,
+                                                    gpu_memory_utilization=KNOWN_MODEL_SETTINGS[
+                                                        "gpu_memory_utilization"]),
+                               ServerInputs(max_model_len=KNOWN_MODEL_SETTINGS["max_model_len"],
+                                            max_num_seqs=KNOWN_MODEL_SETTINGS["max_num_seqs"]), {})
+        observed = {k: v for e in entry.get("fidelity") or [] for k, v in (e.get("observed") or {}).items()}
+        out.append({"file": entry["file"], "model": name, "known": True, "source": shape.source,
+                    "release": release, "device": device, "tp": tp,
+                    "kv_bytes_per_token": shape.kv_bytes_per_token("bf16", tp),
+                    "weights_gib": shape.weight_bytes(dtype, tp) / GiB, "logged_weights_gib": observed.get(
+                        "weights_gib"), "kv_blocks": pred.num_blocks if pred.failure is None else None,
+                    "warmup_s": pred.warmup_seconds if pred.failure is None else None,
+                    "failure": None if pred.failure is None else f"{pred.failure.phase}: {pred.failure.message[:80]}"})
+    return out
+
+
+def known_models_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| log | model (source) | release, device, TP | KV B/token/card | weights/card (logged) | "
+             "KV blocks | warm-up |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if not r["known"]:
+            lines.append(f"| {r['file']} | {r['model']} (no config known) | - | - | - | - | - |")
+            continue
+        logged = f" ({r['logged_weights_gib']:.2f} GiB logged)" if r["logged_weights_gib"] else ""
+        blocks = f"{r['kv_blocks']:,}" if r["kv_blocks"] else f"fails: {r['failure']}"
+        warm = f"{r['warmup_s']:.0f} s" if r["warmup_s"] else "-"
+        lines.append(f"| {r['file']} | {r['model']} ({r['source']}) | {r['release']}, {r['device']}, TP {r['tp']} | "
+                     f"{r['kv_bytes_per_token']:,} | {r['weights_gib']:.2f} GiB{logged} | {blocks} | {warm} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="store benchmarks/results/model_fidelity.{json,md}")
@@ -346,13 +404,16 @@ def main() -> int:
             print(f"warning: {case.id}: the facts' settings build {built}, the log has {case.buckets}")
     rows = compute(cases)
     text = markdown(rows)
+    known = known_model_rows()
+    text += ("\nEvery log whose model is known from its config (settings the log does not show: "
+             f"{json.dumps(KNOWN_MODEL_SETTINGS)}; nothing refitted):\n\n" + known_models_markdown(known))
     print(text)
     if args.write:
         out = ROOT / "benchmarks" / "results"
         out.mkdir(exist_ok=True)
         (out / "model_fidelity.md").write_text(text, encoding="utf-8")
         doc = {"rows": [{**asdict(r), "error": r.error, "covered": r.covered} for r in rows],
-               "summary": summary(rows)}
+               "summary": summary(rows), "known_models": known}
         (out / "model_fidelity.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return 0
 
