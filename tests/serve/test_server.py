@@ -562,3 +562,30 @@ def test_a_free_port_is_one_no_outgoing_connection_can_take():
     ports = [find_free_port() for _ in range(50)]
     assert len(set(ports)) == 50
     assert all(10000 <= p < low and not port_in_use(p) for p in ports), ports
+
+
+BAR_SCRIPT = r"""
+import sys, time
+print("INFO 01-01 00:00:00 [hpu_model_runner.py:1] Warming up", flush=True)
+for i in (1, 2):
+    sys.stderr.write(f"\rPrompt warmup processing:  {50 * i}%|#####     | {i}/3 [00:0{i}<00:01,  1.00s/it]")
+    sys.stderr.flush()
+    time.sleep(0.2)
+time.sleep(60)
+"""
+
+
+def test_a_tqdm_bar_reaches_the_watcher_redraw_by_redraw_while_it_is_open(tmp_path):
+    """The plugin's warm-up bar ends its line only when it closes; each "\\r" redraw is a line as it lands."""
+    seen: list[str] = []
+    srv = ServerProcess(records_dir=tmp_path / "run", on_line=lambda line, t: seen.append(line))
+    srv.start([sys.executable, "-c", BAR_SCRIPT], dict(os.environ), tmp_path / "bar.log")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any("2/3 [" in line for line in seen):
+            srv.wait_ready("http://127.0.0.1:9", boot_timeout_s=0.2, warmup_timeout_s=0.2)  # pumps the log
+        bars = [line for line in seen if "warmup processing" in line]
+        assert [b.split("| ")[1].split(" ")[0] for b in bars] == ["1/3", "2/3"], seen
+        assert all("\r" not in line for line in seen)
+    finally:
+        srv.stop(grace_int_s=2, grace_term_s=2, grace_kill_s=2)

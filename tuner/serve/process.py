@@ -83,6 +83,8 @@ def device_env(devices: list[str] | None, kind: str = "hpu") -> dict[str, str]:
     return {"HABANA_VISIBLE_MODULES": ",".join(ids)}
 
 
+_LINE_END = re.compile(rb"\r\n|\n|\r")
+_BAR_REDRAWN = re.compile(rb"\d+/\d+ \[[^\[\]]*\]\s*$")  # tqdm's "n/total [elapsed<left, rate]" at the end
 _PORT_IN_USE = re.compile(r"address already in use|\[Errno 98\]|EADDRINUSE", re.IGNORECASE)
 
 # ------------------------------------------------------------------------------------ /proc
@@ -288,7 +290,16 @@ class ServerProcess:
                 return
             while chunk := self._log.read(65536):
                 self._buf += chunk
-            *lines, self._buf = self._buf.split(b"\n")
+            # A tqdm bar redraws itself with "\r" and ends its line only when it closes: each redraw is a
+            # line of its own, so the watcher sees warm-up progress while the bar is still open.
+            data, held = self._buf, b""
+            if data.endswith(b"\r") and not final:  # maybe a "\r\n" cut between two reads: wait for the next
+                data, held = data[:-1], b"\r"
+            *lines, rest = _LINE_END.split(data)
+            if not held and _BAR_REDRAWN.search(rest):  # the newest redraw is whole: it need not wait for the next
+                lines.append(rest)
+                rest = b""
+            self._buf = rest + held
             if final and self._buf:  # the server is gone: a last line without "\n" counts too
                 lines.append(self._buf)
                 self._buf = b""
