@@ -91,7 +91,9 @@ def register(sub) -> None:
     b.add_argument("--calibrate-from", nargs="+", type=Path, metavar="LOG",
                    help="server logs of past boots on this node (a production server, earlier studies): their "
                         "figures calibrate the performance model before the first trial")
-    b.add_argument("--seed-from", help="enqueue the Pareto set of another study first (release upgrades)")
+    b.add_argument("--seed-from", "--fork-from", dest="seed_from", metavar="STUDY",
+                   help="enqueue the Pareto set of another study first: a release upgrade, or the same study's "
+                        "question changed (another workload, load, SLO, model or release needs a new study)")
     b.add_argument("--no-seed-defaults", action="store_true",
                    help="do not enqueue the release defaults and the calculator's recommendation")
     b.add_argument("--baseline", type=Path, metavar="FILE",

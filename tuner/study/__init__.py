@@ -1,6 +1,7 @@
 """The Optuna study: many trials, their storage, and what the study learns between boots.
 
     run             run_study, phase by phase: open, recover a dead tuner's trials, seed, screen, calibrate, run
+    question        what its measurements answer (workload, load, limits, release, model, server), checked on re-runs
     options         what a study is asked for (StudyOptions, Objectives, Constraints); storage, sampler, open_study
     seeding         what a new study tries first: the baseline, the plan's picks, --seed-from, defaults, the model
     loop            the slots' loop: ask, claim or wait, screen, run, tell; budget, timeout and signals end it

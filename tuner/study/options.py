@@ -200,7 +200,8 @@ def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -
     if stored and stored != objectives.names:
         raise StudyError(
             f"study {opts.name!r} was created with objectives {stored}; this run asks for "
-            f"{objectives.names}. Use another --study name or the same --latency-metric/--latency-stat."
+            f"{objectives.names}. Use the same --latency-metric/--latency-stat, give this run a new study name "
+            f"(--study NEW), or start one seeded with this study's Pareto front: --study NEW --fork-from {opts.name}"
         )
     study.set_metric_names(objectives.names)
     study.set_user_attr("objectives", objectives.names)

@@ -22,6 +22,7 @@ from . import nodes, optuna_private
 from .loop import StudyLoop, StudyRun
 from .options import Constraints, Objectives, StudyOptions, open_study
 from .proposals import Guide
+from .question import check_question, question_of
 from .screen import SEED_ATTR, Screen, refresh_calibration, seed_calibration
 from .seeding import enqueue_model_seeds, enqueue_seeds
 
@@ -38,6 +39,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
     so that the same study loop, seeding and scoring are what it measures."""
     runner = runner or trial_mod.run_trial
     study = open_study(opts, space, objectives)
+    check_question(study, question_of(ctx, objectives, constraints), opts.name)  # one study, one question
     bind_fitted(space, ctx, opts.study_dir)  # fitted bucket sets: placed on the study's workload
     owner, notes = _recover_leftovers(study, opts, ctx)
     _describe_setup(study, space, ctx, constraints)
