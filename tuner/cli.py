@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import difflib
 import os
 import signal
 import sys
@@ -49,9 +50,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """parse_args, but an unknown flag is refused by its subcommand's own usage with the flags it resembles
+    (argparse would print the top-level usage and no suggestion)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+        command = sub.choices[args.command]
+        flags = [f for action in command._actions for f in action.option_strings]  # noqa: SLF001
+        hints = []
+        for word in extra:
+            if word.startswith("-"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=2, cutoff=0.6)
+                hints += [f"{word}: did you mean {' or '.join(close)}?"] if close else []
+        # the short usage: the subcommand's full one runs to fifty lines for `tune`
+        command.exit(2, f"usage: {command.prog} [options] ({command.prog} --help lists them)\n"
+                        f"{command.prog}: error: unrecognized arguments: {' '.join(extra)}"
+                        + ("; " + "; ".join(hints) if hints else "") + "\n")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
     previous = _stop_on_signals(args.command)
     try:
