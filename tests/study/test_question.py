@@ -87,3 +87,28 @@ def test_the_command_line_refuses_and_fork_from_seeds_a_new_study(tmp_path):
     forked = subprocess.run(fork, capture_output=True, text=True, timeout=300)
     assert forked.returncode == 0, forked.stderr
     assert "pareto of night" in forked.stdout + forked.stderr
+
+
+def test_every_trial_line_and_the_summary_say_how_each_trial_was_settled(tmp_path, capsys):
+    from tuner.commands.tune import trial_line
+    from tuner.report import print_pareto
+
+    space = dict(SPACE, parameters={"max_num_seqs": {"type": "categorical", "choices": [8]}})  # one configuration
+    opts = StudyOptions(name="settled", results_root=tmp_path, n_trials=1, enqueue_defaults=False)
+    lines = []
+    run = run_study(opts, SearchSpace.from_dict(space), _ctx(), Objectives(), Constraints(), install_sigint=False,
+                    runner=_runner, on_trial=lambda n, r: lines.append(trial_line(n, r, Objectives(), Constraints(),
+                                                                                   1.0)))
+    opts2 = StudyOptions(name="settled", results_root=tmp_path, n_trials=2, enqueue_defaults=False)
+    run = run_study(opts2, SearchSpace.from_dict(space), _ctx(), Objectives(), Constraints(), install_sigint=False,
+                    runner=_runner, on_trial=lambda n, r: lines.append(trial_line(n, r, Objectives(), Constraints(),
+                                                                                   1.0)))
+    assert lines[0].startswith("trial 0 (measured): ")
+    assert any(line.startswith("trial 1 (reused from trial 0): ") for line in lines[1:])
+    print_pareto(run.study)
+    out = capsys.readouterr().out
+    from tuner.vocabulary.record import records
+
+    settled = [r.settled for r in records(run.study.trials)]
+    assert settled[0] == "measured" and settled[1] == "reused"
+    assert f"settled: measured {settled.count('measured')}, reused {settled.count('reused')} (" in out

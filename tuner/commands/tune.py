@@ -75,7 +75,10 @@ def register(sub) -> None:
                         "release, model, dtype and TP: faster boots; cold warmups of cache hits are predicted and "
                         "the Pareto trials are booted once more, cold, at the end. Local disk only (no NFS)")
     b = p.add_argument_group("budget, sampler, parallelism")
-    b.add_argument("--n-trials", type=int, default=20, help="finished trials the study should hold")
+    b.add_argument("--n-trials", type=int, default=20,
+                   help="the measured trials (boots) the study should hold, as Optuna's MaxTrialsCallback counts "
+                        "a study's trials: a re-run resumes up to N; proposals settled without a boot (reused "
+                        "measurements, predicted dominated, rejected before boot) do not count (default 20)")
     b.add_argument("--timeout", type=duration, metavar="S",
                    help=f"wall time for this run ({DURATION_HELP}; e.g. 8h for a night)")
     b.add_argument("--sampler", choices=("tpe", "gp", "nsga2", "random", "grid"), default="tpe")
@@ -465,12 +468,21 @@ def tune_study(args, console=None, storage=None, runner=None):
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")
     ctx.on_progress = bars.update
 
+    from ..study.tell import already_done
+    from .tuneprogress import NightProgress
+
+    done_before, best_before = already_done(opts)
+    night = NightProgress(planned=opts.n_trials, slots=len(opts.slots), done_before=done_before,
+                          backend=ctx.backend.describe(), best=best_before)
+
     def on_trial(number, result):
         bars.print(trial_line(number, result, objectives, constraints, time.monotonic() - started))
+        night.record(number, result, feasible=not constraints.misses(result))
+        bars.print(f"  [dim]{night.line()}[/]")
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
                   f"storage {redact_url(opts.storage_url) if storage is None else type(storage).__name__}; "
-                  f"{opts.n_trials} trials")
+                  f"{_budget_text(opts, night.done_before)}", soft_wrap=True)
     from .tunerelease import record_release, release_check
 
     try:
@@ -501,6 +513,14 @@ def tune_study(args, console=None, storage=None, runner=None):
 
 
 
+def _budget_text(opts, done: int) -> str:
+    """'until it holds 20 measured trials (8 already: 12 to boot)': what --n-trials means for this run."""
+    already = f" ({done} already: {max(0, opts.n_trials - done)} to boot)" if done else ""
+    plural = "s" if opts.n_trials != 1 else ""
+    return (f"until it holds {opts.n_trials} measured trial{plural}{already}; reused and screened proposals do "
+            "not count")
+
+
 def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:
     """The live line of a finished trial: a measured trial outside a limit reads as a miss, with the figures."""
     summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
@@ -520,7 +540,7 @@ def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -
         head = f"[green]ok[/] {summary}{warm_text}"
     else:
         head = f"[red]{result.status}[/] {warm_text} - {result.reason[:160]}"
-    return f"trial {number}: {head} ({elapsed_s:.0f} s elapsed)"
+    return f"trial {number} ({result.settled}): {head} ({elapsed_s:.0f} s elapsed)"
 
 def _write_results(run, opts, ctx, console) -> None:
     """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""

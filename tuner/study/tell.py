@@ -83,3 +83,21 @@ def counted(study: optuna.Study) -> int:
                if (t.state in (TrialState.RUNNING, TrialState.COMPLETE)
                    or (t.state == TrialState.FAIL and not TrialRecord.from_frozen(t).requeued))
                and counts_toward_budget(t))
+
+
+def already_done(opts) -> tuple[int, tuple[float, int] | None]:
+    """What an existing study already holds: the trials counted toward --n-trials, and its best measured
+    feasible throughput (tok/s, trial); (0, None) for a new one. Read-only: a mistyped name creates nothing."""
+    from .storage import open_storage_readonly
+
+    try:
+        storage = opts.storage_object or open_storage_readonly(opts.storage_url)
+        study = optuna.load_study(study_name=opts.name, storage=storage)
+    except Exception:  # no database yet, no such study, a storage that cannot be read now: said later
+        return 0, None
+    best = None
+    for rec in map(TrialRecord.from_frozen, study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
+        thr = rec.metrics.get("output_throughput")
+        if rec.measured and rec.feasible and thr is not None and (best is None or thr > best[0]):
+            best = (float(thr), rec.number)
+    return counted(study), best

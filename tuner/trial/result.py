@@ -38,5 +38,15 @@ class TrialResult:
             return self.observed["warmup_scored_s"]
         return self.observed.get("warmup_s", self.predicted.get("warmup_s") if not self.booted else None)
 
+    @property
+    def settled(self) -> str:
+        """How this result was reached: "measured", "reused from trial k", "predicted, not booted",
+        "rejected before boot" or "failed" (the words of TrialRecord.settled, for the live line)."""
+        if self.observed.get("reused_from") is not None:
+            return f"reused from trial {self.observed['reused_from']}"
+        if not self.booted:
+            return "predicted, not booted" if self.ok else "rejected before boot"
+        return "measured" if self.ok else "failed"
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

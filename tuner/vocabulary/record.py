@@ -80,6 +80,26 @@ class TrialRecord:
         return FEASIBLE in self.attrs and not self.attrs[FEASIBLE]
 
     @property
+    def settled(self) -> str:
+        """How the trial was settled, in the words the trial lines and the summary use: measured (booted),
+        reused (another trial's measurement of the same settings), predicted (not booted: the calibrated
+        model put it behind a measured trial), rejected (before boot: invalid or over the warm-up budget
+        as predicted), failed (booted and ended badly), running or waiting."""
+        if self.state == optuna.trial.TrialState.RUNNING:
+            return "running"
+        if self.state == optuna.trial.TrialState.WAITING:
+            return "waiting"
+        if self.screened == "reused" or self.observed.get("reused_from") is not None:
+            return "reused"
+        if self.screened == "dominated":
+            return "predicted"
+        if self.screened == "rejected" or (not self.booted and self.status not in (None, "ok")):
+            return "rejected"
+        if self.booted:
+            return "measured" if self.ok else "failed"
+        return "told by hand" if self.status is None else "predicted"
+
+    @property
     def measured(self) -> bool:
         """Booted and told with values: a measurement of its configuration."""
         return self.state == optuna.trial.TrialState.COMPLETE and self.booted and self.values is not None
