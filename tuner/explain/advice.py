@@ -100,6 +100,16 @@ def env_from_configs(phases: dict[str, PhaseBuckets]) -> dict[str, str]:
     return env
 
 
+def _longest_sequence(phases: dict[str, PhaseBuckets]) -> int:
+    """The shortest max_model_len the logged buckets allow: never below a prompt length or a decode
+    context the log shows (fork 1.17 decodes over seq_len in tokens: its decode buckets reach it)."""
+    longest = _max_of(phases, "prompt", 1) or 0
+    decode = phases.get("decode")
+    if decode is not None and decode.dims[-1:] == ("seq",):
+        longest = max(longest, _max_of(phases, "decode", len(decode.dims) - 1) or 0)
+    return longest
+
+
 def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, block_size: int,
                     max_model_len: int | None, max_num_seqs: int | None,
                     max_num_batched_tokens: int | None, token_budget: int | None,
@@ -115,9 +125,10 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
                                 "the decode batch sizes or the prompt lengths are not in the log")
     if max_num_seqs is None:
         assumed.append(f"max_num_seqs={seqs} (the largest decode batch bucket)")
-    mml = max_model_len or _max_of(phases, "prompt", 1)
+    mml = max_model_len or _longest_sequence(phases)
     if max_model_len is None:
-        assumed.append(f"max_model_len={mml} (the longest prompt bucket; pass --max-model-len)")
+        assumed.append(f"max_model_len={mml} (the longest sequence the log's buckets hold: prompt length, or "
+                       "a decode context in tokens; pass --max-model-len)")
     budget = max_num_batched_tokens or token_budget
     if budget is None:
         prompt = phases.get("prompt")
