@@ -89,6 +89,11 @@ def pareto_params(storage_url: str, study_name: str) -> list[dict[str, Any]]:
     return [t.params for t in other.best_trials]
 
 
+def settings_text(values: dict[str, Any]) -> str:
+    """'max_num_seqs=32 VLLM_GRAPH_RESERVED_MEM=0.1': a seed as a person writes its settings."""
+    return " ".join(f"{k}={f'{v:.6g}' if isinstance(v, float) else v}" for k, v in values.items()) or "(no settings)"
+
+
 def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, release: str | None,
                   workload_desc: dict, concurrency: int | None) -> list[str]:
     """Enqueue seeds once, on a new study: the baseline, the plan's picks, another study's front, the
@@ -104,7 +109,7 @@ def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, r
         said.append(f"{BASELINE_SEED} ({b.get('source')}): exactly its settings")
     for rank, params in enumerate(opts.plan_seeds, start=1):
         study.enqueue_trial(params, user_attrs={"seed": f"{PLAN_SEED} {rank}"}, skip_if_exists=True)
-        said.append(f"{PLAN_SEED} {rank}: {params}")
+        said.append(f"{PLAN_SEED} {rank}: {settings_text(params)}")
     if opts.plan is not None:
         study.set_user_attr("plan", opts.plan)
     if opts.seed_from:
@@ -113,11 +118,11 @@ def enqueue_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSpace, r
             values = snap_to_space(space, params)
             if values:
                 study.enqueue_trial(values, user_attrs={"seed": f"pareto of {opts.seed_from}"})
-                said.append(f"pareto of {opts.seed_from}: {values}")
+                said.append(f"pareto of {opts.seed_from}: {settings_text(values)}")
     if opts.enqueue_defaults:
         for label, values in default_seeds(space, release, workload_desc, concurrency):
             study.enqueue_trial(values, user_attrs={"seed": label}, skip_if_exists=True)
-            said.append(f"{label}: {values}")
+            said.append(f"{label}: {settings_text(values)}")
     return said
 
 
@@ -129,7 +134,7 @@ def enqueue_model_seeds(study: optuna.Study, opts: StudyOptions, space: SearchSp
     said = []
     for values in model_seeds(space, ctx, opts.n_trials, opts.seed):
         study.enqueue_trial(values, user_attrs={"seed": "performance model"}, skip_if_exists=True)
-        said.append(f"performance model: {values}")
+        said.append(f"performance model: {settings_text(values)}")
     return said
 
 
