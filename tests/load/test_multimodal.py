@@ -227,3 +227,48 @@ def test_bench_random_mm_sends_the_images_to_the_server(tmp_path):
     assert sum(map(len, sent)) == d["tuner_workload"]["images"]["total"] >= 6
     assert {tuple(s) for req in sent for s in req} <= {(24, 16), (8, 40)}
     assert d["tuner_chat_prompts"]["sized_by"] == f"tokenizer {tok}"
+
+
+# ------------------------------------------------------------------ a trace whose requests carry images
+
+
+def _trace(tmp_path) -> Path:
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in (
+        {"input_len": 20, "output_len": 2, "images": [[32, 16], [8, 8]]},
+        {"input_len": 25, "output_len": 2},
+        {"input_len": 30, "output_len": 2, "images": [[64, 48]]})) + "\n")
+    return p
+
+
+def test_trace_images_are_sent_with_their_sizes(tmp_path):
+    tok = tmp_path / "tok"
+    write_bos_tokenizer(tok)
+    with ServerThread(FakeServerConfig(model="m", tokenizer_dir=str(tok), vocab_size=400)) as srv:
+        code = main(["bench", "--base-url", srv.base_url, "--model", "m", "--disable-tqdm", "--backend", "openai-chat",
+                     "--dataset-name", "trace", "--dataset-path", str(_trace(tmp_path)), "--tokenizer", str(tok),
+                     "--result-file", str(tmp_path / "r.json")])
+        recs = sorted((r for r in srv.log), key=lambda r: int(r.request_id.rsplit("-", 1)[1]))
+        sent = [decoded_sizes(r.body) for r in recs]
+    assert code == 0
+    assert sent == [[[32, 16], [8, 8]], [], [[64, 48]]]
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["tuner_workload"]["images"]["sizes_per_request"] == sent
+
+
+def test_trace_images_need_the_chat_backend(tmp_path, capsys):
+    with ServerThread(FakeServerConfig(model="m")) as srv:
+        code = main(["bench", "--base-url", srv.base_url, "--model", "m", "--disable-tqdm", "--vocab-size", "500",
+                     "--dataset-name", "trace", "--dataset-path", str(_trace(tmp_path))])
+    assert code == 2 and "openai-chat" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("images, named", [("[[32]]", "[[32]]"), ('[[0, 4]]', "[[0, 4]]"), ('"big"', "'big'")])
+def test_a_bad_images_field_is_named(tmp_path, images, named):
+    from tuner.load.trace import TraceFormatError, TraceWorkload
+
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"input_len": 4, "output_len": 2, "images": ' + images + "}\n")
+    with pytest.raises(TraceFormatError) as e:
+        TraceWorkload.from_file(p)
+    assert f"{p}:1" in str(e.value) and named in str(e.value)
