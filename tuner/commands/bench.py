@@ -95,9 +95,10 @@ def register(sub) -> None:
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (vllm bench serve names)")
     g.add_argument("--dataset-name", default="random", metavar="NAME",
-                   help="random, fixed, trace, timed_trace, sharegpt or custom; fixed and trace are ours (trace: "
-                        "CSV/JSONL of input_len, output_len[, timestamp]); timed_trace is vLLM's JSONL (hash_ids "
-                        "too); vLLM's sonnet, burstgpt, hf, ... are refused with the reason and an equivalent")
+                   help="random, random-mm, fixed, trace, timed_trace, sharegpt or custom; fixed and trace are "
+                        "ours (trace: CSV/JSONL of input_len, output_len[, timestamp][, images]); timed_trace is "
+                        "vLLM's JSONL (hash_ids too); random-mm adds images (openai-chat); vLLM's sonnet, burstgpt, "
+                        "hf, ... are refused with the reason and an equivalent")
     g.add_argument("--dataset-path", type=Path, help="the dataset file (local)")
     g.add_argument("--num-prompts", type=int, help="requests (default 1000; a trace: all of it)")
     g.add_argument("--input-len", type=int, help="alias of --random-input-len")
@@ -107,6 +108,17 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--random-range-ratio", default="0.0",
                    help="vLLM convention: lengths uniform in [len*(1-r), len*(1+r)], r in [0, 1)")
     g.add_argument("--random-prefix-len", type=int, default=0)
+    m = p.add_argument_group("random-mm: images (vllm bench serve names and defaults; needs --backend openai-chat)")
+    m.add_argument("--random-mm-base-items-per-request", type=int, default=None, metavar="N",
+                   help="images per request around which the count is drawn (default 1)")
+    m.add_argument("--random-mm-num-mm-items-range-ratio", type=float, default=None, metavar="R",
+                   help="the count is uniform in [floor(N*(1-R)), ceil(N*(1+R))], R in [0, 1] (default 0)")
+    m.add_argument("--random-mm-limit-mm-per-prompt", type=_mm_flag("parse_limit_mm_per_prompt"), default=None,
+                   metavar="JSON", help='cap per modality, JSON, e.g. \'{"image": 3, "video": 0}\' '
+                   '(default {"image": 255, "video": 1})')
+    m.add_argument("--random-mm-bucket-config", type=_mm_flag("parse_bucket_config"), default=None,
+                   metavar="DICT", help="(height, width, frames): probability, a Python literal, e.g. "
+                   "'{(256, 256, 1): 0.5, (720, 1280, 1): 0.5}' (the default); frames > 1 (video) is refused")
     g.add_argument("--sharegpt-output-len", type=int)
     g.add_argument("--custom-output-len", type=int, default=256)
     g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16)
@@ -125,6 +137,19 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--num-warmups", type=int, default=0, help="unmeasured warm-pass requests")
     g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLOs, e.g. ttft:500 tpot:50")
     g.add_argument("--metric-percentiles", default="99", help="comma-separated (default 99, as vLLM)")
+
+
+def _mm_flag(parser_name: str):
+    """An argparse type running tuner.load.multimodal's parser (vLLM's semantics; the error names the value)."""
+    def parse(text: str):
+        from ..load import multimodal
+
+        try:
+            return getattr(multimodal, parser_name)(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = parser_name
+    return parse
 
 
 def _json_object(text: str) -> dict:
@@ -276,6 +301,7 @@ async def _bench(args) -> tuple[dict, object]:
                                   ("presence_penalty", args.presence_penalty),
                                   ("repetition_penalty", args.repetition_penalty)) if v is not None}
     text_dataset = args.dataset_name in ("sharegpt", "custom")
+    sized_by_workload = args.dataset_name == "random-mm"  # its text is drawn with the dataset (vLLM's seed order)
     ignore_eos = (args.ignore_eos or not text_dataset) and not args.no_ignore_eos
     # --backend is vllm bench serve's name for the API flavour (the client's api), not tune's server launcher
     gen = LoadGenerator(base_url, args.served_model_name or args.model, max_concurrency=args.max_concurrency,
@@ -288,7 +314,10 @@ async def _bench(args) -> tuple[dict, object]:
     vocab = await _resolve_vocab(args, gen, needs_ids)
     chat = None
     if gen.chat and not text_dataset:
-        if vocab is not None and vocab.folder is not None:
+        if sized_by_workload:
+            if vocab is None or vocab.folder is None:
+                print(UNCONTROLLED.format(name=args.tokenizer or args.model), file=sys.stderr)
+        elif vocab is not None and vocab.folder is not None:
             chat = ChatText(vocab)
             gen.prompt_text = chat.text
         else:
@@ -297,6 +326,9 @@ async def _bench(args) -> tuple[dict, object]:
         workload = build_workload(args, vocab)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if not gen.chat and workload.image_count():
+        raise UsageError(f"--dataset-name {args.dataset_name}: its requests carry images, which only "
+                         "--backend openai-chat sends")
     ramp = ((args.ramp_up_strategy, args.ramp_up_start_rps, args.ramp_up_end_rps)
             if args.ramp_up_strategy else None)
     info = {"label": args.label, "model_id": args.model, "tokenizer_id": args.tokenizer or args.model,
@@ -314,7 +346,14 @@ async def _bench(args) -> tuple[dict, object]:
     data = rescale_time(result.to_json(detailed=True), args.time_scale)
     if vocab is not None:
         data["tuner_vocab"] = vocab.describe()
-    if gen.chat and not text_dataset:
+    if sized_by_workload:
+        sized = getattr(workload, "sized_by", None)
+        data["tuner_chat_prompts"] = (
+            {"sized_by": sized, "text_tokens": "input length - the tokenizer's special tokens, drawn as vLLM's "
+             "random-mm draws them; the server's chat template and image tokens add their own",
+             "mismatch_tokens": workload.mismatch}
+            if sized else {"sized_by": None, "text_tokens": "not controlled (synthetic words)"})
+    elif gen.chat and not text_dataset:
         data["tuner_chat_prompts"] = (
             {"sized_by": vocab.source, "text_tokens": "input length - the tokenizer's special tokens "
              f"({chat.num_special}); the server's chat template adds its own", "mismatch_tokens": chat.mismatch}

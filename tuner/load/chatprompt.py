@@ -55,19 +55,49 @@ class ChatText:
         seq = [int(i) for i in ids[:target]]
         # vLLM uses its dataset's generator; ours is seeded by the ids, so a prompt is the same every run
         rng = np.random.default_rng(zlib.crc32(np.asarray(seq, dtype=np.int64).tobytes()))
-        left = MAX_RETRY
-        while True:
-            text = self.tok.decode(seq, skip_special_tokens=False)
-            seq = self.tok.encode(text, add_special_tokens=False).ids
-            if left <= 0 or len(seq) == target:
-                self.mismatch += len(seq) - target
-                return text
-            if len(seq) < target:
-                seq = seq + self._allowed[rng.integers(0, len(self._allowed), size=target - len(seq))].tolist()
-            else:
-                seq = seq[:target]
-            left -= 1
+        extra = lambda k: self._allowed[rng.integers(0, len(self._allowed), size=k)].tolist()  # noqa: E731
+        text, seq = decode_to_target(self.tok, seq, target, extra)
+        self.mismatch += len(seq) - target
+        return text
 
     def count(self, text: str) -> int:
         """The text's own tokens (no specials): what the template's content adds to the server's count."""
         return len(self.tok.encode(text, add_special_tokens=False).ids)
+
+
+def decode_to_target(tok, seq: list[int], target: int, extra) -> tuple[str, list[int]]:
+    """vLLM's ``gen_prompt_decode_to_target_len``: decode, re-encode without specials and, up to
+    MAX_RETRY times, cut what is too long or append ``extra(k)`` ids to what is too short.
+    Returns the text and its ids (``len(ids) - target`` is the mismatch vLLM warns of)."""
+    left = MAX_RETRY
+    while True:
+        text = tok.decode(seq, skip_special_tokens=False)
+        seq = tok.encode(text, add_special_tokens=False).ids
+        if left <= 0 or len(seq) == target:
+            return text, seq
+        seq = seq + extra(target - len(seq)) if len(seq) < target else seq[:target]
+        left -= 1
+
+
+class VllmText:
+    """Prompt text for vLLM's random-mm dataset, drawn as its client draws it: extra ids come from the
+    dataset's own generator over the whole vocabulary, so the draws that follow (the images) stay in
+    step with vLLM's for the same seed and tokenizer."""
+
+    def __init__(self, vocab: Vocab) -> None:
+        from tokenizers import Tokenizer
+
+        if vocab.folder is None:
+            raise ValueError("VllmText needs a tokenizer read from a folder")
+        self.tok = Tokenizer.from_file(str(Path(vocab.folder) / TOKENIZER_FILE))
+        self.vocab_size = vocab.size
+        self.num_special = int(self.tok.num_special_tokens_to_add(False))
+        # random-mm keeps out the added tokens marked special (image placeholders among them), no others
+        special = [i for i, t in self.tok.get_added_tokens_decoder().items() if t.special]
+        allowed = np.arange(self.vocab_size, dtype=np.int64)
+        self.allowed_ids = np.setdiff1d(allowed, np.asarray(special, dtype=np.int64)) if special else allowed
+        self.source = vocab.source
+
+    def __call__(self, ids: list[int], target: int, rng: np.random.Generator) -> tuple[str, list[int]]:
+        extra = lambda k: rng.integers(0, self.vocab_size, size=k).tolist()  # noqa: E731
+        return decode_to_target(self.tok, list(ids), target, extra)

@@ -69,6 +69,7 @@ def _dumps(body: dict) -> bytes:
 READ_BUFSIZE = 16 * 1024 * 1024  # vllm #39963: long contexts overflow aiohttp's default buffer
 DEFAULT_REQUEST_TIMEOUT_S = 1800.0  # a hung server must fail the trial, not stall the night
 PREBUILD_MAX_TOKENS = 4_000_000  # ~25 MB of encoded bodies; larger runs encode per request, in a thread
+PREBUILD_MAX_IMAGE_BYTES = 256 << 20  # pixels of the run's images; random pixels JPEG-encode to about as much
 
 
 # ---- SSE parsing
@@ -154,9 +155,13 @@ class LoadGenerator:
         if self.chat:
             prompt = spec.prompt
             text = prompt if isinstance(prompt, str) else self.prompt_text(prompt)
-            body["messages"] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+            # vLLM's _get_chat_content: the text part, then the images (mm_position "last")
+            parts = [{"type": "text", "text": text}, *(im.content_part() for im in spec.images)]
+            body["messages"] = [{"role": "user", "content": parts}]
             body["max_completion_tokens"] = spec.output_len
         else:
+            if spec.images:
+                raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")
             body["prompt"] = spec.prompt_array
             body["max_tokens"] = spec.output_len
         body["stream"] = True
@@ -252,7 +257,8 @@ class LoadGenerator:
                                scheduled_offset=s.send_offset_s) for s in specs]
         # Bodies are encoded before any clock starts: all of them up front when they fit in memory,
         # else each one off the event loop before its request is timed.
-        prebuilt = sum(s.prompt_len for s in specs) <= PREBUILD_MAX_TOKENS
+        prebuilt = (sum(s.prompt_len for s in specs) <= PREBUILD_MAX_TOKENS
+                    and sum(im.raw_bytes for s in specs for im in s.images) <= PREBUILD_MAX_IMAGE_BYTES)
         bodies = [self.body(s) for s in specs] if prebuilt else [None] * len(specs)
         t0 = time.perf_counter()
 

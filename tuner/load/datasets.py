@@ -154,10 +154,10 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
 # ---- From command-line arguments (bench and tune share the flags)
 
 DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
-DATASETS = ("random", "fixed", "trace", "timed_trace", "sharegpt", "custom")
+DATASETS = ("random", "random-mm", "fixed", "trace", "timed_trace", "sharegpt", "custom")
 # vLLM 0.32's other --dataset-name values, and why they are not offered: bucket tuning needs the request
 # lengths the server will see, and each of these needs what this client does not have (a chat template,
-# text generation, images, the Hugging Face hub) to produce them.
+# text generation, the Hugging Face hub) to produce them.
 _LENGTHS = "for the lengths alone, use --dataset-name random (or a trace of your traffic)"
 UNSUPPORTED_DATASETS = {
     "sonnet": "vLLM builds its prompts from sonnet.txt lines through the model's chat template, which this client "
@@ -165,7 +165,6 @@ UNSUPPORTED_DATASETS = {
               "150 --random-prefix-len 200 (sonnet's defaults)",
     "burstgpt": f"it replays BurstGPT's lengths as generated text; {_LENGTHS}, or a trace from its CSV",
     "hf": f"it downloads datasets from the Hugging Face hub, which this tool never does; {_LENGTHS}",
-    "random-mm": "multimodal requests (images) do not exist in this client",
     "random-rerank": "rerank requests do not exist in this client",
     "prefix_repetition": f"its repeated prefixes are text; {_LENGTHS} with --random-prefix-len",
     "spec_bench": f"it downloads its questions; {_LENGTHS}",
@@ -226,10 +225,12 @@ def build_workload(args, vocab=None) -> Workload:
                                      getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None))
         out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
         return custom(args.dataset_path, n, args.seed, count, out)
-    if args.dataset_path is not None and name in ("random", "fixed"):
+    if args.dataset_path is not None and name in ("random", "random-mm", "fixed"):
         raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
                          "or custom for a file)")
     num = DEFAULT_NUM_PROMPTS if num is None else num
+    if name == "random-mm":
+        return random_mm(args, vocab, num)
     if name == "fixed":
         return FixedWorkload(args.random_input_len, args.random_output_len, num_prompts=num, seed=args.seed, **ids)
     ratio = args.random_range_ratio
@@ -239,3 +240,49 @@ def build_workload(args, vocab=None) -> Workload:
         raise ValueError(f"--random-range-ratio must be a number in [0, 1), got {ratio!r}") from None
     return RandomWorkload(args.random_input_len, args.random_output_len, range_ratio=ratio, num_prompts=num,
                           seed=args.seed, prefix_len=args.random_prefix_len, **ids)
+
+
+def random_mm(args, vocab, num: int):
+    """vLLM's random-mm from its flags: chat text sized by the tokenizer (when on disk) plus images."""
+    from .multimodal import (
+        DEFAULT_BASE_ITEMS_PER_REQUEST,
+        DEFAULT_BUCKET_CONFIG,
+        DEFAULT_LIMIT_MM_PER_PROMPT,
+        DEFAULT_NUM_MM_ITEMS_RANGE_RATIO,
+        MULTIMODAL_BACKENDS,
+        RandomMultiModalWorkload,
+        parse_bucket_config,
+        parse_limit_mm_per_prompt,
+    )
+
+    backend = getattr(args, "backend", None)
+    if backend not in MULTIMODAL_BACKENDS:
+        raise ValueError(f"--dataset-name random-mm: multi-modal content (images) is not supported on backend "
+                         f"{backend!r}; use one of {sorted(MULTIMODAL_BACKENDS)} (vllm bench serve's --backend)")
+    buckets = getattr(args, "random_mm_bucket_config", None)
+    buckets = DEFAULT_BUCKET_CONFIG if buckets is None else parse_bucket_config(buckets)
+    limits = getattr(args, "random_mm_limit_mm_per_prompt", None)
+    limits = DEFAULT_LIMIT_MM_PER_PROMPT if limits is None else parse_limit_mm_per_prompt(limits)
+    ratio = args.random_range_ratio
+    try:
+        ratio = float(ratio)
+    except (TypeError, ValueError):
+        raise ValueError(f"--random-range-ratio must be a number in [0, 1), got {ratio!r}") from None
+    items_ratio = getattr(args, "random_mm_num_mm_items_range_ratio", None)
+    base = getattr(args, "random_mm_base_items_per_request", None)
+    text = None
+    extra: dict = {"vocab_size": args.vocab_size or DEFAULT_VOCAB_SIZE}
+    if vocab is not None and vocab.folder is not None:
+        from .chatprompt import VllmText
+
+        text = VllmText(vocab)
+        extra = {"vocab_size": text.vocab_size, "allowed_ids": text.allowed_ids, "num_special": text.num_special,
+                 "text": text, "sized_by": text.source}
+    elif vocab is not None:
+        extra = {"vocab_size": vocab.size}
+    return RandomMultiModalWorkload(
+        args.random_input_len, args.random_output_len, range_ratio=ratio, num_prompts=num, seed=args.seed,
+        prefix_len=args.random_prefix_len,
+        base_items=DEFAULT_BASE_ITEMS_PER_REQUEST if base is None else base,
+        items_range_ratio=DEFAULT_NUM_MM_ITEMS_RANGE_RATIO if items_ratio is None else float(items_ratio),
+        limits=dict(limits), buckets=dict(buckets), **extra)

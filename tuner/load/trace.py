@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .multimodal import image_stats, seeded_image
 from .workload import (
     DEFAULT_RESERVED_IDS,
     DEFAULT_VOCAB_SIZE,
+    RequestSpec,
     TokenIdSpace,
     Workload,
 )
@@ -32,7 +34,9 @@ class TraceWorkload(Workload):
     ids give equal tokens, so shared prefixes are replayed. Unlike vLLM, a prompt whose hash ids
     cover less than its ``input_length`` is completed with tokens of its own (exact lengths).
     Timestamps are rebased so the earliest request is sent at t=0 (a trace cut from a log may
-    carry epoch seconds); they must be non-decreasing in file order.
+    carry epoch seconds); they must be non-decreasing in file order. An optional ``images`` field,
+    ``[[width, height], ...]``, gives a request images of those sizes (random pixels, seeded by the
+    trace's seed and the request), sent as vLLM's client sends images (``--backend openai-chat``).
     """
 
     input_lens: list[int]
@@ -45,6 +49,7 @@ class TraceWorkload(Workload):
     excluded_ids: frozenset[int] = frozenset()
     hash_ids: list[list[int]] | None = None
     block_len: int = 16
+    images: list[list[tuple[int, int]]] | None = None  # per request, (width, height) of each image
     token_space: TokenIdSpace = field(init=False, repr=False, compare=False)
 
     kind = "trace"
@@ -56,6 +61,8 @@ class TraceWorkload(Workload):
             raise ValueError("timestamps must have one entry per request")
         if self.hash_ids is not None and len(self.hash_ids) != len(self.input_lens):
             raise ValueError("hash_ids must have one entry per request")
+        if self.images is not None and len(self.images) != len(self.input_lens):
+            raise ValueError("images must have one entry per request")
         if self.block_len < 1:
             raise ValueError(f"block_len must be >= 1, got {self.block_len}")
         self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids, frozenset(self.excluded_ids))
@@ -100,10 +107,12 @@ class TraceWorkload(Workload):
                     )
             timestamps = [t - ts[0] for t in ts]
         hashes = [r[4] for r in rows]
+        images = [r[5] for r in rows]
         return cls(input_lens=[r[1] for r in rows], output_lens=[r[2] for r in rows],
                    timestamps_=timestamps, source=str(path), seed=seed,
                    vocab_size=vocab_size, reserved_ids=reserved_ids, excluded_ids=excluded_ids,
-                   hash_ids=hashes if any(hashes) else None, block_len=block_len)
+                   hash_ids=hashes if any(hashes) else None, block_len=block_len,
+                   images=images if any(images) else None)
 
     def lengths(self) -> tuple[list[int], list[int]]:
         return list(self.input_lens), list(self.output_lens)
@@ -116,6 +125,33 @@ class TraceWorkload(Workload):
             return (), 0
         blocks = tuple(int(h) for h in self.hash_ids[i])
         return blocks, min(self.input_lens[i], self.block_len * len(blocks))
+
+    def _image_items(self, i: int) -> tuple:
+        if not self.images:
+            return ()
+        return tuple(seeded_image(self.seed, i, j, w, h) for j, (w, h) in enumerate(self.images[i]))
+
+    def requests(self) -> list[RequestSpec]:
+        specs = super().requests()
+        for s in specs:
+            s.images = self._image_items(s.index)
+        return specs
+
+    def warmup_requests(self, n: int) -> list[RequestSpec]:
+        specs = super().warmup_requests(n)
+        for s in specs:  # the sizes of the request it copies; other pixels, as its ids differ too
+            sizes = self.images[s.index % len(self.input_lens)] if self.images else []
+            s.images = tuple(seeded_image(self.seed + 1, s.index, j, w, h) for j, (w, h) in enumerate(sizes))
+        return specs
+
+    def image_count(self) -> int:
+        return sum(len(x) for x in self.images or [])
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        if self.images:
+            d["images"] = image_stats([self._image_items(i) for i in range(len(self.input_lens))])
+        return d
 
     def params(self) -> dict[str, Any]:
         return {"source": self.source, "has_timestamps": self.timestamps_ is not None,
@@ -156,7 +192,25 @@ def _timestamp_field(where: str, raw: Any) -> float | None:
     return val
 
 
-def _row(path: Path, line: int, row: Mapping[str, Any]) -> tuple[int, int, int, float | None, list[int]]:
+def _images_field(where: str, raw: Any) -> list[tuple[int, int]]:
+    """``images``: [[width, height], ...] (a JSON text in a CSV cell), each side a positive integer."""
+    if _is_blank(raw):
+        return []
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise TraceFormatError(f"{where}: field 'images' is not JSON: {raw!r}") from None
+    ok = isinstance(raw, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                                                    for x in p) for p in raw)
+    if not ok:
+        raise TraceFormatError(f"{where}: field 'images' must be a list of [width, height] positive integers, "
+                               f"got {raw!r}")
+    return [(p[0], p[1]) for p in raw]
+
+
+def _row(path: Path, line: int, row: Mapping[str, Any]) -> tuple:
     """One request; our field names, or vLLM timed_trace's (input_length, output_length, hash_ids)."""
     where = f"{path}:{line}"
     in_key = "input_len" if "input_len" in row else "input_length" if "input_length" in row else "input_len"
@@ -166,11 +220,11 @@ def _row(path: Path, line: int, row: Mapping[str, Any]) -> tuple[int, int, int, 
         raise TraceFormatError(f"{where}: field 'hash_ids' must be a list of integers, got {hashes!r}")
     return (line, _int_field(where, in_key, row.get(in_key)),
             _int_field(where, out_key, row.get(out_key)),
-            _timestamp_field(where, row.get("timestamp")), hashes)
+            _timestamp_field(where, row.get("timestamp")), hashes, _images_field(where, row.get("images")))
 
 
 def _read_trace_rows(path: Path):
-    """Yield (line_number, input_len, output_len, timestamp|None, hash_ids) from a .csv or .jsonl file."""
+    """Yield (line_number, input_len, output_len, timestamp|None, hash_ids, images) from a .csv or .jsonl file."""
     if not path.is_file():
         raise TraceFormatError(f"{path}: trace file not found")
     suffix = path.suffix.lower()

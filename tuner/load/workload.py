@@ -168,6 +168,7 @@ class RequestSpec:
     output_len: int
     recipe: PromptRecipe = field(repr=False, compare=False)
     send_offset_s: float = 0.0
+    images: tuple = field(default=(), repr=False, compare=False)  # tuner.load.multimodal.ImageItem, sent after the text
 
     @property
     def prompt(self) -> list[int]:
@@ -184,6 +185,8 @@ class RequestSpec:
             "output_len": self.output_len,
             "send_offset_s": self.send_offset_s,
         }
+        if self.images:
+            d["images"] = [im.size for im in self.images]
         if include_prompt:
             d["prompt"] = list(self.prompt)
         return d
@@ -214,6 +217,10 @@ class Workload:
     def timestamps(self) -> list[float] | None:
         """Per-request send times (s, relative to the first request) if the workload has them."""
         return None
+
+    def image_count(self) -> int:
+        """Images the requests carry (they need a chat backend)."""
+        return 0
 
     def params(self) -> dict[str, Any]:
         raise NotImplementedError
