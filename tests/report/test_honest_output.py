@@ -51,7 +51,7 @@ def study(tmp_path_factory):
 def test_an_slo_miss_reads_as_a_miss_live_and_in_reason(study):
     folder, output = study
     live = " ".join(output.split())  # rich wraps at 80 columns
-    assert re.search(rf"trial \d+: SLO miss p99_ttft_ms [\d,.]+ > {SLO_MS} \(thr", live), output
+    assert re.search(rf"trial \d+ \(measured\): SLO miss p99_ttft_ms [\d,.]+ > {SLO_MS} \(thr", live), output
     trials = pd.read_csv(folder / "trials.csv")
     measured = trials[trials["status"] == "ok"]
     assert len(measured) >= 1

@@ -482,7 +482,7 @@ def tune_study(args, console=None, storage=None, runner=None):
 
     console.print(f"study [bold]{opts.name}[/] on {ctx.backend.kind} ({ctx.release or 'generic vLLM'}), "
                   f"storage {redact_url(opts.storage_url) if storage is None else type(storage).__name__}; "
-                  f"{_budget_text(opts, night.done_before)}", soft_wrap=True)
+                  f"{_budget_text(opts, night.done_before)}")
     from .tunerelease import record_release, release_check
 
     try:

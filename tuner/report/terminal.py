@@ -50,9 +50,8 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
         settled[how] = settled.get(how, 0) + 1
     order = ("measured", "reused", "predicted", "rejected", "failed", "running", "waiting", "told by hand")
     console.print("settled: " + ", ".join(f"{k} {settled[k]}" for k in order if k in settled)
-                  + " (measured: booted here; reused: the same settings' earlier measurement; predicted: not "
-                    "booted, the calibrated model put it behind a measured trial; rejected: before boot)",
-                  soft_wrap=True)
+                  + " (reused: the same settings' earlier measurement; predicted: not booted, behind a "
+                    "measured trial; rejected: before boot)")
     if not d.front:
         console.print("No feasible trial yet: no Pareto front. See trials.csv or report.html for the reasons.")
         admit = closest_admission(study)
