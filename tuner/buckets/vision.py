@@ -146,7 +146,7 @@ class VisionPlan:
                                 for r in self.resolutions],
                 "graphs": len(self.steps),
                 "steps": [{"modality": s.modality, "batch_size": s.batch_size, "width": s.width, "height": s.height,
-                           "image_args": s.image_args, "seq_len": s.seq_len} for s in self.steps],
+                           "image_args": s.image_args, "count": s.count, "seq_len": s.seq_len} for s in self.steps],
                 "placement": self.placement, "warnings": self.warnings}
 
 
