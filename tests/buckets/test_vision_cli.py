@@ -54,3 +54,11 @@ def test_a_bad_limit_is_refused_with_its_value(capsys):
     assert main(ARGS + ["--model-shape", "Qwen/Qwen3-VL-32B-Instruct", "--release", "gaudi-main",
                         "--limit-mm-per-prompt", "{image: 1}"]) == 2
     assert "--limit-mm-per-prompt '{image: 1}': not JSON" in capsys.readouterr().err
+
+
+def test_a_value_the_release_refuses_is_shown_as_its_stop(capsys):
+    assert main(ARGS + ["--model-shape", "Qwen/Qwen3-VL-32B-Instruct", "--release", "gaudi-main",
+                        "--env", "VLLM_MULTIMODAL_BUCKETS=abc"]) == 0
+    out = capsys.readouterr().out
+    assert ("image buckets: the release stops: VLLM_MULTIMODAL_BUCKETS: invalid literal for int() with base 10: "
+            "'abc'") in out

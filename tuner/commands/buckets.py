@@ -258,14 +258,16 @@ def image_plan(profile_name: str, args, cfg: ServerConfig, text_plan) -> dict | 
            "patch_size": inp.patch_size, "modalities": list(modalities)}
     try:
         vplan = build_vision(profile_name, inp)
-    except BucketConfigError as exc:
-        return {**out, "active": True, "error": str(exc), "buckets": None, "count": 0}
+    except BucketConfigError as exc:  # the release would stop, or (dynamic_patch) an input we cannot read
+        return {**out, "active": True, "error": str(exc), "error_variable": exc.variable, "buckets": None,
+                "count": 0}
     return {**out, **vplan.to_json(), **({"log_lines": vplan.log_lines} if args.log_lines else {})}
 
 
 def print_image(image: dict) -> None:
     if "error" in image:
-        print(f"image buckets: the release stops: {image['error']}")
+        what = "cannot tell" if image["error_variable"] == "dynamic_patch" else "the release stops"
+        print(f"image buckets: {what}: {image['error']}")
         return
     if not image["active"]:
         print(f"image buckets: none ({image['decided_by']})")
