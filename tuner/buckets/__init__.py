@@ -2,7 +2,8 @@
 
 Beside the profiles: runtime.py (the non-bucket variables each release reads, with defaults), declared.py
 (data: every VLLM_*/PT_HPU_* variable each release's code declares, its parser, default and file),
-envcheck.py (a value as its release parses it), names.py (the one resolver for variable names and values).
+envcheck.py (a value as its release parses it), names.py (the one resolver for variable names and values),
+vision.py (image buckets: the vision-encoder warm-up each release runs for a multimodal model).
 """
 
 from .base import (

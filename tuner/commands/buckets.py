@@ -52,6 +52,14 @@ def _add_buckets(sub):
     m.add_argument("--decode-block-size", type=int, help="hybrid models: the attention kernel's block size")
     m.add_argument("--skip-decode-block-clamp", action="store_true",
                    help="vllm-gaudi main: hybrid/GDN/mamba/interleaved-SWA models keep the full decode block range")
+    m.add_argument("--limit-mm-per-prompt", metavar="JSON",
+                   help="multimodal models: vLLM's --limit-mm-per-prompt, e.g. '{\"image\": 4}' or "
+                        "'{\"image\": {\"count\": 4, \"width\": 1024, \"height\": 768}}' (the image warm-up needs it)")
+    m.add_argument("--mm-model-type", metavar="TYPE",
+                   help="multimodal models: the config's top-level model_type, when it differs from the language "
+                        "part's without '_text' (e.g. kimi_k25); vllm-gaudi's image bucket table is keyed by it")
+    m.add_argument("--enforce-eager", action="store_true",
+                   help="vLLM's --enforce-eager (where the vision warm-up runs)")
     m.add_argument("--token-budget-filter", choices=("prompt", "both"),
                    help="fork-1.17: a habana_main build after the 1.17 release that omits buckets above "
                         "--max-num-batched-tokens (vllm-fork #208, 2024-08: both phases; #241, 2024-09: prompt only)")
@@ -127,6 +135,7 @@ def cmd_buckets(args) -> int:
     plan.warnings[:0] = name_warnings
     plan.warnings += coverage_warnings(plan, cfg, profile.engine)
     plan.settings = _label_given(plan.settings, args, kv_source)
+    image = image_plan(profile.name, args, cfg, plan)
     if args.json:
         out = {
             "profile": plan.profile,
@@ -142,6 +151,7 @@ def cmd_buckets(args) -> int:
             "prediction": pred.to_json(),
             "settings": [{"name": s.name, "value": s.value, "source": s.source, "note": s.note} for s in plan.settings],
             "warnings": plan.warnings,
+            "image": image,
         }
         if args.log_lines:
             out["log_lines"] = plan.log_lines
@@ -161,6 +171,8 @@ def cmd_buckets(args) -> int:
     print(f"decode buckets: {len(plan.decode):>6}  {dshape} ranges {_shape_ranges(plan.decode)}")
     if plan.decode:
         print(f"  largest padded decode: {tuple(max(plan.decode, key=lambda b: (b[0], b[-1])))}")
+    if image is not None:
+        print_image(image)
     if pred.figures:
         print(model_line(pred.figures))
     print(f"KV blocks: {blocks:,} ({kv_source})")
@@ -175,9 +187,105 @@ def cmd_buckets(args) -> int:
         print(f"warning: {w}")
     if args.log_lines:
         print("log lines:")
-        for line in plan.log_lines:
+        for line in plan.log_lines + ((image or {}).get("log_lines") or []):
             print(f"  {line}")
     return 0
+
+
+def _limit_mm(text: str | None) -> dict[str, dict[str, int]]:
+    """--limit-mm-per-prompt as vLLM reads it: a count or {count, width, height} per modality (count: 999)."""
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--limit-mm-per-prompt {text!r}: not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise UsageError(f"--limit-mm-per-prompt {text!r}: give a JSON object, e.g. '{{\"image\": 4}}'")
+    out = {}
+    for modality, value in raw.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[modality] = {"count": value}
+        elif isinstance(value, dict) and all(k in ("count", "width", "height", "num_frames") for k in value):
+            out[modality] = {"count": 999, **value}
+        else:
+            raise UsageError(f"--limit-mm-per-prompt: {modality}: {value!r} is neither a count nor "
+                             "{count, width, height}")
+    return out
+
+
+def vision_inputs(shape, args, cfg: ServerConfig, text_plan, profile_name: str):
+    """What the vision phase sees, from the model's config and the command line."""
+    from ..buckets.runtime import runtime_defaults
+    from ..buckets.vision import VisionInputs
+
+    vision = shape.vision or {}
+    model_type = args.mm_model_type or shape.model_type.removesuffix("_text")
+    if model_type == "kimi_k25":
+        modalities = ("vision_chunk",)  # Kimi-K2.5's one modality for images and video
+    elif "temporal_patch_size" in vision:
+        modalities = ("image", "video")  # Qwen-VL style towers take video too
+    else:
+        modalities = ("image",)
+    lpp = _limit_mm(args.limit_mm_per_prompt)
+    patch = vision.get("patch_size") or 1
+    env = {**runtime_defaults(profile_name), **cfg.env}
+    prompt_queries = [b[1] for b in text_plan.prompt]
+    return VisionInputs(
+        model_type=model_type, model_class=shape.architecture, uses_mrope=shape.mrope, env=dict(cfg.env),
+        patch_size=int(patch[0] if isinstance(patch, (list, tuple)) else patch),
+        mm_limits={m: lpp.get(m, {}).get("count", 999) for m in modalities}, limit_mm_per_prompt=lpp,
+        prefix_caching=cfg.prefix_caching is not False, lazy=env.get("PT_HPU_LAZY_MODE") == "1",
+        enforce_eager=args.enforce_eager, skip_warmup=env.get("VLLM_SKIP_WARMUP", "").lower() in ("1", "true"),
+        max_prompt_shape=max(prompt_queries) if prompt_queries else cfg.max_model_len,
+    ), modalities
+
+
+def image_plan(profile_name: str, args, cfg: ServerConfig, text_plan) -> dict | None:
+    """The image buckets and vision warm-up for --model-shape (None: a text model)."""
+    from ..buckets import BucketConfigError
+    from ..buckets.vision import build_vision
+    from ..perfmodel.hardware import model_for
+
+    shape = model_for(args.model_shape)
+    if not shape.multimodal:
+        if args.limit_mm_per_prompt or args.mm_model_type:
+            raise UsageError(f"--limit-mm-per-prompt / --mm-model-type: {shape.name} is a text model")
+        return None
+    inp, modalities = vision_inputs(shape, args, cfg, text_plan, profile_name)
+    out = {"model_type": inp.model_type,
+           "model_type_source": "--mm-model-type" if args.mm_model_type else "config (language part, '_text' dropped)",
+           "patch_size": inp.patch_size, "modalities": list(modalities)}
+    try:
+        vplan = build_vision(profile_name, inp)
+    except BucketConfigError as exc:  # the release would stop, or (dynamic_patch) an input we cannot read
+        return {**out, "active": True, "error": str(exc), "error_variable": exc.variable, "buckets": None,
+                "count": 0}
+    return {**out, **vplan.to_json(), **({"log_lines": vplan.log_lines} if args.log_lines else {})}
+
+
+def print_image(image: dict) -> None:
+    if "error" in image:
+        what = "cannot tell" if image["error_variable"] == "dynamic_patch" else "the release stops"
+        print(f"image buckets: {what}: {image['error']}")
+        return
+    if not image["active"]:
+        print(f"image buckets: none ({image['decided_by']})")
+        return
+    buckets = image["buckets"]
+    listed = "None (no list)" if buckets is None else buckets
+    print(f"image buckets: {image['count']:>6}  {image['unit']} {listed}")
+    print(f"  decided by: {image['decided_by']}; model_type {image['model_type']}, patch size {image['patch_size']}, "
+          f"modalities {', '.join(image['modalities'])}")
+    if image["resolutions"]:
+        print(f"  {', '.join('x'.join(str(v) for v in r if v is not None) for r in image['resolutions'])} "
+              "(VLLM_MULTIMODAL_RESOLUTIONS)")
+    sizes = sorted({(s["width"], s["height"]) for s in image["steps"] if s["width"]})
+    at = f" at {len(sizes)} resolutions" if sizes else ""
+    graphs = image["graphs"]
+    print(f"  vision warm-up: {graphs} graph{'' if graphs == 1 else 's'}{at}; {image['placement']}")
+    for w in image["warnings"]:
+        print(f"warning: {w}")
 
 
 def kv_blocks(args, pred, cfg: ServerConfig) -> tuple[int, str]:

@@ -9,7 +9,7 @@ included: expert parallelism splits them the same way as TP does in bytes).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .dtypes import BF16, DTYPE_BYTES, FP8
 from .hfconfig import TextConfig
@@ -50,6 +50,11 @@ class ModelShape:
     stored_bytes: int | None = None  # the safetensors index's total_size, when known
     multimodal: bool = False
     generic: bool = False  # kept for callers that ask: a model known from its config is never a guess
+    # For the vision warm-up (tuner/buckets/vision.py): the language part's model_type, the vision_config
+    # as written, and whether the text RoPE is M-RoPE (rope_scaling.mrope_section: the Qwen2-VL family).
+    model_type: str = ""
+    vision: dict | None = field(default=None, repr=False, hash=False, compare=False)
+    mrope: bool = False
 
     @property
     def params(self) -> int:
@@ -146,4 +151,10 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         max_position=t.max_position, experts=t.experts, experts_per_token=t.experts_per_token,
         expert_params=counted.experts, embedding_params=counted.embedding, vision_params=counted.vision,
         sliding_window=t.sliding_window, quantization=method, stored_bytes=stored_bytes, multimodal=t.multimodal,
+        model_type=t.model_type, vision=t.vision, mrope=_mrope(t.raw),
     )
+
+
+def _mrope(text: dict) -> bool:
+    rope = text.get("rope_scaling") or text.get("rope_parameters")
+    return isinstance(rope, dict) and rope.get("mrope_section") is not None
