@@ -220,7 +220,7 @@ def vision_inputs(shape, args, cfg: ServerConfig, text_plan, profile_name: str):
     from ..buckets.vision import VisionInputs
 
     vision = shape.vision or {}
-    model_type = args.mm_model_type or shape.model_type.removesuffix("_text")
+    model_type = args.mm_model_type or shape.config_model_type or shape.model_type.removesuffix("_text")
     if model_type == "kimi_k25":
         modalities = ("vision_chunk",)  # Kimi-K2.5's one modality for images and video
     elif "temporal_patch_size" in vision:
@@ -254,7 +254,7 @@ def image_plan(profile_name: str, args, cfg: ServerConfig, text_plan) -> dict | 
         return None
     inp, modalities = vision_inputs(shape, args, cfg, text_plan, profile_name)
     out = {"model_type": inp.model_type,
-           "model_type_source": "--mm-model-type" if args.mm_model_type else "config (language part, '_text' dropped)",
+           "model_type_source": "--mm-model-type" if args.mm_model_type else "the config's model_type",
            "patch_size": inp.patch_size, "modalities": list(modalities)}
     try:
         vplan = build_vision(profile_name, inp)

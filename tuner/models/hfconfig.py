@@ -91,6 +91,7 @@ class TextConfig:
     vision: dict | None = field(default=None, repr=False, hash=False, compare=False)
     quantization: dict | None = field(default=None, repr=False, hash=False, compare=False)
     torch_dtype: str | None = None
+    config_model_type: str = ""  # the top-level model_type (a VL wrapper's: vllm-gaudi keys its image table by it)
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         # vLLM's get_num_kv_heads: MLA decodes as MQA (one latent); otherwise heads split across ranks and
@@ -222,6 +223,7 @@ def _read(config: dict, where: str) -> TextConfig:
         experts=int(experts or 0), experts_per_token=int(per_token or 0), kv_shared_layers=shared, raw=t,
         multimodal=vision is not None or t is not config, vision=vision,
         quantization=quant if isinstance(quant, dict) else None, torch_dtype=str(dtype) if dtype else None,
+        config_model_type=str(config.get("model_type") or model_type),
     )
 
 

@@ -55,6 +55,7 @@ class ModelShape:
     model_type: str = ""
     vision: dict | None = field(default=None, repr=False, hash=False, compare=False)
     mrope: bool = False
+    config_model_type: str = ""  # the config's top-level model_type (vLLM's hf_config.model_type)
 
     @property
     def params(self) -> int:
@@ -151,7 +152,7 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         max_position=t.max_position, experts=t.experts, experts_per_token=t.experts_per_token,
         expert_params=counted.experts, embedding_params=counted.embedding, vision_params=counted.vision,
         sliding_window=t.sliding_window, quantization=method, stored_bytes=stored_bytes, multimodal=t.multimodal,
-        model_type=t.model_type, vision=t.vision, mrope=_mrope(t.raw),
+        model_type=t.model_type, vision=t.vision, mrope=_mrope(t.raw), config_model_type=t.config_model_type,
     )
 
 
