@@ -42,11 +42,11 @@ def _study(*results: tuple[TrialResult, dict]) -> optuna.Study:
     return study
 
 
-def _stopped_boot(projected_total: float, low: float) -> tuple[TrialResult, dict]:
+def _stopped_boot(projected_total: float, low: float, elapsed: float = 40.0) -> tuple[TrialResult, dict]:
     """A boot the live watch stopped: its own pace (a busy machine) projected a warm-up over the budget that
     the prediction (291 s) was well within."""
     class Projection:
-        elapsed_s, total_s, low_s, steps_done, steps_total = 40.0, projected_total, low, 6, 40
+        elapsed_s, total_s, low_s, steps_done, steps_total = elapsed, projected_total, low, 6, 40
 
     reason = warmup_abort_reason(Projection(), LIMITS.warmup_budget_s)
     return (TrialResult(status=TrialStatus.WARMUP_OVER_BUDGET, reason=reason, booted=True,
@@ -74,9 +74,16 @@ def test_a_boot_stopped_at_its_own_pace_is_advised_the_budget_that_pace_needs():
     stopped the boot at a projected 700 s. The advice was '--warmup-budget 292 (now 600; predicted 291 s)'."""
     admit = closest_admission(_study(_stopped_boot(700.0, 650.0)))
     text = admit.sentence()
-    assert "--warmup-budget 700 (now 600; its boot was stopped at a warm-up of 700 s" in text, text
+    assert ("--warmup-budget 700 (now 600; its boot was stopped when its own pace put the warm-up at 700 s; "
+            "predicted 291 s)") in text, text
     assert all(value > now for _, value, now in _figures(text)), text
     assert "--warmup-budget 292" not in text
+
+
+def test_a_boot_stopped_after_running_past_the_budget_is_advised_what_it_had_run():
+    admit = closest_admission(_study(_stopped_boot(900.0, 700.0, elapsed=650.4)))
+    assert admit.changes[0].startswith("--warmup-budget 650 (now 600; its boot was stopped when its own pace put "
+                                       "the warm-up at 650 s")
 
 
 def test_a_measured_slo_miss_ranks_before_a_trial_that_never_served():

@@ -83,7 +83,7 @@ def _abort_figure(reason: str) -> float | None:
     return None
 
 
-def _warmup_over_budget_change(rec: TrialRecord, budget: float) -> str | None:
+def _warmup_over_budget_change(rec: TrialRecord, budget: float) -> tuple[float, str] | None:
     """What lets a trial told over the warm-up budget boot: the figure that excluded it, which is over
     the budget. Rejected before boot: the calibrated prediction (its point; its lower bound was over).
     Stopped while warming up: the live watch's figure at the boot's own pace (on a busy machine or a slow
@@ -96,14 +96,14 @@ def _warmup_over_budget_change(rec: TrialRecord, budget: float) -> str | None:
             return None
         predicted = rec.predicted.get("warmup_s")
         said = f"; predicted {predicted:.0f} s" if predicted is not None else ""
-        return (f"--warmup-budget {math.ceil(figure)} (now {budget:g}; its boot was stopped at a warm-up of "
-                f"{figure:,.0f} s as its own pace projected it{said})")
+        return figure, (f"--warmup-budget {math.ceil(figure)} (now {budget:g}; its boot was stopped when its own "
+                        f"pace put the warm-up at {figure:,.0f} s{said})")
     warm = rec.predicted.get("warmup_s")
     low = rec.predicted.get("warmup_low_s")
     if warm is None or max(warm, low or 0.0) <= budget:
         return None
     warm = max(warm, low or 0.0)
-    return f"--warmup-budget {math.ceil(warm)} (now {budget:g}; predicted {warm:.0f} s)"
+    return warm, f"--warmup-budget {math.ceil(warm)} (now {budget:g}; predicted {warm:.0f} s)"
 
 
 def closest_admission(study: optuna.Study) -> Admission | None:
@@ -142,10 +142,10 @@ def closest_admission(study: optuna.Study) -> Admission | None:
                     cost += 1.0
             measured = True
         elif rec.status == "warmup_over_budget" and limits.warmup_budget_s:
-            change = _warmup_over_budget_change(rec, limits.warmup_budget_s)
-            if change is None:
+            found = _warmup_over_budget_change(rec, limits.warmup_budget_s)
+            if found is None:
                 continue
-            figure = float(change.split()[1])
+            figure, change = found
             changes.append(change)
             cost, measured = figure / limits.warmup_budget_s - 1, False
         else:
