@@ -62,6 +62,8 @@ def workspace(tmp_path_factory) -> Path:
     (ws / "results" / "empty").mkdir()
     (ws / "results" / "empty" / "study.db").write_bytes(b"")
     (ws / "deploy").mkdir()
+    (ws / "search_spaces").mkdir()
+    (ws / "search_spaces" / "demo.yaml").write_text(yaml.safe_dump(dict(SPACE, name="demo")))
     typo = dict(SPACE, parameters={**SPACE["parameters"],
                                    "VLLM_PROMPT_SEQ_BUCKET_STEPS": {"type": "categorical", "choices": [128, 256]}})
     (ws / "typo.yaml").write_text(yaml.safe_dump(typo))
@@ -121,6 +123,18 @@ CASES = [
     Case([*TUNE, "--model-shape", "llama-9b"], 2, "llama-9b"),
     Case([*TUNE, "--device", "gaudi9"], 2, "gaudi9"),  # the simulator knows its devices; prediction alone would not
     Case(["tune", "--space", "deploy"], 2, "deploy: is a folder"),
+    # paths are paths: a separator, a YAML suffix or a ~ is never looked up as a space's name
+    Case(["tune", "--space", "search_spaces/demo.yml"], 2,
+         "search_spaces/demo.yml: search-space file not found; did you mean search_spaces/demo.yaml?"),
+    Case(["tune", "--space", "demo.yaml"], 2,
+         "demo.yaml: search-space file not found; did you mean search_spaces/demo.yaml (or --space demo)?"),
+    Case(["tune", "--space", "search_spaces"], 2, "search_spaces: is a folder, not a search-space file (its spaces: "
+         "demo.yaml)"),
+    Case(["tune", "--space", "search_spaces/"], 2, "search_spaces/: is a folder"),  # as written
+    Case(["tune", "--space", "Space.yaml"], 2,
+         "Space.yaml: search-space file not found; space.yaml differs only in case"),
+    Case(["tune", "--space", "search_spaces/Demo.yaml"], 2, "search_spaces/demo.yaml differs only in case"),
+    Case(["tune", "--space", "~/space.yaml"], 2, "~/space.yaml: the ~ was not expanded"),
     Case([*TUNE, "--release", "fork-9.9"], 2, "fork-9.9"),
     Case([*TUNE, "--dataset-name", "trace", "--dataset-path", "trace.jsonl"], 2, "trace.jsonl:2"),
     Case([*TUNE, "--seed-from", "nosuch"], 2, "results/nosuch/study.db"),

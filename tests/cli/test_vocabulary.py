@@ -5,6 +5,7 @@ and fit documents its trace format and says what a fitted set does not cover."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -81,10 +82,43 @@ def test_a_space_is_found_by_name_and_a_typo_gets_the_closest(tmp_path, monkeypa
     (tmp_path / "search_spaces").mkdir()
     (tmp_path / "search_spaces" / "mine.yaml").write_text("parameters: {}\n")
     monkeypatch.chdir(tmp_path)
-    assert find_space("mine") == find_space("mine.yaml") == find_space("search_spaces/mine.yaml")
+    assert find_space("mine") == find_space("search_spaces/mine.yaml") == Path("search_spaces/mine.yaml")
     assert find_space("demo").name == "demo.yaml"  # the shipped ones too
     with pytest.raises(SpaceError, match=r"did you mean search_spaces/mine\.yaml\?"):
         find_space("mien")
+
+
+@pytest.mark.parametrize("given, message", [
+    ("mine.yaml", r"mine\.yaml: search-space file not found; did you mean search_spaces/mine\.yaml "
+                  r"\(or --space mine\)"),
+    ("search_spaces/mine.yml", r"did you mean search_spaces/mine\.yaml\?"),
+    ("search_spaces/demo.yaml", r"search_spaces/demo\.yaml: search-space file not found; did you mean .*/demo\.yaml "
+                                r"\(or --space demo\)"),
+    ("elsewhere/demo.yaml", r"elsewhere/demo\.yaml: search-space file not found"),
+    ("search_spaces/MINE.yaml", r"search_spaces/mine\.yaml differs only in case"),
+    ("search_spaces", r"search_spaces: is a folder, not a search-space file \(its spaces: mine\.yaml\)"),
+    ("~/mine.yaml", r"~/mine\.yaml: the ~ was not expanded .*write the path without it \(/"),
+])
+def test_a_path_is_never_taken_for_a_space_name(tmp_path, monkeypatch, given, message):
+    """Before: each of these ran the space named by its stem (search_spaces/mine.yaml or the shipped demo)."""
+    (tmp_path / "search_spaces").mkdir()
+    (tmp_path / "search_spaces" / "mine.yaml").write_text("parameters: {}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpaceError, match=message):
+        find_space(given)
+
+
+def test_a_file_named_like_a_space_in_another_case_is_refused_on_every_disk(tmp_path, monkeypatch):
+    """A case-insensitive disk (macOS, Windows) would open Mine.yaml for mine.yaml; Linux would not."""
+    import os
+
+    (tmp_path / "Mine.yaml").write_text("parameters: {}\n")
+    monkeypatch.chdir(tmp_path)
+    real_is_file = Path.is_file
+    monkeypatch.setattr(Path, "is_file", lambda p: real_is_file(p) or str(p) == "mine.yaml")  # as such a disk
+    assert os.listdir(".") == ["Mine.yaml"]
+    with pytest.raises(SpaceError, match=r"Mine\.yaml differs only in case"):
+        find_space("mine.yaml")
 
 
 def test_fit_help_documents_the_trace_format_with_an_example(capsys):

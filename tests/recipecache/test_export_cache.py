@@ -28,7 +28,7 @@ SPACE = {
 }
 FAST = ["--num-prompts", "8", "--num-warmups", "1", "--max-concurrency", "4", "--random-input-len", "100",
         "--random-output-len", "8", "--time-scale", "0.2", "--startup-time-scale", "0.002",
-        "--slo", "p99_ttft_ms=60000", "--warmup-budget", "5000", "--allow-recompiles"]
+        "--slo", "p99_ttft_ms=600000", "--warmup-budget", "50000", "--allow-recompiles"]
 
 
 @pytest.fixture(scope="module")

@@ -49,8 +49,8 @@ def test_the_study_records_what_the_report_relies_on(studies):
     assert status == {0: "ok", 1: "ok", 2: "invalid_config", 3: "warmup_oom", 4: "ok"}
     assert seed_trial(study, "release defaults").number == 0
     assert seed_trial(study, "calculator").number == 1
-    limits = study_limits(study)  # given to tune as --warmup-budget 5000 --slo p99_ttft_ms=60000
-    assert limits.warmup_budget_s == 5000 and limits.slos_ms == {"p99_ttft_ms": 60000}
+    limits = study_limits(study)  # given to tune as --warmup-budget 50000 --slo p99_ttft_ms=600000
+    assert limits.warmup_budget_s == 50000 and limits.slos_ms == {"p99_ttft_ms": 600000}
 
 
 def test_report_answers_first_and_has_every_section(studies):

@@ -21,10 +21,12 @@ from tuner.space.fitted import bind_fitted, bucket_set_digest, pin_to_trial
 from tuner.space.schema import SearchSpace, SpaceError
 
 ROOT = Path(__file__).resolve().parents[2]
+# The token budget holds the eight longest prompts at once (8 x 720 < 8192): the end-to-end study below
+# never chunks a prompt, whatever the timing (see test_no_arrival_timing_leaves_the_fitted_set).
 SPACE = {
     "name": "fitted",
     "release": "gaudi-main",
-    "server": {"max_model_len": 2048, "block_size": 128, "max_num_batched_tokens": 4096},
+    "server": {"max_model_len": 2048, "block_size": 128, "max_num_batched_tokens": 8192},
     "parameters": {
         "prompt_buckets": {"type": "fitted", "phase": "prompt", "low": 2, "high": 6},
         "decode_buckets": {"type": "fitted", "phase": "decode", "low": 2, "high": 6},
@@ -166,6 +168,48 @@ def test_the_shipped_fitted_space_loads_for_the_plugin_releases():
 FAST = ["--num-prompts", "24", "--num-warmups", "2", "--max-concurrency", "8", "--random-input-len", "400",
         "--random-range-ratio", "0.8", "--random-output-len", "24", "--time-scale", "0.2",
         "--startup-time-scale", "0.002", "--no-seed-defaults"]
+
+
+def test_no_arrival_timing_leaves_the_fitted_set(tmp_path):
+    """Which shapes a live load makes depends on how many requests reach the server between two steps,
+    so on how busy the machine is: a client that stalls while its 8 requests finish sends the next 8 at
+    once. The study below asserts that no shape outside the fitted set ever ran, so it holds for the worst
+    arrival, on the virtual clock: the 8 longest prompts waiting together (a budget under their sum
+    chunks the last one into a (1, q, ctx blocks) prompt no file lists), and the 8 largest decode
+    contexts in one batch (every decode batch is at most that)."""
+    from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
+    from tuner.perfmodel.engine import Engine, SimRequest
+
+    ins, outs = workload().lengths()
+    longest = sorted(zip(ins, outs), reverse=True)[:8]
+    peaks = sorted((-(-(i + o - 1) // 128) for i, o in zip(ins, outs)), reverse=True)  # blocks at the last token
+
+    def compiled(budget: int, values: dict) -> list:
+        s = space()
+        bind_fitted(s, ctx(), tmp_path / str(budget))
+        settings = s.settings_for(values)
+        inputs = ServerInputs(block_size=128, max_num_seqs=values["max_num_seqs"], max_model_len=2048,
+                              max_num_batched_tokens=budget)
+        pred = predict_startup("gaudi-main", SimSettings(model="meta-llama/Llama-3.1-8B-Instruct"), inputs,
+                               settings.env)
+        _, decode = parse_bucket_file(Path(settings.env["VLLM_BUCKETING_FROM_FILE"]).read_text())
+        for bs in (1, 2, 4, 8):  # a batch of up to bs sequences pads into the bs buckets
+            assert sum(peaks[:bs]) <= max(c for b, _, c in decode if b == bs)
+        engine = Engine(pred)
+        for n, (i, o) in enumerate(longest):
+            engine.add_request(SimRequest(str(n), i, o, 0.0))
+        out, now = [], 0.0
+        while engine.has_work():
+            res = engine.step(now)
+            now += res.duration
+            out += [(s.phase, s.raw) for s in res.shapes if s.compiled]
+        return out
+
+    for values in ({"prompt_buckets": 3, "decode_buckets": 2, "max_num_seqs": 8},
+                   {"prompt_buckets": 2, "decode_buckets": 4, "max_num_seqs": 16}):
+        assert compiled(SPACE["server"]["max_num_batched_tokens"], values) == []
+        chunked = compiled(4096, values)  # the budget this test had: its study flipped on a busy machine
+        assert [phase for phase, _ in chunked] == ["prompt"] and chunked[0][1][2] > 0
 
 
 def logged_buckets(log: Path) -> dict[str, list[tuple]]:

@@ -20,8 +20,9 @@ def register(sub) -> None:
         "and keep the Pareto front of throughput, latency and warmup time. Re-running the same command "
         "resumes the study.",
     )
-    p.add_argument("--space", type=Path, required=True,
-                   help="search-space YAML, or the name of one in search_spaces/ (e.g. demo)")
+    p.add_argument("--space", required=True,  # as written: a trailing / or ./ tells a path from a name
+                   help="search-space YAML (a path: it has a / or a .yaml/.yml suffix), or the name of one in "
+                        "search_spaces/ (e.g. demo)")
     add_allow_unknown(p)
     p.add_argument("--study", help="study name (default: the space's name)")
     p.add_argument("--results", type=Path, default=Path("results"), help="output root (default results/)")

@@ -60,22 +60,62 @@ class Admission:
     """The trial closest to the limits and the smallest change of the tune command that would admit it."""
 
     trial: FrozenTrial
-    changes: list[str]  # e.g. ["--slo p99_ttft_ms=4875 (now 3000)", "--allow-recompiles"]
-    measured: bool  # False: the trial never booted (rejected before boot over the warm-up budget)
+    changes: list[str]  # e.g. ["--slo p99_ttft_ms=4875 (now 3000)", "--allow-recompiles (2 shapes compiled ...)"]
+    measured: bool  # False: the trial never served its load (rejected before boot, or its warm-up stopped)
 
     def sentence(self) -> str:
         what = "admits it" if self.measured else "lets it boot"
         return f"closest trial: {self.trial.number}; the smallest change that {what}: {' and '.join(self.changes)}"
 
 
+# The figure a warm-up abort names (tuner/trial/run.py warmup_abort_reason and the early-pace check): what
+# the warm-up had already run, or the whole warm-up its pace projected.
+_ABORT_FIGURES = (r"warmup has run ([\d,.]+) s", r"projected warmup ([\d,.]+) s")
+
+
+def _abort_figure(reason: str) -> float | None:
+    import re
+
+    for pattern in _ABORT_FIGURES:
+        found = re.search(pattern, reason or "")
+        if found:
+            return float(found.group(1).replace(",", ""))
+    return None
+
+
+def _warmup_over_budget_change(rec: TrialRecord, budget: float) -> tuple[float, str] | None:
+    """What lets a trial told over the warm-up budget boot: the figure that excluded it, which is over
+    the budget. Rejected before boot: the calibrated prediction (its point; its lower bound was over).
+    Stopped while warming up: the live watch's figure at the boot's own pace (on a busy machine or a slow
+    node above the prediction, which the trial may well have met)."""
+    import math
+
+    if rec.booted:
+        figure = _abort_figure(rec.reason)
+        if figure is None or figure <= budget:
+            return None
+        predicted = rec.predicted.get("warmup_s")
+        said = f"; predicted {predicted:.0f} s" if predicted is not None else ""
+        return figure, (f"--warmup-budget {math.ceil(figure)} (now {budget:g}; its boot was stopped when its own "
+                        f"pace put the warm-up at {figure:,.0f} s{said})")
+    warm = rec.predicted.get("warmup_s")
+    low = rec.predicted.get("warmup_low_s")
+    if warm is None or max(warm, low or 0.0) <= budget:
+        return None
+    warm = max(warm, low or 0.0)
+    return warm, f"--warmup-budget {math.ceil(warm)} (now {budget:g}; predicted {warm:.0f} s)"
+
+
 def closest_admission(study: optuna.Study) -> Admission | None:
-    """When no trial is feasible: which one the least relaxation admits (fewest limits changed, then the
-    smallest relative change), and how. Trials the configuration broke (invalid, out of memory) cannot be
-    admitted by a limit; those rejected over the warm-up budget before boot can, by a larger budget."""
+    """When no trial is feasible: which one the least relaxation admits (trials that served their load
+    first, then fewest limits changed, then the smallest relative change), and how: each change names the
+    limit that excluded the trial (SLO, warm-up budget, recompiles, failed requests) and the value that
+    admits it, which is always past the limit in force. Trials the configuration broke (invalid, out of
+    memory) cannot be admitted by a limit; those over the warm-up budget can, by a larger budget."""
     import math
 
     limits = study_limits(study)
-    best: tuple[tuple[int, float], Admission] | None = None
+    best: tuple[tuple[bool, int, float], Admission] | None = None
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     for t, rec in zip(complete, records(complete)):
         metrics, observed = rec.metrics, rec.observed
@@ -91,27 +131,28 @@ def closest_admission(study: optuna.Study) -> Admission | None:
                     cost += over / max(limit, 1e-9)
                 elif key == "warmup_budget" and limits.warmup_budget_s:
                     warm = observed.get("warmup_scored_s", observed.get("warmup_s"))
-                    changes.append(f"--warmup-budget {math.ceil(warm)} (now {limits.warmup_budget_s:g})")
+                    changes.append(f"--warmup-budget {math.ceil(warm)} (now {limits.warmup_budget_s:g}; "
+                                   f"measured {warm:.0f} s)")
                     cost += over / limits.warmup_budget_s
                 elif key == "recompiles":
-                    changes.append("--allow-recompiles")
+                    changes.append(f"--allow-recompiles ({over:.0f} shape(s) compiled while serving)")
                     cost += 1.0
                 elif key == "failed_requests":
-                    changes.append("--allow-failed-requests")
+                    changes.append(f"--allow-failed-requests ({over:.0f} request(s) failed)")
                     cost += 1.0
             measured = True
         elif rec.status == "warmup_over_budget" and limits.warmup_budget_s:
-            warm = rec.predicted.get("warmup_s") or observed.get("warmup_s")
-            if warm is None:
+            found = _warmup_over_budget_change(rec, limits.warmup_budget_s)
+            if found is None:
                 continue
-            changes.append(f"--warmup-budget {math.ceil(warm)} (now {limits.warmup_budget_s:g}; predicted "
-                           f"{warm:.0f} s)")
-            cost, measured = warm / limits.warmup_budget_s - 1 + 10.0, False  # a boot not yet seen ranks last
+            figure, change = found
+            changes.append(change)
+            cost, measured = figure / limits.warmup_budget_s - 1, False
         else:
             continue
         if not changes:
             continue
-        key = (len(changes), cost)
+        key = (not measured, len(changes), cost)  # a trial that never served ranks after every one that did
         if best is None or key < best[0]:
             best = (key, Admission(t, changes, measured))
     return best[1] if best else None

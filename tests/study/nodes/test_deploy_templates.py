@@ -99,10 +99,11 @@ def test_the_job_runs_one_tuner_per_gaudi_node_with_a_command_line_our_cli_accep
     assert sum(len(g) for g in slots) == cards and len({d for g in slots for d in g}) == cards
     assert f"--tensor-parallel-size {len(slots[0])}" in args.server_args
     # The space comes from the ConfigMap, mounted where --space points, and is a valid space.
-    mount = next(m for m in c["volumeMounts"] if args.space.as_posix().startswith(m["mountPath"] + "/"))
+    space = Path(args.space)  # --space is kept as written (a path or a name)
+    mount = next(m for m in c["volumeMounts"] if space.as_posix().startswith(m["mountPath"] + "/"))
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     key = volume["configMap"]["items"][0]["key"]
-    assert args.space.name == volume["configMap"]["items"][0]["path"]
+    assert space.name == volume["configMap"]["items"][0]["path"]
     space_file = tmp_path / "space.yaml"
     space_file.write_text(config[volume["configMap"]["name"]][key])
     space = SearchSpace.load(space_file)
