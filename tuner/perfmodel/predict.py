@@ -91,8 +91,30 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
         if min(largest, cfg0.max_num_batched_tokens) == tokens:
             break
         tokens = min(largest, cfg0.max_num_batched_tokens)
+    if model.multimodal:
+        failure = _vision(pred, model, inputs)
+        if failure:
+            pred.failure = failure
+            return pred
     plan_warmup(pred, cost, cached_recipes, step, keep_steps)
     return pred
+
+
+def _vision(pred: StartupPrediction, model, inputs: ServerInputs) -> Failure | None:
+    """The multimodal warm-up phase of this start (pred.vision), or why the release stops building it."""
+    from .vision import BucketConfigError, parse_limit_mm, vision_phase
+
+    queries = [b[1] for b in pred.plan.prompt]
+    try:
+        pred.vision = vision_phase(model, pred.profile, pred.env, parse_limit_mm(inputs.limit_mm_per_prompt),
+                                   prefix_caching=inputs.prefix_caching,
+                                   max_prompt_shape=max(queries) if queries else pred.config.max_model_len,
+                                   enforce_eager=pred.sim.enforce_eager)
+    except BucketConfigError as e:
+        return Failure("buckets", f"ValueError: {e}")
+    except ValueError as e:
+        return Failure("config", f"ValueError: {e}")
+    return None
 
 
 def _bucket_error_class(e: BucketConfigError) -> str:
