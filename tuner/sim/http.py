@@ -22,6 +22,7 @@ from aiohttp import web
 
 from .clocks import LiveDriver
 from .faults import Faults
+from .images import ImageError, message_images
 
 _WORDS = (" the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on", " was",
           " be", " by", " at", " this", " from", " or", " an", " data", " model", " time", " value")
@@ -81,8 +82,10 @@ class Histogram:
 
 class SimHTTP:
     def __init__(self, driver: LiveDriver, served_names: list[str], max_model_len: int, vocab: int,
-                 faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None):
+                 faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None,
+                 tower=None):
         self.driver = driver
+        self.tower = tower  # models.vision.VisionTower of a VL model: images are sized into tokens with it
         self.names = served_names
         self.max_model_len = max_model_len
         self.vocab = vocab
@@ -162,6 +165,15 @@ class SimHTTP:
             prompt_len = _chat_prompt_tokens(body.get("messages"))
             if prompt_len is None:
                 return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
+            try:
+                images = message_images(body["messages"])
+            except ImageError as exc:
+                return _error(400, str(exc), "BadRequestError")
+            if images and self.tower is None:
+                return _error(400, f"{model} is not a multimodal model: it takes no image_url parts",
+                              "BadRequestError")
+            # each image: its tokens after the spatial merge, between the vision start and end markers
+            prompt_len += sum(self.tower.tokens(w, h) + 2 for w, h in images)
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
         else:
             prompt = body.get("prompt")
@@ -182,6 +194,7 @@ class SimHTTP:
                 return _error(400, "prompt must be a non-empty string or a list of token ids (one prompt)",
                               "BadRequestError")
             max_tokens = body.get("max_tokens", 16)
+            images = []
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
         if prompt_len + max_tokens > self.max_model_len:
@@ -194,7 +207,7 @@ class SimHTTP:
         if self.stopped.is_set():
             return _error(503, "The server is shutting down", "ServiceUnavailableError")
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        live = self.driver.submit(rid, prompt_len, max_tokens)
+        live = self.driver.submit(rid, prompt_len, max_tokens, tuple(images))
         usage = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + max_tokens,
                  "completion_tokens": max_tokens}
         kind = "chat.completion" if chat else "text_completion"
