@@ -166,6 +166,29 @@ def _check_kv(rules: ReleaseRules, cfg: ServerConfig, mem: MemorySplit, cost: Co
     return None
 
 
+def with_vision_steps(pred: StartupPrediction, logged: list) -> StartupPrediction:
+    """The same start warming up the image shapes a log shows (buckets.vision.VisionStep each, in the
+    log's order): where the log's settings (--limit-mm-per-prompt, the variables) are not known, its
+    multimodal steps are still priced one by one from the tower. Unchanged for a text model."""
+    from dataclasses import replace
+
+    from .vision import vision_phase
+
+    model = model_for(pred.sim.model)
+    if pred.plan is None or pred.memory is None or not logged or not model.multimodal:
+        return pred
+    phase = pred.vision or vision_phase(model, pred.profile, pred.env, {"image": {"count": 1}},
+                                        prefix_caching=pred.config.prefix_caching, max_prompt_shape=0,
+                                        enforce_eager=pred.sim.enforce_eager)
+    if phase is None:
+        return pred
+    phase = replace(phase, plan=replace(phase.plan, steps=list(logged)))
+    new = replace(pred, vision=phase, steps=[], graphed_prompt=[], graphed_decode=[], prompt_graph_mem=0.0,
+                  decode_graph_mem=0.0, budget=None, sampler_seconds=0.0, failure=None)
+    plan_warmup(new, new.cost, frozenset())
+    return new
+
+
 def with_bucket_lists(pred: StartupPrediction, prompt: list, decode: list) -> StartupPrediction:
     """The same start warming up other bucket lists (a log's, where rebuilding its settings gives other
     lists): memory as predicted, warm-up steps, captures and their times planned again."""
