@@ -162,18 +162,10 @@ class SimHTTP:
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
         stream = bool(body.get("stream"))
         if chat:
-            prompt_len = _chat_prompt_tokens(body.get("messages"))
-            if prompt_len is None:
-                return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
-            try:
-                images = message_images(body["messages"])
-            except ImageError as exc:
-                return _error(400, str(exc), "BadRequestError")
-            if images and self.tower is None:
-                return _error(400, f"{model} is not a multimodal model: it takes no image_url parts",
-                              "BadRequestError")
-            # each image: its tokens after the spatial merge, between the vision start and end markers
-            prompt_len += sum(self.tower.tokens(w, h) + 2 for w, h in images)
+            chat_input = self._chat_input(body.get("messages"), model)
+            if isinstance(chat_input, web.Response):
+                return chat_input
+            prompt_len, images = chat_input
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
         else:
             prompt = body.get("prompt")
@@ -217,6 +209,20 @@ class SimHTTP:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await self._stream(request, live, head, usage if include_usage else None, fault, chat)
         return await self._complete(live, {**head, "object": kind}, usage, chat)
+
+    def _chat_input(self, messages, model: str) -> tuple[int, list] | web.Response:
+        """A chat request's prompt tokens and image sizes, or the 400 a request the simulator cannot serve
+        gets. Each image counts its tokens after the spatial merge, between the vision start and end markers."""
+        prompt_len = _chat_prompt_tokens(messages)
+        if prompt_len is None:
+            return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
+        try:
+            images = message_images(messages)
+        except ImageError as exc:
+            return _error(400, str(exc), "BadRequestError")
+        if images and self.tower is None:
+            return _error(400, f"{model} is not a multimodal model: it takes no image_url parts", "BadRequestError")
+        return prompt_len + sum(self.tower.tokens(w, h) + 2 for w, h in images), images
 
     async def _stream_error(self, request: web.Request, message: str) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
