@@ -193,52 +193,24 @@ def cmd_buckets(args) -> int:
 
 
 def _limit_mm(text: str | None) -> dict[str, dict[str, int]]:
-    """--limit-mm-per-prompt as vLLM reads it: a count or {count, width, height} per modality (count: 999)."""
-    if not text:
-        return {}
+    """--limit-mm-per-prompt as vLLM reads it (perfmodel.vision.parse_limit_mm), a usage error if bad."""
+    from ..perfmodel.vision import parse_limit_mm
+
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--limit-mm-per-prompt {text!r}: not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise UsageError(f"--limit-mm-per-prompt {text!r}: give a JSON object, e.g. '{{\"image\": 4}}'")
-    out = {}
-    for modality, value in raw.items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[modality] = {"count": value}
-        elif isinstance(value, dict) and all(k in ("count", "width", "height", "num_frames") for k in value):
-            out[modality] = {"count": 999, **value}
-        else:
-            raise UsageError(f"--limit-mm-per-prompt: {modality}: {value!r} is neither a count nor "
-                             "{count, width, height}")
-    return out
+        return parse_limit_mm(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def vision_inputs(shape, args, cfg: ServerConfig, text_plan, profile_name: str):
     """What the vision phase sees, from the model's config and the command line."""
-    from ..buckets.runtime import runtime_defaults
-    from ..buckets.vision import VisionInputs
+    from ..perfmodel.vision import vision_inputs as inputs_for
 
-    vision = shape.vision or {}
-    model_type = args.mm_model_type or shape.config_model_type or shape.model_type.removesuffix("_text")
-    if model_type == "kimi_k25":
-        modalities = ("vision_chunk",)  # Kimi-K2.5's one modality for images and video
-    elif "temporal_patch_size" in vision:
-        modalities = ("image", "video")  # Qwen-VL style towers take video too
-    else:
-        modalities = ("image",)
-    lpp = _limit_mm(args.limit_mm_per_prompt)
-    patch = vision.get("patch_size") or 1
-    env = {**runtime_defaults(profile_name), **cfg.env}
     prompt_queries = [b[1] for b in text_plan.prompt]
-    return VisionInputs(
-        model_type=model_type, model_class=shape.architecture, uses_mrope=shape.mrope, env=dict(cfg.env),
-        patch_size=int(patch[0] if isinstance(patch, (list, tuple)) else patch),
-        mm_limits={m: lpp.get(m, {}).get("count", 999) for m in modalities}, limit_mm_per_prompt=lpp,
-        prefix_caching=cfg.prefix_caching is not False, lazy=env.get("PT_HPU_LAZY_MODE") == "1",
-        enforce_eager=args.enforce_eager, skip_warmup=env.get("VLLM_SKIP_WARMUP", "").lower() in ("1", "true"),
-        max_prompt_shape=max(prompt_queries) if prompt_queries else cfg.max_model_len,
-    ), modalities
+    return inputs_for(shape, profile_name, cfg.env, _limit_mm(args.limit_mm_per_prompt),
+                      prefix_caching=cfg.prefix_caching, enforce_eager=args.enforce_eager,
+                      max_prompt_shape=max(prompt_queries) if prompt_queries else cfg.max_model_len,
+                      mm_model_type=args.mm_model_type)
 
 
 def image_plan(profile_name: str, args, cfg: ServerConfig, text_plan) -> dict | None:

@@ -331,6 +331,10 @@ def _workload(args):
     from ..load.tokenizer import discover_vocab
 
     vocab = discover_vocab(args.tokenizer, args.model) if args.vocab_size is None else None
+    if args.dataset_name == "random-mm":  # a study's load client sends images as vLLM's openai-chat does
+        from argparse import Namespace
+
+        args = Namespace(**{**vars(args), "backend": "openai-chat"})
     try:
         return build_workload(args, vocab)
     except ValueError as e:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from .dtypes import BF16, DTYPE_BYTES, FP8
 from .hfconfig import TextConfig
 from .params import ParamCount, count_params
+from .vision import VisionTower, vision_tower
 
 # HPU-graph memory per captured bucket: 10 MiB for Llama-3.1-8B and 20 MiB for 70B (docs/calibration.md
 # 7.4); other models scale with layers x hidden through those two points (5x the size -> 2x the memory).
@@ -60,6 +61,11 @@ class ModelShape:
     @property
     def params(self) -> int:
         return self.total_params
+
+    @property
+    def vision_tower(self) -> VisionTower | None:
+        """The vision tower its vision_config describes (None for a text model)."""
+        return vision_tower(self.vision)
 
     @property
     def graph_mem_mib(self) -> float:

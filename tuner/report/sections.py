@@ -234,7 +234,31 @@ def workload(d: ReportData, chart: Chart) -> str:
     else:
         out.append(f"<p>None: no measured trial ({len(d.measured())}) met a shape that was not warmed up, "
                    "and none preempted a request.</p>")
+    out.append(image_recompiles(d))
     return "".join(out) + "</section>"
+
+
+def image_recompiles(d: ReportData) -> str:
+    """Vision-encoder recompiles per image bucket over the measured trials (a VL study only): which image
+    buckets the traffic met that the trial's warm-up had not compiled."""
+    per_trial = {x.number: d.record(x).observed.get("image_recompiles") for x in d.measured()}
+    per_trial = {n: v for n, v in per_trial.items() if isinstance(v, dict)}
+    if not per_trial:
+        return ""
+    buckets: dict[str, list[int]] = defaultdict(list)
+    for number, counts in per_trial.items():
+        for label, n in counts.items():
+            buckets[label] += [number] * int(n)
+    out = ["<h3>Recompiles per image bucket</h3>"]
+    if not buckets:
+        return out[0] + (f"<p>None: every image of the {len(per_trial)} measured trial(s) ran in an image bucket "
+                         "its warm-up had compiled.</p>")
+    rows = [[label, len(trials), len(set(trials)), ", ".join(map(str, sorted(set(trials))[:12]))]
+            for label, trials in sorted(buckets.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    out.append(table(["image bucket", "recompiles", "trials", "trial numbers"], rows, cls="sortable"))
+    out.append(f"<p>Of {len(per_trial)} measured trial(s), {sum(1 for c in per_trial.values() if c)} recompiled the "
+               "vision encoder under load.</p>")
+    return "".join(out)
 
 
 def _pct(v) -> tuple[str, float | None]:

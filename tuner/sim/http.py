@@ -22,6 +22,7 @@ from aiohttp import web
 
 from .clocks import LiveDriver
 from .faults import Faults
+from .images import ImageError, message_images
 
 _WORDS = (" the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on", " was",
           " be", " by", " at", " this", " from", " or", " an", " data", " model", " time", " value")
@@ -81,8 +82,10 @@ class Histogram:
 
 class SimHTTP:
     def __init__(self, driver: LiveDriver, served_names: list[str], max_model_len: int, vocab: int,
-                 faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None):
+                 faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None,
+                 tower=None):
         self.driver = driver
+        self.tower = tower  # models.vision.VisionTower of a VL model: images are sized into tokens with it
         self.names = served_names
         self.max_model_len = max_model_len
         self.vocab = vocab
@@ -159,9 +162,10 @@ class SimHTTP:
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
         stream = bool(body.get("stream"))
         if chat:
-            prompt_len = _chat_prompt_tokens(body.get("messages"))
-            if prompt_len is None:
-                return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
+            chat_input = self._chat_input(body.get("messages"), model)
+            if isinstance(chat_input, web.Response):
+                return chat_input
+            prompt_len, images = chat_input
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
         else:
             prompt = body.get("prompt")
@@ -182,6 +186,7 @@ class SimHTTP:
                 return _error(400, "prompt must be a non-empty string or a list of token ids (one prompt)",
                               "BadRequestError")
             max_tokens = body.get("max_tokens", 16)
+            images = []
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
         if prompt_len + max_tokens > self.max_model_len:
@@ -194,7 +199,7 @@ class SimHTTP:
         if self.stopped.is_set():
             return _error(503, "The server is shutting down", "ServiceUnavailableError")
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        live = self.driver.submit(rid, prompt_len, max_tokens)
+        live = self.driver.submit(rid, prompt_len, max_tokens, tuple(images))
         usage = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + max_tokens,
                  "completion_tokens": max_tokens}
         kind = "chat.completion" if chat else "text_completion"
@@ -204,6 +209,20 @@ class SimHTTP:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await self._stream(request, live, head, usage if include_usage else None, fault, chat)
         return await self._complete(live, {**head, "object": kind}, usage, chat)
+
+    def _chat_input(self, messages, model: str) -> tuple[int, list] | web.Response:
+        """A chat request's prompt tokens and image sizes, or the 400 a request the simulator cannot serve
+        gets. Each image counts its tokens after the spatial merge, between the vision start and end markers."""
+        prompt_len = _chat_prompt_tokens(messages)
+        if prompt_len is None:
+            return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
+        try:
+            images = message_images(messages)
+        except ImageError as exc:
+            return _error(400, str(exc), "BadRequestError")
+        if images and self.tower is None:
+            return _error(400, f"{model} is not a multimodal model: it takes no image_url parts", "BadRequestError")
+        return prompt_len + sum(self.tower.tokens(w, h) + 2 for w, h in images), images
 
     async def _stream_error(self, request: web.Request, message: str) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",

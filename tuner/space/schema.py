@@ -60,6 +60,7 @@ SERVER_OPTIONS = {
     "dtype": str,
     "kv_cache_dtype": str,
     "quantization": str,
+    "limit_mm_per_prompt": dict,  # {modality: count or {count, width, height}}, as vLLM's JSON flag
 }
 TYPES = ("int", "float", "categorical", "bool", "fitted")
 FITTED_PHASES = ("prompt", "decode")

@@ -373,6 +373,8 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
                              lambda done, total: ctx.on_progress(slot.index, "load test", done, total, None)),
             request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
             time_scale=ctx.backend.time_scale,  # rates and goodput SLOs are in the server's own time
+            # images go in chat requests, as `vllm bench serve --backend openai-chat` sends them
+            **({"api": "openai-chat"} if ctx.workload.image_count() else {}),
         ))
         # Watchdog: a crashed server or a Ctrl-C ends the load test now, with its streams closed.
         while not bench.done():
@@ -431,6 +433,9 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
         obs["warmup_s"] = round(ready_after_s / scale, 3)
         obs["warmup_source"] = "launch to ready"
     obs["not_warmed_up"] = len(s.not_warmed_up)
+    images = image_recompiles(s)
+    if images is not None:
+        obs["image_recompiles"] = images
     obs["buckets_not_prepared"] = len(s.buckets_not_prepared)
     obs["preemptions"] = s.preemptions
     # The fork's per-step compilation log (set by server_environment where the release has it)
@@ -440,6 +445,21 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
         obs["oom_stage"] = s.oom_stage
         if result.status == TrialStatus.CRASH and s.oom_stage in ("ready", "serving"):
             result.status = TrialStatus.RUNTIME_OOM
+
+
+def image_recompiles(s) -> dict[str, int] | None:
+    """Vision-encoder recompiles per image bucket ("3520 patches", "4 images") from the log's
+    `Configuration: ('multimodal', images, patches) was not warmed-up!` lines; None for a server that
+    shows neither a multimodal warm-up nor such a line (a text model)."""
+    mm = [e for e in s.not_warmed_up if e.phase == "multimodal" and len(e.shape) == 2]
+    if not mm and not any(k.endswith("multimodal") for k in s.warmup_steps):
+        return None
+    out: dict[str, int] = {}
+    for e in mm:
+        images, patches = e.shape
+        label = f"{patches} patches" if images == 1 else f"{images} images"
+        out[label] = out.get(label, 0) + 1
+    return out
 
 
 def warmup_abort_reason(proj, budget: float) -> str | None:
