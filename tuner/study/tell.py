@@ -16,6 +16,7 @@ from ..trial.run import TrialResult
 from ..vocabulary.record import TrialRecord
 from ..vocabulary.status import CONFIG_FAILURES, TrialStatus
 from . import optuna_private
+from .dashboard import trial_figures
 from .nodes import requeue_attrs
 from .options import THROUGHPUT, WARMUP, Constraints, Objectives
 from .screen import counts_toward_budget
@@ -31,6 +32,8 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
     for key in ("status", "reason", "server", "env", "predicted", "observed", "artifacts", "timings", "argv"):
         trial.set_user_attr(key, attrs[key])
     trial.set_user_attr("metrics", {k: v for k, v in result.metrics.items() if not k.startswith("tuner_")})
+    for key, value in trial_figures(result, objectives).items():  # plain numbers optuna-dashboard sorts and plots
+        trial.set_user_attr(key, value)
     cons = constraints.values(result)
     feasible = all(v <= 0 for v in cons.values())
     trial.set_user_attr("feasible", feasible)  # optuna-dashboard 0.21 does not read set_constraint
