@@ -50,12 +50,10 @@ def _number(value) -> float | int | None:
 def trial_figures(result: TrialResult, objectives: Objectives) -> dict[str, float | int]:
     """The trial's key figures, each a plain number; a figure the trial did not produce is left out (one
     trial with a non-number would make the dashboard stop sorting that column for every trial)."""
-    from .tell import measured_warmup
-
     obs, pred, metrics = result.observed, result.predicted, result.metrics if result.ok else {}
     figures: dict = {k: metrics.get(k) for k in (*THROUGHPUTS, *LATENCIES, objectives.latency_key)}
     figures["failed_requests"] = result.metrics.get("failed")
-    figures["warmup_s"] = result.warmup_s if measured_warmup(result) else None
+    figures["warmup_s"] = result.warmup_s if result.warmup_measured else None
     figures["predicted_warmup_s"] = pred.get("warmup_s")
     figures["kv_blocks"] = obs.get("kv_blocks")
     for phase in ("prompt", "decode"):  # the release builds them from the settings: predicted until booted
@@ -83,15 +81,13 @@ class Story:
 
 def trial_story(result: TrialResult, objectives: Objectives, constraints: Constraints) -> Story:
     """A measured trial outside a limit reads as a miss, with the figures; a failure with its reason."""
-    from .tell import measured_warmup
-
     summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
                f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
                if result.ok else "")
     if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
         summary = f"at {result.observed['load_sweep_selected']}: {summary}"
     warm = result.warmup_s
-    warm_text = ("no warmup" if warm is None else f"warmup {warm:.0f} s" if measured_warmup(result)
+    warm_text = ("no warmup" if warm is None else f"warmup {warm:.0f} s" if result.warmup_measured
                  else f"predicted warmup {warm:.0f} s")
     misses = constraints.misses(result)
     if misses:

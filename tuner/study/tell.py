@@ -64,18 +64,13 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
         latency = max([LATENCY_PENALTY_MS, *constraints.slos_ms.values()])
         placeholders.append(objectives.latency_key)
     warmup = result.warmup_s
-    if warmup is None or not measured_warmup(result):
+    if warmup is None or not result.warmup_measured:
         placeholders.append(WARMUP)
     if warmup is None:
         warmup = constraints.warmup_budget_s or result.predicted.get("warmup_s") or 0.0
     trial.set_user_attr("placeholders", placeholders)
     study.tell(trial, [throughput, float(latency), float(warmup)])
     return TrialState.COMPLETE
-
-
-def measured_warmup(result: TrialResult) -> bool:
-    """The warm-up scored is this boot's (or the one it stands for), not a prediction for a trial that never booted."""
-    return any(result.observed.get(k) is not None for k in ("warmup_s", "warmup_scored_s"))
 
 
 def counted(study: optuna.Study) -> int:
