@@ -42,7 +42,7 @@ from tuner.serve.backends import Backend
 from tuner.serve.ports import find_free_port
 from tuner.serve.process import ServerProcess
 
-from . import dropin
+from . import doctor_check, dropin
 from . import env as realenv
 from .conftest import _FIGURES
 
@@ -348,6 +348,10 @@ class TestOneServer:
 
     def test_bench_server_error_gives_exit_1_and_the_servers_message(self, shared_server, tmp_path):
         dropin.server_error_gives_exit_1_and_the_servers_message(shared_server, tmp_path)
+
+    def test_doctor_reads_the_genuine_metrics_under_load(self, shared_server, tmp_path):
+        d = doctor_check.doctor_reads_vllms_own_metrics(shared_server, tmp_path)
+        _FIGURES.append(f"doctor: {d['limit']} ({d['findings'][0]['says'][:120]})")
 
     def test_stop_with_open_streams_does_not_hang(self, shared_server):
         """The launcher's stop (SIGINT to the whole group at once, 3 s per signal) while very long streams

@@ -8,27 +8,13 @@ import re
 import time
 from pathlib import Path
 
-import pytest
-
 from tuner.report import SECTION_IDS
 from tuner.report.compare_page import COMPARE_IDS
 
-from . import browser
 from .conftest import cli
 
 CHARTS_DRAWN = """return Array.from(document.querySelectorAll('.plotly-graph-div')).map(function (d) {
     return [d.id, d.classList.contains('js-plotly-plot') && d.querySelector('svg.main-svg') !== null]; });"""
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    reason = browser.available()
-    if reason:
-        print(f"browser tests skipped: {reason}")
-        pytest.skip(reason)
-    b = browser.Browser()
-    yield b
-    b.close()
 
 
 def _open(chromium, page: Path, screenshot: Path) -> list[dict]:

@@ -528,24 +528,12 @@ def _budget_text(opts, done: int) -> str:
 
 def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:
     """The live line of a finished trial: a measured trial outside a limit reads as a miss, with the figures."""
-    summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
-               f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
-               if result.ok else "")
-    if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
-        summary = f"at {result.observed['load_sweep_selected']}: {summary}"
-    from ..study.tell import measured_warmup
+    from ..study.dashboard import trial_story
 
-    warm = result.warmup_s
-    warm_text = ("no warmup" if warm is None else f"warmup {warm:.0f} s" if measured_warmup(result)
-                 else f"predicted warmup {warm:.0f} s")
-    misses = constraints.misses(result)
-    if misses:
-        head = f"[yellow]{'; '.join(misses)}[/] ({summary}{warm_text})"
-    elif result.ok:
-        head = f"[green]ok[/] {summary}{warm_text}"
-    else:
-        head = f"[red]{result.status}[/] {warm_text} - {result.reason[:160]}"
-    return f"trial {number} ({result.settled}): {head} ({elapsed_s:.0f} s elapsed)"
+    story = trial_story(result, objectives, constraints)
+    colour = {"miss": "yellow", "ok": "green"}.get(story.tone, "red")
+    return f"trial {number} ({result.settled}): [{colour}]{story.head}[/]{story.rest} ({elapsed_s:.0f} s elapsed)"
+
 
 def _write_results(run, opts, ctx, console) -> None:
     """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""

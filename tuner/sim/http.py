@@ -58,22 +58,36 @@ def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response(body, status=status)
 
 
+def token_buckets(max_model_len: int) -> tuple[int, ...]:
+    """vLLM's request-token histogram edges: 1, 2, 5, 10, 20, 50, ... up to max_model_len."""
+    edges, scale = [], 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_model_len:
+                return tuple(edges)
+            edges.append(m * scale)
+        scale *= 10
+
+
 @dataclass
 class Histogram:
+    edges: tuple = _HIST_BUCKETS
     count: int = 0
     total: float = 0.0
-    buckets: list = field(default_factory=lambda: [0] * len(_HIST_BUCKETS))
+    buckets: list = field(default_factory=list)
 
     def observe(self, value: float) -> None:
+        if not self.buckets:
+            self.buckets = [0] * len(self.edges)
         self.count += 1
         self.total += value
-        for i, edge in enumerate(_HIST_BUCKETS):
+        for i, edge in enumerate(self.edges):
             if value <= edge:
                 self.buckets[i] += 1
 
     def render(self, name: str, labels: str) -> list[str]:
         out = [f"# TYPE {name} histogram"]
-        for edge, n in zip(_HIST_BUCKETS, self.buckets):
+        for edge, n in zip(self.edges, self.buckets or [0] * len(self.edges)):
             out.append(f'{name}_bucket{{{labels},le="{edge}"}} {float(n)}')
         out += [f'{name}_bucket{{{labels},le="+Inf"}} {float(self.count)}',
                 f"{name}_count{{{labels}}} {float(self.count)}", f"{name}_sum{{{labels}}} {self.total}"]
@@ -96,7 +110,10 @@ class SimHTTP:
         self.api_keys = {f"Bearer {k}" for k in api_keys or ()}  # vLLM's --api-key / VLLM_API_KEY
         self.requests_seen = 0
         self.success = 0
-        self.hist = {"ttft": Histogram(), "itl": Histogram(), "e2e": Histogram()}
+        self.hist = {"ttft": Histogram(), "itl": Histogram(), "e2e": Histogram(),
+                     # tokens per finished request, as vLLM counts them (its request_*_tokens histograms)
+                     "prompt": Histogram(token_buckets(max_model_len)),
+                     "generation": Histogram(token_buckets(max_model_len))}
         self.stopped = asyncio.Event()  # set at shutdown: stalled streams end then
         self.created = int(time.time())
 
@@ -236,10 +253,12 @@ class SimHTTP:
     def _text(self, rid: str, index: int) -> str:
         return _WORDS[(zlib.crc32(rid.encode()) + index * 7) % len(_WORDS)]
 
-    def _observe(self, arrival: float, times: list[float]) -> None:
+    def _observe(self, arrival: float, times: list[float], prompt_len: int) -> None:
         if not times:
             return
         self.success += 1
+        self.hist["prompt"].observe(prompt_len)
+        self.hist["generation"].observe(len(times))
         self.hist["ttft"].observe(times[0] - arrival)
         for a, b in zip(times, times[1:]):
             self.hist["itl"].observe(b - a)
@@ -255,7 +274,7 @@ class SimHTTP:
                 break
             else:
                 return _error(500, value or "request aborted", "InternalServerError")
-        self._observe(live.sim.arrival, times)
+        self._observe(live.sim.arrival, times, live.sim.prompt_len)
         text = "".join(self._text(live.rid, i) for i in range(len(times)))
         choice = {"index": 0, "logprobs": None, "finish_reason": "length", "stop_reason": None}
         if chat:
@@ -302,7 +321,7 @@ class SimHTTP:
             if stall_after is not None:
                 await self.stopped.wait()
                 return resp
-            self._observe(live.sim.arrival, times)
+            self._observe(live.sim.arrival, times, live.sim.prompt_len)
             if usage is not None:
                 extra = {"system_fingerprint": f"vllm-{self.version}"} if self.v1 else {}
                 tail = json.dumps({**head, "choices": [], "usage": usage, **extra}, separators=(",", ":"))
@@ -337,6 +356,7 @@ class SimHTTP:
                   f'vllm:request_success_total{{{labels},finished_reason="length"}} {float(self.success)}']
         itl_name = "vllm:inter_token_latency_seconds" if self.v1 else "vllm:time_per_output_token_seconds"
         for key, name in (("ttft", "vllm:time_to_first_token_seconds"), ("itl", itl_name),
-                          ("e2e", "vllm:e2e_request_latency_seconds")):
+                          ("e2e", "vllm:e2e_request_latency_seconds"), ("prompt", "vllm:request_prompt_tokens"),
+                          ("generation", "vllm:request_generation_tokens")):
             lines += self.hist[key].render(name, labels)
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
