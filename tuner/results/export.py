@@ -27,6 +27,7 @@ from ..space.schema import BUCKET_FILE_VARIABLE
 from ..study.pareto import balanced_index, measured_front
 from ..vocabulary.errors.disk import write_text
 from ..vocabulary.record import TrialRecord, measured_trial, records
+from .orchestrators import DeployOptions, deploy_comments
 
 PICKS = ("throughput", "latency", "balanced", "warmup")
 FLAGS_HEADER = "# vllm serve flags:"  # the env file's line of server flags (compare --env-file reads it back)
@@ -204,17 +205,21 @@ def export_variables(study: optuna.Study, trial: optuna.trial.FrozenTrial, relea
 
 
 def write_deploy_files(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str, release: str | None,
-                       env_path: Path, extra: dict[str, str] | None = None) -> tuple[list[Path], str]:
-    """The `vllm serve --config` YAML and serve.sh beside the env file (tuner/results/deploy.py), or no
-    file and why not: a study that does not record how its server was started (older studies), or a
-    command line that cannot be written safely. The env file stands either way."""
+                       env_path: Path, extra: dict[str, str] | None = None,
+                       opts: DeployOptions | None = None) -> tuple[list[Path], str]:
+    """The `vllm serve --config` YAML and serve.sh beside the env file (tuner/results/deploy.py), and the
+    Kubernetes Deployment and Slurm job with start-up limits (tuner/results/orchestrators.py), or no file and
+    why not: a study that does not record how its server was started (older studies), or a command line
+    that cannot be written safely. The env file stands either way."""
     from .deploy import write_beside
+    from .orchestrators import write_orchestrators
 
     if (study.user_attrs.get("backend") or {}).get("kind") not in ("sim", "vllm"):
         return [], "the study does not record how its server was started"
     env, _ = export_variables(study, trial, release, extra)
     try:
-        return write_beside(Path(env_path), study, trial, pick, env), ""
+        written = write_beside(Path(env_path), study, trial, pick, env)
+        return written + write_orchestrators(Path(env_path), study, trial, pick, opts or DeployOptions()), ""
     except ValueError as exc:
         return [], f"its command line cannot be written safely: {exc}"
 
@@ -251,6 +256,7 @@ def export_best(study: optuna.Study, path: Path, pick: str, release: str | None,
     except ExportError:
         return None
     extra, comments = export_bucket_file(study, trial, path)
+    comments += deploy_comments(study, trial, DeployOptions())  # start-up limits, cost (tune --cost-per-hour)
     write_text(path, env_file_text(study, trial, pick, release, extra=extra, comments=comments), elsewhere)
     write_deploy_files(study, trial, pick, release, path, extra)  # best.vllm.yaml, best.serve.sh (or none)
     return trial.number

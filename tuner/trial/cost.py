@@ -62,7 +62,8 @@ def parse_rate(text: str, cards_per_node: int = CARDS_PER_NODE) -> CostRate:
         return CostRate(price, f"${price:g}/card-hour")
     if cards_per_node < 1:
         raise CostError(f"--cards-per-node {cards_per_node}: a node holds at least one card")
-    return CostRate(price / cards_per_node, f"${price:g}/node-hour, {cards_per_node} cards a node")
+    per_card = price / cards_per_node
+    return CostRate(per_card, f"${per_card:g}/card-hour (${price:g}/node-hour over {cards_per_node} cards)")
 
 
 def _flag_int(argv: list[str], flags: tuple[str, ...]) -> int | None:
@@ -124,6 +125,21 @@ def trial_cost(rate: CostRate, rec: TrialRecord) -> TrialCost:
     best = best_in_slo(rec.observed) if rec.ok else None
     return TrialCost(n, rate.server_hour(n), per_mtok(rate, n, thr),
                      per_mtok(rate, n, best[1]) if best else None, best[0] if best else None)
+
+
+def cost_lines(rate: CostRate, rec: TrialRecord) -> list[str]:
+    """The lines that state a trial's cost (export's header): per million output tokens at the measured
+    load and at the sweep's highest load within the SLO, with the price they come from."""
+    c = trial_cost(rate, rec)
+    if c.measured is None:
+        return [f"cost: no measured throughput to price ({rate.given})"]
+    thr = rec.metrics.get("output_throughput")
+    out = [f"cost: {money(c.measured)} per million output tokens at the measured load ({thr:,.0f} tok/s; "
+           f"{c.cards} card{'s' if c.cards != 1 else ''} x {rate.given} = {money(c.server_hour)}/h)"]
+    if c.in_slo is not None:
+        out.append(f"cost: {money(c.in_slo)} per million output tokens at the highest load within the SLO "
+                   f"({c.in_slo_point})")
+    return out
 
 
 @dataclass(frozen=True)
