@@ -505,6 +505,7 @@ def tune_study(args, console=None, storage=None, runner=None):
 
         after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
+    report.print_costs(run.study)  # tune --cost-per-hour: the front's cost per million tokens, the payback
     if not args.no_report:
         try:
             _write_results(run, opts, ctx, console)
