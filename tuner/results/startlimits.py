@@ -75,9 +75,9 @@ class StartLimit:
         """One line: where every figure of the limit comes from."""
         band = (f"predicted band {self.band_low_s:,.0f}-{self.band_high_s:,.0f} s" if self.band_high_s is not None
                 and self.band_low_s is not None else "no predicted band")
-        measured = f"measured {self.measured_s:,.0f} s" if self.measured_s is not None else "not measured"
+        measured = f"measured {self.measured_s:,.0f} s in this trial" if self.measured_s is not None else "not measured"
         return (f"{self.mode} start: {self.before_from} {self.before_s:,.0f} s before warm-up + warm-up "
-                f"{self.warmup_upper_s:,.0f} s ({band}; {measured} in this trial) = {self.start_upper_s:,.0f} s, "
+                f"{self.warmup_upper_s:,.0f} s ({band}; {measured}) = {self.start_upper_s:,.0f} s, "
                 f"+{self.margin:.0%} margin = {self.limit_s:,} s")
 
 
