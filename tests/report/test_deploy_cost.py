@@ -84,6 +84,14 @@ def test_the_export_header_states_the_cost(known):
     assert "# cost: $0.46 per million output tokens at the highest load within the SLO (rate=8)" in text
 
 
+def test_the_cost_pick_is_the_most_tokens_per_card_not_the_most_tokens(known):
+    from tuner.results.export import Filters, pick_trial
+
+    known.add_trial(_trial(4, 2500.0, 140.0, 500.0, 1.0))  # the fastest, on 4 cards: 625 tok/s a card
+    assert pick_trial(known, "throughput", Filters()).number == 2
+    assert pick_trial(known, "cost", Filters()).number == 1  # 1,000 tok/s a card
+
+
 def test_the_price_the_study_was_tuned_with_is_the_default(known):
     known.set_user_attr("cost", RATE.to_json())
     assert "$0.56" in html_text(known)

@@ -14,9 +14,13 @@ from .studyargs import load_study, named_study, numbered_trial, study_args
 
 
 def register(sub) -> None:
+    from ..results.export import PICKS
+
     p = sub.add_parser("export", help="the complete env file of a chosen Pareto trial")
     study_args(p)
-    p.add_argument("--pick", choices=("throughput", "latency", "balanced", "warmup"), default="balanced")
+    p.add_argument("--pick", choices=PICKS, default="balanced",
+                   help="which Pareto trial (default balanced); cost: the least per output token, i.e. the most "
+                        "output tokens per card-second (the same at any price)")
     p.add_argument("--max-warmup", type=duration, metavar="S", help=f"warm-up limit ({DURATION_HELP})")
     p.add_argument("--max-latency", type=float, metavar="MS", help="on the study's latency objective")
     p.add_argument("--max-ttft", type=float, metavar="MS", help="p99 TTFT limit")

@@ -25,11 +25,12 @@ from ..serve.backends import server_flags, server_options
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
 from ..study.pareto import balanced_index, measured_front
+from ..trial.cost import cards
 from ..vocabulary.errors.disk import write_text
 from ..vocabulary.record import TrialRecord, measured_trial, records
 from .orchestrators import DeployOptions, deploy_comments
 
-PICKS = ("throughput", "latency", "balanced", "warmup")
+PICKS = ("throughput", "latency", "balanced", "warmup", "cost")
 FLAGS_HEADER = "# vllm serve flags:"  # the env file's line of server flags (compare --env-file reads it back)
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]*$")
 
@@ -76,6 +77,9 @@ def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial
         return min(kept, key=lambda t: (t.values[1], -t.values[0]))
     if pick == "warmup":
         return min(kept, key=lambda t: (t.values[2], -t.values[0]))
+    if pick == "cost":  # the least per output token at any price: the most tokens per card-second
+        return max(kept, key=lambda t: (t.values[0] / cards(t.user_attrs.get("argv") or [],
+                                                            t.user_attrs.get("server") or {}), -t.values[1]))
     directions = [d.name.lower() for d in study.directions]
     return kept[balanced_index([t.values for t in kept], directions)]
 
