@@ -45,7 +45,7 @@ def _trial(tp: int, thr: float, lat: float, warm: float, hours: float, seed: str
     if seed:
         attrs["seed"] = seed
     return create_trial(values=[thr, lat, warm], params={"max_num_seqs": tp * 8},
-                        distributions={"max_num_seqs": CategoricalDistribution([8, 16])}, user_attrs=attrs)
+                        distributions={"max_num_seqs": CategoricalDistribution([8, 16, 32])}, user_attrs=attrs)
 
 
 @pytest.fixture
