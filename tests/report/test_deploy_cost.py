@@ -185,3 +185,24 @@ def test_report_warns_when_a_stated_probe_would_kill_the_pick(studies, tmp_path,
     assert "warning: --startup-probe-seconds: the startup probe (1 s) would kill it during warm-up on every start" \
         in " ".join(said.split())
     assert "restart loop" in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--cost-per-hour", "10/gpu"], "--cost-per-hour '10/gpu': expected dollars per hour per card or per node"),
+    (["--cards-per-node", "4"], "--cards-per-node needs --cost-per-hour PRICE/node"),
+    (["--manifest", "missing.yaml"], "--manifest missing.yaml: No such file or directory"),
+    (["--startup-probe-seconds", "5", "--manifest", "m.yaml"], "give --startup-probe-seconds or --manifest, not both"),
+])
+def test_bad_report_flags_give_one_clear_line(studies, flags, said, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "rpt", "--results", str(studies.results), "--out", str(tmp_path), *flags]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_cost_limit_needs_a_price(tmp_path, capsys):
+    space = tmp_path / "s.yaml"
+    space.write_text(yaml.safe_dump({"name": "s", "release": "fork-1.21.2", "server": {"max_model_len": 1024},
+                                     "parameters": {"max_num_seqs": {"type": "categorical", "choices": [8]}}}))
+    assert main(["tune", "--space", str(space), "--results", str(tmp_path / "r"), "--slo", "cost_per_mtok=0.4"]) == 2
+    assert "--slo cost_per_mtok=...: give the price with --cost-per-hour" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "s" / "study.db").exists()

@@ -47,8 +47,8 @@ def _deploy_flags(p) -> None:
     g = p.add_argument_group("start-up limits (the env file's comments, <stem>.k8s.yaml and <stem>.sbatch)")
     g.add_argument("--probe-margin", type=float, default=MARGIN, metavar="FRACTION",
                    help=f"over the upper end of the pick's start-up band (default {MARGIN:g}: 25%%)")
-    g.add_argument("--probe-period", type=int, default=PERIOD_S, metavar="S",
-                   help=f"the startupProbe's periodSeconds (default {PERIOD_S})")
+    g.add_argument("--probe-period", type=duration, default=PERIOD_S, metavar="S",
+                   help=f"the startupProbe's periodSeconds, whole seconds ({DURATION_HELP}; default {PERIOD_S})")
     g.add_argument("--serve-window", type=duration, default=SERVE_WINDOW_S, metavar="S",
                    help=f"the Slurm job's serving time beyond its start-up ({DURATION_HELP}; default 24h)")
 
@@ -58,11 +58,11 @@ def _deploy_options(args, study):
 
     if not (args.probe_margin >= 0 and args.probe_margin < 10):
         raise UsageError(f"--probe-margin {args.probe_margin:g}: give a fraction >= 0, e.g. 0.25 for 25%")
-    if args.probe_period < 1:
-        raise UsageError(f"--probe-period {args.probe_period}: at least 1 second")
+    if not (args.probe_period >= 1 and args.probe_period == int(args.probe_period)):
+        raise UsageError(f"--probe-period {args.probe_period:g}: whole seconds, at least 1 (Kubernetes' periodSeconds)")
     if not args.serve_window > 0:
         raise UsageError(f"--serve-window {args.serve_window:g}: a positive duration, e.g. 8h")
-    return DeployOptions(args.probe_margin, args.probe_period, args.serve_window, cost_rate(args, study))
+    return DeployOptions(args.probe_margin, int(args.probe_period), args.serve_window, cost_rate(args, study))
 
 
 def _release(study: optuna.Study) -> str | None:
