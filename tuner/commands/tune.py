@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import DURATION_HELP, MODEL_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
+from .costargs import add_cost_flags, tune_cost
 
 
 def register(sub) -> None:
@@ -71,6 +72,7 @@ def register(sub) -> None:
                         "in the study, trials.csv and the trial folders")
     _add_sweep_flags(p)
     o = add_objective_flags(p)
+    add_cost_flags(p, study_default=False)
     o.add_argument("--shared-recipe-cache", type=Path, metavar="DIR",
                    help="trials share a recipe cache (PT_HPU_RECIPE_CACHE_CONFIG) in DIR, a subfolder per device, "
                         "release, model, dtype and TP: faster boots; cold warmups of cache hits are predicted and "
@@ -455,6 +457,7 @@ def tune_study(args, console=None, storage=None, runner=None):
     from .tunecache import warmup_options
 
     ctx.warmup = warmup_options(args, ctx, console)
+    ctx.cost = tune_cost(args)
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
     constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
@@ -506,6 +509,7 @@ def tune_study(args, console=None, storage=None, runner=None):
 
         after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
+    report.print_costs(run.study)  # tune --cost-per-hour: the front's cost per million tokens, the payback
     if not args.no_report:
         try:
             _write_results(run, opts, ctx, console)

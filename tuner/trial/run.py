@@ -39,6 +39,8 @@ from ..serve.redact import redact_argv, redact_env
 from ..space.schema import TrialSettings
 from ..vocabulary.display import above
 from ..vocabulary.status import TrialStatus
+from .cost import METRIC as COST_METRIC
+from .cost import CostRate, cards, per_mtok
 from .result import TrialResult
 
 if TYPE_CHECKING:
@@ -86,6 +88,8 @@ class TrialContext:
     measure_load: bool = True  # False: stop once ready (a boot that only measures the warmup)
     # tune --release auto: what was read off the node and why (detect.Detection.describe()); None: given
     release_detection: dict | None = None
+    # tune --cost-per-hour (cost.CostRate): each measured load also gets cost.METRIC ($ per M output tokens)
+    cost: CostRate | None = None
 
     def say(self, text: str) -> None:
         """One line of the study's live output (progress), if anyone listens."""
@@ -269,12 +273,13 @@ class _TrialRun:
             _slot_status(ctx, self.slot, "ready; warmup measured, no load test")
             return
         _slot_status(ctx, self.slot, "ready; load test")
+        run_load = _priced(_run_load, ctx.cost, cards(self.argv, self.settings.server))
         if ctx.load_sweep is not None:  # the serving prediction below is for the chosen point's load
             chosen = ctx.load_sweep.run(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event,
-                                        self.slot, _run_load)
+                                        self.slot, run_load)
             self.measured_ctx = ctx_with_load(ctx, chosen)
         else:
-            _run_load(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event, self.slot)
+            run_load(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event, self.slot)
         ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
         if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
             # Died during (or right after) the load test: its requests failed because of that.
@@ -358,6 +363,21 @@ def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
     from dataclasses import replace
 
     return ctx if load is None else replace(ctx, load=load)
+
+
+def _priced(run_load, rate: CostRate | None, n_cards: int):
+    """`run_load` that also writes the measured load's cost per million output tokens into the metrics, so
+    that `--slo cost_per_mtok=...` is a limit like any other (and a load sweep's points are chosen by it)."""
+    if rate is None:
+        return run_load
+
+    def priced(ctx, srv, base_url, trial_dir, result, *rest) -> None:
+        run_load(ctx, srv, base_url, trial_dir, result, *rest)
+        value = per_mtok(rate, n_cards, result.metrics.get("output_throughput"))
+        if value is not None:
+            result.metrics[COST_METRIC] = round(value, 6)
+
+    return priced
 
 
 def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) -> None:
