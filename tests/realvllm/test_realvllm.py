@@ -231,13 +231,14 @@ class RealServer:
     """One genuine `vllm serve` through our launcher, with the log watcher on its output and an
     independent record of its process tree."""
 
-    def __init__(self, env: realenv.RealVllmEnv, tmp: Path, *, max_model_len: int = 2048, model: Path | None = None):
+    def __init__(self, env: realenv.RealVllmEnv, tmp: Path, *, max_model_len: int = 2048, model: Path | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.tmp = tmp
         self.watcher, self._lock = LogWatcher(), threading.Lock()
         self.port = find_free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         backend = Backend("vllm", model=str(model or env.model), served_model_name=SERVED, vllm_command=[str(env.vllm)],
-                          extra_args=["--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES)])
+                          extra_args=["--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES), *extra_args])
         self.argv = backend.argv({"max_model_len": max_model_len, "enforce_eager": True}, "127.0.0.1", self.port)
         self.env = server_env(tmp)
         self.log_path = tmp / "server.log"
