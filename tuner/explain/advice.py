@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..buckets import BucketConfigError, ServerConfig, calc, get_profile, names
+from ..buckets.coverage import close_gaps, coverage_gaps
 from .analysis import PhaseBuckets, ReleaseGuess
 from .timeline import Timeline
 
@@ -54,6 +55,10 @@ class Alternative:
     predicted_warmup_band: tuple[float, float] | None = None  # its 2-sd range (performance model)
     # why it is no option for this server: its bucket count or warm-up far beyond the logged run's
     unusable: str | None = None
+    # what its buckets leave uncovered for this server (coverage.py); an alternative with gaps is never the advice
+    gaps: tuple[str, ...] = ()
+    # the MAX values raised so that it covers the server (an alternative passes its own checks, or says why not)
+    raised: tuple[str, ...] = ()
 
 
 @dataclass
@@ -279,12 +284,19 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
             advice.notes.append(f"{name}: {profile} does not read {', '.join(dropped)}; left out")
         try:
             plan = _build(profile, cfg, env, strat)
+            gaps = coverage_gaps(plan, cfg, prof.engine)
+            raised: list[str] = []
+            if gaps and name != "as logged" and plan.strategy == "linear":
+                env, raised = close_gaps(env, gaps)   # the logged row stays what the server ran
+                plan = _build(profile, cfg, env, strat)
+                gaps = coverage_gaps(plan, cfg, prof.engine)
         except BucketConfigError as exc:
             advice.alternatives.append(Alternative(name, desc, env, strat, None, None, None, error=str(exc)))
             continue
         advice.alternatives.append(Alternative(
             name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
-            _predict(timeline, by_phase, len(plan.prompt), len(plan.decode))))
+            _predict(timeline, by_phase, len(plan.prompt), len(plan.decode)),
+            gaps=tuple(g.message for g in gaps), raised=tuple(raised)))
     mark_unusable(advice, by_phase, timeline.warmup_total_s)
     advice.rebuild_mismatch = rebuild_mismatch(advice, by_phase)
     advice.tune_command = tune_command(profile, log_path)
