@@ -9,11 +9,10 @@ clamps, and which settings crash it.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from . import BucketConfigError, ServerConfig, get_profile
-from .base import LINEAR
+from .base import LINEAR, is_overwrite_banner
 
 VARIABLE_ORDER = (
     "MAX_MODEL_LEN",
@@ -30,9 +29,6 @@ VARIABLE_ORDER = (
     "VLLM_DECODE_BLOCK_BUCKET_STEP",
     "VLLM_DECODE_BLOCK_BUCKET_MAX",
 )
-
-
-_OVERWRITE_BANNER = re.compile(r"^\*+$|^Using \w+ Strategy - Your configuration .* will be overwritten")
 
 
 class CalcInputError(ValueError):
@@ -240,10 +236,11 @@ def release_review(result: dict, profile_name: str, num_hpu_blocks: int | None =
             notes.append(f"{profile.name} has no linear bucketing; these values are not used")
     dmax = env.get("VLLM_DECODE_BLOCK_BUCKET_MAX")
     step = int(env.get("VLLM_DECODE_BLOCK_BUCKET_STEP", 1))
-    if default_strategy == LINEAR and dmax is not None and int(dmax) > _round_up(blocks, step):
-        env["VLLM_DECODE_BLOCK_BUCKET_MAX"] = str(_round_up(blocks, step))
-        notes.append(f"VLLM_DECODE_BLOCK_BUCKET_MAX lowered from {int(dmax):,} to {_round_up(blocks, step):,}, the "
-                     f"first step past the {blocks:,} KV blocks {kv_source.split(':')[0]} (no decode context is larger)")
+    top = _round_up(blocks, step)
+    if default_strategy == LINEAR and dmax is not None and int(dmax) > top:
+        env["VLLM_DECODE_BLOCK_BUCKET_MAX"] = str(top)
+        notes.append(f"VLLM_DECODE_BLOCK_BUCKET_MAX lowered from {int(dmax):,} to {top:,}, the first step past the "
+                     f"{blocks:,} KV blocks {kv_source.split(':')[0]} (no decode context is larger)")
     try:
         plan = profile.build(replace(cfg, env=env))
         if plan.strategy == LINEAR and plan.dims == 2 and plan.omitted_prompt:
@@ -263,7 +260,7 @@ def release_review(result: dict, profile_name: str, num_hpu_blocks: int | None =
     review["prompt_buckets"] = len(plan.prompt)
     review["decode_buckets"] = len(plan.decode)
     # the release's own "your configuration will be overwritten" banners: the strategy note above says it
-    review["warnings"] = [w for w in plan.warnings if not _OVERWRITE_BANNER.match(w)]
+    review["warnings"] = [w for w in plan.warnings if not is_overwrite_banner(w)]
     review["warnings"] += coverage_warnings(plan, cfg, profile.engine)
     if plan.omitted_prompt and plan.dims == 3:
         notes.append(f"{profile.name} leaves out {len(plan.omitted_prompt):,} (batch, query, context) prompt "

@@ -327,11 +327,19 @@ def _label_given(settings: list[Setting], args, kv_source: str) -> list[Setting]
 
 
 def cmd_profiles(args) -> int:
+    """One block per release, 80 columns: its name and strategies, then where its code comes from."""
+    import textwrap
+
+    def block(head: str, body: str) -> None:
+        print(head)
+        print(textwrap.fill(body, 80, initial_indent="    ", subsequent_indent="    "))
+
     for p in profiles().values():
         plain = [a for a in p.aliases if a not in p.alias_notes]
-        alias = f" (alias {', '.join(plain)})" if plain else ""
-        print(f"{p.name:<14} strategies: {', '.join(p.strategies):<36} default: {p.default_strategy:<12} "
-              f"{p.upstream}{alias}")
+        alias = f"; alias {', '.join(plain)}" if plain else ""
+        others = [s for s in p.strategies if s != p.default_strategy]
+        strategies = p.default_strategy + " (default)" + (f", {', '.join(others)}" if others else "")
+        block(f"{p.name:<14}{strategies}", f"{p.upstream}{alias}")
         for name, why in p.alias_notes.items():
-            print(f"{name:<14} alias of {p.name}: {why}")
+            block(f"{name:<14}alias of {p.name}", why)
     return 0

@@ -282,21 +282,7 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
         env, dropped = names.keep_read(env, profile)
         if dropped:
             advice.notes.append(f"{name}: {profile} does not read {', '.join(dropped)}; left out")
-        try:
-            plan = _build(profile, cfg, env, strat)
-            gaps = coverage_gaps(plan, cfg, prof.engine)
-            raised: list[str] = []
-            if gaps and name != "as logged" and plan.strategy == "linear":
-                env, raised = close_gaps(env, gaps)   # the logged row stays what the server ran
-                plan = _build(profile, cfg, env, strat)
-                gaps = coverage_gaps(plan, cfg, prof.engine)
-        except BucketConfigError as exc:
-            advice.alternatives.append(Alternative(name, desc, env, strat, None, None, None, error=str(exc)))
-            continue
-        advice.alternatives.append(Alternative(
-            name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
-            _predict(timeline, by_phase, len(plan.prompt), len(plan.decode)),
-            gaps=tuple(g.message for g in gaps), raised=tuple(raised)))
+        advice.alternatives.append(_alternative(name, desc, env, strat, profile, cfg, timeline, by_phase))
     mark_unusable(advice, by_phase, timeline.warmup_total_s)
     advice.rebuild_mismatch = rebuild_mismatch(advice, by_phase)
     advice.tune_command = tune_command(profile, log_path)
@@ -305,6 +291,26 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
                             f"with --release {profile} (tune drops what {profile} does not read); copy it and "
                             f"set `release: {profile}` to make it yours")
     return advice
+
+
+def _alternative(name: str, desc: str, env: dict[str, str], strat: str | None, profile: str, cfg: ServerConfig,
+                 timeline: Timeline, by_phase: dict[str, PhaseBuckets]) -> Alternative:
+    """One alternative built for the server; one that leaves a limit uncovered has its MAX raised to cover it
+    (said), except the logged settings, which stay what the server ran (their gaps are named)."""
+    engine = get_profile(profile).engine
+    try:
+        plan = _build(profile, cfg, env, strat)
+        gaps = coverage_gaps(plan, cfg, engine)
+        raised: list[str] = []
+        if gaps and name != "as logged" and plan.strategy == "linear":
+            env, raised = close_gaps(env, gaps)
+            plan = _build(profile, cfg, env, strat)
+            gaps = coverage_gaps(plan, cfg, engine)
+    except BucketConfigError as exc:
+        return Alternative(name, desc, env, strat, None, None, None, error=str(exc))
+    return Alternative(name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
+                       _predict(timeline, by_phase, len(plan.prompt), len(plan.decode)),
+                       gaps=tuple(g.message for g in gaps), raised=tuple(raised))
 
 
 def tune_command(profile: str, log_path: str | None) -> list[str]:
