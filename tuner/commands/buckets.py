@@ -104,6 +104,13 @@ def _env_with_bucket_file(profile, env: dict[str, str], bucket_file: str | None)
     return {**env, BUCKET_FILE_VARIABLE: bucket_file}
 
 
+def _print_head(plan, profile, budget: int, budget_note: str | None) -> None:
+    print(textwrap.fill(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})", 80,
+                        subsequent_indent="  "))
+    if budget_note:
+        print(textwrap.fill(f"max_num_batched_tokens: {budget:,} ({budget_note})", 80, subsequent_indent="  "))
+
+
 def token_budget(profile: str, given: int | None, max_model_len: int) -> tuple[int, str | None]:
     """--max-num-batched-tokens, else vLLM's default for the release's engine, with the sentence that says so."""
     from ..perfmodel.rules import default_batched_tokens, rules_for
@@ -178,10 +185,7 @@ def cmd_buckets(args) -> int:
     shape = "(bs, query, ctx_blocks)" if plan.dims == 3 else "(bs, seq)"
     dshape = ("(bs, 1, blocks)" if plan.dims == 3
               else "(bs, ctx_tokens)" if profile.name == "fork-1.17" else "(bs, blocks)")
-    print(textwrap.fill(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})", 80,
-                        subsequent_indent="  "))
-    if budget_note:
-        print(textwrap.fill(f"max_num_batched_tokens: {budget:,} ({budget_note})", 80, subsequent_indent="  "))
+    _print_head(plan, profile, budget, budget_note)
     print(f"prompt buckets: {len(plan.prompt):>6}  {shape} ranges {_shape_ranges(plan.prompt)}")
     if plan.prompt:
         largest = max(plan.prompt, key=lambda b: b[0] * (b[1] + (b[2] * cfg.block_size if plan.dims == 3 else 0)))

@@ -503,8 +503,10 @@ def tune_study(args, console=None, storage=None, runner=None):
         after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
     if not args.no_report:
+        from .tunenext import write_results
+
         try:
-            _write_results(run, opts, ctx, console)
+            write_results(run, opts, ctx, console)
         except DiskError as exc:
             if not run.interrupted:
                 raise
@@ -542,33 +544,6 @@ def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -
     else:
         head = f"[red]{result.status}[/] {warm_text} - {result.reason[:160]}"
     return f"trial {number} ({result.settled}): {head} ({elapsed_s:.0f} s elapsed)"
-
-def _write_results(run, opts, ctx, console) -> None:
-    """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""
-    from .. import report
-    from ..results.export import export_best
-    from ..vocabulary.errors.disk import DiskError
-
-    elsewhere = f"bucket-tuner report {opts.name} --results {opts.results_root} --out DIR"
-    refused = []
-    try:
-        paths = report.write_report(run.study, opts.study_dir, elsewhere=elsewhere)
-    except DiskError as exc:
-        paths, refused = exc.written, [exc]
-    for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
-                       ("load sweep points", "load_sweep_csv")):
-        if key in paths:
-            console.print(f"{label}: {paths[key]}", soft_wrap=True)
-    try:
-        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release,
-                           elsewhere=f"bucket-tuner export {opts.name} --results {opts.results_root} -o FILE")
-    except DiskError as exc:
-        best, refused = None, refused + [exc]
-    if best:
-        console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
-    if refused:
-        raise DiskError(f"{refused[0]}; the study itself is intact", refused[0].path, refused[0].errno)
-
 
 def interrupted_line(run) -> str:
     """What a signal did to the run, in one line."""
