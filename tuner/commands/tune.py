@@ -106,6 +106,9 @@ def register(sub) -> None:
     b.add_argument("--from-plan", type=Path, metavar="FILE",
                    help="a plan file (`bucket-tuner plan --out`): its picks are booted first, after the baseline")
     p.add_argument("--no-report", action="store_true")
+    from .tunehelp import arrange
+
+    arrange(p)
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
                    max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
 
