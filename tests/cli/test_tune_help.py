@@ -8,8 +8,6 @@ import pytest
 from tuner.cli import main
 
 
-
-
 def test_tune_help_opens_with_examples_then_the_common_flags(capsys):
     with pytest.raises(SystemExit):
         main(["tune", "--help"])

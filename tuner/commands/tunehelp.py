@@ -50,20 +50,25 @@ def arrange(p: argparse.ArgumentParser) -> None:
     p.usage = USAGE
     p.formatter_class = _Formatter
     p.description = f"{textwrap.fill(p.description, 78)}\n\n{EXAMPLES}"
-    by_flag = {s: a for a in p._actions for s in a.option_strings}
+    # argparse's own lists, read and rearranged in this one place (no public API moves a flag)
+    actions, groups = p._actions, p._action_groups  # noqa: SLF001
+    by_flag = {s: a for a in actions for s in a.option_strings}
     missing = [f for f in COMMON + RARE if f not in by_flag]
     if missing:   # a renamed flag must be renamed here too
         raise RuntimeError(f"tune --help arranges flags it does not have: {', '.join(missing)}")
     for flag, text in PLAIN_HELP.items():   # flags shared with `bench` that say nothing here
         by_flag[flag].help = by_flag[flag].help or text
-    for group in p._action_groups:
-        group._group_actions[:] = [a for a in group._group_actions
-                                   if not set(a.option_strings) & set(COMMON + RARE)]
+    moved = set(COMMON + RARE)
+    for group in groups:
+        _members(group)[:] = [a for a in _members(group) if not set(a.option_strings) & moved]
     common = p.add_argument_group("the flags most runs need")
-    common._group_actions[:] = [by_flag[f] for f in COMMON]
+    _members(common)[:] = [by_flag[f] for f in COMMON]
     rare = p.add_argument_group("rarely needed")
-    rare._group_actions[:] = [by_flag[f] for f in RARE]
-    groups = p._action_groups
+    _members(rare)[:] = [by_flag[f] for f in RARE]
     groups.remove(common)
     groups.insert(0, common)   # before "options" (-h and the study's storage)
-    groups[:] = [g for g in groups if g._group_actions or g is common]
+    groups[:] = [g for g in groups if _members(g) or g is common]
+
+
+def _members(group) -> list:
+    return group._group_actions  # noqa: SLF001
