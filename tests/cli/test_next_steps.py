@@ -17,13 +17,12 @@ def test_next_steps_name_the_script_the_config_and_the_report(tmp_path):
     study = _folder(tmp_path)
     lines = next_steps(study, "night", tmp_path / "results", 0, study / "report.html", simulated=False)
     text = "\n".join(lines)
-    assert lines[1] == "Next:"
-    assert f"  sh {study / 'best.serve.sh'} --port 8000" in lines      # trial 0 is a pick too
-    assert any(line.endswith(f"vllm serve --config {study / 'best.vllm.yaml'}") for line in lines)
-    assert f"  bucket-tuner report night --results {tmp_path / 'results'}" in lines
+    assert lines[1] == f"Next, in the study's folder: {study}"
+    assert "  sh best.serve.sh --port 8000" in lines      # trial 0 is a pick too
+    assert "  set -a; . ./best.env; set +a; vllm serve --config best.vllm.yaml" in lines
+    assert "  open report.html" in lines and "  bucket-tuner report night --results .." in lines
     assert "--pick throughput" in text and "hardware" not in text
-    # the explanations wrap at 80 columns; a command stays on one line so that it can be copied whole
-    assert all(len(line) <= 80 for line in lines if line.lstrip().startswith("#"))
+    assert all(len(line) <= 80 for line in lines[2:])   # the folder is printed whole, to be copied
 
 
 def test_a_simulated_study_says_nothing_ran_on_hardware(tmp_path):

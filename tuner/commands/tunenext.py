@@ -41,29 +41,30 @@ def write_results(run, opts, ctx, console) -> None:
 
 def next_steps(study_dir: Path, name: str, results_root: Path, best: int | None, report_html: Path | None,
                *, simulated: bool) -> list[str]:
-    """'Next:' and the commands to type, each with what it does, within 80 columns."""
+    """'Next' and the commands to type in the study's folder, each with what it does, within 80 columns
+    (the folder itself is printed whole, to be copied)."""
     q = shlex.quote
+    inside = Path(study_dir).parent.resolve() == Path(results_root).resolve()
+    results = ".." if inside else q(str(results_root))   # the commands run in the study's folder
     steps: list[tuple[str, str]] = []
     if report_html:
-        steps.append((f"open {q(str(report_html))}", "the report: the pick, why it wins, every trial"))
-    script, config = study_dir / "best.serve.sh", study_dir / "best.vllm.yaml"
-    if best is not None and script.exists():
-        what = "start the server with the pick's settings (arguments after it go to vllm serve)"
-        steps.append((f"sh {q(str(script))} --port 8000", what + (" -- on the simulator, as the study ran" if
-                                                                   simulated else "")))
-    if best is not None and config.exists():
-        steps.append((f"set -a; . {q(str(study_dir / 'best.env'))}; set +a; vllm serve --config {q(str(config))}",
+        steps.append((f"open {q(Path(report_html).name)}", "the report: the pick, why it wins, every trial"))
+    if best is not None and (study_dir / "best.serve.sh").exists():
+        what = "start the server with the pick's settings (arguments after it go to the server)"
+        steps.append(("sh best.serve.sh --port 8000", what + (", on the simulator as the study ran" if simulated
+                                                               else "")))
+    if best is not None and (study_dir / "best.vllm.yaml").exists():
+        steps.append(("set -a; . ./best.env; set +a; vllm serve --config best.vllm.yaml",
                       "the same through vLLM's own config file"))
     if best is not None:
-        steps.append((f"bucket-tuner export {q(name)} --results {q(str(results_root))} --pick throughput "
-                       "-o throughput.env", "another pick of the front (throughput, latency, balanced)"))
-    steps.append((f"bucket-tuner report {q(name)} --results {q(str(results_root))}",
-                  "the report again, e.g. after more trials"))
-    out = ["", "Next:"]
+        steps.append((f"bucket-tuner export {q(name)} --results {results} --pick throughput -o throughput.env",
+                      "another pick of the front (throughput, latency, balanced)"))
+    steps.append((f"bucket-tuner report {q(name)} --results {results}", "the report again, after more trials"))
+    out = ["", f"Next, in the study's folder: {study_dir}"]
     if simulated:
         out += textwrap.wrap("Nothing ran on hardware: this study measured the simulator. Run the same study "
                              "with --backend vllm --model MODEL on a Gaudi node before deploying its pick.", 80)
     for command, what in steps:
         out += textwrap.wrap(what, 80, initial_indent="  # ", subsequent_indent="  # ")
-        out.append(f"  {command}")   # one line, so that it can be copied whole
+        out.append(f"  {command}")
     return out
