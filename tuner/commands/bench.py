@@ -108,7 +108,7 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--random-range-ratio", default="0.0",
                    help="vLLM convention: lengths uniform in [len*(1-r), len*(1+r)], r in [0, 1)")
     g.add_argument("--random-prefix-len", type=int, default=0)
-    m = p.add_argument_group("random-mm: images (vllm bench serve names and defaults; needs --backend openai-chat)")
+    m = p.add_argument_group("random-mm images (vllm bench serve names and defaults; --backend openai-chat)")
     m.add_argument("--random-mm-base-items-per-request", type=int, default=None, metavar="N",
                    help="images per request around which the count is drawn (default 1)")
     m.add_argument("--random-mm-num-mm-items-range-ratio", type=float, default=None, metavar="R",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import textwrap
 from pathlib import Path
@@ -125,6 +124,10 @@ def cmd_fit(args) -> int:
         prepare_output(out, "--output").write_text(text)
     doc = _document(args, fit, prompt, decode, n_prompt, n_decode, out)
     doc["warnings"] = decode_shortfalls(workload, decode, args.block_size)
+    from ..space.fit.shapes import decode_worst_blocks
+
+    doc["decode"]["worst_case_blocks"] = {str(bs): decode_worst_blocks(workload, bs, args.block_size)
+                                          for bs in decode}
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -133,17 +136,17 @@ def cmd_fit(args) -> int:
 
 
 def decode_shortfalls(workload, decode: dict, block_size: int) -> list[str]:
-    """Batch sizes whose fitted decode buckets stop short of the worst case (every sequence of the batch at
-    the workload's longest request): a batch past the top bucket runs in a shape that was not warmed up."""
-    ins, outs = workload.lengths()
-    prefix = getattr(workload, "prefix_len", 0)
-    longest = max(prefix + i + o for i, o in zip(ins, outs))
+    """Batch sizes whose decode buckets stop short of the worst case (every sequence of the batch at the
+    workload's longest request): a batch past the top bucket runs in a shape that was not warmed up. The
+    fit covers it (fit_workload's `cover`), so this is the check that it did."""
+    from ..space.fit.shapes import decode_worst_blocks
+
     out = []
     for bs, f in sorted(decode.items()):
-        worst = bs * math.ceil(longest / block_size)
+        worst = decode_worst_blocks(workload, bs, block_size)
         if f.boundaries and f.boundaries[-1] < worst:
             out.append(f"decode buckets at batch {bs} reach {f.boundaries[-1]:,} blocks; the worst case is "
-                       f"{worst:,} ({bs} sequences of the longest request, {longest:,} tokens): a batch past "
+                       f"{worst:,} ({bs} sequences of the longest request): a batch past "
                        f"{f.boundaries[-1]:,} blocks runs in a shape that was not warmed up")
     return out
 
@@ -229,9 +232,15 @@ def _print(doc: dict, args) -> None:
     for phase, stem in stems.items():
         if stem is None:
             w(f"({doc['profile']} has no linear {phase} range in these units: no closest linear settings)\n")
-    w(f"\nChosen: {doc['counts']['prompt']} prompt and {doc['counts']['decode']} decode buckets; "
-      f"prompt boundaries {doc['prompt']['boundaries']}\n")
+    w("\n" + textwrap.fill(f"Chosen: {doc['counts']['prompt']} prompt and {doc['counts']['decode']} decode "
+                          f"buckets; prompt boundaries {doc['prompt']['boundaries']}", 80,
+                          subsequent_indent="  ") + "\n")
     shortfalls = doc.get("warnings") or []
+    if not shortfalls:
+        worst = doc["decode"]["worst_case_blocks"][str(d["curve_at_batch_size"])]
+        w(textwrap.fill(f"Decode buckets reach the worst case at every batch size (batch "
+                        f"{d['curve_at_batch_size']}: {worst:,} blocks, every sequence at the longest request)",
+                        80, subsequent_indent="  ") + "\n")
     for line in shortfalls[-1:]:  # the largest batch; the others (fewer blocks) are in --json
         more = f" (and at {len(shortfalls) - 1} smaller batch sizes)" if len(shortfalls) > 1 else ""
         w(f"warning: {line}{more}\n")

@@ -108,6 +108,9 @@ def register(sub) -> None:
     b.add_argument("--from-plan", type=Path, metavar="FILE",
                    help="a plan file (`bucket-tuner plan --out`): its picks are booted first, after the baseline")
     p.add_argument("--no-report", action="store_true")
+    from .tunehelp import arrange
+
+    arrange(p)
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
                    max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
 
@@ -511,8 +514,10 @@ def tune_study(args, console=None, storage=None, runner=None):
     report.print_pareto(run.study)
     report.print_costs(run.study)  # tune --cost-per-hour: the front's cost per million tokens, the payback
     if not args.no_report:
+        from .tunenext import write_results
+
         try:
-            _write_results(run, opts, ctx, console)
+            write_results(run, opts, ctx, console)
         except DiskError as exc:
             if not run.interrupted:
                 raise
@@ -537,33 +542,6 @@ def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -
     story = trial_story(result, objectives, constraints)
     colour = {"miss": "yellow", "ok": "green"}.get(story.tone, "red")
     return f"trial {number} ({result.settled}): [{colour}]{story.head}[/]{story.rest} ({elapsed_s:.0f} s elapsed)"
-
-
-def _write_results(run, opts, ctx, console) -> None:
-    """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""
-    from .. import report
-    from ..results.export import export_best
-    from ..vocabulary.errors.disk import DiskError
-
-    elsewhere = f"bucket-tuner report {opts.name} --results {opts.results_root} --out DIR"
-    refused = []
-    try:
-        paths = report.write_report(run.study, opts.study_dir, elsewhere=elsewhere)
-    except DiskError as exc:
-        paths, refused = exc.written, [exc]
-    for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
-                       ("load sweep points", "load_sweep_csv")):
-        if key in paths:
-            console.print(f"{label}: {paths[key]}", soft_wrap=True)
-    try:
-        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release,
-                           elsewhere=f"bucket-tuner export {opts.name} --results {opts.results_root} -o FILE")
-    except DiskError as exc:
-        best, refused = None, refused + [exc]
-    if best:
-        console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
-    if refused:
-        raise DiskError(f"{refused[0]}; the study itself is intact", refused[0].path, refused[0].errno)
 
 
 def interrupted_line(run) -> str:

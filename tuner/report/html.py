@@ -44,7 +44,7 @@ def html_text(study: optuna.Study, check=None) -> str:
     """report.html's content; `check`: the price and stated probe of the deploy section (deploycost.DeployCheck)."""
     d = gather(study)
     objectives = ", ".join(f"{n} ({x})" for n, x in zip(d.names, d.dirs))
-    intro = (f"<p>Study <b>{esc(study.study_name)}</b>"
+    intro = summary.sim_banner(d) + (f"<p>Study <b>{esc(study.study_name)}</b>"
              + (f" on release profile <b>{esc(d.release)}</b>" if d.release else "")
              + f" ({esc(d.backend.get('kind', 'unknown'))} backend, {esc(d.backend.get('model', ''))}): "
              f"{len(d.trials)} trials, {len(d.front)} on the feasible Pareto front. Objectives: {esc(objectives)}.</p>")
