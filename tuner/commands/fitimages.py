@@ -63,9 +63,12 @@ def _load(args):
     if not args.dataset_path:
         raise UsageError("--image-coverage needs images: --dataset-name random-mm (with its --random-mm-* flags) "
                          "or --dataset-path a trace with an 'images' column")
-    from .fit import workload_of
+    from ..load.trace import TraceFormatError, TraceWorkload
 
-    trace = workload_of(args)
+    try:
+        trace = TraceWorkload.from_file(args.dataset_path, seed=args.seed)
+    except TraceFormatError as exc:
+        raise UsageError(str(exc)) from None
     if not trace.images:
         raise UsageError(f"{args.dataset_path}: no request carries images (the trace's 'images' column: "
                          "[[width, height], ...] per request)")
