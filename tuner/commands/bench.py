@@ -108,7 +108,20 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--random-range-ratio", default="0.0",
                    help="vLLM convention: lengths uniform in [len*(1-r), len*(1+r)], r in [0, 1)")
     g.add_argument("--random-prefix-len", type=int, default=0)
-    m = p.add_argument_group("random-mm images (vllm bench serve names and defaults; --backend openai-chat)")
+    add_random_mm_flags(p.add_argument_group(
+        "random-mm images (vllm bench serve names and defaults; --backend openai-chat)"))
+    g.add_argument("--sharegpt-output-len", type=int)
+    g.add_argument("--custom-output-len", type=int, default=256)
+    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16)
+    g.add_argument("--timed-trace-sec-multiplier", type=float, default=1.0)
+    g.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id, read offline (default: --model)")
+    g.add_argument("--vocab-size", type=int,
+                   help="ours: token ids stay below this (default: from the tokenizer, else asked of the server)")
+    g.add_argument("--seed", type=int, default=0)
+
+
+def add_random_mm_flags(m) -> None:
+    """vLLM's random-mm image flags (bench, tune and fit take them alike)."""
     m.add_argument("--random-mm-base-items-per-request", type=int, default=None, metavar="N",
                    help="images per request around which the count is drawn (default 1)")
     m.add_argument("--random-mm-num-mm-items-range-ratio", type=float, default=None, metavar="R",
@@ -119,14 +132,6 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     m.add_argument("--random-mm-bucket-config", type=_mm_flag("parse_bucket_config"), default=None,
                    metavar="DICT", help="(height, width, frames): probability, a Python literal, e.g. "
                    "'{(256, 256, 1): 0.5, (720, 1280, 1): 0.5}' (the default); frames > 1 (video) is refused")
-    g.add_argument("--sharegpt-output-len", type=int)
-    g.add_argument("--custom-output-len", type=int, default=256)
-    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16)
-    g.add_argument("--timed-trace-sec-multiplier", type=float, default=1.0)
-    g.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id, read offline (default: --model)")
-    g.add_argument("--vocab-size", type=int,
-                   help="ours: token ids stay below this (default: from the tokenizer, else asked of the server)")
-    g.add_argument("--seed", type=int, default=0)
 
 
 def add_load_flags(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from ..buckets.release_flag import add_release
-from . import UsageError, check_folder, prepare_output
+from . import UsageError, check_folder, fitimages, prepare_output
 
 TRACE_FORMAT = """\
 trace format (--dataset-path FILE): one request per row, in send order.
@@ -51,7 +51,10 @@ def register(sub) -> None:
     src.add_argument("--num-prompts", type=int, default=1000)
     src.add_argument("--seed", type=int, default=0)
     src.add_argument("--dataset-path", help="a trace file instead: CSV or JSONL of input_len, output_len "
-                     "[, timestamp] (format and example below)")
+                     "[, timestamp][, images] (format and example below)")
+    src.add_argument("--dataset-name", choices=("random", "random-mm", "trace"), default=None,
+                     help="random (the --random-* lengths), random-mm (vLLM's images, for --image-coverage) or "
+                          "trace (--dataset-path; the default when it is given)")
     p.add_argument("--max-concurrency", type=int, default=64, help="decode batch size under load (default 64)")
     p.add_argument("--decode-bs", help="decode batch sizes to fit (default: powers of two up to the concurrency)")
     p.add_argument("--prompt-bs", default="1", help="prompt batch sizes (default 1: vllm-gaudi's default)")
@@ -64,10 +67,11 @@ def register(sub) -> None:
                    "missing folders are created; only for a release that reads bucket files)")
     p.add_argument("--force", action="store_true", help="overwrite --output")
     p.add_argument("--json", action="store_true")
+    fitimages.add_flags(p)
     p.set_defaults(func=cmd_fit)
 
 
-def _workload(args):
+def workload_of(args):
     from ..load.trace import TraceFormatError, TraceWorkload
     from ..load.workload import RandomWorkload
 
@@ -89,6 +93,12 @@ def cmd_fit(args) -> int:
     from ..space.fit.shapes import parse_int_list
 
     get_profile(args.release)  # an unknown name fails here, listing the known ones
+    if args.dataset_name is None:
+        args.dataset_name = "trace" if args.dataset_path else "random"
+    if args.dataset_name == "trace" and not args.dataset_path:
+        raise UsageError("--dataset-name trace needs --dataset-path FILE")
+    if fitimages.image_mode(args):
+        return fitimages.cmd_fit_images(args)
     if args.output and not _reads_bucket_files(args.release):
         from ..buckets.names import readers, span
 
@@ -103,7 +113,7 @@ def cmd_fit(args) -> int:
         if out.exists() and not args.force:
             raise UsageError(f"{out} exists; pass --force to overwrite it")
         check_folder(out.parent, "--output")  # missing folders are created when writing (as everywhere)
-    workload = _workload(args)
+    workload = workload_of(args)
     try:
         decode_bs = parse_int_list(args.decode_bs, "--decode-bs") if args.decode_bs else None
         prompt_bs = parse_int_list(args.prompt_bs, "--prompt-bs")

@@ -80,7 +80,7 @@ def vision_inputs(shape: ModelShape, profile: str, env: Mapping[str, str], limit
     patch = vision.get("patch_size") or 1
     seen = {**runtime_defaults(profile), **env}
     return VisionInputs(
-        model_type=model_type, model_class=shape.architecture, uses_mrope=shape.mrope, env=dict(env),
+        model_type=model_type, model_class=shape.architecture, uses_mrope=shape.fork_mrope, env=dict(env),
         patch_size=int(patch[0] if isinstance(patch, (list, tuple)) else patch),
         mm_limits={m: limit_mm.get(m, {}).get("count", 999) for m in modalities}, limit_mm_per_prompt=dict(limit_mm),
         prefix_caching=prefix_caching is not False, lazy=seen.get("PT_HPU_LAZY_MODE") == "1",
