@@ -37,7 +37,8 @@ from tests.realvllm.test_realvllm import SERVED, RealServer, bucket_tuner, serve
 
 LIMIT = '{"image": 3, "video": 0}'
 BUCKETS = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.25, (333, 500, 1): 0.25}"
-QWEN_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+QWEN_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+              r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 
 def split_like_qwen2(src: Path, dst: Path) -> Path:

@@ -5,10 +5,10 @@ event per chunk, the last token chunk carrying ``finish_reason``, then (if the c
 ``stream_options.include_usage``) a ``"choices": []`` chunk with ``usage``, then ``data: [DONE]``.
 
 It also answers /v1/chat/completions (the content rendered into the real-vLLM tier's chat template and
-counted with a local tokenizer, when given one, which also answers vLLM's /tokenize and /detokenize), refuses every /v1 path without the right key when
-started with one (401 {"error": "Unauthorized"}, as vLLM's --api-key does), lists an alias with the
-model behind it as ``root`` in /v1/models, and rejects prompts longer than ``max_model_len`` with
-vLLM's HTTP 400.
+counted with a local tokenizer, when given one, which also answers vLLM's /tokenize and /detokenize),
+refuses every /v1 path without the right key when started with one (401 {"error": "Unauthorized"},
+as vLLM's --api-key does), lists an alias with the model behind it as ``root`` in /v1/models, and
+rejects prompts longer than ``max_model_len`` with vLLM's HTTP 400.
 
 What each request does is a :class:`Behaviour`, chosen by the request's *prompt length* (so the
 choice is deterministic whatever the concurrency): per-token delay, several tokens per chunk,

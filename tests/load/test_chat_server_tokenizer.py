@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.load.test_bench_chat_auth import ServerThread, _bench, _texts, no_key, write_bos_tokenizer  # noqa: F401
 from tests.fake_openai_server import FakeServerConfig
+from tests.load.test_bench_chat_auth import ServerThread, _bench, _texts, no_key, write_bos_tokenizer  # noqa: F401
 from tuner.load.servertok import LocalTokenizer, NoServerTokenizer, choose
 from tuner.load.tokenizer import load_vocab
 
 # transformers 5's Qwen2Tokenizer pattern: a punctuation mark joins the word after it, digits stand alone
-QWEN_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+QWEN_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+              r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 
 def _rebuilt_copy(src, dst):
