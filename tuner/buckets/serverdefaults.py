@@ -96,17 +96,17 @@ def resolve(profile: str, max_model_len: int, max_num_seqs: int | None = None,
     budget = max_num_batched_tokens
     if budget is None:
         if d.chunked_prefill:
-            budget, why = _FLOOR, f"{_FLOOR} (v1 engine, chunked prefill on, HPU reports 0 device memory)"
+            budget, why = _FLOOR, f"{_FLOOR}: v1 engine, chunked prefill on, HPU reports 0 device memory"
         else:
-            budget, why = max(max_model_len, _FLOOR), f"max(max_model_len, {_FLOOR}) (v0 engine, no chunked prefill)"
+            budget, why = max(max_model_len, _FLOOR), f"max(max_model_len, {_FLOOR}): v0 engine, no chunked prefill"
         if multimodal and d.multimodal_floor and budget < d.multimodal_floor:
-            budget, why = d.multimodal_floor, f"{d.multimodal_floor} (a multimodal model's floor)"
+            budget, why = d.multimodal_floor, f"{why}, at least {d.multimodal_floor} for a multimodal model"
         if d.cap_by_seqs and seqs * max_model_len < budget:
-            budget, why = seqs * max_model_len, f"max_num_seqs x max_model_len, under {why}"
+            budget, why = seqs * max_model_len, f"{why}, at most max_num_seqs x max_model_len"
         notes["max_num_batched_tokens"] = f"not given: vLLM's default for {name}, {why}"
     if max_num_seqs is None:
         why = str(MAX_NUM_SEQS)
         if d.chunked_prefill and budget < seqs:  # v1 cuts a defaulted max_num_seqs to the budget
-            seqs, why = budget, f"the token budget, under {MAX_NUM_SEQS}"
+            seqs, why = budget, f"{MAX_NUM_SEQS}, at most the token budget (v1 engine)"
         notes["max_num_seqs"] = f"not given: vLLM's default for {name}, {why}"
     return Resolved(seqs, budget, notes)
