@@ -51,7 +51,7 @@ DEFAULTS: dict[str, EngineDefaults] = {
     "fork-1.17": EngineDefaults(False, False, None, f"vllm-fork v0.5.3.post1-Gaudi-1.17.0 (1e0e492): {_V0_EARLY}"),
     "fork-1.18": EngineDefaults(False, False, None, f"vllm-fork v0.5.3.post1+Gaudi-1.18.0 (8492294): {_V0_EARLY}"),
     "fork-1.19": EngineDefaults(False, False, 5120, f"vllm-fork v0.6.4.post2+Gaudi-1.19.0 (faf27e2): {_V0_EARLY}"),
-    "fork-1.20": EngineDefaults(False, False, 5120, f"vllm-fork v0.6.6.post1+Gaudi-1.20.0 (6af2f67): "
+    "fork-1.20": EngineDefaults(False, False, 5120, "vllm-fork v0.6.6.post1+Gaudi-1.20.0 (6af2f67): "
                                 "vllm/engine/arg_utils.py __post_init__ (256 unless VLLM_USE_V1); vllm/config.py"),
     "fork-1.21.0": EngineDefaults(False, False, 5120, "vllm-fork v0.7.2+Gaudi-1.21.0 (0275ce4): as fork-1.20"),
     # fork-1.21.3 (v0.8.5.post1+Gaudi-1.21.3, 3bcdfd4) is an alias: its two files read the same.
