@@ -33,11 +33,15 @@ def _add_buckets(sub):
     p.add_argument("--strategy", choices=STRATEGIES,
                    help="force a strategy (default: what the release picks from --env)")
     p.add_argument("--block-size", type=int, default=128)
-    p.add_argument("--max-num-seqs", type=int, required=True)
+    p.add_argument("--max-num-seqs", type=int, metavar="N",
+                   help="default: vLLM's for the release (256; vllm-gaudi cuts it to the token budget), said when "
+                        "defaulted")
     p.add_argument("--max-model-len", type=int, required=True)
     p.add_argument("--max-num-batched-tokens", type=int, metavar="N",
-                   help="the token budget (default: vLLM's for the release: max(max_model_len, 2048) on the v0 "
-                        "fork engine without chunked prefill, 2048 on vllm-gaudi's v1 engine), said when defaulted")
+                   help="the token budget (default: vLLM's for the release, said when defaulted: max(max_model_len, "
+                        "2048) on the v0 fork, no chunked prefill (5120 at least for a multimodal --model-shape from "
+                        "1.19); 2048 on vllm-gaudi (the HPU reports no device memory); from fork 1.22 and "
+                        "vllm-gaudi 0.15.1 at most max_num_seqs x max_model_len)")
     p.add_argument("--num-hpu-blocks", type=int, metavar="N",
                    help="override the KV block count (default: what the performance model predicts; a server "
                         "log says it, e.g. `explain` shows it)")
@@ -104,23 +108,20 @@ def _env_with_bucket_file(profile, env: dict[str, str], bucket_file: str | None)
     return {**env, BUCKET_FILE_VARIABLE: bucket_file}
 
 
-def _print_head(plan, profile, budget: int, budget_note: str | None) -> None:
+def _print_head(plan, profile, cfg: ServerConfig, defaulted: dict[str, str]) -> None:
     print(textwrap.fill(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})", 80,
                         subsequent_indent="  "))
-    if budget_note:
-        print(textwrap.fill(f"max_num_batched_tokens: {budget:,} ({budget_note})", 80, subsequent_indent="  "))
+    for name, note in defaulted.items():
+        print(textwrap.fill(f"{name}: {getattr(cfg, name):,} ({note})", 80, subsequent_indent="  "))
 
 
-def token_budget(profile: str, given: int | None, max_model_len: int) -> tuple[int, str | None]:
-    """--max-num-batched-tokens, else vLLM's default for the release's engine, with the sentence that says so."""
-    from ..perfmodel.rules import default_batched_tokens, rules_for
+def server_limits(profile: str, args):
+    """--max-num-seqs and --max-num-batched-tokens, else the release's defaults (notes say which)."""
+    from ..buckets.serverdefaults import resolve
+    from ..perfmodel.hardware import model_for
 
-    if given is not None:
-        return given, None
-    rules = rules_for(profile)
-    why = ("the v0 engine without chunked prefill: max(max_model_len, 2048)" if rules.engine == "v0"
-           else "the v1 engine with chunked prefill: 2048")
-    return default_batched_tokens(rules, max_model_len), f"not given: vLLM's default for {profile}, {why}"
+    return resolve(profile, args.max_model_len, args.max_num_seqs, args.max_num_batched_tokens,
+                   multimodal=model_for(args.model_shape).multimodal)
 
 
 def cmd_buckets(args) -> int:
@@ -132,12 +133,12 @@ def cmd_buckets(args) -> int:
     check_model_flags(args)
     if args.num_hpu_blocks is not None and args.num_hpu_blocks < 1:
         raise UsageError(f"--num-hpu-blocks must be a positive integer, got {args.num_hpu_blocks}")
-    budget, budget_note = token_budget(profile.name, args.max_num_batched_tokens, args.max_model_len)
+    limits = server_limits(profile.name, args)
     cfg = ServerConfig(
         block_size=args.block_size,
-        max_num_seqs=args.max_num_seqs,
+        max_num_seqs=limits.max_num_seqs,
         max_model_len=args.max_model_len,
-        max_num_batched_tokens=budget,
+        max_num_batched_tokens=limits.max_num_batched_tokens,
         num_hpu_blocks=args.num_hpu_blocks or 1,  # replaced below by the given or predicted count
         env=env,
         prefix_caching=args.prefix_caching,
@@ -175,7 +176,7 @@ def cmd_buckets(args) -> int:
             "settings": [{"name": s.name, "value": s.value, "source": s.source, "note": s.note} for s in plan.settings],
             "warnings": plan.warnings,
             "image": image,
-            "defaulted": {"max_num_batched_tokens": budget_note} if budget_note else {},
+            "defaulted": limits.notes,
         }
         if args.log_lines:
             out["log_lines"] = plan.log_lines
@@ -185,7 +186,7 @@ def cmd_buckets(args) -> int:
     shape = "(bs, query, ctx_blocks)" if plan.dims == 3 else "(bs, seq)"
     dshape = ("(bs, 1, blocks)" if plan.dims == 3
               else "(bs, ctx_tokens)" if profile.name == "fork-1.17" else "(bs, blocks)")
-    _print_head(plan, profile, budget, budget_note)
+    _print_head(plan, profile, cfg, limits.notes)
     print(f"prompt buckets: {len(plan.prompt):>6}  {shape} ranges {_shape_ranges(plan.prompt)}")
     if plan.prompt:
         largest = max(plan.prompt, key=lambda b: b[0] * (b[1] + (b[2] * cfg.block_size if plan.dims == 3 else 0)))

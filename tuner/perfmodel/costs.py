@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..buckets import ServerConfig
+from ..buckets.serverdefaults import resolve
 from .corrections import Corrections
 from .hardware import BF16, FP8, Device, GiB, MiB, ModelShape, device_for, model_for
-from .rules import ReleaseRules, default_batched_tokens
+from .rules import ReleaseRules
 
 # --- constants of section 7 (GUESS where the spec says so) ------------------------------------
 WEIGHT_LOAD_OVERHEAD = 14 * MiB  # 14.96 GiB of weights are logged as 14.97 GiB loaded (1.17 log)
@@ -53,10 +54,10 @@ class SimSettings:
 
 @dataclass(frozen=True)
 class ServerInputs:
-    """The scheduler-level vLLM flags; None means the engine's default."""
+    """The scheduler-level vLLM flags; None means the engine's default (buckets/serverdefaults.py)."""
 
     block_size: int = 128
-    max_num_seqs: int = 256
+    max_num_seqs: int | None = None
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
     prefix_caching: bool | None = None
@@ -168,9 +169,10 @@ def recipe_key(profile: str, sim: SimSettings, block_size: int, num_blocks: int,
 def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, env: Mapping[str, str],
                   num_blocks: int) -> ServerConfig:
     mml = inputs.max_model_len or model.max_position
+    limits = resolve(rules.profile, mml, inputs.max_num_seqs, inputs.max_num_batched_tokens, model.multimodal)
     return ServerConfig(
-        block_size=inputs.block_size, max_num_seqs=inputs.max_num_seqs, max_model_len=mml,
-        max_num_batched_tokens=inputs.max_num_batched_tokens or default_batched_tokens(rules, mml),
+        block_size=inputs.block_size, max_num_seqs=limits.max_num_seqs, max_model_len=mml,
+        max_num_batched_tokens=limits.max_num_batched_tokens,
         num_hpu_blocks=max(1, num_blocks), env=dict(env), prefix_caching=inputs.prefix_caching,
         max_num_prefill_seqs=inputs.max_num_prefill_seqs,
     )

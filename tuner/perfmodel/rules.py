@@ -64,8 +64,3 @@ def env_value(env: Mapping[str, str], profile: str, name: str, fallback: str | N
 
 def env_true(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "t", "yes", "y", "on")
-
-
-def default_batched_tokens(rules: ReleaseRules, max_model_len: int) -> int:
-    # v0 without chunked prefill: max(max_model_len, 2048); v1 serves with chunked prefill (GUESS 2048).
-    return max(max_model_len, 2048) if rules.engine == "v0" else 2048

@@ -123,7 +123,7 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
     )
     inputs = ServerInputs(
         block_size=int(s.get("block_size", 128)),
-        max_num_seqs=int(s.get("max_num_seqs", 256)),
+        max_num_seqs=_int_or_none(s.get("max_num_seqs")),
         max_model_len=s.get("max_model_len"),
         max_num_batched_tokens=s.get("max_num_batched_tokens"),
         prefix_caching=s.get("enable_prefix_caching"),
@@ -131,6 +131,10 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
         limit_mm_per_prompt=_json_text(s.get("limit_mm_per_prompt")),
     )
     return sim, inputs
+
+
+def _int_or_none(value) -> int | None:
+    return None if value is None else int(value)
 
 
 def _json_text(value) -> str | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from optuna.trial import FrozenTrial
 
+from ..buckets.serverdefaults import MAX_NUM_SEQS
 from ..logparse import GeneratedBuckets
 from ..vocabulary.record import TrialRecord, as_record
 
@@ -86,7 +87,7 @@ def padding(t: FrozenTrial | TrialRecord, generated: dict[str, GeneratedBuckets]
 def _decode_edges(out: Padding, decode: GeneratedBuckets, ins, outs, block: int, rec: TrialRecord,
                   max_concurrency) -> None:
     i, name = _dim(decode, ("block", "ctx"), 1)
-    seqs = int(rec.server.get("max_num_seqs", 256))
+    seqs = int(rec.server.get("max_num_seqs", MAX_NUM_SEQS))
     running = min(seqs, max_concurrency or seqs)
     bs_values = sorted({b[0] for b in decode.buckets})
     bs = _up(running, bs_values) or bs_values[-1]

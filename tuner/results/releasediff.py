@@ -82,7 +82,7 @@ def build_release(release: str, server: dict[str, Any], env: dict[str, str], num
                       gpu_memory_utilization=float(server.get("gpu_memory_utilization", 0.9)),
                       enforce_eager=bool(server.get("enforce_eager", False)))
     inputs = ServerInputs(block_size=int(server.get("block_size", 128)),
-                          max_num_seqs=int(server.get("max_num_seqs", 256)),
+                          max_num_seqs=None if server.get("max_num_seqs") is None else int(server["max_num_seqs"]),
                           max_model_len=server.get("max_model_len"),
                           max_num_batched_tokens=server.get("max_num_batched_tokens"),
                           prefix_caching=server.get("enable_prefix_caching"),

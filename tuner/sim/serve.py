@@ -65,10 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "(keys are flag names; `model:` gives the model; command-line flags win)")
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--max-num-seqs", type=int, default=None,
+                   help="default: the release's (256; vllm-gaudi cuts it to the token budget)")
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--block-size", type=int, default=128)
-    p.add_argument("--max-num-batched-tokens", type=int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="default: the release's (bucket-tuner buckets --help, docs/usage.md)")
     p.add_argument("--max-num-prefill-seqs", type=int, default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--enforce-eager", action="store_true")

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..buckets.serverdefaults import MAX_NUM_SEQS
 from ..load.workload import Workload
 from ..vocabulary.errors import StudyError
 from .fit import FitError, fit_workload
@@ -41,7 +42,7 @@ class FittedBuckets:
         self._lock = threading.Lock()  # slots resolve in parallel threads
 
     def decode_sizes(self, server: dict[str, Any]) -> list[int]:
-        seqs = int(server.get("max_num_seqs", 256))
+        seqs = int(server.get("max_num_seqs", MAX_NUM_SEQS))
         top = min(seqs, self.max_concurrency) if self.max_concurrency else seqs
         return decode_batch_sizes(max(1, top))
 

@@ -55,9 +55,10 @@ def default_seeds(space: SearchSpace, release: str | None, workload_desc: dict,
     """The release's defaults and the static calculator's recommendation, as parameter values."""
     from ..buckets import calc
     from ..buckets.runtime import runtime_defaults
+    from ..buckets.serverdefaults import MAX_NUM_SEQS
 
     seeds = []
-    defaults: dict[str, Any] = {"max_num_seqs": 256, "gpu_memory_utilization": 0.9, "enforce_eager": False}
+    defaults: dict[str, Any] = {"max_num_seqs": MAX_NUM_SEQS, "gpu_memory_utilization": 0.9, "enforce_eager": False}
     if release:
         defaults.update(runtime_defaults(release))
     # Bucket variables the user does not set take the release's derived defaults: leave them to it.
