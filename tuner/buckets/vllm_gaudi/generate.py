@@ -132,13 +132,42 @@ def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contig
     correct = _decode_corrector(run, contiguous_pa)
     kept, omitted = set(), set()
     for bs in bs_vals:
+        cap = correct(bs, math.inf)  # the corrector caps the blocks of bs sequences at this (inf: not at all)
         for b in block_vals:
             if contiguous_pa or bs <= b:
-                kept.add((bs, 1, correct(bs, b)))
+                kept.add((bs, 1, b if b <= cap else cap))
             else:
                 omitted.add((bs, 1, b))
     runs = [(bs, q, [b], [f"{b})"]) for bs, q, b in sorted(omitted)]
     return sorted(kept), ({_COND_DECODE: runs} if runs else {})
+
+
+# Combined lists, keyed by exactly what the combination reads (its ranges, the sizes and flags below):
+# configurations of a space that differ elsewhere (KV blocks, graph memory, max_num_seqs for prompts)
+# share one combination and its log line. Bounded, least recently used out. Callers get their own list.
+_COMBINED: dict[tuple, tuple[tuple, dict, str]] = {}
+MAX_COMBINED = 256
+
+
+def _combined(run: _Run, phase: str, ranges: tuple[list[int], ...], *flags) -> tuple[list, dict, str]:
+    """(buckets, omitted, the "Generated N buckets" line) of _combine_prompt / _combine_decode."""
+    cfg, rel = run.cfg, run.rel
+    reads = (rel.name, phase, cfg.block_size, cfg.max_model_len, cfg.mamba_chunk_size, *flags,
+             *(tuple(r) for r in ranges))
+    if phase == "prompt":  # the token budget and the user's ctx cap decide prompts only
+        reads += (cfg.max_num_batched_tokens, cfg.mamba_chunk_size_explicit,
+                  run.user_int("VLLM_PROMPT_CTX_BUCKET_MAX"))
+    found = _COMBINED.pop(reads, None)
+    if found is None:
+        if phase == "prompt":
+            buckets, omitted = _combine_prompt(run, *ranges, *flags)
+        else:
+            buckets, omitted = _combine_decode(run, *ranges, *flags)
+        found = (tuple(buckets), omitted, _bucket_list_line(len(buckets), phase, buckets) if buckets else "")
+        if len(_COMBINED) >= MAX_COMBINED:
+            _COMBINED.pop(next(iter(_COMBINED)))
+    _COMBINED[reads] = found  # the most recent last
+    return list(found[0]), found[1], found[2]
 
 
 def _spec_decode(run: _Run, eng: _Engine, seed: list) -> list:
@@ -231,16 +260,16 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
             run.info(line)
         if phase == "prompt":
             bs_vals, query_vals, ctx_vals = _prompt_ranges(run, eng)
-            buckets, omitted = _combine_prompt(run, bs_vals, query_vals, ctx_vals, eng.merged_prefill,
+            buckets, omitted, line = _combined(run, phase, (bs_vals, query_vals, ctx_vals), eng.merged_prefill,
                                                eng.max_num_prefill_seqs)
         else:
             bs_vals, block_vals = _decode_ranges(run, eng)
-            buckets, omitted = _combine_decode(run, bs_vals, block_vals, eng.contiguous_pa)
+            buckets, omitted, line = _combined(run, phase, (bs_vals, block_vals), eng.contiguous_pa)
         if not buckets:
             raise _zero_buckets(run, phase, omitted)
         if run.rel.log_omitted and omitted and _debug_logging(run.env):
             run.info(_omitted_line(phase, omitted))
-        run.info(_bucket_list_line(len(buckets), phase, buckets))
+        run.info(line)
         dropped = []
         if phase == "prompt" and eng.sliding:
             buckets, dropped = _sliding_window_filter(buckets, *eng.sliding)
