@@ -24,6 +24,7 @@ _CONFIG_FIELDS = tuple(f.name for f in fields(ServerConfig) if f.name != "env")
 # memoised bucket plans, most recently used kept: repeats come close together (the same configuration with
 # other corrections, twins of a discrete space), and a plan of the padding-aware strategy holds ~1,500 buckets
 MAX_BUILDS = 512
+SHARE_LISTS = True
 MAX_LISTS = 2048  # distinct bucket lists kept shared (a list's arrays are a few KiB to ~100 KiB)
 
 
@@ -33,7 +34,9 @@ class BulkModel:
 
     target: Target
     builds: int = 0  # bucket builds actually run (the rest came from the memo)
-    share_lists: bool = True  # one list object per distinct bucket list, its arrays worked out once
+    # one list object per distinct bucket list, its arrays worked out once (SHARE_LISTS False: every
+    # build keeps its own lists, as target.predict; the tests compare both)
+    share_lists: bool = field(default_factory=lambda: SHARE_LISTS)
     _plans: dict = field(default_factory=dict)
     _lists: dict = field(default_factory=dict)  # list content -> its SharedBuckets
 

@@ -131,13 +131,13 @@ def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contig
     product); without contiguous PA drop bs > blocks; then the corrector caps the blocks."""
     correct = _decode_corrector(run, contiguous_pa)
     kept, omitted = set(), set()
+    top = max(block_vals, default=0)
     for bs in bs_vals:
         cap = correct(bs, math.inf)  # the corrector caps the blocks of bs sequences at this (inf: not at all)
-        for b in block_vals:
-            if contiguous_pa or bs <= b:
-                kept.add((bs, 1, b if b <= cap else cap))
-            else:
-                omitted.add((bs, 1, b))
+        ok = block_vals if contiguous_pa else [b for b in block_vals if bs <= b]
+        if not contiguous_pa:
+            omitted.update((bs, 1, b) for b in block_vals if b < bs)
+        kept.update(zip(repeat(bs), repeat(1), ok) if cap >= top else ((bs, 1, b if b <= cap else cap) for b in ok))
     runs = [(bs, q, [b], [f"{b})"]) for bs, q, b in sorted(omitted)]
     return sorted(kept), ({_COND_DECODE: runs} if runs else {})
 
@@ -146,7 +146,7 @@ def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contig
 # configurations of a space that differ elsewhere (KV blocks, graph memory, max_num_seqs for prompts)
 # share one combination and its log line. Bounded, least recently used out. Callers get their own list.
 _COMBINED: dict[tuple, tuple[tuple, dict, str]] = {}
-MAX_COMBINED = 256
+MAX_COMBINED = 256  # 0: nothing kept (every combination computed afresh)
 
 
 def _combined(run: _Run, phase: str, ranges: tuple[list[int], ...], *flags) -> tuple[list, dict, str]:
@@ -164,9 +164,10 @@ def _combined(run: _Run, phase: str, ranges: tuple[list[int], ...], *flags) -> t
         else:
             buckets, omitted = _combine_decode(run, *ranges, *flags)
         found = (tuple(buckets), omitted, _bucket_list_line(len(buckets), phase, buckets) if buckets else "")
-        if len(_COMBINED) >= MAX_COMBINED:
+        while _COMBINED and len(_COMBINED) >= MAX_COMBINED:
             _COMBINED.pop(next(iter(_COMBINED)))
-    _COMBINED[reads] = found  # the most recent last
+    if MAX_COMBINED > 0:
+        _COMBINED[reads] = found  # the most recent last
     return list(found[0]), found[1], found[2]
 
 
