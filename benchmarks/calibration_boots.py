@@ -121,7 +121,8 @@ def live(args) -> str:
     from tuner.study.run import run_study
     from tuner.trial import run as T
 
-    rows = ["| node | seed | trial 1 (prior) | 2 | 3 | 4 | 5 (after 4 boots) | 6 |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| node | seed | trial 1 (prior) | 2 | 3 | 4 | 5 (after 4 boots) | 6 |",
+            "|---|---|---|---|---|---|---|---|"]
     for scenario in args.scenarios.split(","):
         device, factors = SCENARIOS[scenario]
         extra = ["--sim-hardware", *(f"{k}={v}" for k, v in factors.items())] if factors else []

@@ -50,8 +50,9 @@ def _as_compared(plan) -> list:
 @pytest.mark.parametrize("name", GAUDI_SPACES)
 def test_a_plan_with_shared_builds_is_the_plan_without(name, unshared):
     # tune's default load (a closed loop), and an open loop (whose clock runs are slow: two small spaces)
-    loads = [LoadShape(max_concurrency=16)] + ([LoadShape(request_rate=6.5)] if name in ("demo", "fork-1.22-exponential")
-                                               else [])
+    loads = [LoadShape(max_concurrency=16)]
+    if name in ("demo", "fork-1.22-exponential"):
+        loads.append(LoadShape(request_rate=6.5))
     n = 80 if name == "vllm-gaudi" else 30
     shared = [_plan(name, n, load) for load in loads]
     unshared()

@@ -286,9 +286,9 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
             # Graph/mix/decode 1/112 in one second): the steps between were not run in no time. Finer
             # stamps (`docker logs -t`) do not make them timed: many steps in a fraction of a second are
             # lines logged together as well
+            within = "one tick of the timestamps" if secs < resolution else f"{secs:.2f} s"
             add(b, nxt, secs, first, stop, "dropped", elided,
-                f"{where}: {stop - first} steps within {'one tick of the timestamps' if secs < resolution else f'{secs:.2f} s'}"
-                " (logged together, not timed)")
+                f"{where}: {stop - first} steps within {within} (logged together, not timed)")
         else:
             cause = "an elision" if elided else "lines left out"
             add(b, nxt, max(0.0, secs), first, stop, "gap", elided,
