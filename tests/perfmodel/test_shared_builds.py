@@ -1,7 +1,8 @@
-"""A plan shares bucket work between configurations whose lists coincide (vllm-gaudi's combined lists
-memoised by what the combination reads; one SharedBuckets per distinct list with its arrays and padding
-index, perfmodel/shapes.py): the shared path gives exactly what the unshared one gives, plan for plan,
-and nothing a configuration does at runtime reaches the list the others share."""
+"""A plan shares bucket work between configurations whose lists coincide (vllm-gaudi's combined lists and
+the 2-D extension's prompt lists memoised by what they read, buckets/memo.py; one SharedBuckets per
+distinct list with its arrays and padding index, perfmodel/shapes.py): the shared path gives exactly what
+the unshared one gives, plan for plan, and nothing a configuration does at runtime reaches the list the
+others share."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.buckets import get_profile
-from tuner.buckets.vllm_gaudi import generate
+from tuner.buckets import get_profile, memo
 from tuner.load.workload import RandomWorkload
 from tuner.perfmodel import Corrections, bulk
 from tuner.perfmodel.bulk import BulkModel
@@ -30,9 +30,9 @@ GAUDI_SPACES = ("demo", "fork-1.21-linear", "fork-1.22-exponential", "vllm-gaudi
 def unshared(monkeypatch):
     """The path without any sharing: every combination computed afresh, every build its own lists."""
     def switch():
-        monkeypatch.setattr(generate, "MAX_COMBINED", 0)
+        monkeypatch.setattr(memo, "ENABLED", False)
         monkeypatch.setattr(bulk, "SHARE_LISTS", False)
-        generate._COMBINED.clear()
+        memo.clear()
     return switch
 
 

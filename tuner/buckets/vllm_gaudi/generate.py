@@ -9,6 +9,7 @@ from dataclasses import replace
 from itertools import repeat
 
 from ..base import DEFAULT, USER, Bucket, BucketConfigError
+from ..memo import remembered
 from .bucket_file import read_bucket_file
 from .logs import _bucket_list_line, _debug_logging, _expand, _omitted_line, _OmittedRun
 from .releases import LONG_CTX_THRESHOLD
@@ -142,32 +143,24 @@ def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contig
     return sorted(kept), ({_COND_DECODE: runs} if runs else {})
 
 
-# Combined lists, keyed by exactly what the combination reads (its ranges, the sizes and flags below):
-# configurations of a space that differ elsewhere (KV blocks, graph memory, max_num_seqs for prompts)
-# share one combination and its log line. Bounded, least recently used out. Callers get their own list.
-_COMBINED: dict[tuple, tuple[tuple, dict, str]] = {}
-MAX_COMBINED = 256  # 0: nothing kept (every combination computed afresh)
-
-
 def _combined(run: _Run, phase: str, ranges: tuple[list[int], ...], *flags) -> tuple[list, dict, str]:
-    """(buckets, omitted, the "Generated N buckets" line) of _combine_prompt / _combine_decode."""
+    """(buckets, omitted, the "Generated N buckets" line) of _combine_prompt / _combine_decode, shared by
+    configurations that differ elsewhere (buckets/memo.py): keyed by everything the combination reads."""
     cfg, rel = run.cfg, run.rel
-    reads = (rel.name, phase, cfg.block_size, cfg.max_model_len, cfg.mamba_chunk_size, *flags,
-             *(tuple(r) for r in ranges))
+    reads = ("vllm-gaudi combined", rel.name, phase, cfg.block_size, cfg.max_model_len, cfg.mamba_chunk_size,
+             *flags, *(tuple(r) for r in ranges))
     if phase == "prompt":  # the token budget and the user's ctx cap decide prompts only
         reads += (cfg.max_num_batched_tokens, cfg.mamba_chunk_size_explicit,
                   run.user_int("VLLM_PROMPT_CTX_BUCKET_MAX"))
-    found = _COMBINED.pop(reads, None)
-    if found is None:
+
+    def make():
         if phase == "prompt":
             buckets, omitted = _combine_prompt(run, *ranges, *flags)
         else:
             buckets, omitted = _combine_decode(run, *ranges, *flags)
-        found = (tuple(buckets), omitted, _bucket_list_line(len(buckets), phase, buckets) if buckets else "")
-        while _COMBINED and len(_COMBINED) >= MAX_COMBINED:
-            _COMBINED.pop(next(iter(_COMBINED)))
-    if MAX_COMBINED > 0:
-        _COMBINED[reads] = found  # the most recent last
+        return tuple(buckets), omitted, _bucket_list_line(len(buckets), phase, buckets) if buckets else ""
+
+    found = remembered(reads, make)
     return list(found[0]), found[1], found[2]
 
 
