@@ -67,11 +67,11 @@ class VirtualRunner:
     def sample(self, res, tp, tracker, real, e: Eval, k: str) -> None:
         """What trial.record_model_check does after a boot: prior vs observed, one calibration sample.
         The prior's serving figures are the nominal table's (the prior model's own run)."""
-        prior = tp.prior_facts()
-        nominal = TABLES[(self.problem.key, "nominal")].get(k)
-        if nominal is not None and nominal.failure is None:
-            prior["median_tpot_ms"] = nominal.metrics.get("median_tpot_ms")
         observed = {**tracker.facts(), "kv_blocks": real.num_blocks if real.memory else None,
                     "graphs": len(real.graphed_prompt) + len(real.graphed_decode) if tracker.finished_s else None,
                     "median_tpot_ms": res.metrics.get("median_tpot_ms") if res.ok else None}
+        prior = tp.prior_facts(observed)
+        nominal = TABLES[(self.problem.key, "nominal")].get(k)
+        if nominal is not None and nominal.failure is None:
+            prior["median_tpot_ms"] = nominal.metrics.get("median_tpot_ms")
         res.calibration_sample = observation_sample(prior, observed)

@@ -35,6 +35,7 @@ from .base import (
     env_int,
     linear_range,
 )
+from .memo import remembered
 
 # (phase, dim) in the order the extension reads (and logs) them.
 _DIMS = (("PROMPT", "BS"), ("DECODE", "BS"), ("PROMPT", "SEQ"), ("DECODE", "BLOCK"))
@@ -298,7 +299,18 @@ class Extension2DProfile(ReleaseProfile):
         return linear_range(c[0], c[1], c[2], name=label)
 
     def _prompt(self, plan, bs_range, seq_range, T, L, bs_cfg, seq_cfg):
-        """Cartesian product, token-budget filter (exponential: also seq <= max_model_len), sort."""
+        """Cartesian product, token-budget filter (exponential: also seq <= max_model_len), sort; shared by
+        configurations that differ elsewhere (buckets/memo.py), keyed by everything it reads."""
+        key = ("extension-2d prompt", tuple(bs_range), tuple(seq_range), T, L, repr(bs_cfg), repr(seq_cfg))
+        prompt, omitted, lines, warnings = remembered(key, lambda: self._prompt_lists(bs_range, seq_range, T, L,
+                                                                                      bs_cfg, seq_cfg))
+        plan.prompt, plan.omitted_prompt = list(prompt), list(omitted)
+        plan.log_lines += lines
+        plan.warnings += warnings
+
+    @staticmethod
+    def _prompt_lists(bs_range, seq_range, T, L, bs_cfg, seq_cfg) -> tuple[tuple, tuple, list, list]:
+        """(prompt buckets, omitted ones, log lines, warnings) of _prompt."""
         product = [(bs, seq) for bs in bs_range for seq in seq_range]
         if not product:
             raise BucketConfigError("No buckets could be captured with following config (min, step, max_warmup): "
@@ -313,16 +325,17 @@ class Extension2DProfile(ReleaseProfile):
                    f"as the smallest bucket ({smallest[0] * smallest[1]}) would exceed token budget. Please "
                    "increase max_num_batched_tokens or decrease bucket minimum. Ignoring max_num_batched_tokens "
                    "at risk of out-of-memory errors.")
-            plan.log_lines.append(msg)
-            plan.warnings.append(msg)
+            warnings = [msg]
             kept, omitted = product, []
-        plan.prompt = sorted(kept, key=lambda b: (b[0] * b[1], b[1], b[0]))
-        plan.omitted_prompt = sorted(omitted)
-        plan.log_lines += [
-            f"Generated {len(plan.prompt)} prompt buckets [bs, seq]: {sorted(plan.prompt)}",
-            f"Omitted {len(omitted)} prompt buckets due to exceeded token budget (max_num_batched_tokens={T})",
-            f"Omitted prompt buckets: {plan.omitted_prompt}",
-        ]
+        else:
+            warnings = []
+        prompt = sorted(kept, key=lambda b: (b[0] * b[1], b[1], b[0]))
+        omitted = sorted(omitted)
+        lines = [*warnings,
+                 f"Generated {len(prompt)} prompt buckets [bs, seq]: {sorted(prompt)}",
+                 f"Omitted {len(omitted)} prompt buckets due to exceeded token budget (max_num_batched_tokens={T})",
+                 f"Omitted prompt buckets: {omitted}"]
+        return tuple(prompt), tuple(omitted), lines, warnings
 
     def _linear_decode(self, plan, env, bs_cfg, blk_cfg, N, contiguous):
         blk_cfg, hi_var = list(blk_cfg), "VLLM_DECODE_BLOCK_BUCKET_MAX"

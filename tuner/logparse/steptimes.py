@@ -235,6 +235,11 @@ def line_ranges(numbers: Iterable[int]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in out)
 
 
+# The least a warm-up step takes: the fastest timed in a public log is ~0.3 s (fork 1.17 README, decode and
+# graph capture), so several steps in under this much each were logged together, not run
+MIN_STEP_S = 0.05
+
+
 def _resolution(times: list[float]) -> float:
     """vLLM prints whole seconds; docker/kubectl stamps carry fractions."""
     return 1.0 if times and all(float(t).is_integer() for t in times) else 0.01
@@ -276,11 +281,14 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
             add(b, nxt, secs, first, stop, "dropped", elided, f"{where}: not in the order the release warms up in")
         elif stop - first == 1:
             add(b, nxt, max(0.0, secs), first, stop, "step", elided)
-        elif secs < resolution and not elided:
+        elif (secs < resolution or secs < MIN_STEP_S * (stop - first)) and not elided:
             # lines of two passes stamped the same instant (fork 1.22's Graph/mix/prompt 1/352 and
-            # Graph/mix/decode 1/112 in one second): the steps between were not run in no time
+            # Graph/mix/decode 1/112 in one second): the steps between were not run in no time. Finer
+            # stamps (`docker logs -t`) do not make them timed: many steps in a fraction of a second are
+            # lines logged together as well
+            within = "one tick of the timestamps" if secs < resolution else f"{secs:.2f} s"
             add(b, nxt, secs, first, stop, "dropped", elided,
-                f"{where}: {stop - first} steps within one tick of the timestamps (logged together, not timed)")
+                f"{where}: {stop - first} steps within {within} (logged together, not timed)")
         else:
             cause = "an elision" if elided else "lines left out"
             add(b, nxt, max(0.0, secs), first, stop, "gap", elided,

@@ -17,12 +17,15 @@ from .corrections import Corrections
 from .costs import CACHE_HIT
 from .predict import predict_startup
 from .prediction import StartupPrediction, StepRow
+from .shapes import SharedBuckets
 from .target import Target, model_inputs
 
 _CONFIG_FIELDS = tuple(f.name for f in fields(ServerConfig) if f.name != "env")
 # memoised bucket plans, most recently used kept: repeats come close together (the same configuration with
 # other corrections, twins of a discrete space), and a plan of the padding-aware strategy holds ~1,500 buckets
 MAX_BUILDS = 512
+SHARE_LISTS = True
+MAX_LISTS = 2048  # distinct bucket lists kept shared (a list's arrays are a few KiB to ~100 KiB)
 
 
 @dataclass
@@ -31,7 +34,11 @@ class BulkModel:
 
     target: Target
     builds: int = 0  # bucket builds actually run (the rest came from the memo)
+    # one list object per distinct bucket list, its arrays worked out once (SHARE_LISTS False: every
+    # build keeps its own lists, as target.predict; the tests compare both)
+    share_lists: bool = field(default_factory=lambda: SHARE_LISTS)
     _plans: dict = field(default_factory=dict)
+    _lists: dict = field(default_factory=dict)  # list content -> its SharedBuckets
 
     def startup(self, settings, corrections: Corrections | None = None) -> StartupPrediction | None:
         """The startup prediction of `settings` (a space.TrialSettings) with `corrections` (default: the prior)."""
@@ -48,10 +55,23 @@ class BulkModel:
         if plan is None:
             self.builds += 1
             plan = get_profile(self.target.release).build(cfg)
+            if self.share_lists:
+                plan.prompt, plan.decode = self._shared(plan.prompt), self._shared(plan.decode)
             if len(self._plans) >= MAX_BUILDS:
                 self._plans.pop(next(iter(self._plans)))
         self._plans[key] = plan  # the most recent last
         return plan
+
+    def _shared(self, buckets: list) -> list:
+        """The one SharedBuckets of every build whose list is this one (shapes.py keeps its arrays)."""
+        content = tuple(buckets)
+        found = self._lists.pop(content, None)
+        if found is None:
+            found = SharedBuckets(content)
+            if len(self._lists) >= MAX_LISTS:
+                self._lists.pop(next(iter(self._lists)))
+        self._lists[content] = found  # the most recent last
+        return found
 
 
 def cached_warmup(pred: StartupPrediction) -> float | None:

@@ -182,14 +182,7 @@ class Calibration:
         return np.array([sd[n] for n in NAMES])
 
     def _prior_cov(self) -> np.ndarray:
-        sd = self._prior_sd()
-        cov = np.diag(sd**2)
-        for group, rho in PRIOR_CORRELATION.items():
-            for a in group:
-                for b in group:
-                    if a != b:
-                        cov[_INDEX[a], _INDEX[b]] = rho * sd[_INDEX[a]] * sd[_INDEX[b]]
-        return cov
+        return _correlated(self._prior_sd())
 
     def _spreads(self, boots: list[Source]) -> np.ndarray:
         out = []
@@ -217,10 +210,10 @@ class Calibration:
     def _posterior(prior_cov: np.ndarray, spread: np.ndarray, sources: list[tuple[np.ndarray, np.ndarray,
                                                                                   np.ndarray]]):
         """Gaussian posterior of the factors: each source (A, y, noise) is one configuration, its
-        scatter diag(spread^2) shared by its rows."""
+        scatter (_correlated(spread)) shared by its rows."""
         info = np.linalg.inv(prior_cov)
         eta = np.zeros(len(NAMES))
-        s = np.diag(spread**2)
+        s = _correlated(spread)
         for a, y, noise in sources:
             r = a @ s @ a.T + np.diag(noise**2)
             r_inv = np.linalg.inv(r)
@@ -241,7 +234,8 @@ class Calibration:
                    np.zeros(len(s.observations))) for s in boots]
         boot_mean, boot_cov = self._posterior(prior_cov, spread, packed)
         measured = {k for s in boots for o in s.observations for k in o.weights}
-        plausible = prior_cov + np.diag(spread**2)
+        scatter = _correlated(spread)
+        plausible = prior_cov + scatter
         n = {name: sum(1 for s in boots for o in s.observations if name in o.weights) for name in NAMES}
         for s in sources:
             if s.kind != "log":
@@ -257,7 +251,7 @@ class Calibration:
                     notes.append(f"{s.name}: its {what} {_ratio(o.value, o.weights)} is bounded to "
                                  f"{_ratio(value, o.weights)} (the most one log may move the model)")
                 if measured & set(o.weights):
-                    sd = math.sqrt(a @ boot_cov @ a + a @ np.diag(spread**2) @ a + o.noise**2)
+                    sd = math.sqrt(a @ boot_cov @ a + a @ scatter @ a + o.noise**2)
                     expected = float(a @ boot_mean)
                     if abs(value - expected) > CONFLICT_Z * sd:
                         notes.append(f"{s.name}: its {what} {_ratio(o.value, o.weights)} disagrees with this "
@@ -291,7 +285,7 @@ class Calibration:
         shares per factor): the fit's uncertainty and the configuration's own scatter."""
         f = self._fit()
         a = self._rows([Observation(dict(weights), 0.0)])[0]
-        return math.sqrt(max(0.0, float(a @ f.cov @ a + a @ np.diag(f.spread**2) @ a)))
+        return math.sqrt(max(0.0, float(a @ f.cov @ a + a @ _correlated(f.spread) @ a)))
 
     def source_label(self) -> str:
         """Where the corrections come from: "prior", "N boot(s)", "a log", or both."""
@@ -351,6 +345,21 @@ class Calibration:
 
         dm = device_model
         return cls.from_samples(samples, generic=dm is not None and is_generic(dm.device, dm.model))
+
+
+def _correlated(sd: np.ndarray) -> np.ndarray:
+    """Covariance of the factors with these sds, correlated within each PRIOR_CORRELATION group: the
+    node's factors in the prior, and one configuration's scatter around them (a configuration whose
+    prompt buckets compile slower than the node's pace most likely has decode buckets that do too: its
+    phases share one compiler and one host). A warm-up mixing phases is then as uncertain as its phases,
+    not averaged into a narrower band as independent draws would be."""
+    cov = np.diag(sd**2)
+    for group, rho in PRIOR_CORRELATION.items():
+        for a in group:
+            for b in group:
+                if a != b:
+                    cov[_INDEX[a], _INDEX[b]] = rho * sd[_INDEX[a]] * sd[_INDEX[b]]
+    return cov
 
 
 def combination(weights: Mapping[str, float]) -> str:

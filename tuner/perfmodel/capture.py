@@ -21,6 +21,7 @@ import numpy as np
 from .costs import T_SAMPLER, CostModel, decode_blocks, prompt_shape
 from .prediction import Failure, GraphBudget, StartupPrediction, StepSums, WarmupStep, devmem_error
 from .rules import env_value
+from .shapes import decode_block_counts, prompt_shapes, prompt_tokens
 
 _ORDERINGS = {
     "min_tokens": lambda b: (b[0] * b[1], b[1], b[0]),
@@ -71,7 +72,7 @@ def plan_warmup(pred: StartupPrediction, cost: CostModel, cached_recipes: frozen
     if vision is not None:
         pred.warmed_images = vision.warmed_keys()
     if not keep_steps and pred.rules.capture == "all" and not cached_recipes:
-        _capture_all_sums(pred, cost, phases, mem.free_after_kv)
+        _capture_all_sums(pred, cost, (("prompt", plan.prompt), ("decode", plan.decode)), mem.free_after_kv)
         if vision is not None and not pred.failure:
             mm = sum(s.seconds for s in multimodal_steps(pred, cost, mem.free_after_kv, make_step))
             pred.step_sums = replace(pred.step_sums, multimodal_warmup=mm)
@@ -106,7 +107,8 @@ def plan_warmup(pred: StartupPrediction, cost: CostModel, cached_recipes: frozen
                     (pred.graphed_prompt if phase == "prompt" else pred.graphed_decode).append(bucket)
         pred.prompt_graph_mem, pred.decode_graph_mem = used["prompt"], used["decode"]
     elif not keep_steps and not cached_recipes:
-        compile_s = {phase: float(_compile_many(pred, cost, phase, buckets).sum()) for phase, buckets in phases}
+        compile_s = {phase: float(_compile_many(pred, cost, phase, buckets).sum())
+                     for phase, buckets in (("prompt", plan.prompt), ("decode", plan.decode))}
         pred.step_sums = StepSums(prompt_warmup=compile_s["prompt"], decode_warmup=compile_s["decode"],
                                   compile=compile_s["prompt"] + compile_s["decode"])
         if pred.graphs:
@@ -129,12 +131,12 @@ def _capture_all_sums(pred: StartupPrediction, cost: CostModel, phases, free: fl
     graph does not fit (the warmup's out-of-memory failure at that step)."""
     corr, order = cost.corr, [(phase, buckets[::-1]) for phase, buckets in phases]
     secs, graph, names = [], [], []
-    for phase, buckets in order:
+    for phase, buckets in phases:  # the arrays of the list as built (shared lists keep theirs), reversed
         if not buckets:
             continue
-        compile_s = _compile_many(pred, cost, phase, buckets)
-        tokens = np.array([b[0] * (b[1] + (b[2] if len(b) > 2 else 0) * cost.block_size) for b in buckets],
-                          dtype=float) if phase == "prompt" else 0.0  # the decode graph's memory is one constant
+        compile_s = _compile_many(pred, cost, phase, buckets)[::-1]
+        # the decode graph's memory is one constant
+        tokens = prompt_tokens(buckets, cost.block_size)[::-1] if phase == "prompt" else 0.0
         secs.append(compile_s)
         graph.append(cost.graph_mem(pred.rules, phase, tokens) * np.ones(len(buckets)) if pred.graphs
                      else np.zeros(len(buckets)))
@@ -168,10 +170,9 @@ def _compile_many(pred: StartupPrediction, cost: CostModel, phase: str, buckets:
         return np.zeros(0)
     factor = cost.corr.warmup_factor("compile", phase)
     if phase == "prompt":
-        shape = np.array([prompt_shape(b) for b in buckets], dtype=float)
+        shape = prompt_shapes(buckets)
         return cost.prompt_compile(shape[:, 0], shape[:, 1], shape[:, 2]) * factor
-    blocks = np.array([decode_blocks(pred.profile, b, cost.block_size) for b in buckets], dtype=float)
-    return cost.decode_compile(blocks) * factor
+    return cost.decode_compile(decode_block_counts(pred.profile, buckets, cost.block_size)) * factor
 
 
 def compile_share(pred: StartupPrediction, cost: CostModel) -> float:

@@ -3,13 +3,14 @@ confidently invalid, out of memory or over the warmup budget (then it is not boo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..vocabulary.display import above
 from ..vocabulary.status import TrialStatus
-from .calibration import TIME_FACTORS, Calibration
+from .calibration import TIME_FACTORS, Calibration, memory_sample
 from .corrections import Corrections
 from .hardware import GiB, is_generic
 from .prediction import StartupPrediction
@@ -27,6 +28,8 @@ class TrialPrediction:
     warmup_low_s: float | None = None  # lower bound of the calibrated warmup (one configuration's scatter)
     warmup_high_s: float | None = None  # its upper bound (the same band, uncertainty.warmup_band)
     memory_failure_certain: bool = False  # out of memory even with favourable memory corrections
+    # predict(corrections) of the same configuration: the prior re-predicted with what a boot showed
+    repredict: Callable[[Corrections], StartupPrediction | None] | None = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
         """The trial record's "predicted" part (calibrated), with the keys "observed" also uses."""
@@ -51,8 +54,28 @@ class TrialPrediction:
         out["calibrated_from"] = self.calibration.n
         return out
 
-    def prior_facts(self) -> dict[str, Any]:
-        return prediction_facts(self.prior)
+    def prior_facts(self, observed: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The prior's facts, what a boot's calibration sample compares with. Given what the boot showed
+        (`observed`, BootTracker.facts' keys), the warm-up steps are the documented constants' at the
+        boot's own memory: the bucket lists follow the KV blocks (decode ranges end at the block count),
+        so a node with more memory than the prior's warms up other buckets, and step i of the prior's
+        list is not the bucket the boot warmed as step i (logcalibration.log_evidence does the same)."""
+        facts = prediction_facts(self.prior)
+        aligned = self._at_observed_memory(facts, observed) if observed else None
+        if aligned is not None:
+            facts["steps"] = prediction_facts(aligned)["steps"]
+        return facts
+
+    def _at_observed_memory(self, facts: dict[str, Any], observed: dict[str, Any]) -> StartupPrediction | None:
+        mem = memory_sample(facts, observed)
+        if self.repredict is None or self.prior.plan is None or not any(abs(v) > 1e-6 for v in mem.values()):
+            return None
+        again = self.repredict(Corrections(kv_block=math.exp(mem.get("kv_block", 0.0)),
+                                           graph_mem=math.exp(mem.get("graph_mem", 0.0)),
+                                           free_mem_offset_gib=mem.get("free_mem_offset_gib", 0.0)))
+        if again is None or again.failure is not None or again.plan is None:
+            return None
+        return again
 
 
 def predict_trial(predict: Callable[[Corrections], StartupPrediction | None],
@@ -64,7 +87,7 @@ def predict_trial(predict: Callable[[Corrections], StartupPrediction | None],
     cal = calibration or Calibration(generic=is_generic(prior.sim.device, prior.sim.model))
     central = cal.corrections
     pred = predict(central) if cal.n else prior
-    tp = TrialPrediction(prior, pred, cal)
+    tp = TrialPrediction(prior, pred, cal, repredict=predict)
     if pred.failure is None:
         band = warmup_band(pred, cal, z)
         if band is not None:

@@ -35,6 +35,7 @@ from .costs import decode_blocks, prompt_shape
 from .engine import max_prefill_seqs, runtime_graphs
 from .prediction import StartupPrediction
 from .serving import run_virtual
+from .shapes import SharedBuckets
 from .target import SERVING_KEYS, ServingTarget, serving_requests
 
 BAND = 0.01  # open loop: a schedule serves configurations whose step times are within 1% of its reference's
@@ -342,4 +343,8 @@ def _pad_copy(plan):
     which runtime buckets join, and the containers of its state; derived indexes are left to rebuild."""
     state = {k: (type(v)(v) if isinstance(v, (list, set, dict)) else v) for k, v in plan.state.items()
              if not k.startswith("index_")}
+    # Lists a plan's configurations share (shapes.SharedBuckets): the copy pads through their index until a
+    # runtime bucket joins it (buckets/vllm_gaudi/padding.py); never changed themselves
+    state["shared_lists"] = {phase: lst for phase, lst in (("prompt", plan.prompt), ("decode", plan.decode))
+                             if isinstance(lst, SharedBuckets)}
     return replace(plan, prompt=list(plan.prompt), decode=list(plan.decode), unified=list(plan.unified), state=state)

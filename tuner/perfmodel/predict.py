@@ -21,12 +21,12 @@ from .costs import (
     ServerInputs,
     SimSettings,
     memory_split,
-    prompt_shape,
     server_config,
 )
 from .hardware import GiB, model_for
 from .prediction import Failure, StartupPrediction, WarmupStep, devmem_error
 from .rules import ReleaseRules, env_true, env_value, rules_for
+from .shapes import prompt_tokens
 
 
 def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, env: Mapping[str, str],
@@ -86,8 +86,8 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
         except BucketConfigError as e:
             pred.failure = Failure("buckets", f"{_bucket_error_class(e)}: {e}")
             return pred
-        largest = max((b * (s + c * inputs.block_size) for b, s, c in map(prompt_shape, pred.plan.prompt)),
-                      default=tokens)
+        prompt = pred.plan.prompt
+        largest = int(prompt_tokens(prompt, inputs.block_size).max()) if prompt else tokens
         if min(largest, cfg0.max_num_batched_tokens) == tokens:
             break
         tokens = min(largest, cfg0.max_num_batched_tokens)

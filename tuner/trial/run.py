@@ -501,7 +501,7 @@ def record_model_check(ctx: TrialContext, result: TrialResult, tp: TrialPredicti
     graphs = [obs[k] for k in ("prompt_graphs", "decode_graphs") if obs.get(k) is not None]
     observed = {**facts, "kv_blocks": obs.get("kv_blocks"), "graphs": sum(graphs) if graphs else None,
                 "median_tpot_ms": result.metrics.get("median_tpot_ms") if result.ok else None}
-    prior = tp.prior_facts()
+    prior = tp.prior_facts(observed)  # its steps at the boot's own memory: the same buckets on both sides
     if result.ok and ctx.predict_serving and tp.prior.failure is None:
         prior["median_tpot_ms"] = predict_serving(ctx, tp.prior).get("median_tpot_ms")
         result.predicted.update({k: round(v, 3) for k, v in predict_serving(ctx, tp.calibrated).items()})

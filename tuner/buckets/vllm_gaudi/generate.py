@@ -9,6 +9,7 @@ from dataclasses import replace
 from itertools import repeat
 
 from ..base import DEFAULT, USER, Bucket, BucketConfigError
+from ..memo import remembered
 from .bucket_file import read_bucket_file
 from .logs import _bucket_list_line, _debug_logging, _expand, _omitted_line, _OmittedRun
 from .releases import LONG_CTX_THRESHOLD
@@ -131,14 +132,36 @@ def _combine_decode(run: _Run, bs_vals: list[int], block_vals: list[int], contig
     product); without contiguous PA drop bs > blocks; then the corrector caps the blocks."""
     correct = _decode_corrector(run, contiguous_pa)
     kept, omitted = set(), set()
+    top = max(block_vals, default=0)
     for bs in bs_vals:
-        for b in block_vals:
-            if contiguous_pa or bs <= b:
-                kept.add((bs, 1, correct(bs, b)))
-            else:
-                omitted.add((bs, 1, b))
+        cap = correct(bs, math.inf)  # the corrector caps the blocks of bs sequences at this (inf: not at all)
+        ok = block_vals if contiguous_pa else [b for b in block_vals if bs <= b]
+        if not contiguous_pa:
+            omitted.update((bs, 1, b) for b in block_vals if b < bs)
+        kept.update(zip(repeat(bs), repeat(1), ok) if cap >= top else ((bs, 1, b if b <= cap else cap) for b in ok))
     runs = [(bs, q, [b], [f"{b})"]) for bs, q, b in sorted(omitted)]
     return sorted(kept), ({_COND_DECODE: runs} if runs else {})
+
+
+def _combined(run: _Run, phase: str, ranges: tuple[list[int], ...], *flags) -> tuple[list, dict, str]:
+    """(buckets, omitted, the "Generated N buckets" line) of _combine_prompt / _combine_decode, shared by
+    configurations that differ elsewhere (buckets/memo.py): keyed by everything the combination reads."""
+    cfg, rel = run.cfg, run.rel
+    reads = ("vllm-gaudi combined", rel.name, phase, cfg.block_size, cfg.max_model_len, cfg.mamba_chunk_size,
+             *flags, *(tuple(r) for r in ranges))
+    if phase == "prompt":  # the token budget and the user's ctx cap decide prompts only
+        reads += (cfg.max_num_batched_tokens, cfg.mamba_chunk_size_explicit,
+                  run.user_int("VLLM_PROMPT_CTX_BUCKET_MAX"))
+
+    def make():
+        if phase == "prompt":
+            buckets, omitted = _combine_prompt(run, *ranges, *flags)
+        else:
+            buckets, omitted = _combine_decode(run, *ranges, *flags)
+        return tuple(buckets), omitted, _bucket_list_line(len(buckets), phase, buckets) if buckets else ""
+
+    found = remembered(reads, make)
+    return list(found[0]), found[1], found[2]
 
 
 def _spec_decode(run: _Run, eng: _Engine, seed: list) -> list:
@@ -231,16 +254,16 @@ def _generate_pipeline(run: _Run, eng: _Engine, selection_lines: list[str]):
             run.info(line)
         if phase == "prompt":
             bs_vals, query_vals, ctx_vals = _prompt_ranges(run, eng)
-            buckets, omitted = _combine_prompt(run, bs_vals, query_vals, ctx_vals, eng.merged_prefill,
+            buckets, omitted, line = _combined(run, phase, (bs_vals, query_vals, ctx_vals), eng.merged_prefill,
                                                eng.max_num_prefill_seqs)
         else:
             bs_vals, block_vals = _decode_ranges(run, eng)
-            buckets, omitted = _combine_decode(run, bs_vals, block_vals, eng.contiguous_pa)
+            buckets, omitted, line = _combined(run, phase, (bs_vals, block_vals), eng.contiguous_pa)
         if not buckets:
             raise _zero_buckets(run, phase, omitted)
         if run.rel.log_omitted and omitted and _debug_logging(run.env):
             run.info(_omitted_line(phase, omitted))
-        run.info(_bucket_list_line(len(buckets), phase, buckets))
+        run.info(line)
         dropped = []
         if phase == "prompt" and eng.sliding:
             buckets, dropped = _sliding_window_filter(buckets, *eng.sliding)

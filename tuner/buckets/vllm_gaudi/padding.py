@@ -57,11 +57,43 @@ class _Index:
         return None
 
 
-def _index(plan: BucketPlan, phase: str) -> _Index:
+class _View:
+    """A plan copy's index while its list is still the shared list it was copied from (a plan of many
+    configurations pads them all against one list): finds through the shared list's index, and indexes
+    its own list the first time a runtime bucket joins it."""
+
+    def __init__(self, base: _Index):
+        self.base, self.size, self._own = base, base.size, False
+
+    def find(self, target: Bucket) -> Bucket | None:
+        return self.base.find(target)
+
+    def add(self, bucket: Bucket):
+        if not self._own:
+            own = _Index([])
+            own.tree = {b: {q: list(c) for q, c in qs.items()} for b, qs in self.base.tree.items()}
+            own.bs, own.queries, own.size = list(self.base.bs), {b: list(q) for b, q in self.base.queries.items()}, \
+                self.base.size
+            self.base, self._own = own, True
+        self.base.add(bucket)
+        self.size = self.base.size
+
+
+def _index(plan: BucketPlan, phase: str) -> _Index | _View:
     buckets = plan.prompt if phase == "prompt" else plan.decode
     idx = plan.state.get(f"index_{phase}")
     if idx is None or idx.size != len(buckets):  # first use, or the list was changed behind our back
-        idx = plan.state[f"index_{phase}"] = _Index(buckets)
+        # A copy of a list many plans share (state "shared_lists", perfmodel/fastserving.py; the shared list
+        # keeps derived data in its `memo`, perfmodel/shapes.py) uses that list's index until it changes.
+        shared = (plan.state.get("shared_lists") or {}).get(phase)
+        if shared is not None and len(shared) == len(buckets) and idx is None:
+            base = shared.memo.get("pad_index")
+            if base is None or base.size != len(shared):
+                base = shared.memo["pad_index"] = _Index(shared)
+            idx = _View(base)
+        else:
+            idx = _Index(buckets)
+        plan.state[f"index_{phase}"] = idx
     return idx
 
 
