@@ -14,7 +14,7 @@ def test_fitted_problem_on_a_tiny_budget(tmp_path, monkeypatch, capsys):
     te = load_benchmark(monkeypatch)
     tf = te.fitted_problem
     full_problems = tf.problems
-    keep = {"prompt_buckets": [2, 4], "decode_buckets": [2], "max_num_seqs": [32], "VLLM_GRAPH_RESERVED_MEM": [0.1],
+    keep = {"prompt_buckets": [2, 4], "decode_buckets": [4], "max_num_seqs": [32], "VLLM_GRAPH_RESERVED_MEM": [0.1],
             "VLLM_BUCKETING_STRATEGY": ["exp", "lin"], "VLLM_PROMPT_QUERY_BUCKET_STEP": [512],
             "VLLM_DECODE_BLOCK_BUCKET_STEP": [256], "VLLM_DECODE_BS_BUCKET_STEP": [32]}
 
