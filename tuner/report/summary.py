@@ -113,7 +113,7 @@ def why(d: ReportData, t: FrozenTrial) -> str:
         say.append("No request hit a shape that was not warmed up.")
     elif rec:
         say.append(f"{rec} request shapes were not warmed up and compiled at runtime.")
-    rule = balanced_rule(d.front, t, d.names, d.dirs) if t is d.pick else None
+    rule = balanced_rule(d.front, t, d.names, d.dirs, d.spread) if t is d.pick else None
     if rule:
         say.append(rule)
     return " ".join(say)

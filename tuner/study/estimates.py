@@ -190,15 +190,15 @@ class Spread:
         counts = f"{_times(np_)} and {_times(nr)}"
         if same is None:
             single = [f"trial {x}" for x, n in ((pick, np_), (runner, nr)) if n < 2]
-            return (f"Evidence: {' and '.join(single)} measured once, so whether the difference is more than "
-                    "run-to-run noise is not known (tune --remeasure 2 measures each configuration twice).")
+            return (f"Whether the pick, trial {pick}, and trial {runner} differ by more than run-to-run noise is "
+                    f"not known: {' and '.join(single)} measured once (tune --remeasure 2 boots each configuration twice).")
         if same:
             return (f"The choice rests on a difference inside the noise: measured {counts}, trial {pick} and trial "
                     f"{runner} have overlapping {LEVEL:.0%} intervals on every objective where they differ "
                     f"({self._pair_text(pick, runner, differ)}); either is as good a pick on this evidence.")
         apart = [k for k in differ if self.of(pick)[k].overlaps(self.of(runner)[k]) is False]
-        return (f"Evidence: measured {counts}, their {LEVEL:.0%} intervals are apart on "
-                f"{self._pair_text(pick, runner, apart)}.")
+        return (f"Trials {pick} (the pick) and {runner} differ beyond the noise: measured {counts}, their "
+                f"{LEVEL:.0%} intervals are apart on {self._pair_text(pick, runner, apart)}.")
 
     def _pair_text(self, a: int, b: int, keys: Sequence[int]) -> str:
         ea, eb = self.of(a), self.of(b)
