@@ -191,7 +191,8 @@ class Spread:
         if same is None:
             single = [f"trial {x}" for x, n in ((pick, np_), (runner, nr)) if n < 2]
             return (f"Whether the pick, trial {pick}, and trial {runner} differ by more than run-to-run noise is "
-                    f"not known: {' and '.join(single)} measured once (tune --remeasure 2 boots each configuration twice).")
+                    f"not known: {' and '.join(single)} measured once (tune --remeasure 2 boots each configuration "
+                    "twice).")
         if same:
             return (f"The choice rests on a difference inside the noise: measured {counts}, trial {pick} and trial "
                     f"{runner} have overlapping {LEVEL:.0%} intervals on every objective where they differ "
