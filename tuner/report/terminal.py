@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import optuna
 
-from ..study.estimates import LEVEL
+from ..study.estimates import LEVEL, formatter
 from ..vocabulary import display
 from .facts import balanced_rule, closest_admission, settings_text
 
@@ -68,9 +68,8 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
         mark = "*" if d.pick is not None and t.number == d.pick.number else ""
         cells = [display.metric(n, v) for n, v in zip(d.names, t.values)]
         if repeated:  # the configuration's mean over its boots, +- half its 95% t-interval
-            cells = [str(spread.n(t.number)),
-                     *[e.short(lambda v, n=n: display.metric(n, v)) if e is not None else c
-                       for n, e, c in zip(d.names, spread.of(t.number), cells)]]
+            cells = [str(spread.n(t.number)), *[e.short(formatter(n)) if e is not None else c
+                                                for n, e, c in zip(d.names, spread.of(t.number), cells)]]
         table.add_row(f"{mark}{t.number}", *cells, settings_text(t, " ", drop_prefix="VLLM_"))
     console.print(table)
     if repeated:

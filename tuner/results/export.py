@@ -250,9 +250,12 @@ def how_sure(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str) ->
     balanced pick the evidence against its runner-up."""
     spread = Spread.of_study(study)
     n = spread.n(trial.number)
-    out = [f"how sure: {n} boots of these settings: {spread.describe(trial.number)}" if n > 1 else
-           "how sure: one measurement of these settings, no interval (tune --remeasure N boots each "
-           "configuration N times: each figure's mean and 95% t-interval)"]
+    if n > 1:
+        out = [f"how sure: {n} boots of these settings; each figure's mean and 95% t-interval:"]
+        out += [f"  {line}" for line in spread.describe(trial.number, sep="\n").splitlines()]
+    else:
+        out = ["how sure: one measurement of these settings, no interval (tune --remeasure N boots each "
+               "configuration N times: each figure's mean and 95% t-interval)"]
     front = measured_front(study)
     numbers = [t.number for t in front]
     if trial.number not in numbers:

@@ -38,6 +38,15 @@ WARMUP = "warmup_s"
 ONE = "one measurement"
 
 
+def formatter(name: str) -> Callable[[float], str]:
+    """The display function of a figure named `name` (durations as durations, so that ranges read well)."""
+    if name.endswith("_s"):
+        return display.seconds
+    if name.endswith("_ms"):
+        return display.millis
+    return lambda v: display.metric(name, v)
+
+
 def t_quantile(df: int) -> float:
     """t(0.975, df): the two-sided 95% Student quantile."""
     if df < 1:
@@ -177,11 +186,11 @@ class Spread:
                     out.append((a, b))
         return out
 
-    def describe(self, number: int) -> str:
+    def describe(self, number: int, sep: str = "; ") -> str:
         """'tok/s 1,234 tok/s (n=3, 95% t-interval ...); p99 TTFT ...' for one trial's configuration."""
-        parts = [f"{display.short(k)} {e.text(lambda v, k=k: display.metric(k, v))}"
-                 for k, e in zip(self.names, self.of(number)) if e is not None]
-        return "; ".join(parts)
+        parts = [f"{display.short(k)} {e.text(formatter(k))}" for k, e in zip(self.names, self.of(number))
+                 if e is not None]
+        return sep.join(parts)
 
     def pick_evidence(self, pick: int, runner: int) -> str:
         """On what evidence the pick beat its runner-up, in one sentence (the noise named when it decides)."""
@@ -205,11 +214,7 @@ class Spread:
         ea, eb = self.of(a), self.of(b)
         out = []
         for k in keys:
-            name = self.names[k]
-
-            def fmt(v, name=name):
-                return display.metric(name, v)
-
+            name, fmt = self.names[k], formatter(self.names[k])
             out.append(f"{display.short(name)} {ea[k].short(fmt)} against {eb[k].short(fmt)}")
         return "; ".join(out)
 
