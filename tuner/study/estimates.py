@@ -194,6 +194,9 @@ class Spread:
 
     def pick_evidence(self, pick: int, runner: int) -> str:
         """On what evidence the pick beat its runner-up, in one sentence (the noise named when it decides)."""
+        if self.measurements(pick) and self.measurements(pick) is self.measurements(runner):
+            return (f"Its runner-up, trial {runner}, is another boot of the same settings: one configuration, "
+                    f"measured {_times(self.n(pick))} ({self.describe(pick)}).")
         same, differ = self.verdict(pick, runner)
         np_, nr = self.n(pick), self.n(runner)
         counts = f"{_times(np_)} and {_times(nr)}"
