@@ -39,7 +39,7 @@ DEFAULT_RELEASE = "fork-main"  # the newest fork release
 # The first run of a warmed shape after ready costs this many step times more (docs/load-metrics.md section 4):
 # with the tune defaults it puts the first window's p99 TTFT and throughput a modest step behind the rest,
 # well inside the first-run figures users report (vllm-gaudi #1188: P95 TTFT x4; #1602: -13% tok/s).
-FIRST_REPLAY = 3.0
+FIRST_REPLAY = 1.0
 
 
 def hardware_corrections(items: list[str]) -> Corrections:
