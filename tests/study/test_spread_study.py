@@ -84,3 +84,5 @@ def test_a_remeasured_study_records_its_first_runs_and_says_how_sure(tmp_path):
     twice = [s for row in cmp.best.values() for s in row if s is not None and s["trial"] in (0, 1)]
     assert all(s["n"] == 2 and s["spread"][0].n == 2 for s in twice)
     assert ("boots of the pick's settings" in shown and "±" in shown) == bool(twice)
+    assert ("sure (2) (trial 1) and sure (trial 1) are indistinguishable" in shown
+            or "sure (2) (trial 0) and sure (trial 0) are indistinguishable" in shown) == bool(twice)

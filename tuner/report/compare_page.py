@@ -10,7 +10,7 @@ import optuna
 import plotly.graph_objects as go
 from optuna.trial import TrialState
 
-from ..results.compare import Comparison, cell
+from ..results.compare import Comparison, cell, pick_noise
 from ..vocabulary import display
 from ..vocabulary.errors.disk import write_text
 from . import charts
@@ -112,7 +112,8 @@ def _summary(cmp: Comparison) -> str:
                + table(["pick", "study", "trial", "boots", *[display.short(n) for n in names], "prompt buckets",
                         "decode buckets"], rows, cls="sortable")
                + "<p>boots: measurements of the pick's settings; measured more than once, a figure is their mean ± "
-                 "half its 95% Student t-interval, and a regression says whether the intervals overlap.</p>")
+                 "half its 95% Student t-interval, and a regression says whether the intervals overlap.</p>"
+               + "".join(f"<p>{esc(line)}</p>" for line in pick_noise(cmp)))
     return "".join(out) + "</section>"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..study.estimates import Spread, formatter
+from ..study.estimates import Spread, formatter, verdict
 from ..study.pareto import hypervolume, measured_front, pareto_indices
 from ..vocabulary.record import TrialRecord
 from .export import ExportError, Filters, pick_trial
@@ -182,6 +182,26 @@ def regressions(cmp: Comparison) -> list[str]:
     return out
 
 
+def pick_noise(cmp: Comparison) -> list[str]:
+    """Per criterion, each study's pick against the baseline's where both were booted more than once: the
+    same within the noise (intervals overlapping on every objective where they differ) or apart."""
+    from ..vocabulary.display import short
+
+    out = []
+    for c, row in cmp.best.items():
+        a = row[0]
+        for name, b in zip(cmp.names[1:], row[1:]):
+            if not (a and b and a.get("n", 1) > 1 and b.get("n", 1) > 1):
+                continue
+            same, differ = verdict(a["spread"], b["spread"])
+            apart = [short(cmp.objective_names[k]) for k in differ
+                     if a["spread"][k].overlaps(b["spread"][k]) is False]
+            out.append(f"{c} pick: {name} (trial {b['trial']}) and {cmp.names[0]} (trial {a['trial']}) "
+                       + ("are indistinguishable: their 95% intervals overlap on every objective where they differ"
+                          if same else f"differ beyond the noise on {', '.join(apart)}"))
+    return out
+
+
 def noise_note(a: dict, b: dict, j: int) -> str:
     """What the noise says of a difference between two picks on objective j: nothing when either is one
     measurement (the figures carry no interval), else whether their 95% intervals overlap."""
@@ -281,6 +301,8 @@ def _print_best(cmp: Comparison, console) -> None:
     if repeated:
         console.print("(n: boots of the pick's settings; a figure is their mean ± half its 95% t-interval; n 1: one "
                       "measurement, no interval)", markup=False)
+        for line in pick_noise(cmp):
+            console.print(line, markup=False)
 
 
 def _print_warmups(cmp: Comparison, console) -> None:

@@ -104,6 +104,22 @@ def estimate(values: Iterable[float]) -> Estimate | None:
     return Estimate(len(xs), mean, mean - half, mean + half, sd)
 
 
+def verdict(ea: Sequence[Estimate | None], eb: Sequence[Estimate | None]) -> tuple[bool | None, list[int]]:
+    """(indistinguishable?, the objectives where the means differ) of two configurations' estimates: True
+    when the intervals overlap on every one of them, False when one's are apart, None when a single
+    measurement leaves it open."""
+    differ = [k for k, (x, y) in enumerate(zip(ea, eb)) if x is not None and y is not None and x.mean != y.mean]
+    overlaps = [ea[k].overlaps(eb[k]) for k in differ]
+    if any(o is False for o in overlaps):
+        return False, differ
+    if not differ:
+        repeated = all(e is None or e.n > 1 for e in (*ea, *eb)) and any(e is not None for e in ea)
+        return (True if repeated else None), differ
+    if any(o is None for o in overlaps):
+        return None, differ
+    return True, differ
+
+
 def figure_of(rec: TrialRecord, key: str) -> float | None:
     """One boot's own figure `key`: a metric, or warmup_s (the warm-up the study scores)."""
     obs = rec.observed
@@ -166,16 +182,8 @@ class Spread:
         return any(self.n(x) > 1 for x in numbers)
 
     def verdict(self, a: int, b: int) -> tuple[bool | None, list[int]]:
-        """(indistinguishable?, the objectives where their means differ): True when the intervals overlap on
-        every one of them, False when one's are apart, None when a single measurement leaves it open."""
-        ea, eb = self.of(a), self.of(b)
-        differ = [k for k, (x, y) in enumerate(zip(ea, eb)) if x is not None and y is not None and x.mean != y.mean]
-        overlaps = [ea[k].overlaps(eb[k]) for k in differ]
-        if any(o is False for o in overlaps):
-            return False, differ
-        if not differ or any(o is None for o in overlaps):
-            return (True if not differ and self.n(a) > 1 and self.n(b) > 1 else None), differ
-        return True, differ
+        """verdict() of trials a's and b's configurations."""
+        return verdict(self.of(a), self.of(b))
 
     def indistinguishable(self, numbers: Sequence[int]) -> list[tuple[int, int]]:
         """Pairs of these (front) trials, of different configurations, that the noise cannot tell apart."""
