@@ -8,16 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import (
-    DURATION_HELP,
-    MODEL_HELP,
-    UsageError,
-    add_allow_unknown,
-    check_folder,
-    duration,
-    parse_key_values,
-    parse_slos,
-)
+from . import DURATION_HELP, MODEL_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 
 
@@ -473,6 +464,8 @@ def tune_study(args, console=None, storage=None, runner=None):
 
     ctx.warmup = warmup_options(args, ctx, console)
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
+    from . import parse_slos
+
     constraints = Constraints(slos_ms=parse_slos(args, ctx.load.percentiles, ctx.load.warmup_requests),
                               warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
