@@ -5,10 +5,10 @@ event per chunk, the last token chunk carrying ``finish_reason``, then (if the c
 ``stream_options.include_usage``) a ``"choices": []`` chunk with ``usage``, then ``data: [DONE]``.
 
 It also answers /v1/chat/completions (the content rendered into the real-vLLM tier's chat template and
-counted with a local tokenizer, when given one), refuses every /v1 path without the right key when
-started with one (401 {"error": "Unauthorized"}, as vLLM's --api-key does), lists an alias with the
-model behind it as ``root`` in /v1/models, and rejects prompts longer than ``max_model_len`` with
-vLLM's HTTP 400.
+counted with a local tokenizer, when given one, which also answers vLLM's /tokenize and /detokenize),
+refuses every /v1 path without the right key when started with one (401 {"error": "Unauthorized"},
+as vLLM's --api-key does), lists an alias with the model behind it as ``root`` in /v1/models, and
+rejects prompts longer than ``max_model_len`` with vLLM's HTTP 400.
 
 What each request does is a :class:`Behaviour`, chosen by the request's *prompt length* (so the
 choice is deterministic whatever the concurrency): per-token delay, several tokens per chunk,
@@ -117,13 +117,19 @@ def chat_prompt_text(messages) -> str | None:
     return "".join(out) + GENERATION_PROMPT
 
 
-def _counter(config: FakeServerConfig):
-    """Token count of a rendered text: the tokenizer's (no specials added: the template holds them)."""
+def _tokenizer(config: FakeServerConfig):
     if config.tokenizer_dir is None:
-        return lambda text: max(1, len(text.split()))
+        return None
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(f"{config.tokenizer_dir}/tokenizer.json")
+    return Tokenizer.from_file(f"{config.tokenizer_dir}/tokenizer.json")
+
+
+def _counter(config: FakeServerConfig):
+    """Token count of a rendered text: the tokenizer's (no specials added: the template holds them)."""
+    tok = _tokenizer(config)
+    if tok is None:
+        return lambda text: max(1, len(text.split()))
     return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
 
 
@@ -156,6 +162,21 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
     def error(status: int, message: str) -> web.Response:
         return web.json_response({"error": {"message": message, "type": "BadRequestError",
                                             "code": status}}, status=status)
+
+    tok = _tokenizer(config)
+
+    async def tokenize(request: web.Request) -> web.Response:  # vLLM's, with the server's tokenizer
+        body = await request.json()
+        if body.get("model") != config.model:
+            return error(404, f"The model `{body.get('model')}` does not exist.")
+        ids = tok.encode(body["prompt"], add_special_tokens=bool(body.get("add_special_tokens", True))).ids
+        return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": config.max_model_len})
+
+    async def detokenize(request: web.Request) -> web.Response:
+        body = await request.json()
+        if body.get("model") != config.model:
+            return error(404, f"The model `{body.get('model')}` does not exist.")
+        return web.json_response({"prompt": tok.decode(body["tokens"], skip_special_tokens=False)})
 
     async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await completions(request, chat=True)
@@ -304,6 +325,9 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
     app.router.add_get("/debug/log", debug_log)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    if tok is not None:
+        app.router.add_post("/tokenize", tokenize)
+        app.router.add_post("/detokenize", detokenize)
     return app
 
 

@@ -98,13 +98,16 @@ def write_report(study, out_dir: str | Path) -> dict[str, Path]:
 
 
 def export(study, path: str | Path, pick: str = "balanced", max_warmup_s: float | None = None) -> Path:
-    """Write the complete env file of a Pareto trial (`pick`: balanced, throughput, latency, warmup)."""
+    """Write the complete env file of a Pareto trial (`pick`: balanced, throughput, latency, warmup, cost),
+    with its start-up limits and (a study tuned with a price) its cost in the header."""
     from .results.export import Filters, env_file_text, export_bucket_file, pick_trial
+    from .results.orchestrators import DeployOptions, deploy_comments
 
     trial = pick_trial(study, pick, Filters(max_warmup_s=max_warmup_s))
     release = (study.user_attrs.get("space") or {}).get("release")
     path = Path(path)
     bucket_env, notes = export_bucket_file(study, trial, path)  # a fitted set's bucket file, beside it
+    notes += deploy_comments(study, trial, DeployOptions())
     path.write_text(env_file_text(study, trial, pick, release, extra=bucket_env, comments=notes))
     return path
 

@@ -19,7 +19,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from .commands import bench, buckets, calc, compare, explain, export, fit, models, plan, report, sim, tune
+from .commands import bench, buckets, calc, compare, doctor, explain, export, fit, models, plan, report, sim, tune
 from .serve.redact import redact_argv, redact_env
 from .study.storage import url_password
 from .vocabulary.errors import Stopped, TunerError
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help=f"show tracebacks (or set {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tune, plan, report, export, compare, bench, buckets, calc, fit, explain, models, sim):
+    for module in (tune, plan, report, export, compare, bench, buckets, calc, fit, explain, doctor, models, sim):
         module.register(sub)
     for name, subparser in sub.choices.items():
         if name not in _NO_DEBUG_FLAG:  # accepted after the command too; SUPPRESS keeps the top-level value

@@ -45,7 +45,7 @@ def test_a_value_one_release_ignores_is_named_first():
     diff = diff_releases("fork-1.21.2", "fork-1.22", SERVER, env, num_hpu_blocks=300)
     first = diff.settings[0]
     assert first.name == "VLLM_PROMPT_SEQ_BUCKET_MAX" and first.values == ("1024 (user)", "1024 (ignored)")
-    assert first.why.startswith("fork-1.22 ignores it: ") and "will be overwritten" in first.why
+    assert first.why == "fork-1.22 ignores it: its exponential bucketing overwrites it"
     assert [b.plan.strategy for b in diff.builds] == ["linear", "exponential"]
 
 
@@ -112,7 +112,9 @@ def test_compare_releases_from_an_env_file_with_its_flags_header(tmp_path, capsy
     # the terminal form names the counts and the first buckets only in the other release
     assert main(["compare", "--release", "fork-1.21.0", "fork-1.21.2", "--env-file", str(env_file),
                  "--num-hpu-blocks", "300"]) == 0
-    text = capsys.readouterr().out
+    raw = capsys.readouterr().out
+    assert all(len(line) <= 80 for line in raw.splitlines() if line[:1] not in "┏┃┡│└")
+    text = " ".join(raw.split())   # wrapped at 80 columns
     assert "decode: 3 -> 9 buckets; 3 in both" in text
     assert "only in fork-1.21.2 (6): (1, 256), (1, 300), (2, 256), (2, 300), (4, 256) and 1 more" in text
 
@@ -146,3 +148,20 @@ def test_bad_release_diff_inputs_are_one_line_errors(tmp_path, capsys, argv, nam
 def test_release_flags_without_releases_are_refused(capsys):
     code = main(["compare", "a", "b", "--env-file", "x.env"])
     assert code == 2 and "--env-file is for the release diff: add --release" in capsys.readouterr().err
+
+
+def test_compare_states_an_overwriting_strategys_warnings_once_with_the_fix(capsys):
+    # twelve linear variables into a release that buckets exponentially: its twelve banners were printed
+    # in the settings and again as warnings, and nothing said how to keep the values
+    dims = (("PROMPT", ("BS", "SEQ")), ("DECODE", ("BS", "BLOCK")))
+    linear = {f"VLLM_{phase}_{dim}_BUCKET_{p}": v for phase, names in dims for dim in names
+              for p, v in (("MIN", "1" if dim == "BS" else "128"), ("STEP", "128"), ("MAX", "1024"))}
+    env = [f"--env={k}={v}" for k, v in linear.items()]
+    assert main(["compare", "--release", "fork-1.21.2", "gaudi-main", "--max-num-seqs", "4", *env]) == 0
+    raw = capsys.readouterr().out
+    assert all(len(line) <= 80 for line in raw.splitlines() if line[:1] not in "┏┃┡│└")
+    assert "will be overwritten" not in raw
+    text = " ".join(raw.split())
+    [said] = [w for w in text.split("gaudi-main warns: ")[1:]]
+    assert said.startswith("its exponential bucketing overwrites 12 of the linear bucket variables given")
+    assert "to use them, add --env VLLM_BUCKETING_STRATEGY=lin" in said

@@ -68,8 +68,11 @@ def test_env_output_is_read_back_by_compare(capsys, tmp_path):
     assert code == 0
     (tmp_path / "calc.env").write_text(out)
     env, server = read_env_file(tmp_path / "calc.env")
-    assert server == {"max_model_len": 16417} and "MAX_MODEL_LEN" not in env
-    assert env["VLLM_DECODE_BLOCK_BUCKET_MAX"] == "8576"
+    # the flags the review settled on: max_model_len rounded to the block size, the budget it assumed, and
+    # the prompt batch its budget holds (so that no prompt bucket is skipped)
+    assert server == {"max_model_len": 16512, "max_num_batched_tokens": 16512, "max_num_prefill_seqs": 1}
+    assert "MAX_MODEL_LEN" not in env
+    assert env["VLLM_DECODE_BLOCK_BUCKET_MAX"] == "4096"  # the first step past the 4,052 KV blocks predicted
 
 
 def test_review_predicts_kv_blocks_and_warmup_with_a_band(capsys):
@@ -133,7 +136,8 @@ def test_review_on_exponential_default_release_says_values_are_ignored(capsys):
     # Exponential from 1.22 on overwrites all 12 MIN/STEP/MAX variables.
     assert len(review["ignored"]) == 12
     assert any("VLLM_EXPONENTIAL_BUCKETING=false" in n for n in review["notes"])
-    assert any("16417" in n and "not a multiple" in n for n in review["notes"])
+    assert any("16417 rounded up to 16512" in n for n in review["notes"])
+    assert "--max-model-len" in review["server_flags"] and "16512" in review["server_flags"]
 
 
 def test_review_on_linear_release_uses_values_and_reports_clamping(capsys):
@@ -142,7 +146,8 @@ def test_review_on_linear_release_uses_values_and_reports_clamping(capsys):
     review = json.loads(out)["release_review"]
     assert review["strategy"] == "linear"
     assert review["ignored"] == []
-    assert any("8576" in n and "clamped to 5000" in n for n in review["notes"])
+    assert any("lowered from 8,576 to 5,120" in n for n in review["notes"])
+    assert review["env"]["VLLM_DECODE_BLOCK_BUCKET_MAX"] == "5120"
     assert review["prompt_buckets"] > 0 and review["decode_buckets"] > 0
 
 

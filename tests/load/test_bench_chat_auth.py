@@ -124,6 +124,8 @@ def test_chat_text_has_the_input_length_less_the_tokenizers_specials(tokenizer_d
     assert d["input_lens"] == rendered and d["total_input_tokens"] == sum(rendered)
     assert all(abs(r - o - template_tokens(tok)) <= 2 for r, o in zip(rendered, own))
     assert str(tokenizer_dir) in d["tuner_chat_prompts"]["sized_by"]
+    # the fake server answers /tokenize with this tokenizer: the file was checked and kept
+    assert d["tuner_chat_prompts"]["tokenizer_check"].startswith("agrees with the server's /tokenize")
 
 
 def test_long_chat_prompts_fit_the_context_as_vllms_do(tokenizer_dir, tmp_path):

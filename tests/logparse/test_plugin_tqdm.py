@@ -169,7 +169,7 @@ def test_explain_times_the_bars_and_keeps_one_start():
     assert len(x.reading.runs) == 1, [r.why for r in x.reading.runs]
     names = {p.name: p.seconds for p in x.timeline.phases}
     assert names["prompt warmup"] == 30 and names["decode warmup"] == 6
-    assert names["graph capture multimodal warmup"] == 13     # 1/2 -> 2/2 -> the sampler line
+    assert names["multimodal warmup"] == 13     # 1/2 -> 2/2 -> the sampler line
     assert x.timeline.warmup_total_s == 52
     slow = x.timeline.slowest[0]
     assert (slow.phase, slow.index, slow.seconds) == ("prompt", 6, 10)

@@ -18,7 +18,8 @@ What gets built (the recipe and its reasons: docs/real-vllm-cpu.md, sections 1 a
   own .py files. There are no weights: serve it with `--load-format dummy`;
 * a second one (`<env>-tiny-chatml`) whose tokenizer differs in every way the client cares about:
   another vocabulary (3000, trained on the stdlib packages' files), ChatML specials and template, and no
-  BOS added to a text (the first adds `<s>`), so a client that assumed the first model's shape fails.
+  BOS added to a text (the first adds `<s>`), so a client that assumed the first model's shape fails;
+* a tiny vision-language model (`<env>-tiny-idefics3`, vlmodel.py says why Idefics3).
 
 Both are built in a temporary folder next to their final place and renamed into it when complete,
 under an fcntl lock, so that two pytest processes never build at once and nobody ever sees half an
@@ -57,6 +58,7 @@ MODEL_RECIPE = 2                  # bump whenever the tiny model below changes
 MODEL_VOCAB = 2048
 CHATML_RECIPE = 1                 # bump whenever the second model changes
 CHATML_VOCAB = 3000
+VL_RECIPE = 1                     # bump whenever vlmodel.py's model changes
 MODEL_MAX_LEN = 16384             # long enough for streams that outlast any stop
 MIN_FREE_BYTES = 4 * 1024**3      # the venv takes ~2.5 GB, plus pip's unpacked wheels
 PIP_TIMEOUT_S = 1800
@@ -72,6 +74,7 @@ class RealVllmEnv:
     venv: Path
     model: Path
     model2: Path | None = None                           # the ChatML model (another tokenizer)
+    vl_model: Path | None = None                         # the vision-language model (vlmodel.py)
     built: bool = False                                  # built by this call (not found cached)
     timings: dict[str, float] = field(default_factory=dict)
     version: str = ""                                    # what `vllm --version` printed
@@ -97,6 +100,11 @@ def model_dir(venv: Path | None = None) -> Path:
 def chatml_model_dir(venv: Path | None = None) -> Path:
     venv = venv or env_dir()
     return venv.with_name(venv.name + "-tiny-chatml")
+
+
+def vl_model_dir(venv: Path | None = None) -> Path:
+    venv = venv or env_dir()
+    return venv.with_name(venv.name + "-tiny-idefics3")
 
 
 # ---------------------------------------------------------------------------------------- locking
@@ -462,7 +470,8 @@ def ensure(rebuild: bool = False, say=_say_default) -> RealVllmEnv:
     log = venv.with_name(venv.name + ".build.log")
     t0 = time.monotonic()
     with build_lock(venv, say):
-        result = RealVllmEnv(venv=venv, model=model_dir(venv), model2=chatml_model_dir(venv))
+        result = RealVllmEnv(venv=venv, model=model_dir(venv), model2=chatml_model_dir(venv),
+                             vl_model=vl_model_dir(venv))
         for stale in venv.parent.glob(f".{venv.name}*.tmp-*"):  # left by a killed builder
             _remove(stale)                                       # (we hold the lock: nobody builds)
         for stale in venv.parent.glob(f".{venv.name}*.old-*"):
@@ -488,6 +497,8 @@ def ensure(rebuild: bool = False, say=_say_default) -> RealVllmEnv:
         if rebuild or result.built or not _model_ok(result.model2, CHATML_RECIPE):
             result.timings["model2_s"] = _build_model(venv, result.model2, log, "--write-chatml-model",
                                                       CHATML_RECIPE)
+        if rebuild or result.built or not _model_ok(result.vl_model, VL_RECIPE):
+            result.timings["vl_model_s"] = _build_model(venv, result.vl_model, log, "--write-vl-model", VL_RECIPE)
     result.timings["ensure_s"] = round(time.monotonic() - t0, 1)
     return result
 
@@ -497,12 +508,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rebuild", action="store_true", help="build again even if the cached one works")
     ap.add_argument("--write-tiny-model", type=Path, metavar="DIR", help=argparse.SUPPRESS)
     ap.add_argument("--write-chatml-model", type=Path, metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--write-vl-model", type=Path, metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.write_tiny_model:
         write_tiny_model(args.write_tiny_model)
         return 0
     if args.write_chatml_model:
         write_chatml_model(args.write_chatml_model)
+        return 0
+    if args.write_vl_model:  # run as a script: vlmodel.py sits beside this file
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("vlmodel", Path(__file__).resolve().with_name("vlmodel.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.write_vl_model(args.write_vl_model, VL_RECIPE)
         return 0
     try:
         env = ensure(rebuild=args.rebuild)
@@ -513,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"vllm:    {env.vllm}")
     print(f"model:   {env.model}")
     print(f"model 2: {env.model2}")
+    print(f"VL:      {env.vl_model}")
     print(f"lock:    {LOCK_FILE}")
     print(f"timings: {json.dumps(env.timings)}")
     print(f"set {ENV_VAR} to use another folder")

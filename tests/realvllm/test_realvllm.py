@@ -42,7 +42,7 @@ from tuner.serve.backends import Backend
 from tuner.serve.ports import find_free_port
 from tuner.serve.process import ServerProcess
 
-from . import dropin
+from . import doctor_check, dropin
 from . import env as realenv
 from .conftest import _FIGURES
 
@@ -231,13 +231,14 @@ class RealServer:
     """One genuine `vllm serve` through our launcher, with the log watcher on its output and an
     independent record of its process tree."""
 
-    def __init__(self, env: realenv.RealVllmEnv, tmp: Path, *, max_model_len: int = 2048, model: Path | None = None):
+    def __init__(self, env: realenv.RealVllmEnv, tmp: Path, *, max_model_len: int = 2048, model: Path | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.tmp = tmp
         self.watcher, self._lock = LogWatcher(), threading.Lock()
         self.port = find_free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         backend = Backend("vllm", model=str(model or env.model), served_model_name=SERVED, vllm_command=[str(env.vllm)],
-                          extra_args=["--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES)])
+                          extra_args=["--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES), *extra_args])
         self.argv = backend.argv({"max_model_len": max_model_len, "enforce_eager": True}, "127.0.0.1", self.port)
         self.env = server_env(tmp)
         self.log_path = tmp / "server.log"
@@ -348,6 +349,10 @@ class TestOneServer:
 
     def test_bench_server_error_gives_exit_1_and_the_servers_message(self, shared_server, tmp_path):
         dropin.server_error_gives_exit_1_and_the_servers_message(shared_server, tmp_path)
+
+    def test_doctor_reads_the_genuine_metrics_under_load(self, shared_server, tmp_path):
+        d = doctor_check.doctor_reads_vllms_own_metrics(shared_server, tmp_path)
+        _FIGURES.append(f"doctor: {d['limit']} ({d['findings'][0]['says'][:120]})")
 
     def test_stop_with_open_streams_does_not_hang(self, shared_server):
         """The launcher's stop (SIGINT to the whole group at once, 3 s per signal) while very long streams

@@ -14,6 +14,8 @@ import optuna
 import pytest
 import yaml
 
+from . import browser
+
 SPACE = {
     "name": "rpt",
     "release": "fork-1.21.2",
@@ -83,3 +85,15 @@ def studies(tmp_path_factory) -> Studies:
     second = _make(root, "rpt2", "fork-1.22", [TRIALS[0], TRIALS[4]])
     assert second.returncode == 0, second.stderr
     return Studies(results=root / "results", tune_output=first.stdout + first.stderr)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium per test module; skipped with its reason where none can be driven."""
+    reason = browser.available()
+    if reason:
+        print(f"browser tests skipped: {reason}")
+        pytest.skip(reason)
+    b = browser.Browser()
+    yield b
+    b.close()

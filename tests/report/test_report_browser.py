@@ -8,27 +8,13 @@ import re
 import time
 from pathlib import Path
 
-import pytest
-
 from tuner.report import SECTION_IDS
 from tuner.report.compare_page import COMPARE_IDS
 
-from . import browser
 from .conftest import cli
 
 CHARTS_DRAWN = """return Array.from(document.querySelectorAll('.plotly-graph-div')).map(function (d) {
     return [d.id, d.classList.contains('js-plotly-plot') && d.querySelector('svg.main-svg') !== null]; });"""
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    reason = browser.available()
-    if reason:
-        print(f"browser tests skipped: {reason}")
-        pytest.skip(reason)
-    b = browser.Browser()
-    yield b
-    b.close()
 
 
 def _open(chromium, page: Path, screenshot: Path) -> list[dict]:
@@ -96,3 +82,45 @@ def test_compare_page_renders_in_chromium(chromium, studies, tmp_path):
     assert len(_drawn(chromium)) >= 5
     text = chromium.driver.execute_script("return document.body.innerText")
     assert "share of union" in text and "rpt (2)" in text
+
+
+PICK_TRACES = """return ['chart-pareto-latency', 'chart-pareto-warmup', 'chart-pareto-3d', 'chart-convergence-trials',
+                'chart-convergence-hours'].map(function (id) {
+    var gd = document.getElementById(id);
+    return [id, gd.data.filter(function (t) { return (t.name || '').indexOf('the pick (trial ') === 0; })
+                      .map(function (t) { return t.name; })]; });"""
+FITS = """var out = {};
+    var page = document.getElementById('trials').getBoundingClientRect().width;
+    var wrap = document.getElementById('trials-table').parentElement;
+    out.trials_scrolls = wrap.scrollWidth > wrap.clientWidth + 1;
+    var cube = document.getElementById('chart-pareto-3d');
+    out.cube_inside = cube.getBoundingClientRect().width <= page + 1;
+    var scene = cube.querySelector('.gl-container, #scene, canvas');
+    out.scene_inside = scene === null || scene.getBoundingClientRect().right <= cube.getBoundingClientRect().right + 1;
+    out.rule_folded = !document.getElementById('pick-rule').open;
+    out.why = document.getElementById('why').innerText;
+    out.banner = document.getElementById('simulated').innerText;
+    out.first = document.body.innerText.indexOf('nothing here ran on hardware') <
+        document.body.innerText.indexOf('What to deploy');
+    out.rows = Array.from(document.querySelectorAll('#summary table.compare tbody tr td:first-child'))
+        .map(function (c) { return c.innerText; });
+    return out;"""
+
+
+def test_a_team_lead_sees_the_pick_the_reasons_and_that_it_was_simulated(chromium, studies, tmp_path):
+    page = studies.results / "rpt" / "report.html"
+    chromium.driver.set_window_size(1400, 6000)   # the whole page in the screenshot, to look at
+    try:
+        errors = _open(chromium, page, tmp_path / "report-full.png")
+    finally:
+        chromium.driver.set_window_size(1400, 1000)
+    assert not errors, errors
+    pick = re.search(r"balanced pick: trial (\d+)", (studies.results / "rpt" / "best.env").read_text()
+                     + studies.tune_output).group(1)
+    for chart_id, names in chromium.driver.execute_script(PICK_TRACES):
+        assert names == [f"the pick (trial {pick})"], chart_id   # the pick is marked on every trial plot
+    seen = chromium.driver.execute_script(FITS)
+    assert not seen["trials_scrolls"] and seen["cube_inside"] and seen["scene_inside"]
+    assert seen["rule_folded"] and "scaled over the feasible front" not in seen["why"]
+    assert seen["banner"].startswith("Simulated study: nothing here ran on hardware") and seen["first"]
+    assert "throughput (output tokens/s)" in seen["rows"] and "time to first token, p99 (ms)" in seen["rows"]

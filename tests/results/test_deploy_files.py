@@ -13,9 +13,10 @@ import yaml
 
 from tuner.cli import main
 from tuner.report.startup import read_log
-from tuner.results.deploy import config_mapping, script_text
+from tuner.results.deploy import script_text
 from tuner.serve.ports import find_free_port
 from tuner.serve.process import ServerProcess
+from tuner.serve.vllmconfig import config_mapping
 from tuner.sim.configfile import expand_config
 
 from ..study.test_study_e2e import FAST, load, write_space
@@ -82,9 +83,9 @@ def test_the_exported_yaml_and_script_start_the_trials_server(tmp_path):
 def test_script_quotes_every_value_and_leaves_secrets_out(tmp_path):
     tail = ["/models/my model", "--max-num-seqs", "64", "--enforce-eager", "--no-enable-prefix-caching",
             "--served-model-name", "a b", "--api-key", "***", "--chat-template", "{{ '$HOME' }}; rm -rf /"]
-    from tuner.results.deploy import _without_secrets
+    from tuner.serve.vllmconfig import without_secrets
 
-    kept, dropped = _without_secrets(tail)
+    kept, dropped = without_secrets(tail)
     assert dropped == ["--api-key"] and "***" not in kept
     text = script_text("t", {"VLLM_X": "a b$c", "PT_Y": "it's"}, ["/opt/v env/bin/vllm", "serve"], kept, dropped)
     (tmp_path / "s.sh").write_text(text.replace("exec ", "exec printf '%s\\n' ", 1))  # print the argv it runs
@@ -97,7 +98,7 @@ def test_script_quotes_every_value_and_leaves_secrets_out(tmp_path):
                           env={"PATH": "/usr/bin:/bin"}).stdout == "a b$c|it's\n"
     assert "--api-key left out" in text
     with pytest.raises(ValueError, match="redacted"):  # a scrubbed credential cannot be shipped as if it worked
-        _without_secrets(["m", "--download-dir", "https://user:***@mirror/models"])
+        without_secrets(["m", "--download-dir", "https://user:***@mirror/models"])
 
 
 def test_yaml_keys_give_back_the_same_flags_through_vllms_reading(tmp_path):

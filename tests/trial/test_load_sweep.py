@@ -155,7 +155,17 @@ def test_sweep_budget_cuts_a_running_point_and_skips_the_rest(tmp_path):
     assert r.status == TrialStatus.OK, r.reason
     first, second, third = r.observed["load_sweep"]
     assert first["status"] == "ok" and first["selected"]
-    assert second["status"] == "over_budget" and "metrics" not in second
+    # The budget runs on the wall clock (x the time scale): on a quiet machine the first point takes a
+    # fraction of it and the second is cut while running; a busy enough machine can spend it all on the
+    # first point, and then the second is never started. Either way nothing past the budget is measured.
+    budget_wall = 20.0 * context(tmp_path).backend.time_scale
+    assert "metrics" not in second
+    if first["load_s"] < budget_wall - 0.5:
+        assert second["status"] == "over_budget"
+    elif first["load_s"] > budget_wall:
+        assert second["status"] == "skipped" and "budget of 20 s ran out" in second["reason"]
+    else:  # the first point ended at the deadline itself: either way is right
+        assert second["status"] in ("over_budget", "skipped")
     assert third["status"] == "skipped" and "budget of 20 s ran out" in third["reason"]
     assert r.metrics == first["metrics"]
 

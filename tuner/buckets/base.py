@@ -9,6 +9,7 @@ the 3-D extension, the vllm-gaudi plugin) subclasses `ReleaseProfile`.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,20 @@ USER = "user"  # the user set it and the release honours it
 DEFAULT = "default"  # the release's default, derived from the server configuration
 FORCED = "forced"  # the release overrides whatever the user set (e.g. exponential min/step/max)
 IGNORED = "ignored"  # the user set it but this release/strategy never reads it
+
+# The banner a non-linear strategy logs once per linear variable it overwrites (and its frame of stars):
+# restated once by the tools, with the switch that keeps the values, never repeated per variable.
+OVERWRITE_BANNER = re.compile(r"^\*+$|^Using \w+ Strategy - Your configuration .* will be overwritten")
+
+
+def is_overwrite_banner(text: str) -> bool:
+    return bool(OVERWRITE_BANNER.match(text or ""))
+
+
+def plain_overwrite(note: str, strategy: str | None) -> str:
+    """A setting's note with the release's overwrite banner said in plain words."""
+    return re.sub(r"Using \w+ Strategy - Your configuration \S+ will be overwritten!?",
+                  f"its {strategy or 'non-linear'} bucketing overwrites it", note or "")
 
 
 class BucketConfigError(ValueError):

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from . import BucketConfigError, ServerConfig, get_profile
-from .base import LINEAR
+from .base import LINEAR, is_overwrite_banner
 
 VARIABLE_ORDER = (
     "MAX_MODEL_LEN",
@@ -193,14 +193,20 @@ def release_env(result: dict, profile_name: str) -> tuple[dict[str, str], list[s
 
 def release_review(result: dict, profile_name: str, num_hpu_blocks: int | None = None,
                    kv_source: str = "given") -> dict:
-    """What release `profile_name` does with the calculated numbers (under the names it reads, release_env).
+    """What release `profile_name` does with the calculated numbers (under the names it reads, release_env),
+    made to pass the review's own checks wherever a setting can.
 
     Builds the release's buckets (with `num_hpu_blocks` KV blocks: given, predicted by the caller, else
-    the decode block max, i.e. "enough memory") and reports: the strategy it picks, the variables it
-    ignores, the notes that matter (clamping, block-size alignment, what the buckets do not cover), and
-    the bucket counts.
+    the decode block max, i.e. "enough memory"). The settings are then adjusted, each adjustment said in
+    the notes: --max-model-len rounded up to the block size (some releases crash otherwise), the decode
+    block max lowered to the KV blocks, the prompt batch capped to what the token budget holds (a batch
+    past it would run in buckets the release skips), and a range raised to cover max_model_len. What
+    cannot be adjusted stays in `warnings`, with the setting to relax. `server_flags` are the `vllm serve`
+    flags the review assumed (the token budget included).
     """
-    from .coverage import coverage_warnings
+    from dataclasses import replace
+
+    from .coverage import close_gaps, coverage_gaps, coverage_warnings
 
     profile = get_profile(profile_name)
     values = result["calculated_variables"]
@@ -213,43 +219,93 @@ def release_review(result: dict, profile_name: str, num_hpu_blocks: int | None =
     cfg = server_config(result, blocks, env)
     notes: list[str] = list(renamed)
     if max_model_len % block_size:
-        notes.append(
-            f"--max-model-len {max_model_len} is not a multiple of the block size {block_size}: "
-            f"use {_round_up(max_model_len, block_size)} (some releases crash, e.g. vllm-gaudi 0.10.1 "
-            "exponential bucketing fails with 'math domain error')"
-        )
+        rounded = _round_up(max_model_len, block_size)
+        notes.append(f"--max-model-len {max_model_len} rounded up to {rounded}, a multiple of the block size "
+                     f"{block_size} (some releases crash otherwise, e.g. vllm-gaudi 0.10.1 exponential bucketing "
+                     "fails with 'math domain error')")
+        cfg = replace(cfg, max_model_len=rounded, max_num_batched_tokens=max(cfg.max_num_batched_tokens, rounded))
     review = {"profile": profile.name, "num_hpu_blocks": blocks, "kv_source": kv_source, "env": env,
               "notes": notes}
     default_strategy, _ = profile.select_strategy({})
     if default_strategy != LINEAR:
         if LINEAR in profile.strategies:
             switch = " ".join(f"{k}={v}" for k, v in profile.strategy_env(LINEAR).items())
-            notes.append(
-                f"{profile.name} defaults to {default_strategy} bucketing, which ignores these values; "
-                f"set {switch} to use them"
-            )
+            notes.append(f"{profile.name} defaults to {default_strategy} bucketing, which ignores these values "
+                         f"(the figures below are of its {default_strategy} buckets); set {switch} to use them")
         else:
             notes.append(f"{profile.name} has no linear bucketing; these values are not used")
+    dmax = env.get("VLLM_DECODE_BLOCK_BUCKET_MAX")
+    step = int(env.get("VLLM_DECODE_BLOCK_BUCKET_STEP", 1))
+    top = _round_up(blocks, step)
+    if default_strategy == LINEAR and dmax is not None and int(dmax) > top:
+        env["VLLM_DECODE_BLOCK_BUCKET_MAX"] = str(top)
+        notes.append(f"VLLM_DECODE_BLOCK_BUCKET_MAX lowered from {int(dmax):,} to {top:,}, the first step past the "
+                     f"{blocks:,} KV blocks {kv_source.split(':')[0]} (no decode context is larger)")
     try:
-        plan = profile.build(cfg)
+        plan = profile.build(replace(cfg, env=env))
+        if plan.strategy == LINEAR and plan.dims == 2 and plan.omitted_prompt:
+            cfg, plan = _fit_prompt_batch(profile, cfg, env, plan, notes)
+        gaps = coverage_gaps(plan, cfg, profile.engine)
+        if gaps and plan.strategy == LINEAR:
+            env, raised = close_gaps(env, gaps)
+            notes += raised
+            plan = profile.build(replace(cfg, env=env))
     except BucketConfigError as exc:
-        review.update(strategy=None, error=str(exc), ignored=[])
+        review.update(strategy=None, error=str(exc), ignored=[], server_flags=_flags(cfg))
         return review
+    review["env"] = env
+    review["server_flags"] = _flags(cfg)
     review["strategy"] = plan.strategy
     review["ignored"] = sorted({s.name for s in plan.ignored_settings() if s.name in env})
     review["prompt_buckets"] = len(plan.prompt)
     review["decode_buckets"] = len(plan.decode)
-    review["warnings"] = list(plan.warnings)
+    # the release's own "your configuration will be overwritten" banners: the strategy note above says it
+    review["warnings"] = [w for w in plan.warnings if not is_overwrite_banner(w)]
     review["warnings"] += coverage_warnings(plan, cfg, profile.engine)
-    dmax = values["VLLM_DECODE_BLOCK_BUCKET_MAX"]
-    if plan.strategy == LINEAR and "VLLM_DECODE_BLOCK_BUCKET_MAX" in env and dmax > num_hpu_blocks:
-        notes.append(
-            f"VLLM_DECODE_BLOCK_BUCKET_MAX={dmax} exceeds the {num_hpu_blocks} KV blocks allocated; "
-            f"decode block buckets are clamped to {num_hpu_blocks}"
-        )
-    if plan.omitted_prompt:
-        notes.append(
-            f"{len(plan.omitted_prompt)} prompt buckets exceed the token budget "
-            f"(max_num_batched_tokens={cfg.max_num_batched_tokens}) and are not warmed up"
-        )
+    if plan.omitted_prompt and plan.dims == 3:
+        notes.append(f"{profile.name} leaves out {len(plan.omitted_prompt):,} (batch, query, context) prompt "
+                     "buckets no prefill can form (query plus context past max_model_len, or the query past the "
+                     "token budget)")
+    elif plan.omitted_prompt:  # what no setting above could avoid: said with what to relax
+        seq = max(b[1] for b in plan.prompt + plan.omitted_prompt)
+        review["warnings"].append(
+            f"{len(plan.omitted_prompt)} prompt buckets exceed the token budget (max_num_batched_tokens="
+            f"{cfg.max_num_batched_tokens:,}) and are not warmed up: {profile.name} cannot cap the prompt batch "
+            f"(no --max-num-prefill-seqs); raise --max-num-batched-tokens towards "
+            f"VLLM_PROMPT_BS_BUCKET_MAX x {seq:,} or lower VLLM_PROMPT_BS_BUCKET_MAX")
     return review
+
+
+def _flags(cfg: ServerConfig) -> list[str]:
+    flags = ["--max-model-len", str(cfg.max_model_len), "--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
+    if cfg.max_num_prefill_seqs is not None:
+        flags += ["--max-num-prefill-seqs", str(cfg.max_num_prefill_seqs)]
+    return flags
+
+
+def _fit_prompt_batch(profile, cfg: ServerConfig, env: dict[str, str], plan, notes: list[str]):
+    """Cap the prompt batch at what the token budget holds at the longest prompt bucket, so that no
+    prompt bucket is skipped: a (batch, length) grid past the budget has corners the release omits, and
+    a mixed prefill (one long prompt, a few short ones) pads into them. The cap needs the release to
+    limit its prefill batch (--max-num-prefill-seqs); without it the buckets are left as they are."""
+    from dataclasses import replace
+
+    if any(s.name == "max_num_prefill_seqs" and s.source == "ignored" for s in plan.settings) \
+            or not any(s.name == "max_num_prefill_seqs" for s in plan.settings):
+        return cfg, plan
+    seq = max(b[1] for b in plan.prompt + plan.omitted_prompt)
+    cap = max(1, cfg.max_num_batched_tokens // seq)
+    old = env.get("VLLM_PROMPT_BS_BUCKET_MAX")
+    if old is None or cap >= int(old):   # the omission comes from elsewhere: the batch is not the cause
+        return cfg, plan
+    env["VLLM_PROMPT_BS_BUCKET_MAX"] = str(cap)
+    env["VLLM_PROMPT_BS_BUCKET_MIN"] = str(min(cap, int(env.get("VLLM_PROMPT_BS_BUCKET_MIN", 1))))
+    env["VLLM_PROMPT_BS_BUCKET_STEP"] = str(min(cap, int(env.get("VLLM_PROMPT_BS_BUCKET_STEP", 1))))
+    capped = replace(cfg, max_num_prefill_seqs=cap)
+    trial = profile.build(replace(capped, env=env))
+    notes.append(f"prompt batch capped at {cap} (VLLM_PROMPT_BS_BUCKET_MAX {old} -> {cap}, --max-num-prefill-seqs "
+                 f"{cap}): the token budget of {cfg.max_num_batched_tokens:,} tokens holds {cap} prompt"
+                 f"{'s' if cap > 1 else ''} of {seq:,}, and a larger batch would pad into the "
+                 f"{len(plan.omitted_prompt)} buckets {profile.name} skips; to batch more prompts, raise "
+                 f"--max-num-batched-tokens to {cap + 1} x {seq:,}")
+    return capped, trial

@@ -25,7 +25,7 @@ Truth: tests/data/vectors/vision/ (rows produced by running the releases' own co
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .base import BucketConfigError
 
@@ -112,6 +112,8 @@ class VisionStep:
     image_args: int | None = None  # vllm-gaudi batch-based: images per batch; the fork: the bucket
     count: int | None = None  # vllm-gaudi v0.26+: items per call the runner passes (None: its default)
     seq_len: int = 0  # as logged (the fork: the longest prompt bucket)
+    index: int = 0  # the line's [index/total]: the candidate's place among its modality's candidates
+    total: int = 0
 
 
 @dataclass
@@ -349,7 +351,7 @@ def _warm_0_15(plan: VisionPlan, inp: VisionInputs, free_mem: str) -> None:
 
 
 def _log_step(plan: VisionPlan, phase: str, idx: int, total: int, step: VisionStep, free_mem: str) -> None:
-    plan.steps.append(step)
+    plan.steps.append(replace(step, index=idx + 1, total=total))
     plan.log_records.append(("INFO", f"[Warmup][{phase}][{idx + 1}/{total}] batch_size:{step.batch_size} "
                                      f"seq_len:{step.seq_len} resolution:{step.width}X{step.height} "
                                      f"free_mem:{free_mem}"))
@@ -476,7 +478,8 @@ def _fork(profile: str, flavour: str, inp: VisionInputs, free_mem: str) -> Visio
         if img_args in graphed:
             continue
         graphed.add(img_args)
-        step = VisionStep("image", 1, image_args=img_args, seq_len=inp.max_prompt_shape)
+        step = VisionStep("image", 1, image_args=img_args, seq_len=inp.max_prompt_shape, index=idx + 1,
+                          total=len(buckets))
         plan.steps.append(step)
         plan.log_records.append(("INFO", f"[Warmup][Graph/Multimodal][{idx + 1}/{len(buckets)}] batch_size:1 "
                                          f"seq_len:{inp.max_prompt_shape} img_args:{img_args} free_mem:{free_mem}"))

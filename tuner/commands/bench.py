@@ -108,7 +108,20 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--random-range-ratio", default="0.0",
                    help="vLLM convention: lengths uniform in [len*(1-r), len*(1+r)], r in [0, 1)")
     g.add_argument("--random-prefix-len", type=int, default=0)
-    m = p.add_argument_group("random-mm: images (vllm bench serve names and defaults; needs --backend openai-chat)")
+    add_random_mm_flags(p.add_argument_group(
+        "random-mm images (vllm bench serve names and defaults; --backend openai-chat)"))
+    g.add_argument("--sharegpt-output-len", type=int)
+    g.add_argument("--custom-output-len", type=int, default=256)
+    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16)
+    g.add_argument("--timed-trace-sec-multiplier", type=float, default=1.0)
+    g.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id, read offline (default: --model)")
+    g.add_argument("--vocab-size", type=int,
+                   help="ours: token ids stay below this (default: from the tokenizer, else asked of the server)")
+    g.add_argument("--seed", type=int, default=0)
+
+
+def add_random_mm_flags(m) -> None:
+    """vLLM's random-mm image flags (bench, tune and fit take them alike)."""
     m.add_argument("--random-mm-base-items-per-request", type=int, default=None, metavar="N",
                    help="images per request around which the count is drawn (default 1)")
     m.add_argument("--random-mm-num-mm-items-range-ratio", type=float, default=None, metavar="R",
@@ -119,14 +132,6 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     m.add_argument("--random-mm-bucket-config", type=_mm_flag("parse_bucket_config"), default=None,
                    metavar="DICT", help="(height, width, frames): probability, a Python literal, e.g. "
                    "'{(256, 256, 1): 0.5, (720, 1280, 1): 0.5}' (the default); frames > 1 (video) is refused")
-    g.add_argument("--sharegpt-output-len", type=int)
-    g.add_argument("--custom-output-len", type=int, default=256)
-    g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16)
-    g.add_argument("--timed-trace-sec-multiplier", type=float, default=1.0)
-    g.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id, read offline (default: --model)")
-    g.add_argument("--vocab-size", type=int,
-                   help="ours: token ids stay below this (default: from the tokenizer, else asked of the server)")
-    g.add_argument("--seed", type=int, default=0)
 
 
 def add_load_flags(p: argparse.ArgumentParser) -> None:
@@ -284,7 +289,7 @@ async def _resolve_vocab(args, gen, needs_ids: bool):
 
 
 async def _bench(args) -> tuple[dict, object]:
-    from ..load.chatprompt import UNCONTROLLED, ChatText
+    from ..load.chatprompt import UNCONTROLLED, ChatText, choose_sizer
     from ..load.client import LoadGenerator, ReadyCheckFailed
     from ..load.datasets import build_workload
     from ..load.metrics import rescale_time
@@ -315,18 +320,20 @@ async def _bench(args) -> tuple[dict, object]:
                         keep_text=bool(args.save_detailed or args.result_file))
     needs_ids = not text_dataset and not gen.chat
     vocab = await _resolve_vocab(args, gen, needs_ids)
-    chat = None
+    chat = sizer = None
     if gen.chat and not text_dataset:
-        if sized_by_workload:
-            if vocab is None or vocab.folder is None:
-                print(UNCONTROLLED.format(name=args.tokenizer or args.model), file=sys.stderr)
-        elif vocab is not None and vocab.folder is not None:
-            chat = ChatText(vocab)
-            gen.prompt_text = chat.text
-        else:
+        if vocab is None or vocab.folder is None:
             print(UNCONTROLLED.format(name=args.tokenizer or args.model), file=sys.stderr)
+        else:  # the server's /tokenize says whether tokenizer.json counts as the server (and vLLM's client) does
+            sizer = await asyncio.to_thread(choose_sizer, vocab, base_url, gen.model, gen.headers,
+                                            args.random_input_len, args.seed)
+            if sizer.note:
+                print(sizer.note, file=sys.stderr)
+            if not sized_by_workload:
+                chat = ChatText(vocab, sizer.tokenizer, sizer.num_special)
+                gen.prompt_text = chat.text
     try:
-        workload = build_workload(args, vocab)
+        workload = await asyncio.to_thread(build_workload, args, vocab, sizer)  # random-mm may ask the server
     except ValueError as e:
         raise UsageError(str(e)) from None
     if not gen.chat and workload.image_count():
@@ -354,12 +361,14 @@ async def _bench(args) -> tuple[dict, object]:
         data["tuner_chat_prompts"] = (
             {"sized_by": sized, "text_tokens": "input length - the tokenizer's special tokens, drawn as vLLM's "
              "random-mm draws them; the server's chat template and image tokens add their own",
-             "mismatch_tokens": workload.mismatch}
-            if sized else {"sized_by": None, "text_tokens": "not controlled (synthetic words)"})
+             "mismatch_tokens": workload.mismatch, "special_tokens": sizer.num_special,
+             "tokenizer_check": sizer.checked}
+            if sized and sizer is not None else {"sized_by": None, "text_tokens": "not controlled (synthetic words)"})
     elif gen.chat and not text_dataset:
         data["tuner_chat_prompts"] = (
-            {"sized_by": vocab.source, "text_tokens": "input length - the tokenizer's special tokens "
-             f"({chat.num_special}); the server's chat template adds its own", "mismatch_tokens": chat.mismatch}
+            {"sized_by": chat.tok.source, "text_tokens": "input length - the tokenizer's special tokens "
+             f"({chat.num_special}); the server's chat template adds its own", "mismatch_tokens": chat.mismatch,
+             "special_tokens": chat.num_special, "tokenizer_check": sizer.checked}
             if chat is not None else {"sized_by": None, "text_tokens": "not controlled (synthetic words)"})
     return data, result
 

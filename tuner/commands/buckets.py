@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,7 +35,9 @@ def _add_buckets(sub):
     p.add_argument("--block-size", type=int, default=128)
     p.add_argument("--max-num-seqs", type=int, required=True)
     p.add_argument("--max-model-len", type=int, required=True)
-    p.add_argument("--max-num-batched-tokens", type=int, required=True)
+    p.add_argument("--max-num-batched-tokens", type=int, metavar="N",
+                   help="the token budget (default: vLLM's for the release: max(max_model_len, 2048) on the v0 "
+                        "fork engine without chunked prefill, 2048 on vllm-gaudi's v1 engine), said when defaulted")
     p.add_argument("--num-hpu-blocks", type=int, metavar="N",
                    help="override the KV block count (default: what the performance model predicts; a server "
                         "log says it, e.g. `explain` shows it)")
@@ -101,6 +104,25 @@ def _env_with_bucket_file(profile, env: dict[str, str], bucket_file: str | None)
     return {**env, BUCKET_FILE_VARIABLE: bucket_file}
 
 
+def _print_head(plan, profile, budget: int, budget_note: str | None) -> None:
+    print(textwrap.fill(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})", 80,
+                        subsequent_indent="  "))
+    if budget_note:
+        print(textwrap.fill(f"max_num_batched_tokens: {budget:,} ({budget_note})", 80, subsequent_indent="  "))
+
+
+def token_budget(profile: str, given: int | None, max_model_len: int) -> tuple[int, str | None]:
+    """--max-num-batched-tokens, else vLLM's default for the release's engine, with the sentence that says so."""
+    from ..perfmodel.rules import default_batched_tokens, rules_for
+
+    if given is not None:
+        return given, None
+    rules = rules_for(profile)
+    why = ("the v0 engine without chunked prefill: max(max_model_len, 2048)" if rules.engine == "v0"
+           else "the v1 engine with chunked prefill: 2048")
+    return default_batched_tokens(rules, max_model_len), f"not given: vLLM's default for {profile}, {why}"
+
+
 def cmd_buckets(args) -> int:
     if args.release is None:
         raise UsageError("--release is required, e.g. --release fork-1.21.2 (bucket-tuner profiles lists them)")
@@ -110,11 +132,12 @@ def cmd_buckets(args) -> int:
     check_model_flags(args)
     if args.num_hpu_blocks is not None and args.num_hpu_blocks < 1:
         raise UsageError(f"--num-hpu-blocks must be a positive integer, got {args.num_hpu_blocks}")
+    budget, budget_note = token_budget(profile.name, args.max_num_batched_tokens, args.max_model_len)
     cfg = ServerConfig(
         block_size=args.block_size,
         max_num_seqs=args.max_num_seqs,
         max_model_len=args.max_model_len,
-        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_batched_tokens=budget,
         num_hpu_blocks=args.num_hpu_blocks or 1,  # replaced below by the given or predicted count
         env=env,
         prefix_caching=args.prefix_caching,
@@ -152,6 +175,7 @@ def cmd_buckets(args) -> int:
             "settings": [{"name": s.name, "value": s.value, "source": s.source, "note": s.note} for s in plan.settings],
             "warnings": plan.warnings,
             "image": image,
+            "defaulted": {"max_num_batched_tokens": budget_note} if budget_note else {},
         }
         if args.log_lines:
             out["log_lines"] = plan.log_lines
@@ -161,7 +185,7 @@ def cmd_buckets(args) -> int:
     shape = "(bs, query, ctx_blocks)" if plan.dims == 3 else "(bs, seq)"
     dshape = ("(bs, 1, blocks)" if plan.dims == 3
               else "(bs, ctx_tokens)" if profile.name == "fork-1.17" else "(bs, blocks)")
-    print(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})")
+    _print_head(plan, profile, budget, budget_note)
     print(f"prompt buckets: {len(plan.prompt):>6}  {shape} ranges {_shape_ranges(plan.prompt)}")
     if plan.prompt:
         largest = max(plan.prompt, key=lambda b: b[0] * (b[1] + (b[2] * cfg.block_size if plan.dims == 3 else 0)))
@@ -193,52 +217,24 @@ def cmd_buckets(args) -> int:
 
 
 def _limit_mm(text: str | None) -> dict[str, dict[str, int]]:
-    """--limit-mm-per-prompt as vLLM reads it: a count or {count, width, height} per modality (count: 999)."""
-    if not text:
-        return {}
+    """--limit-mm-per-prompt as vLLM reads it (perfmodel.vision.parse_limit_mm), a usage error if bad."""
+    from ..perfmodel.vision import parse_limit_mm
+
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--limit-mm-per-prompt {text!r}: not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise UsageError(f"--limit-mm-per-prompt {text!r}: give a JSON object, e.g. '{{\"image\": 4}}'")
-    out = {}
-    for modality, value in raw.items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[modality] = {"count": value}
-        elif isinstance(value, dict) and all(k in ("count", "width", "height", "num_frames") for k in value):
-            out[modality] = {"count": 999, **value}
-        else:
-            raise UsageError(f"--limit-mm-per-prompt: {modality}: {value!r} is neither a count nor "
-                             "{count, width, height}")
-    return out
+        return parse_limit_mm(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def vision_inputs(shape, args, cfg: ServerConfig, text_plan, profile_name: str):
     """What the vision phase sees, from the model's config and the command line."""
-    from ..buckets.runtime import runtime_defaults
-    from ..buckets.vision import VisionInputs
+    from ..perfmodel.vision import vision_inputs as inputs_for
 
-    vision = shape.vision or {}
-    model_type = args.mm_model_type or shape.config_model_type or shape.model_type.removesuffix("_text")
-    if model_type == "kimi_k25":
-        modalities = ("vision_chunk",)  # Kimi-K2.5's one modality for images and video
-    elif "temporal_patch_size" in vision:
-        modalities = ("image", "video")  # Qwen-VL style towers take video too
-    else:
-        modalities = ("image",)
-    lpp = _limit_mm(args.limit_mm_per_prompt)
-    patch = vision.get("patch_size") or 1
-    env = {**runtime_defaults(profile_name), **cfg.env}
     prompt_queries = [b[1] for b in text_plan.prompt]
-    return VisionInputs(
-        model_type=model_type, model_class=shape.architecture, uses_mrope=shape.mrope, env=dict(cfg.env),
-        patch_size=int(patch[0] if isinstance(patch, (list, tuple)) else patch),
-        mm_limits={m: lpp.get(m, {}).get("count", 999) for m in modalities}, limit_mm_per_prompt=lpp,
-        prefix_caching=cfg.prefix_caching is not False, lazy=env.get("PT_HPU_LAZY_MODE") == "1",
-        enforce_eager=args.enforce_eager, skip_warmup=env.get("VLLM_SKIP_WARMUP", "").lower() in ("1", "true"),
-        max_prompt_shape=max(prompt_queries) if prompt_queries else cfg.max_model_len,
-    ), modalities
+    return inputs_for(shape, profile_name, cfg.env, _limit_mm(args.limit_mm_per_prompt),
+                      prefix_caching=cfg.prefix_caching, enforce_eager=args.enforce_eager,
+                      max_prompt_shape=max(prompt_queries) if prompt_queries else cfg.max_model_len,
+                      mm_model_type=args.mm_model_type)
 
 
 def image_plan(profile_name: str, args, cfg: ServerConfig, text_plan) -> dict | None:
@@ -327,11 +323,19 @@ def _label_given(settings: list[Setting], args, kv_source: str) -> list[Setting]
 
 
 def cmd_profiles(args) -> int:
+    """One block per release, 80 columns: its name and strategies, then where its code comes from."""
+    import textwrap
+
+    def block(head: str, body: str) -> None:
+        print(head)
+        print(textwrap.fill(body, 80, initial_indent="    ", subsequent_indent="    "))
+
     for p in profiles().values():
         plain = [a for a in p.aliases if a not in p.alias_notes]
-        alias = f" (alias {', '.join(plain)})" if plain else ""
-        print(f"{p.name:<14} strategies: {', '.join(p.strategies):<36} default: {p.default_strategy:<12} "
-              f"{p.upstream}{alias}")
+        alias = f"; alias {', '.join(plain)}" if plain else ""
+        others = [s for s in p.strategies if s != p.default_strategy]
+        strategies = p.default_strategy + " (default)" + (f", {', '.join(others)}" if others else "")
+        block(f"{p.name:<14}{strategies}", f"{p.upstream}{alias}")
         for name, why in p.alias_notes.items():
-            print(f"{name:<14} alias of {p.name}: {why}")
+            block(f"{name:<14}alias of {p.name}", why)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 
 from ..buckets.release_flag import add_release
 from . import UsageError
@@ -53,17 +54,19 @@ def cmd_calc(args) -> int:
     result = calc.calculate(inputs)
     review = _review(args, result) if args.release else None
     if args.format == "env":
-        print(f"{FLAGS_HEADER} {' '.join(calc.server_flags(result))}")
+        flags = review["server_flags"] if review else calc.server_flags(result)
+        print(f"{FLAGS_HEADER} {' '.join(flags)}")
         print("\n".join(calc.env_lines(result, review["env"] if review else None)))
         if review:
-            # Comments keep the file sourceable by `set -a; . file`.
-            for note in review["notes"] + review.get("warnings", []):
-                print(f"# {note}")
+            # Comments keep the file sourceable by `set -a; . file`; wrapped at 80 columns.
+            for text in review["notes"] + [f"warning: {w}" for w in review.get("warnings", [])]:
+                print(textwrap.fill(text, 78, initial_indent="# ", subsequent_indent="#   "))
             for name in review["ignored"]:
                 print(f"# {review['profile']} ignores {name}")
             print(f"# KV blocks: {review['num_hpu_blocks']} ({review['kv_source']})")
             if "warmup" in review:
-                print(f"# warm-up: {review['warmup']}")
+                print(textwrap.fill(f"warm-up: {review['warmup']}", 78, initial_indent="# ",
+                                    subsequent_indent="#   "))
         return 0
     if review:
         result = {**result, "release_review": review}
@@ -89,6 +92,15 @@ def _review(args, result: dict) -> dict:
         review = calc.release_review(result, profile.name, pred.kv_blocks, "predicted")
     else:
         review = calc.release_review(result, profile.name)
+    # the warm-up of what the review settled on (its rounded max_model_len, budget, capped prompt batch)
+    flags = dict(zip(review["server_flags"][::2], review["server_flags"][1::2]))
+    cfg = calc.server_config(result, 1, review["env"])
+    from dataclasses import replace
+    cfg = replace(cfg, max_model_len=int(flags["--max-model-len"]),
+                  max_num_batched_tokens=int(flags["--max-num-batched-tokens"]),
+                  max_num_prefill_seqs=int(flags["--max-num-prefill-seqs"]) if "--max-num-prefill-seqs" in flags
+                  else None)
+    pred = predict(profile.name, cfg, args)
     review["prediction"] = pred.to_json()
     review["warmup"] = warmup_text(pred)
     return review

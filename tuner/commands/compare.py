@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import shlex
+import textwrap
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
+from ..buckets import get_profile
 from ..buckets.release_flag import add_release
 from ..results.export import FLAGS_HEADER
 from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs, prepare_output
@@ -223,6 +227,7 @@ def _few(buckets: list, shown: int) -> str:
 
 
 def print_release_diff(diff, source: str, console=None) -> None:
+    """The diff as text: every line within the console (80 columns off a terminal), each warning once."""
     from rich.console import Console
     from rich.table import Table
 
@@ -230,10 +235,20 @@ def print_release_diff(diff, source: str, console=None) -> None:
     from ..vocabulary import display
 
     console = console or Console()
+    width = console.width   # 80 unless a wider terminal (or COLUMNS) says otherwise
+
+    def say(text: str, indent: str = "", *, bold: str = "") -> None:
+        lines = textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                              break_on_hyphens=False)
+        if bold and lines and lines[0].startswith(indent + bold):   # the lead words in bold, the rest as text
+            console.print(f"{indent}[bold]{escape(bold)}[/]{escape(lines[0][len(indent + bold):])}")
+            lines = lines[1:]
+        for line in lines:
+            console.print(line, markup=False, highlight=False)
+
     a, b = diff.builds
-    console.print(f"Release diff: [bold]{a.release}[/] (baseline) vs [bold]{b.release}[/]; settings from {source}; "
-                  "nothing booted", soft_wrap=True)
-    t = Table()
+    say(f"Release diff: {a.release} (baseline) vs {b.release}; settings from {source}; nothing booted")
+    t = Table(width=width)
     t.add_column("", no_wrap=True)
     t.add_column(a.release, overflow="fold", ratio=1)
     t.add_column(b.release, overflow="fold", ratio=1)
@@ -256,26 +271,41 @@ def print_release_diff(diff, source: str, console=None) -> None:
         t.add_row(f"predicted {key.replace('_', ' ')}", *[str(x.predicted.get(key, "-")) for x in (a, b)])
     console.print(t)
     for p in diff.phases:
-        head = f"[bold]{p.phase}[/]: {p.counts[0]} -> {p.counts[1]} buckets"
+        head = f"{p.phase}: {p.counts[0]} -> {p.counts[1]} buckets"
         if p.common is None:
-            console.print(f"{head} ({p.note})", soft_wrap=True)
+            say(f"{head} ({p.note})", bold=f"{p.phase}:")
             continue
-        console.print(f"{head}; {p.common} in both", soft_wrap=True)
+        say(f"{head}; {p.common} in both", bold=f"{p.phase}:")
         if p.removed:
-            console.print(f"  only in {a.release} ({len(p.removed)}): {_few(p.removed, SHOWN)}", soft_wrap=True,
-                          markup=False)
+            say(f"only in {a.release} ({len(p.removed)}): {_few(p.removed, SHOWN)}", "  ")
         if p.added:
-            console.print(f"  only in {b.release} ({len(p.added)}): {_few(p.added, SHOWN)}", soft_wrap=True,
-                          markup=False)
+            say(f"only in {b.release} ({len(p.added)}): {_few(p.added, SHOWN)}", "  ")
         if p.note:
-            console.print(f"  ({p.note})", markup=False)
+            say(f"({p.note})", "  ")
     if diff.settings:
-        console.print(f"[bold]Settings the releases treat differently[/] ({a.release} -> {b.release}; the ones the "
-                      "settings give first)", soft_wrap=True)
-        width = max(len(s.name) for s in diff.settings)
+        lead = "Settings the releases treat differently"
+        say(f"{lead} ({a.release} -> {b.release}; the ones the settings give first)", bold=lead)
         for s in diff.settings:
-            console.print(f"  {s.name:<{width}}  {s.values[0]} -> {s.values[1]}: {s.why}", markup=False,
-                          soft_wrap=True)
-    for x in (a, b):
-        for w in (x.plan.warnings if x.plan else []):
-            console.print(f"{x.release} warns: {w}", markup=False, soft_wrap=True)
+            say(f"{s.name}  {s.values[0]} -> {s.values[1]}: {s.why}", "  ")
+    for line in release_warnings(diff):
+        say(line)
+
+
+def release_warnings(diff) -> list[str]:
+    """Each build's warnings, once: the banners a non-linear strategy prints per linear variable it
+    overwrites become one line with the switch that keeps the values."""
+    from ..buckets.base import LINEAR, is_overwrite_banner
+
+    out = []
+    for x in diff.builds:
+        warnings = x.plan.warnings if x.plan else []
+        banners = [w for w in warnings if is_overwrite_banner(w) and not w.startswith("*")]
+        if banners:
+            profile = get_profile(x.release)
+            switch = " --env ".join(f"{k}={v}" for k, v in profile.strategy_env(LINEAR).items())
+            fix = (f"; to use them, add --env {switch}" if LINEAR in profile.strategies
+                   else f" ({x.release} has no linear bucketing)")
+            out.append(f"{x.release} warns: its {x.plan.strategy} bucketing overwrites {len(banners)} of the linear "
+                       f"bucket variables given (one warning per variable in its log){fix}")
+        out += [f"{x.release} warns: {w}" for w in warnings if not is_overwrite_banner(w)]
+    return out

@@ -9,13 +9,18 @@ import optuna
 
 from ..vocabulary.errors.disk import write_text
 from . import DURATION_HELP, UsageError, duration, parse_key_values, prepare_output
+from .costargs import add_cost_flags, cost_rate
 from .studyargs import load_study, named_study, numbered_trial, study_args
 
 
 def register(sub) -> None:
+    from ..results.export import PICKS
+
     p = sub.add_parser("export", help="the complete env file of a chosen Pareto trial")
     study_args(p)
-    p.add_argument("--pick", choices=("throughput", "latency", "balanced", "warmup"), default="balanced")
+    p.add_argument("--pick", choices=PICKS, default="balanced",
+                   help="which Pareto trial (default balanced); cost: the least per output token, i.e. the most "
+                        "output tokens per card-second (the same at any price)")
     p.add_argument("--max-warmup", type=duration, metavar="S", help=f"warm-up limit ({DURATION_HELP})")
     p.add_argument("--max-latency", type=float, metavar="MS", help="on the study's latency objective")
     p.add_argument("--max-ttft", type=float, metavar="MS", help="p99 TTFT limit")
@@ -30,7 +35,34 @@ def register(sub) -> None:
     p.add_argument("--reuse-cache", action="store_true",
                    help="with --with-cache: keep what DIR holds and only verify how much of it the pick hits")
     p.add_argument("--cache-max-mb", type=int, default=8192, metavar="MB", help="recipe cache size limit")
+    _deploy_flags(p)
+    add_cost_flags(p)
     p.set_defaults(func=cmd_export)
+
+
+def _deploy_flags(p) -> None:
+    from ..results.orchestrators import SERVE_WINDOW_S
+    from ..results.startlimits import MARGIN, PERIOD_S
+
+    g = p.add_argument_group("start-up limits (the env file's comments, <stem>.k8s.yaml and <stem>.sbatch)")
+    g.add_argument("--probe-margin", type=float, default=MARGIN, metavar="FRACTION",
+                   help=f"over the upper end of the pick's start-up band (default {MARGIN:g}: 25%%)")
+    g.add_argument("--probe-period", type=duration, default=PERIOD_S, metavar="S",
+                   help=f"the startupProbe's periodSeconds, whole seconds ({DURATION_HELP}; default {PERIOD_S})")
+    g.add_argument("--serve-window", type=duration, default=SERVE_WINDOW_S, metavar="S",
+                   help=f"the Slurm job's serving time beyond its start-up ({DURATION_HELP}; default 24h)")
+
+
+def _deploy_options(args, study):
+    from ..results.orchestrators import DeployOptions
+
+    if not (args.probe_margin >= 0 and args.probe_margin < 10):
+        raise UsageError(f"--probe-margin {args.probe_margin:g}: give a fraction >= 0, e.g. 0.25 for 25%")
+    if not (args.probe_period >= 1 and args.probe_period == int(args.probe_period)):
+        raise UsageError(f"--probe-period {args.probe_period:g}: whole seconds, at least 1 (Kubernetes' periodSeconds)")
+    if not args.serve_window > 0:
+        raise UsageError(f"--serve-window {args.serve_window:g}: a positive duration, e.g. 8h")
+    return DeployOptions(args.probe_margin, int(args.probe_period), args.serve_window, cost_rate(args, study))
 
 
 def _release(study: optuna.Study) -> str | None:
@@ -39,6 +71,7 @@ def _release(study: optuna.Study) -> str | None:
 
 def cmd_export(args) -> int:
     from ..results.export import Filters, env_file_text, export_bucket_file, write_deploy_files
+    from ..results.orchestrators import deploy_comments
 
     study, folder = load_study(named_study(args), args.results, args.storage)
     args.cache_logs = folder / "cache-logs"
@@ -60,15 +93,17 @@ def cmd_export(args) -> int:
         raise UsageError("--reuse-cache needs --with-cache DIR")
     pick = args.pick if args.trial is None else "--trial"
     bucket_env, bucket_notes = export_bucket_file(study, trial, args.output)  # a fitted set's file, beside it
+    opts = _deploy_options(args, study)
     text = env_file_text(study, trial, pick, _release(study), extra={**bucket_env, **extra},
-                         comments=comments + bucket_notes)
+                         comments=comments + bucket_notes + deploy_comments(study, trial, opts))
     if args.output:
         write_text(prepare_output(args.output, "--output"), text, elsewhere="-o elsewhere, or no -o to print it")
         print(f"trial {trial.number} ({pick}) written to {args.output}")
         deploy, why_not = write_deploy_files(study, trial, pick, _release(study), args.output,
-                                             {**bucket_env, **extra})
+                                             {**bucket_env, **extra}, opts)
         if deploy:
-            print("beside it: " + ", ".join(str(p) for p in deploy) + " (vllm serve --config, and a start script)")
+            print("beside it: " + ", ".join(str(p) for p in deploy) + " (vllm serve --config, a start script, "
+                  "a Kubernetes Deployment and a Slurm job with start-up limits)")
         else:
             print(f"no serve config or script beside it: {why_not}")
     else:

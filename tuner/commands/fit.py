@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import textwrap
 from pathlib import Path
 
 from ..buckets.release_flag import add_release
-from . import UsageError, check_folder, prepare_output
+from . import UsageError, check_folder, fitimages, prepare_output
 
 TRACE_FORMAT = """\
 trace format (--dataset-path FILE): one request per row, in send order.
@@ -52,7 +51,10 @@ def register(sub) -> None:
     src.add_argument("--num-prompts", type=int, default=1000)
     src.add_argument("--seed", type=int, default=0)
     src.add_argument("--dataset-path", help="a trace file instead: CSV or JSONL of input_len, output_len "
-                     "[, timestamp] (format and example below)")
+                     "[, timestamp][, images] (format and example below)")
+    src.add_argument("--dataset-name", choices=("random", "random-mm", "trace"), default=None,
+                     help="random (the --random-* lengths), random-mm (vLLM's images, for --image-coverage) or "
+                          "trace (--dataset-path; the default when it is given)")
     p.add_argument("--max-concurrency", type=int, default=64, help="decode batch size under load (default 64)")
     p.add_argument("--decode-bs", help="decode batch sizes to fit (default: powers of two up to the concurrency)")
     p.add_argument("--prompt-bs", default="1", help="prompt batch sizes (default 1: vllm-gaudi's default)")
@@ -65,10 +67,11 @@ def register(sub) -> None:
                    "missing folders are created; only for a release that reads bucket files)")
     p.add_argument("--force", action="store_true", help="overwrite --output")
     p.add_argument("--json", action="store_true")
+    fitimages.add_flags(p)
     p.set_defaults(func=cmd_fit)
 
 
-def _workload(args):
+def workload_of(args):
     from ..load.trace import TraceFormatError, TraceWorkload
     from ..load.workload import RandomWorkload
 
@@ -90,6 +93,12 @@ def cmd_fit(args) -> int:
     from ..space.fit.shapes import parse_int_list
 
     get_profile(args.release)  # an unknown name fails here, listing the known ones
+    if args.dataset_name is None:
+        args.dataset_name = "trace" if args.dataset_path else "random"
+    if args.dataset_name == "trace" and not args.dataset_path:
+        raise UsageError("--dataset-name trace needs --dataset-path FILE")
+    if fitimages.image_mode(args):
+        return fitimages.cmd_fit_images(args)
     if args.output and not _reads_bucket_files(args.release):
         from ..buckets.names import readers, span
 
@@ -104,7 +113,7 @@ def cmd_fit(args) -> int:
         if out.exists() and not args.force:
             raise UsageError(f"{out} exists; pass --force to overwrite it")
         check_folder(out.parent, "--output")  # missing folders are created when writing (as everywhere)
-    workload = _workload(args)
+    workload = workload_of(args)
     try:
         decode_bs = parse_int_list(args.decode_bs, "--decode-bs") if args.decode_bs else None
         prompt_bs = parse_int_list(args.prompt_bs, "--prompt-bs")
@@ -125,6 +134,10 @@ def cmd_fit(args) -> int:
         prepare_output(out, "--output").write_text(text)
     doc = _document(args, fit, prompt, decode, n_prompt, n_decode, out)
     doc["warnings"] = decode_shortfalls(workload, decode, args.block_size)
+    from ..space.fit.shapes import decode_worst_blocks
+
+    doc["decode"]["worst_case_blocks"] = {str(bs): decode_worst_blocks(workload, bs, args.block_size)
+                                          for bs in decode}
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -133,17 +146,17 @@ def cmd_fit(args) -> int:
 
 
 def decode_shortfalls(workload, decode: dict, block_size: int) -> list[str]:
-    """Batch sizes whose fitted decode buckets stop short of the worst case (every sequence of the batch at
-    the workload's longest request): a batch past the top bucket runs in a shape that was not warmed up."""
-    ins, outs = workload.lengths()
-    prefix = getattr(workload, "prefix_len", 0)
-    longest = max(prefix + i + o for i, o in zip(ins, outs))
+    """Batch sizes whose decode buckets stop short of the worst case (every sequence of the batch at the
+    workload's longest request): a batch past the top bucket runs in a shape that was not warmed up. The
+    fit covers it (fit_workload's `cover`), so this is the check that it did."""
+    from ..space.fit.shapes import decode_worst_blocks
+
     out = []
     for bs, f in sorted(decode.items()):
-        worst = bs * math.ceil(longest / block_size)
+        worst = decode_worst_blocks(workload, bs, block_size)
         if f.boundaries and f.boundaries[-1] < worst:
             out.append(f"decode buckets at batch {bs} reach {f.boundaries[-1]:,} blocks; the worst case is "
-                       f"{worst:,} ({bs} sequences of the longest request, {longest:,} tokens): a batch past "
+                       f"{worst:,} ({bs} sequences of the longest request): a batch past "
                        f"{f.boundaries[-1]:,} blocks runs in a shape that was not warmed up")
     return out
 
@@ -229,9 +242,15 @@ def _print(doc: dict, args) -> None:
     for phase, stem in stems.items():
         if stem is None:
             w(f"({doc['profile']} has no linear {phase} range in these units: no closest linear settings)\n")
-    w(f"\nChosen: {doc['counts']['prompt']} prompt and {doc['counts']['decode']} decode buckets; "
-      f"prompt boundaries {doc['prompt']['boundaries']}\n")
+    w("\n" + textwrap.fill(f"Chosen: {doc['counts']['prompt']} prompt and {doc['counts']['decode']} decode "
+                          f"buckets; prompt boundaries {doc['prompt']['boundaries']}", 80,
+                          subsequent_indent="  ") + "\n")
     shortfalls = doc.get("warnings") or []
+    if not shortfalls:
+        worst = doc["decode"]["worst_case_blocks"][str(d["curve_at_batch_size"])]
+        w(textwrap.fill(f"Decode buckets reach the worst case at every batch size (batch "
+                        f"{d['curve_at_batch_size']}: {worst:,} blocks, every sequence at the longest request)",
+                        80, subsequent_indent="  ") + "\n")
     for line in shortfalls[-1:]:  # the largest batch; the others (fewer blocks) are in --json
         more = f" (and at {len(shortfalls) - 1} smaller batch sizes)" if len(shortfalls) > 1 else ""
         w(f"warning: {line}{more}\n")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import DURATION_HELP, MODEL_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
+from .costargs import add_cost_flags, tune_cost
 
 
 def register(sub) -> None:
@@ -71,6 +72,7 @@ def register(sub) -> None:
                         "in the study, trials.csv and the trial folders")
     _add_sweep_flags(p)
     o = add_objective_flags(p)
+    add_cost_flags(p, study_default=False)
     o.add_argument("--shared-recipe-cache", type=Path, metavar="DIR",
                    help="trials share a recipe cache (PT_HPU_RECIPE_CACHE_CONFIG) in DIR, a subfolder per device, "
                         "release, model, dtype and TP: faster boots; cold warmups of cache hits are predicted and "
@@ -106,6 +108,9 @@ def register(sub) -> None:
     b.add_argument("--from-plan", type=Path, metavar="FILE",
                    help="a plan file (`bucket-tuner plan --out`): its picks are booted first, after the baseline")
     p.add_argument("--no-report", action="store_true")
+    from .tunehelp import arrange
+
+    arrange(p)
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
                    max_concurrency=16, num_warmups=None, metric_percentiles="50,90,99")
 
@@ -343,6 +348,10 @@ def _workload(args):
     from ..load.tokenizer import discover_vocab
 
     vocab = discover_vocab(args.tokenizer, args.model) if args.vocab_size is None else None
+    if args.dataset_name == "random-mm":  # a study's load client sends images as vLLM's openai-chat does
+        from argparse import Namespace
+
+        args = Namespace(**{**vars(args), "backend": "openai-chat"})
     try:
         return build_workload(args, vocab)
     except ValueError as e:
@@ -463,6 +472,7 @@ def tune_study(args, console=None, storage=None, runner=None):
     from .tunecache import warmup_options
 
     ctx.warmup = warmup_options(args, ctx, console)
+    ctx.cost = tune_cost(args)
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
     from . import parse_slos
 
@@ -517,9 +527,12 @@ def tune_study(args, console=None, storage=None, runner=None):
 
         after_study(run.study, space, ctx, opts.study_dir, console)
     report.print_pareto(run.study)
+    report.print_costs(run.study)  # tune --cost-per-hour: the front's cost per million tokens, the payback
     if not args.no_report:
+        from .tunenext import write_results
+
         try:
-            _write_results(run, opts, ctx, console)
+            write_results(run, opts, ctx, console)
         except DiskError as exc:
             if not run.interrupted:
                 raise
@@ -539,50 +552,11 @@ def _budget_text(opts, done: int) -> str:
 
 def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:
     """The live line of a finished trial: a measured trial outside a limit reads as a miss, with the figures."""
-    summary = (f"thr {result.metrics.get('output_throughput', 0):.0f} tok/s, "
-               f"{objectives.latency_key} {result.metrics.get(objectives.latency_key, float('nan')):.1f}, "
-               if result.ok else "")
-    if result.ok and result.observed.get("load_sweep_selected"):  # which point of the sweep these are
-        summary = f"at {result.observed['load_sweep_selected']}: {summary}"
-    from ..study.tell import measured_warmup
+    from ..study.dashboard import trial_story
 
-    warm = result.warmup_s
-    warm_text = ("no warmup" if warm is None else f"warmup {warm:.0f} s" if measured_warmup(result)
-                 else f"predicted warmup {warm:.0f} s")
-    misses = constraints.misses(result)
-    if misses:
-        head = f"[yellow]{'; '.join(misses)}[/] ({summary}{warm_text})"
-    elif result.ok:
-        head = f"[green]ok[/] {summary}{warm_text}"
-    else:
-        head = f"[red]{result.status}[/] {warm_text} - {result.reason[:160]}"
-    return f"trial {number} ({result.settled}): {head} ({elapsed_s:.0f} s elapsed)"
-
-def _write_results(run, opts, ctx, console) -> None:
-    """report.html, the CSVs and best.env; on a full or read-only disk, what could be written and one line."""
-    from .. import report
-    from ..results.export import export_best
-    from ..vocabulary.errors.disk import DiskError
-
-    elsewhere = f"bucket-tuner report {opts.name} --results {opts.results_root} --out DIR"
-    refused = []
-    try:
-        paths = report.write_report(run.study, opts.study_dir, elsewhere=elsewhere)
-    except DiskError as exc:
-        paths, refused = exc.written, [exc]
-    for label, key in (("report", "report_html"), ("trials", "trials_csv"), ("pareto", "pareto_csv"),
-                       ("load sweep points", "load_sweep_csv")):
-        if key in paths:
-            console.print(f"{label}: {paths[key]}", soft_wrap=True)
-    try:
-        best = export_best(run.study, opts.study_dir / "best.env", "balanced", ctx.release,
-                           elsewhere=f"bucket-tuner export {opts.name} --results {opts.results_root} -o FILE")
-    except DiskError as exc:
-        best, refused = None, refused + [exc]
-    if best:
-        console.print(f"best.env (balanced pick, trial {best}): {opts.study_dir / 'best.env'}", soft_wrap=True)
-    if refused:
-        raise DiskError(f"{refused[0]}; the study itself is intact", refused[0].path, refused[0].errno)
+    story = trial_story(result, objectives, constraints)
+    colour = {"miss": "yellow", "ok": "green"}.get(story.tone, "red")
+    return f"trial {number} ({result.settled}): [{colour}]{story.head}[/]{story.rest} ({elapsed_s:.0f} s elapsed)"
 
 
 def interrupted_line(run) -> str:

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..buckets import BucketConfigError, ServerConfig, calc, get_profile, names
+from ..buckets.coverage import close_gaps, coverage_gaps
 from .analysis import PhaseBuckets, ReleaseGuess
 from .timeline import Timeline
 
@@ -54,6 +55,10 @@ class Alternative:
     predicted_warmup_band: tuple[float, float] | None = None  # its 2-sd range (performance model)
     # why it is no option for this server: its bucket count or warm-up far beyond the logged run's
     unusable: str | None = None
+    # what its buckets leave uncovered for this server (coverage.py); an alternative with gaps is never the advice
+    gaps: tuple[str, ...] = ()
+    # the MAX values raised so that it covers the server (an alternative passes its own checks, or says why not)
+    raised: tuple[str, ...] = ()
 
 
 @dataclass
@@ -277,14 +282,7 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
         env, dropped = names.keep_read(env, profile)
         if dropped:
             advice.notes.append(f"{name}: {profile} does not read {', '.join(dropped)}; left out")
-        try:
-            plan = _build(profile, cfg, env, strat)
-        except BucketConfigError as exc:
-            advice.alternatives.append(Alternative(name, desc, env, strat, None, None, None, error=str(exc)))
-            continue
-        advice.alternatives.append(Alternative(
-            name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
-            _predict(timeline, by_phase, len(plan.prompt), len(plan.decode))))
+        advice.alternatives.append(_alternative(name, desc, env, strat, profile, cfg, timeline, by_phase))
     mark_unusable(advice, by_phase, timeline.warmup_total_s)
     advice.rebuild_mismatch = rebuild_mismatch(advice, by_phase)
     advice.tune_command = tune_command(profile, log_path)
@@ -293,6 +291,26 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
                             f"with --release {profile} (tune drops what {profile} does not read); copy it and "
                             f"set `release: {profile}` to make it yours")
     return advice
+
+
+def _alternative(name: str, desc: str, env: dict[str, str], strat: str | None, profile: str, cfg: ServerConfig,
+                 timeline: Timeline, by_phase: dict[str, PhaseBuckets]) -> Alternative:
+    """One alternative built for the server; one that leaves a limit uncovered has its MAX raised to cover it
+    (said), except the logged settings, which stay what the server ran (their gaps are named)."""
+    engine = get_profile(profile).engine
+    try:
+        plan = _build(profile, cfg, env, strat)
+        gaps = coverage_gaps(plan, cfg, engine)
+        raised: list[str] = []
+        if gaps and name != "as logged" and plan.strategy == "linear":
+            env, raised = close_gaps(env, gaps)
+            plan = _build(profile, cfg, env, strat)
+            gaps = coverage_gaps(plan, cfg, engine)
+    except BucketConfigError as exc:
+        return Alternative(name, desc, env, strat, None, None, None, error=str(exc))
+    return Alternative(name, desc, env, plan.strategy, len(plan.prompt), len(plan.decode),
+                       _predict(timeline, by_phase, len(plan.prompt), len(plan.decode)),
+                       gaps=tuple(g.message for g in gaps), raised=tuple(raised))
 
 
 def tune_command(profile: str, log_path: str | None) -> list[str]:

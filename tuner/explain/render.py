@@ -146,7 +146,7 @@ def _as_logged(x: Explanation):
 def _best_alternative(x: Explanation):
     base = _as_logged(x)
     options = [a for a in x.advice.alternatives if a.name != "as logged" and a.error is None
-               and a.unusable is None and a.predicted_warmup_s is not None]
+               and a.unusable is None and not a.gaps and a.predicted_warmup_s is not None]
     if not options or base is None or base.predicted_warmup_s is None:
         return None
     best = min(options, key=lambda a: a.predicted_warmup_s)
@@ -276,6 +276,12 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
                                + (f", {_secs(a.predicted_warmup_s)} of warm-up" if a.predicted_warmup_s else "")
                                + f" -- {a.unusable}", "    ")
         for a in adv.alternatives:
+            if a.error is None and a.unusable is None:
+                for why in a.raised:
+                    lines += _wrap(f"{a.name}: {why}", "  ")
+                for gap in a.gaps:
+                    lines += _wrap(f"{'the logged settings' if a is base else a.name} leave a gap: {gap}", "  ")
+        for a in adv.alternatives:
             if a.name == "calculator" and a.error is None and a.unusable is None:
                 lines.append("  calculator settings:")
                 lines += [f"    {k}={v}" for k, v in a.env.items() if "BUCKET" in k]
@@ -353,7 +359,8 @@ def to_json(x: Explanation) -> dict:
                                      "predicted_kv_blocks": a.predicted_kv_blocks,
                                      "predicted_warmup_band_s": (list(a.predicted_warmup_band)
                                                                  if a.predicted_warmup_band else None),
-                                     "error": a.error, "unusable": a.unusable} for a in x.advice.alternatives],
+                                     "error": a.error, "unusable": a.unusable,
+                                     "gaps": list(a.gaps), "raised": list(a.raised)} for a in x.advice.alternatives],
                    "predicted_by": x.advice.predicted_by, "rebuild_mismatch": x.advice.rebuild_mismatch,
                    "tune_command": x.advice.tune_command, "notes": x.advice.notes},
         "reading": {"lines": rd.lines, "events": len(rd.events), "unread": rd.unread,

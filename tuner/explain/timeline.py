@@ -128,6 +128,8 @@ def _view(reading: LogReading, run: Run) -> RunView:
     def name(key: str) -> str:
         graph = key.startswith("graph/")
         base = key.removeprefix("graph/")   # "prompt", or a pass of its own such as fork 1.22's "mix/prompt"
+        if base == "multimodal":
+            return "multimodal warmup"      # the vision encoder's graphs: never a separate capture pass
         return ("graph capture " if graph and eager else "") + f"{base} warmup"
 
     first_stamp = next((t.text for t in reading.events[run.first:run.end] if t.time_s is not None), None)

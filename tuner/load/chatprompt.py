@@ -5,9 +5,11 @@ vLLM's random dataset with ``--backend openai-chat`` sends text, not token ids: 
 without special tokens and, up to ten times, cuts what came out too long or appends random ids to
 what came out too short (``gen_prompt_decode_to_target_len``). The chat template is *not* counted
 on the client: the server renders it around the text and its tokens come on top (a Llama-style
-template adds about a dozen), as they do for vLLM's own client. :class:`ChatText` does the same
-with the ``tokenizers`` library, so our chat prompts carry vLLM's token counts; appended ids are
-drawn from the non-special ids (vLLM draws from the whole vocabulary, special ids included).
+template adds about a dozen), as they do for vLLM's own client, whose input tokens are the
+server's ``usage.prompt_tokens`` (ours too). :class:`ChatText` does the same with the tokenizer
+tuner.load.servertok chose: ``tokenizer.json`` read by the ``tokenizers`` library, or the server's
+own when the two disagree (transformers rebuilds some tokenizer classes); appended ids are drawn
+from the non-special ids (vLLM draws from the whole vocabulary, special ids included).
 
 Without a tokenizer a chat prompt is synthetic words (tuner.load.client.synthetic_text) whose token
 count depends on the server's tokenizer: :data:`UNCONTROLLED` says so, once per run.
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-from .tokenizer import TOKENIZER_FILE, Vocab
+from .servertok import LocalTokenizer
+from .tokenizer import Vocab
 
 MAX_RETRY = 10  # vLLM's gen_prompt_decode_to_target_len default
 
@@ -31,15 +33,14 @@ UNCONTROLLED = ("chat prompts: no tokenizer found offline for {name!r}, so their
 
 
 class ChatText:
-    """``text(ids)``: a text of ``len(ids) - num_special`` tokens by the tokenizer in ``vocab.folder``."""
+    """``text(ids)``: a text of ``len(ids) - num_special`` tokens by ``tok`` (default: the vocabulary's
+    ``tokenizer.json``); ``tok`` has ``encode(text)`` and ``decode(ids)`` (tuner.load.servertok)."""
 
-    def __init__(self, vocab: Vocab) -> None:
-        from tokenizers import Tokenizer  # a Rust wheel, no torch; imported only when chat needs it
-
+    def __init__(self, vocab: Vocab, tok=None, num_special: int | None = None) -> None:
         if vocab.folder is None:
             raise ValueError("ChatText needs a tokenizer read from a folder")
-        self.tok = Tokenizer.from_file(str(Path(vocab.folder) / TOKENIZER_FILE))
-        self.num_special = int(self.tok.num_special_tokens_to_add(False))
+        self.tok = tok if tok is not None else LocalTokenizer(vocab)
+        self.num_special = int(self.tok.num_special() if num_special is None else num_special)
         allowed = np.arange(vocab.size, dtype=np.int64)
         if vocab.special_ids:
             allowed = np.setdiff1d(allowed, np.fromiter(vocab.special_ids, dtype=np.int64))
@@ -62,17 +63,18 @@ class ChatText:
 
     def count(self, text: str) -> int:
         """The text's own tokens (no specials): what the template's content adds to the server's count."""
-        return len(self.tok.encode(text, add_special_tokens=False).ids)
+        return len(self.tok.encode(text))
 
 
 def decode_to_target(tok, seq: list[int], target: int, extra) -> tuple[str, list[int]]:
     """vLLM's ``gen_prompt_decode_to_target_len``: decode, re-encode without specials and, up to
     MAX_RETRY times, cut what is too long or append ``extra(k)`` ids to what is too short.
+    ``tok`` has ``decode(ids)`` (specials kept) and ``encode(text)`` (no specials added).
     Returns the text and its ids (``len(ids) - target`` is the mismatch vLLM warns of)."""
     left = MAX_RETRY
     while True:
-        text = tok.decode(seq, skip_special_tokens=False)
-        seq = tok.encode(text, add_special_tokens=False).ids
+        text = tok.decode(seq)
+        seq = tok.encode(text)
         if left <= 0 or len(seq) == target:
             return text, seq
         seq = seq + extra(target - len(seq)) if len(seq) < target else seq[:target]
@@ -82,22 +84,39 @@ def decode_to_target(tok, seq: list[int], target: int, extra) -> tuple[str, list
 class VllmText:
     """Prompt text for vLLM's random-mm dataset, drawn as its client draws it: extra ids come from the
     dataset's own generator over the whole vocabulary, so the draws that follow (the images) stay in
-    step with vLLM's for the same seed and tokenizer."""
+    step with vLLM's for the same seed and tokenizer. ``tok`` sizes the text (default: the
+    vocabulary's ``tokenizer.json``; the server's when the two disagree)."""
 
-    def __init__(self, vocab: Vocab) -> None:
-        from tokenizers import Tokenizer
-
+    def __init__(self, vocab: Vocab, tok=None, num_special: int | None = None) -> None:
         if vocab.folder is None:
             raise ValueError("VllmText needs a tokenizer read from a folder")
-        self.tok = Tokenizer.from_file(str(Path(vocab.folder) / TOKENIZER_FILE))
+        local = LocalTokenizer(vocab)
+        self.tok = tok if tok is not None else local
         self.vocab_size = vocab.size
-        self.num_special = int(self.tok.num_special_tokens_to_add(False))
+        self.num_special = int(self.tok.num_special() if num_special is None else num_special)
         # random-mm keeps out the added tokens marked special (image placeholders among them), no others
-        special = [i for i, t in self.tok.get_added_tokens_decoder().items() if t.special]
+        special = [i for i, t in local.tok.get_added_tokens_decoder().items() if t.special]
         allowed = np.arange(self.vocab_size, dtype=np.int64)
         self.allowed_ids = np.setdiff1d(allowed, np.asarray(special, dtype=np.int64)) if special else allowed
-        self.source = vocab.source
+        self.source = getattr(self.tok, "source", vocab.source)
 
     def __call__(self, ids: list[int], target: int, rng: np.random.Generator) -> tuple[str, list[int]]:
         extra = lambda k: rng.integers(0, self.vocab_size, size=k).tolist()  # noqa: E731
         return decode_to_target(self.tok, list(ids), target, extra)
+
+
+def choose_sizer(vocab: Vocab, base_url: str | None, model: str | None, headers=None, input_len: int = 64,
+                 seed: int = 0):
+    """The tokenizer chat text is sized with (tuner.load.servertok.Choice): ``tokenizer.json`` when the
+    server at ``base_url`` counts a few prompts sized by it (and the specials it adds) the same, else
+    the server's own. Blocking (HTTP): run it in a thread from async code."""
+    from .servertok import CHECKED_PROMPTS, ServerTokenizer, choose
+    from .workload import RandomWorkload
+
+    local = LocalTokenizer(vocab)
+    server = ServerTokenizer(base_url, model or "", headers) if base_url else None
+    probe = RandomWorkload(max(16, int(input_len)), 1, num_prompts=CHECKED_PROMPTS, seed=seed, vocab_size=vocab.size,
+                           reserved_ids=0, excluded_ids=vocab.special_ids)
+    sample = ChatText(vocab, local)
+    texts = [sample.text(spec.prompt) for spec in probe.requests()]
+    return choose(local, server, texts)

@@ -184,8 +184,10 @@ def check_dataset_name(name: str) -> None:
                      + f" (choose from {', '.join(DATASETS)})")
 
 
-def build_workload(args, vocab=None) -> Workload:
-    """The workload the flags describe; ``vocab`` (a tuner.load.tokenizer.Vocab) when one was discovered.
+def build_workload(args, vocab=None, sizer=None) -> Workload:
+    """The workload the flags describe; ``vocab`` (a tuner.load.tokenizer.Vocab) when one was discovered;
+    ``sizer`` (a tuner.load.servertok.Choice) for chat text: its specials come off the sampled input
+    lengths, and random-mm sizes its text with its tokenizer.
 
     ``--vocab-size`` wins over a discovered vocabulary; with neither, our default size is used
     (the caller decides whether to discover or probe first). Raises ValueError naming the bad flag.
@@ -230,7 +232,7 @@ def build_workload(args, vocab=None) -> Workload:
                          "or custom for a file)")
     num = DEFAULT_NUM_PROMPTS if num is None else num
     if name == "random-mm":
-        return random_mm(args, vocab, num)
+        return random_mm(args, vocab, num, sizer)
     if name == "fixed":
         return FixedWorkload(args.random_input_len, args.random_output_len, num_prompts=num, seed=args.seed, **ids)
     ratio = args.random_range_ratio
@@ -239,10 +241,11 @@ def build_workload(args, vocab=None) -> Workload:
     except (TypeError, ValueError):
         raise ValueError(f"--random-range-ratio must be a number in [0, 1), got {ratio!r}") from None
     return RandomWorkload(args.random_input_len, args.random_output_len, range_ratio=ratio, num_prompts=num,
-                          seed=args.seed, prefix_len=args.random_prefix_len, **ids)
+                          seed=args.seed, prefix_len=args.random_prefix_len,
+                          special_tokens=sizer.num_special if sizer is not None else 0, **ids)
 
 
-def random_mm(args, vocab, num: int):
+def random_mm(args, vocab, num: int, sizer=None):
     """vLLM's random-mm from its flags: chat text sized by the tokenizer (when on disk) plus images."""
     from .multimodal import (
         DEFAULT_BASE_ITEMS_PER_REQUEST,
@@ -275,7 +278,7 @@ def random_mm(args, vocab, num: int):
     if vocab is not None and vocab.folder is not None:
         from .chatprompt import VllmText
 
-        text = VllmText(vocab)
+        text = VllmText(vocab, *((sizer.tokenizer, sizer.num_special) if sizer is not None else ()))
         extra = {"vocab_size": text.vocab_size, "allowed_ids": text.allowed_ids, "num_special": text.num_special,
                  "text": text, "sized_by": text.source}
     elif vocab is not None:

@@ -317,6 +317,10 @@ class RandomWorkload(Workload):
     The bounds are computed in floating point exactly as vLLM does, so they can differ by one from
     exact arithmetic: 200 * (1 + 0.1) is 220.00000000000003 and its ceil is 221. We keep vLLM's
     result (same seed -> same lengths as vLLM); :meth:`bounds` reports the range actually used.
+
+    ``special_tokens`` (chat text: what the tokenizer adds, e.g. a BOS) is taken off ``input_len``
+    before the range, as vLLM's get_sampling_params does, and added back to each length: the text
+    of a request then has exactly the length vLLM samples.
     """
 
     input_len: int
@@ -328,6 +332,7 @@ class RandomWorkload(Workload):
     vocab_size: int = DEFAULT_VOCAB_SIZE
     reserved_ids: int = DEFAULT_RESERVED_IDS
     excluded_ids: frozenset[int] = frozenset()  # the tokenizer's special ids
+    special_tokens: int = 0  # chat text: sampled without the tokenizer's specials (vLLM's order)
     token_space: TokenIdSpace = field(init=False, repr=False, compare=False)
     _cache: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -339,8 +344,9 @@ class RandomWorkload(Workload):
                 f"range_ratio must be in [0, 1) under the {RANGE_RATIO_CONVENTION} convention, "
                 f"got {self.range_ratio}; SGLang/old-vLLM ratios (e.g. 1.0) mean something else"
             )
-        _check_non_negative_ints(self, "input_len", "output_len", "num_prompts", "prefix_len", "seed")
-        if self.prefix_len + math.floor(self.input_len * (1.0 - self.range_ratio)) < 1:
+        _check_non_negative_ints(self, "input_len", "output_len", "num_prompts", "prefix_len", "seed",
+                                 "special_tokens")
+        if self.prefix_len + math.floor(self._real_input_len() * (1.0 - self.range_ratio)) < 1:
             raise ValueError(
                 f"input_len={self.input_len} with range_ratio={self.range_ratio} and "
                 f"prefix_len={self.prefix_len} allows an empty prompt; raise input_len or prefix_len"
@@ -348,11 +354,14 @@ class RandomWorkload(Workload):
         self.range_ratio = float(self.range_ratio)
         self.token_space = TokenIdSpace(self.vocab_size, self.reserved_ids, frozenset(self.excluded_ids))
 
+    def _real_input_len(self) -> int:
+        return max(0, self.input_len - self.special_tokens)
+
     def bounds(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        """Inclusive ((in_low, in_high), (out_low, out_high)) of the sampled lengths."""
+        """Inclusive ((in_low, in_high), (out_low, out_high)) of the sampled lengths (specials not included)."""
         r = self.range_ratio
-        in_low = math.floor(self.input_len * (1 - r))
-        in_high = math.ceil(self.input_len * (1 + r))
+        in_low = math.floor(self._real_input_len() * (1 - r))
+        in_high = math.ceil(self._real_input_len() * (1 + r))
         out_low = max(1, math.floor(self.output_len * (1 - r)))
         out_high = max(1, math.ceil(self.output_len * (1 + r)))
         return (in_low, in_high), (out_low, out_high)
@@ -362,7 +371,7 @@ class RandomWorkload(Workload):
             (il, ih), (ol, oh) = self.bounds()
             rng = np.random.default_rng(self.seed)
             n = self.num_prompts
-            in_lens = rng.integers(il, ih + 1, size=n).tolist()
+            in_lens = (rng.integers(il, ih + 1, size=n) + self.special_tokens).tolist()
             out_lens = rng.integers(ol, oh + 1, size=n).tolist()
             offsets = rng.integers(0, self.vocab_size, size=n).tolist()
             prefix = self.token_space.random(rng, self.prefix_len)
@@ -383,6 +392,7 @@ class RandomWorkload(Workload):
             "input_len": self.input_len, "output_len": self.output_len,
             "range_ratio": self.range_ratio, "prefix_len": self.prefix_len, "seed": self.seed,
             "input_len_bounds": [il, ih], "output_len_bounds": [ol, oh],
+            **({"special_tokens": self.special_tokens} if self.special_tokens else {}),
         }
 
 

@@ -92,6 +92,8 @@ class TextConfig:
     quantization: dict | None = field(default=None, repr=False, hash=False, compare=False)
     torch_dtype: str | None = None
     config_model_type: str = ""  # the top-level model_type (a VL wrapper's: vllm-gaudi keys its image table by it)
+    mrope: bool = False  # vLLM's uses_mrope (see mrope_of)
+    fork_mrope: bool = False  # vllm-fork's uses_mrope: the top-level config only (see mrope_of)
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         # vLLM's get_num_kv_heads: MLA decodes as MQA (one latent); otherwise heads split across ranks and
@@ -224,7 +226,48 @@ def _read(config: dict, where: str) -> TextConfig:
         multimodal=vision is not None or t is not config, vision=vision,
         quantization=quant if isinstance(quant, dict) else None, torch_dtype=str(dtype) if dtype else None,
         config_model_type=str(config.get("model_type") or model_type),
+        mrope=mrope_of(config), fork_mrope=mrope_of(config, fork=True),
     )
+
+
+def _rope_dicts(cfg: dict) -> list[dict]:
+    """A config's RoPE parameters as written (`rope_parameters`, or the older `rope_scaling` that
+    transformers 5 moves there), one dict per layer type when they are nested by layer type."""
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    if not isinstance(rope, dict) or not rope:
+        return []
+    nested = [v for v in rope.values() if isinstance(v, dict)]
+    return nested if nested and len(nested) == len(rope) else [rope]
+
+
+def _mrope_section(cfg: dict) -> bool:
+    names = ("mrope_section", "xdrope_section")  # xdrope_section: HunYuan-VL's older name
+    if any(isinstance(d.get(n), (list, tuple)) for d in _rope_dicts(cfg) for n in names):
+        return True
+    return any(isinstance(cfg.get(n), (list, tuple)) for n in names)
+
+
+def mrope_of(config: dict, fork: bool = False) -> bool:
+    """Whether the model's text RoPE is M-RoPE, decided from the config as the server decides it.
+
+    vLLM (0.32, vllm/transformers_utils/config.py `uses_mrope`; vllm-gaudi runs on it): an
+    `mrope_section` list in the RoPE parameters of the top-level config, of its text config
+    (get_text_config), or of an Omni model's thinker text config. The model class plays no part:
+    a Qwen3-VL config without it is read as plain RoPE by vLLM too.
+    vllm-fork (1.22, 1.23, habana_main, the same function of its own time): `mrope_section` in the
+    top-level config's `rope_scaling` only (or the thinker's), so a section nested in text_config (how
+    Qwen3-VL writes it) is not M-RoPE there.
+    """
+    thinker = config.get("thinker_config")
+    thinker_text = thinker.get("text_config") if isinstance(thinker, dict) else None
+    if fork:
+        def top(cfg: dict) -> bool:
+            rope = cfg.get("rope_scaling")
+            return isinstance(rope, dict) and "mrope_section" in rope
+        return top(config) or (isinstance(thinker_text, dict) and top(thinker_text))
+    text = text_part(config)
+    return (_mrope_section(config) or _mrope_section(text)
+            or (isinstance(thinker_text, dict) and _mrope_section(thinker_text)))
 
 
 def load_config(path: Path) -> TextConfig:

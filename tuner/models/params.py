@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .hfconfig import TextConfig
+from .vision import vision_tower
 
 # Model types whose q/k/v projections carry a bias without saying so in the config.
 QKV_BIAS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"})
@@ -108,23 +109,8 @@ def _mlp(t: TextConfig, i: int) -> tuple[int, int, int]:
 
 
 def _vision(config_vision: dict | None) -> int:
-    if not config_vision:
-        return 0
-    v = config_vision
-    h = int(v.get("hidden_size") or v.get("embed_dim") or v.get("width") or 0)
-    depth = int(v.get("depth") or v.get("num_hidden_layers") or v.get("layers") or 0)
-    if not h or not depth:
-        return 0
-    inter = int(v.get("intermediate_size") or 4 * h)
-    gated = str(v.get("hidden_act", "")).startswith("silu")
-    block = 4 * h * h + 4 * h + (3 if gated else 2) * h * inter + inter + h + 4 * h
-    patch = int(v.get("patch_size") or 14)
-    channels = int(v.get("in_channels") or v.get("num_channels") or 3)
-    temporal = int(v.get("temporal_patch_size") or 1)
-    out = int(v.get("out_hidden_size") or v.get("projection_dim") or h)
-    merge = int(v.get("spatial_merge_size") or 1)
-    merger = h * merge * merge * h * merge * merge + h * merge * merge * out  # two-layer projector
-    return depth * block + channels * temporal * patch * patch * h + merger
+    tower = vision_tower(config_vision)
+    return tower.params if tower else 0
 
 
 def tied_embeddings(t: TextConfig) -> bool:

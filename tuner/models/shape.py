@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from .dtypes import BF16, DTYPE_BYTES, FP8
 from .hfconfig import TextConfig
 from .params import ParamCount, count_params
+from .vision import VisionTower, vision_tower
 
 # HPU-graph memory per captured bucket: 10 MiB for Llama-3.1-8B and 20 MiB for 70B (docs/calibration.md
 # 7.4); other models scale with layers x hidden through those two points (5x the size -> 2x the memory).
@@ -51,15 +52,22 @@ class ModelShape:
     multimodal: bool = False
     generic: bool = False  # kept for callers that ask: a model known from its config is never a guess
     # For the vision warm-up (tuner/buckets/vision.py): the language part's model_type, the vision_config
-    # as written, and whether the text RoPE is M-RoPE (rope_scaling.mrope_section: the Qwen2-VL family).
+    # as written, and whether the text RoPE is M-RoPE as vLLM reads the config (hfconfig.mrope_of) and as
+    # the fork reads it (its top-level config only).
     model_type: str = ""
     vision: dict | None = field(default=None, repr=False, hash=False, compare=False)
     mrope: bool = False
+    fork_mrope: bool = False
     config_model_type: str = ""  # the config's top-level model_type (vLLM's hf_config.model_type)
 
     @property
     def params(self) -> int:
         return self.total_params
+
+    @property
+    def vision_tower(self) -> VisionTower | None:
+        """The vision tower its vision_config describes (None for a text model)."""
+        return vision_tower(self.vision)
 
     @property
     def graph_mem_mib(self) -> float:
@@ -152,10 +160,7 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         max_position=t.max_position, experts=t.experts, experts_per_token=t.experts_per_token,
         expert_params=counted.experts, embedding_params=counted.embedding, vision_params=counted.vision,
         sliding_window=t.sliding_window, quantization=method, stored_bytes=stored_bytes, multimodal=t.multimodal,
-        model_type=t.model_type, vision=t.vision, mrope=_mrope(t.raw), config_model_type=t.config_model_type,
+        model_type=t.model_type, vision=t.vision, mrope=t.mrope, fork_mrope=t.fork_mrope,
+        config_model_type=t.config_model_type,
     )
 
-
-def _mrope(text: dict) -> bool:
-    rope = text.get("rope_scaling") or text.get("rope_parameters")
-    return isinstance(rope, dict) and rope.get("mrope_section") is not None

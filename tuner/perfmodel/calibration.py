@@ -38,7 +38,7 @@ from .corrections import Corrections
 # boot (x2 / x0.5 compile times within about one sd; memory within a few percent).
 PRIOR_SD = {"load": 0.7, "profile": 0.7, "prompt_warmup": 0.7, "decode_warmup": 0.7, "capture": 0.7,
             "kv_block": 0.15, "graph_mem": 0.3, "free_mem_offset_gib": 4.0, "decode_step": 0.4,
-            "prefill_step": 0.4, "cache_hit": 0.7}
+            "prefill_step": 0.4, "cache_hit": 0.7, "multimodal_warmup": 0.7}
 # A device or model the tables lack (hardware.generic_shape / device_for): the prior is a stand-in, so
 # every factor may be far off (weights and HBM unknown: the free-memory offset by tens of GiB) and the
 # first boot sets each correction almost alone.
@@ -50,14 +50,18 @@ GENERIC_PRIOR_SD = {**{k: 1.2 for k in PRIOR_SD}, "kv_block": 1.0, "graph_mem": 
 # phases within x1.2 of each other while the node is x0.9 to x2 off the documented constants; this
 # value was chosen knowing them, so benchmarks/model_fidelity.py's leave-one-phase-out rows are not
 # wholly out of sample.) Memory factors share less: KV layout and graph memory differ in kind.
-PRIOR_CORRELATION = {("prompt_warmup", "decode_warmup", "capture"): 0.9, ("kv_block", "graph_mem"): 0.3}
+PRIOR_CORRELATION = {("prompt_warmup", "decode_warmup", "capture"): 0.9, ("kv_block", "graph_mem"): 0.3,
+                     # the vision warm-up shares the graph compiler but, where its graphs run, is mostly host
+                     # time of its own (vision.HOST_SYNC_S): a weaker tie to each text phase (tied to all
+                     # three alike, so that the prior stays a valid covariance)
+                     **{(name, "multimodal_warmup"): 0.5 for name in ("prompt_warmup", "decode_warmup", "capture")}}
 # Floor of the per-configuration scatter (log units; GiB for the offset): never trust a fit tighter.
 MIN_SPREAD = {"kv_block": 0.005, "graph_mem": 0.02, "free_mem_offset_gib": 0.25}
 DEFAULT_SPREAD = 0.15  # per-configuration scatter assumed until there are samples to measure it
 ADDITIVE = ("free_mem_offset_gib",)
-TIME_FACTORS = ("load", "profile", "prompt_warmup", "decode_warmup", "capture")
+TIME_FACTORS = ("load", "profile", "prompt_warmup", "decode_warmup", "capture", "multimodal_warmup")
 MEMORY_FACTORS = ("kv_block", "graph_mem")
-WARMUP_FACTORS = ("prompt_warmup", "decode_warmup", "capture")
+WARMUP_FACTORS = ("prompt_warmup", "decode_warmup", "capture", "multimodal_warmup")
 BOUND_SD = 2.0  # one log moves a factor at most to the edge of the prior's ~95% range
 CONFLICT_Z = 2.5  # a log this many predictive sds away from the study's boots is outvoted by them
 NAMES = tuple(PRIOR_SD)

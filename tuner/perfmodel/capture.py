@@ -37,6 +37,21 @@ def compile_seconds(pred: StartupPrediction, cost: CostModel, phase: str, bucket
     return secs * cost.corr.warmup_factor("compile", phase)
 
 
+def multimodal_steps(pred: StartupPrediction, cost: CostModel, free: float, make_step=WarmupStep) -> list:
+    """The vision warm-up's steps in the release's order, each as calibrated (perfmodel/vision.py)."""
+    from .vision import step_seconds
+
+    vision = pred.vision
+    factor = cost.corr.warmup_factor("compile", "multimodal")
+    steps = vision.plan.steps
+    prompt_s = 0.0
+    if vision.fork and steps:  # each image bucket is warmed inside a prompt scenario at the longest prompt bucket
+        prompt_s = cost.prompt_compile(1, steps[0].seq_len, 0)
+    # [i/N] as the release prints it: the candidate's place (vllm-gaudi may warm several counts per candidate)
+    return [make_step("compile+capture", "multimodal", s.index, s.total, vision.step_key(s),
+                      step_seconds(vision, cost, s, prompt_s) * factor, free, label=s.modality) for s in steps]
+
+
 def graph_mem(pred: StartupPrediction, cost: CostModel, phase: str, bucket: tuple) -> float:
     bs, seq, ctx = prompt_shape(bucket)
     return cost.graph_mem(pred.rules, phase, bs * (seq + ctx * cost.block_size))
@@ -52,8 +67,14 @@ def plan_warmup(pred: StartupPrediction, cost: CostModel, cached_recipes: frozen
         return  # nothing compiled, nothing captured: every shape compiles at first use
     phases = (("prompt", list(plan.prompt)), ("decode", list(plan.decode)))
     pred.warmed_prompt, pred.warmed_decode = frozenset(plan.prompt), frozenset(plan.decode)
+    vision = pred.vision
+    if vision is not None:
+        pred.warmed_images = vision.warmed_keys()
     if not keep_steps and pred.rules.capture == "all" and not cached_recipes:
         _capture_all_sums(pred, cost, phases, mem.free_after_kv)
+        if vision is not None and not pred.failure:
+            mm = sum(s.seconds for s in multimodal_steps(pred, cost, mem.free_after_kv, make_step))
+            pred.step_sums = replace(pred.step_sums, multimodal_warmup=mm)
         if pred.rules.sampler_warmup and not pred.failure:
             pred.sampler_seconds = T_SAMPLER
         return
@@ -64,7 +85,11 @@ def plan_warmup(pred: StartupPrediction, cost: CostModel, cached_recipes: frozen
     free = mem.free_after_kv
     if pred.rules.capture == "all":
         used = {"prompt": 0.0, "decode": 0.0}
+        if vision is not None and not vision.fork:  # vllm-gaudi: the first phase of the warm-up
+            pred.steps += multimodal_steps(pred, cost, free, make_step)
         for phase, buckets in phases:
+            if phase == "decode" and vision is not None and vision.fork:  # the fork: after the prompt graphs
+                pred.steps += multimodal_steps(pred, cost, free - used["prompt"], make_step)
             for i, bucket in enumerate(reversed(buckets)):
                 secs = compile_seconds(pred, cost, phase, bucket, hit(phase, bucket))
                 g = graph_mem(pred, cost, phase, bucket) if pred.graphs else 0.0
@@ -158,6 +183,8 @@ def compile_share(pred: StartupPrediction, cost: CostModel) -> float:
     for s in pred.steps:
         if s.kind == "compile":
             total += s.seconds
+        elif s.kind == "compile+capture" and s.phase == "multimodal":
+            total += s.seconds  # the vision warm-up's time is its compile (and, where it runs, its forward)
         elif s.kind == "compile+capture":
             total += s.seconds - cost.capture_time() * cost.corr.warmup_factor("compile", s.phase)
     return total

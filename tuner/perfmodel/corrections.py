@@ -24,6 +24,7 @@ class Corrections:
     decode_step: float = 1.0
     prefill_step: float = 1.0
     cache_hit: float = 1.0  # what a recipe-cache hit still costs of a compile (costs.CACHE_HIT)
+    multimodal_warmup: float = 1.0  # each multimodal (vision-encoder) warm-up step
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -40,6 +41,8 @@ class Corrections:
     def warmup_factor(self, kind: str, phase: str) -> float:
         if kind == "capture":
             return self.capture
+        if phase == "multimodal":
+            return self.multimodal_warmup
         return self.prompt_warmup if phase == "prompt" else self.decode_warmup
 
 

@@ -61,6 +61,7 @@ class ServerInputs:
     max_num_batched_tokens: int | None = None
     prefix_caching: bool | None = None
     max_num_prefill_seqs: int | None = None
+    limit_mm_per_prompt: str | None = None  # --limit-mm-per-prompt as given (JSON): the vision warm-up reads it
 
 
 class CostModel:

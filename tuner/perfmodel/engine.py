@@ -57,6 +57,8 @@ class SimRequest:
     # Tokens to prefill before the next token: the prompt, or after a recompute preemption the prompt
     # plus everything generated so far.
     prefill_len: int = -1
+    images: tuple = ()  # (width, height) of each image of a VL request: encoded before its first prefill chunk
+    encoded: bool = False
 
     def __post_init__(self):
         if self.prefill_len < 0:
@@ -110,6 +112,8 @@ class EngineStats:
     # max_num_seqs and the prefill batch ever limited the schedule
     peak_running: int = 0
     peak_prefills: int = 0
+    image_compiles: dict = field(default_factory=dict)  # image bucket -> encoder recompiles (first use only)
+    images: int = 0  # images encoded
 
 
 def max_prefill_seqs(pred: StartupPrediction) -> int:
@@ -144,6 +148,7 @@ class Engine:
         self.cost: CostModel = pred.cost
         self.seen = {("prompt", b) for b in pred.warmed_prompt} | {("decode", b) for b in pred.warmed_decode}
         self.graphed = {("prompt", b) for b in pred.graphed_prompt} | {("decode", b) for b in pred.graphed_decode}
+        self.seen |= {("multimodal", k) for k in pred.warmed_images}
         self.runtime_graphs = runtime_graphs(pred)
         self.cached = cached_recipes  # recipe keys on disk: a runtime compile of those is a cache hit
         self.on_compile = on_compile  # callback(phase, bucket, key): the server stores the recipe
@@ -232,6 +237,9 @@ class Engine:
         self.stats.peak_prefills = max(self.stats.peak_prefills, len(prefills))
         duration, shapes, emitted, prompt_tokens = 0.0, [], [], 0
         inputs = self._input_stats(prefills, decodes) if self.log_compiles else ""
+        for r, _ in prefills:
+            if r.images and not r.encoded:
+                duration += self._encode(r, shapes, logs)
         for i in range(0, len(prefills), self.max_prefill_seqs):
             chunk = prefills[i:i + self.max_prefill_seqs]
             query = max(n for _, n in chunk)
@@ -390,6 +398,36 @@ class Engine:
                 t += self.first_replay * run
         t += run
         shapes.append(Shape(phase, bucket, graphed, compiled, bs, tokens, (bs, query, dim)))
+        return t
+
+    def _encode(self, r: SimRequest, shapes: list, logs: list) -> float:
+        """The vision encoder over a request's images, in their image buckets (perfmodel/vision.py): a
+        bucket the warm-up did not compile compiles first, on the critical path."""
+        from .vision import encoder_compile_seconds, encoder_seconds, image_key, key_patches
+
+        r.encoded = True
+        phase = self.pred.vision
+        if phase is None:
+            return 0.0
+        if phase.plan.is_batch_based:
+            keys = [image_key(phase, 0, 0, len(r.images))]
+        else:
+            keys = [image_key(phase, w, h) for w, h in r.images]
+        t = 0.0
+        for key in keys:
+            patches = key_patches(phase, key)
+            compiled = ("multimodal", key) not in self.seen
+            if compiled:
+                images = key[1] if key[0] == "batch" else 1
+                logs.append(("WARNING", "not_warmed", f"Configuration: ('multimodal', {images}, {patches}) "
+                                                      "was not warmed-up!"))
+                t += encoder_compile_seconds(phase.tower, patches) * self.cost.corr.multimodal_warmup
+                self.seen.add(("multimodal", key))
+                self.stats.runtime_compiles += 1
+                self.stats.image_compiles[key] = self.stats.image_compiles.get(key, 0) + 1
+            t += encoder_seconds(self.cost, phase.tower, patches)
+            shapes.append(Shape("multimodal", key, True, compiled, len(r.images), patches))
+        self.stats.images += len(r.images)
         return t
 
     def _input_stats(self, prefills: list, decodes: list) -> str:

@@ -91,8 +91,30 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
         if min(largest, cfg0.max_num_batched_tokens) == tokens:
             break
         tokens = min(largest, cfg0.max_num_batched_tokens)
+    if model.multimodal:
+        failure = _vision(pred, model, inputs)
+        if failure:
+            pred.failure = failure
+            return pred
     plan_warmup(pred, cost, cached_recipes, step, keep_steps)
     return pred
+
+
+def _vision(pred: StartupPrediction, model, inputs: ServerInputs) -> Failure | None:
+    """The multimodal warm-up phase of this start (pred.vision), or why the release stops building it."""
+    from .vision import BucketConfigError, parse_limit_mm, vision_phase
+
+    queries = [b[1] for b in pred.plan.prompt]
+    try:
+        pred.vision = vision_phase(model, pred.profile, pred.env, parse_limit_mm(inputs.limit_mm_per_prompt),
+                                   prefix_caching=inputs.prefix_caching,
+                                   max_prompt_shape=max(queries) if queries else pred.config.max_model_len,
+                                   enforce_eager=pred.sim.enforce_eager)
+    except BucketConfigError as e:
+        return Failure("buckets", f"ValueError: {e}")
+    except ValueError as e:
+        return Failure("config", f"ValueError: {e}")
+    return None
 
 
 def _bucket_error_class(e: BucketConfigError) -> str:
@@ -142,6 +164,29 @@ def _check_kv(rules: ReleaseRules, cfg: ServerConfig, mem: MemorySplit, cost: Co
                        f"maximum model length is {est}. Try increasing `gpu_memory_utilization` or decreasing "
                        "`max_model_len` when initializing the engine.")
     return None
+
+
+def with_vision_steps(pred: StartupPrediction, logged: list) -> StartupPrediction:
+    """The same start warming up the image shapes a log shows (buckets.vision.VisionStep each, in the
+    log's order): where the log's settings (--limit-mm-per-prompt, the variables) are not known, its
+    multimodal steps are still priced one by one from the tower. Unchanged for a text model."""
+    from dataclasses import replace
+
+    from .vision import vision_phase
+
+    model = model_for(pred.sim.model)
+    if pred.plan is None or pred.memory is None or not logged or not model.multimodal:
+        return pred
+    phase = pred.vision or vision_phase(model, pred.profile, pred.env, {"image": {"count": 1}},
+                                        prefix_caching=pred.config.prefix_caching, max_prompt_shape=0,
+                                        enforce_eager=pred.sim.enforce_eager)
+    if phase is None:
+        return pred
+    phase = replace(phase, plan=replace(phase.plan, steps=list(logged)))
+    new = replace(pred, vision=phase, steps=[], graphed_prompt=[], graphed_decode=[], prompt_graph_mem=0.0,
+                  decode_graph_mem=0.0, budget=None, sampler_seconds=0.0, failure=None)
+    plan_warmup(new, new.cost, frozenset())
+    return new
 
 
 def with_bucket_lists(pred: StartupPrediction, prompt: list, decode: list) -> StartupPrediction:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..buckets import BucketPlan, ServerConfig
 from .corrections import Corrections
@@ -23,6 +23,7 @@ class WarmupStep:
     free_mem: float  # device bytes free when the release prints the line
     cache_hit: bool = False
     graph_mem: float = 0.0  # memory the captured graph keeps
+    label: str = ""  # multimodal steps: the modality, as the release's line names it
 
 
 class StepRow(NamedTuple):
@@ -38,6 +39,7 @@ class StepRow(NamedTuple):
     free_mem: float
     cache_hit: bool = False
     graph_mem: float = 0.0
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,11 @@ class StepSums:
     decode_warmup: float = 0.0
     capture: float = 0.0
     compile: float = 0.0
+    multimodal_warmup: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.prompt_warmup + self.decode_warmup + self.capture
+        return self.prompt_warmup + self.decode_warmup + self.capture + self.multimodal_warmup
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ class StartupPrediction:
     failure: Failure | None = None
     corrections: Corrections = Corrections()
     step_sums: StepSums | None = None  # bulk prediction: the steps' sums instead of the steps
+    vision: Any = None  # perfmodel.vision.VisionPhase of a multimodal model (None: no vision warm-up)
+    warmed_images: frozenset = frozenset()  # image buckets (vision.image_key) the warm-up compiled
 
     @property
     def steps_seconds(self) -> float:

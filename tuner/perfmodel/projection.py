@@ -35,6 +35,8 @@ def correction_of(step: WarmupStep) -> str:
     """Which correction scales a step's time (corrections.Corrections.warmup_factor)."""
     if step.kind == "capture":
         return "capture"
+    if step.phase == "multimodal":
+        return "multimodal_warmup"
     return "prompt_warmup" if step.phase == "prompt" else "decode_warmup"
 
 

@@ -128,8 +128,14 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
         max_num_batched_tokens=s.get("max_num_batched_tokens"),
         prefix_caching=s.get("enable_prefix_caching"),
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
+        limit_mm_per_prompt=_json_text(s.get("limit_mm_per_prompt")),
     )
     return sim, inputs
+
+
+def _json_text(value) -> str | None:
+    """A server option that vLLM takes as JSON (a dict in a search space), as its command line gives it."""
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, dict) else value
 
 
 SERVING_KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")

@@ -36,7 +36,8 @@ def warmup_shares(pred: StartupPrediction) -> dict[str, float]:
     prediction (the plan's) keeps its steps' sums per correction instead of the steps: the same shares."""
     if pred.step_sums is not None:
         sums = pred.step_sums
-        by = {name: getattr(sums, name) for name in ("prompt_warmup", "decode_warmup", "capture")}
+        by = {name: getattr(sums, name) for name in ("prompt_warmup", "decode_warmup", "capture",
+                                                               "multimodal_warmup")}
         total = sums.total
         return {k: v / total for k, v in by.items() if v > 0} if total > 0 else {}
     by: dict[str, float] = {}

@@ -27,7 +27,7 @@ COLD, CACHED = "cold", "cached"
 MODES = (COLD, CACHED)
 # Warmup-step samples of a boot that hit the cache compare a cached step with a cold prediction:
 # they would drag the compile corrections down, so such a boot does not give them.
-STEP_FACTORS = ("prompt_warmup", "decode_warmup", "capture")
+STEP_FACTORS = ("prompt_warmup", "decode_warmup", "capture", "multimodal_warmup")
 FULL_HIT, NO_HIT = 0.999, 0.001
 
 

@@ -29,8 +29,16 @@ def layout(fig: go.Figure, title: str, x: str | None = None, y: str | None = Non
     return fig
 
 
-def scatter_2d(points: dict[str, list[dict]], x: str, y: str, title: str) -> go.Figure:
-    """points: class -> [{"x", "y", "text"}]."""
+PICK_STYLE = {"color": "#111", "symbol": "circle-open", "size": 22, "line": {"width": 3}}
+
+
+def pick_label(number: int) -> str:
+    return f"the pick (trial {number})"
+
+
+def scatter_2d(points: dict[str, list[dict]], x: str, y: str, title: str, pick: dict | None = None) -> go.Figure:
+    """points: class -> [{"x", "y", "text"}]; pick: the deployed trial's point ({"x", "y", "text", "trial"}),
+    ringed and labelled on the plot."""
     fig = go.Figure()
     for cls, rows in points.items():
         if not rows:
@@ -39,10 +47,14 @@ def scatter_2d(points: dict[str, list[dict]], x: str, y: str, title: str) -> go.
         fig.add_trace(go.Scatter(x=[r["x"] for r in rows], y=[r["y"] for r in rows], mode="markers", name=cls,
                                  marker={"color": colour, "symbol": symbol, "size": 11 if cls == "Pareto front" else 8},
                                  text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
+    if pick is not None:
+        fig.add_trace(go.Scatter(x=[pick["x"]], y=[pick["y"]], mode="markers+text", name=pick_label(pick["trial"]),
+                                 marker=PICK_STYLE, text=[f"pick: trial {pick['trial']}"], textposition="top center",
+                                 hovertext=[pick["text"]], hovertemplate="%{hovertext}<extra></extra>"))
     return layout(fig, title, x, y)
 
 
-def scatter_3d(points: dict[str, list[dict]], names: Sequence[str]) -> go.Figure:
+def scatter_3d(points: dict[str, list[dict]], names: Sequence[str], pick: dict | None = None) -> go.Figure:
     fig = go.Figure()
     for cls, rows in points.items():
         if not rows:
@@ -52,9 +64,18 @@ def scatter_3d(points: dict[str, list[dict]], names: Sequence[str]) -> go.Figure
                                    z=[r["v"][0] for r in rows], mode="markers", name=cls,
                                    marker={"color": colour, "size": 6 if cls == "Pareto front" else 4},
                                    text=[r["text"] for r in rows], hovertemplate="%{text}<extra></extra>"))
+    if pick is not None:
+        v = pick["v"]
+        fig.add_trace(go.Scatter3d(x=[v[1]], y=[v[2]], z=[v[0]], mode="markers+text", name=pick_label(pick["trial"]),
+                                   marker={"color": "#111", "symbol": "diamond-open", "size": 10},
+                                   text=[f"pick: trial {pick['trial']}"], hovertext=[pick["text"]],
+                                   hovertemplate="%{hovertext}<extra></extra>"))
+    # the whole cube in view: a camera a little further out, and no margin the scene cannot use
     fig.update_layout(scene={"xaxis_title": short(names[1]), "yaxis_title": short(names[2]),
-                             "zaxis_title": short(names[0])})
-    return layout(fig, "The front in 3-D (drag to turn)", height=520)
+                             "zaxis_title": short(names[0]), "camera": {"eye": {"x": 1.7, "y": 1.7, "z": 1.1}}})
+    layout(fig, "The front in 3-D (drag to turn)", height=560)
+    fig.update_layout(margin={"l": 0, "r": 0, "t": 90, "b": 0})
+    return fig
 
 
 def warmup_phases(rows: dict[str, dict[str, float]], phases: Sequence[str]) -> go.Figure:
@@ -92,10 +113,16 @@ def histogram(values: Sequence[float], edges: Sequence[float], title: str, x: st
     return layout(fig, title, x, "requests", height=340)
 
 
-def convergence(xs: Sequence[float], share: Sequence[float], title: str, x: str, hover: Sequence[str]) -> go.Figure:
+def convergence(xs: Sequence[float], share: Sequence[float], title: str, x: str, hover: Sequence[str],
+                pick: tuple[float, float, int] | None = None) -> go.Figure:
+    """pick: (x, share, trial) of the deployed trial, ringed on the curve."""
     fig = go.Figure(go.Scatter(x=list(xs), y=[100 * s for s in share], mode="lines+markers", line_shape="hv",
                                name="hypervolume", text=list(hover),
                                hovertemplate="%{text}: %{y:.0f}% of the final front<extra></extra>"))
+    if pick is not None:
+        fig.add_trace(go.Scatter(x=[pick[0]], y=[100 * pick[1]], mode="markers+text", name=pick_label(pick[2]),
+                                 marker=PICK_STYLE, text=[f"pick: trial {pick[2]}"], textposition="bottom center",
+                                 hoverinfo="skip"))
     fig.update_yaxes(range=[0, 105])
     return layout(fig, title, x, "hypervolume (% of final)", height=320)
 

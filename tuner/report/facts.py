@@ -162,6 +162,16 @@ BALANCED_RULE = ("each objective is scaled over the feasible front from 0 (its b
                  "pick is the trial nearest the point that is best at all of them")
 
 
+def runner_up(front: list[FrozenTrial], pick: FrozenTrial | None, dirs: list[str]) -> FrozenTrial | None:
+    """The front trial nearest the ideal point after the pick (the balanced rule's runner-up), or None."""
+    from ..study.pareto import ideal_distances
+
+    if pick is None or len(front) < 2 or pick.number not in {t.number for t in front}:
+        return None
+    dist = ideal_distances([t.values for t in front], dirs)
+    return min((t for t in front if t.number != pick.number), key=lambda t: dist[front.index(t)])
+
+
 def balanced_rule(front: list[FrozenTrial], pick: FrozenTrial | None, names: list[str], dirs: list[str],
                   spread=None) -> str | None:
     """The balanced pick's rule in one sentence, with the runner-up and the objective it lost on; with a
@@ -239,30 +249,22 @@ def release_notes(study: optuna.Study) -> list[str]:
 
 def cards(t: FrozenTrial | TrialRecord) -> int:
     """Accelerator cards a trial held: the tensor-parallel size of its server command line."""
-    rec = as_record(t)
-    argv = rec.argv
-    for flag in ("--tensor-parallel-size", "-tp"):
-        if flag in argv[:-1]:
-            try:
-                return max(1, int(argv[argv.index(flag) + 1]))
-            except ValueError:
-                pass
-    return max(1, int(rec.server.get("tensor_parallel_size", 1)))
+    from ..trial.cost import record_cards
+
+    return record_cards(as_record(t))
 
 
 def device_seconds(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
-    """Seconds the trial held its cards (boot + warmup + load test), in the server's own time: the
-    simulator runs compressed, so its wall times are scaled back to what a real node would spend.
-    A trial rejected before boot held nothing."""
-    tm = as_record(t).timings
-    load_scale = float(backend.get("time_scale") or 1.0)
-    startup_scale = float(backend.get("startup_time_scale") or load_scale)
-    return float(tm.get("boot_and_warmup_s", 0.0)) / startup_scale + float(tm.get("load_s", 0.0)) / load_scale
+    """Seconds the trial held its cards, in the server's own time (tuner/trial/cost.py)."""
+    from ..trial import cost
+
+    return cost.device_seconds(as_record(t), backend)
 
 
 def accelerator_hours(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
-    rec = as_record(t)
-    return device_seconds(rec, backend) * cards(rec) / 3600.0
+    from ..trial import cost
+
+    return cost.accelerator_hours(as_record(t), backend)
 
 
 def trial_class(t: FrozenTrial | TrialRecord, pareto: set[int]) -> str:

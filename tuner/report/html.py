@@ -7,14 +7,15 @@ from pathlib import Path
 import optuna
 
 from ..vocabulary.errors.disk import write_text
-from . import sections, summary
+from . import deploycost, sections, summary
 from .data import gather
 from .facts import release_notes
 from .tables import CSS, SORT_JS, esc
 
 SECTION_IDS = ("summary", "pareto", "warmup", "workload", "failures", "convergence", "trials")
 TITLES = {"summary": "What to deploy", "plan": "The plan", "pareto": "Pareto front", "warmup": "Warmup",
-          "workload": "Workload", "failures": "Failures", "convergence": "Convergence", "trials": "All trials"}
+          "workload": "Workload", "failures": "Failures", "convergence": "Convergence", "trials": "All trials",
+          "deploy": "Deploying it"}
 
 
 def chart(fig, div_id: str) -> str:
@@ -39,11 +40,11 @@ def write_html(study: optuna.Study, path: Path) -> Path:
     return write_text(path, html_text(study))
 
 
-def html_text(study: optuna.Study) -> str:
-    """report.html's content."""
+def html_text(study: optuna.Study, check=None) -> str:
+    """report.html's content; `check`: the price and stated probe of the deploy section (deploycost.DeployCheck)."""
     d = gather(study)
     objectives = ", ".join(f"{n} ({x})" for n, x in zip(d.names, d.dirs))
-    intro = (f"<p>Study <b>{esc(study.study_name)}</b>"
+    intro = summary.sim_banner(d) + (f"<p>Study <b>{esc(study.study_name)}</b>"
              + (f" on release profile <b>{esc(d.release)}</b>" if d.release else "")
              + f" ({esc(d.backend.get('kind', 'unknown'))} backend, {esc(d.backend.get('model', ''))}): "
              f"{len(d.trials)} trials, {len(d.front)} on the feasible Pareto front. Objectives: {esc(objectives)}.</p>")
@@ -54,4 +55,6 @@ def html_text(study: optuna.Study) -> str:
     if study.user_attrs.get("plan"):  # tune --from-plan: the plan's predictions against its picks, second
         body.insert(1, sections.plan_section(d))
         ids = (SECTION_IDS[0], "plan", *SECTION_IDS[1:])
+    body.insert(1, deploycost.section(d, check))  # start-up limits, probe check and cost: right after the answer
+    ids = (ids[0], "deploy", *ids[1:])
     return page(f"bucket-tuner study {study.study_name}", intro, body, ids=ids)

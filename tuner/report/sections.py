@@ -67,12 +67,17 @@ def pareto(d: ReportData, chart: Chart) -> str:
     out.append(f"<p>{len(d.front)} of {len(d.trials)} trials on the feasible front. Red stars: the front; blue: "
                "feasible; orange: measured but outside a limit; grey crosses: failed (no measurement; drawn at "
                f"zero throughput in the warmup view). {failed} failed trials have no latency.</p><div class='grid'>")
-    out.append(chart(charts.scatter_2d(_ordered(by_xy["lat"]), display.short(lat), "output tok/s",
-                                       f"Throughput vs {display.short(lat)}"), "chart-pareto-latency"))
-    out.append(chart(charts.scatter_2d(_ordered(by_xy["warm"]), "warmup (s)", "output tok/s",
-                                       "Throughput vs warmup"), "chart-pareto-warmup"))
+    pick = d.pick if d.pick is not None and d.pick.values else None
+    mark = {"trial": pick.number, "text": hover(d, pick, "the pick")} if pick else None
+    at = (lambda **xy: {**mark, **xy}) if mark else (lambda **xy: None)
+    v = pick.values if pick else (0.0, 0.0, 0.0)
+    out.append(chart(charts.scatter_2d(_ordered(by_xy["lat"]), f"{display.short(lat)} (ms)", "throughput (tokens/s)",
+                                       f"Throughput vs {display.short(lat)}", at(x=v[1], y=v[0])),
+                     "chart-pareto-latency"))
+    out.append(chart(charts.scatter_2d(_ordered(by_xy["warm"]), "warm-up (s)", "throughput (tokens/s)",
+                                       "Throughput vs warm-up", at(x=v[2], y=v[0])), "chart-pareto-warmup"))
     out.append("</div>")
-    out.append(chart(charts.scatter_3d(_ordered(cloud), d.names), "chart-pareto-3d"))
+    out.append(chart(charts.scatter_3d(_ordered(cloud), d.names, at(v=v)), "chart-pareto-3d"))
     out.append("<h3>Best throughput within a warmup budget</h3>")
     rows = [((display.seconds(w), w), (display.metric(thr, t.values[0]), t.values[0]),
              (display.metric(lat, t.values[1]), t.values[1]), t.number, settings_text(t)) for w, t in budget_steps(d)]
@@ -259,7 +264,31 @@ def workload(d: ReportData, chart: Chart) -> str:
     else:
         out.append(f"<p>None: no measured trial ({len(d.measured())}) met a shape that was not warmed up, "
                    "and none preempted a request.</p>")
+    out.append(image_recompiles(d))
     return "".join(out) + "</section>"
+
+
+def image_recompiles(d: ReportData) -> str:
+    """Vision-encoder recompiles per image bucket over the measured trials (a VL study only): which image
+    buckets the traffic met that the trial's warm-up had not compiled."""
+    per_trial = {x.number: d.record(x).observed.get("image_recompiles") for x in d.measured()}
+    per_trial = {n: v for n, v in per_trial.items() if isinstance(v, dict)}
+    if not per_trial:
+        return ""
+    buckets: dict[str, list[int]] = defaultdict(list)
+    for number, counts in per_trial.items():
+        for label, n in counts.items():
+            buckets[label] += [number] * int(n)
+    out = ["<h3>Recompiles per image bucket</h3>"]
+    if not buckets:
+        return out[0] + (f"<p>None: every image of the {len(per_trial)} measured trial(s) ran in an image bucket "
+                         "its warm-up had compiled.</p>")
+    rows = [[label, len(trials), len(set(trials)), ", ".join(map(str, sorted(set(trials))[:12]))]
+            for label, trials in sorted(buckets.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    out.append(table(["image bucket", "recompiles", "trials", "trial numbers"], rows, cls="sortable"))
+    out.append(f"<p>Of {len(per_trial)} measured trial(s), {sum(1 for c in per_trial.values() if c)} recompiled the "
+               "vision encoder under load.</p>")
+    return "".join(out)
 
 
 def _pct(v) -> tuple[str, float | None]:
@@ -323,10 +352,12 @@ def convergence_section(d: ReportData, chart: Chart) -> str:
         out.append(f"<p>{len(c.numbers)} finished trials took {total:.2f} accelerator-hours "
                    f"(boot + warmup + load test, times the cards each held{scaled}).</p><div class='grid'>")
         hov = [f"trial {n}" for n in c.numbers]
-        out.append(chart(charts.convergence(c.numbers, c.share, "Front hypervolume over trials", "trial", hov),
-                         "chart-convergence-trials"))
+        at = c.numbers.index(d.pick.number) if d.pick is not None and d.pick.number in c.numbers else None
+        mark = (lambda xs: (xs[at], c.share[at], d.pick.number)) if at is not None else (lambda xs: None)
+        out.append(chart(charts.convergence(c.numbers, c.share, "Front hypervolume over trials", "trial", hov,
+                                            mark(c.numbers)), "chart-convergence-trials"))
         out.append(chart(charts.convergence(c.hours, c.share, "Front hypervolume over accelerator-hours",
-                                            "accelerator-hours", hov), "chart-convergence-hours"))
+                                            "accelerator-hours", hov, mark(c.hours)), "chart-convergence-hours"))
         out.append("</div>")
     return "".join(out) + "</section>"
 
@@ -380,7 +411,15 @@ def trials(d: ReportData) -> str:
         classes.append("pick" if d.pick is not None and t.number == d.pick.number else
                        {"failed": "failed", "infeasible": "infeasible"}.get(cls, ""))
     headers, rows = _without_empty(headers, rows, OPTIONAL_COLUMNS)
-    out.append(table(headers, rows, cls="sortable", row_classes=classes, table_id="trials-table"))
+    # a table that fits the page first (who, how it went, the three objectives, why); every column folded below
+    first = [i for i, h in enumerate(headers) if h in ("trial", "status", "feasible", "reason")
+             or h in [display.short(n) for n in d.names]]
+    out.append(table([headers[i] for i in first], [[r[i] for i in first] for r in rows], cls="sortable fit",
+                     row_classes=classes, table_id="trials-table"))
+    out.append(f"<details id='trials-all'><summary>Every column: the settings, buckets, predictions and costs "
+               f"({len(headers)} columns)</summary>"
+               + table(headers, rows, cls="sortable", row_classes=classes, table_id="trials-table-full")
+               + "</details>")
     return "".join(out) + "</section>"
 
 

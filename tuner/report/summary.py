@@ -8,7 +8,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..results.export import ExportError, env_file_text
 from ..vocabulary import display
 from .data import ReportData
-from .facts import balanced_rule
+from .facts import balanced_rule, runner_up
 from .tables import esc, table
 
 
@@ -52,6 +52,32 @@ BETTER_LOW = {"prompt_buckets", "decode_buckets", "recompiles", "prompt padding"
               "first-run penalty", "first-run compiles"}
 
 
+# The comparison table's rows in words a newcomer reads, with their units (the cells carry them too).
+PLAIN = {"prompt_buckets": "prompt shapes warmed up (buckets)", "decode_buckets": "decode shapes warmed up (buckets)",
+         "prompt_graphs": "prompt HPU graphs captured", "decode_graphs": "decode HPU graphs captured",
+         "kv_blocks": "KV-cache blocks (memory for context)", "recompiles": "requests in a shape not warmed up",
+         "prompt padding": "prompt padding (% of prompt tokens wasted)",
+         "decode padding": "decode padding (% of context wasted)",
+         FIRST_TAIL: "time to first token of the first requests after ready, p99 (ms)",
+         "first_output_throughput": "throughput of the first requests after ready (output tokens/s)",
+         "first-run penalty": "first-run p99 TTFT against the same requests once warm",
+         "first-run compiles": "shapes compiled in the first requests after ready"}
+LATENCY_WORDS = {"ttft": "time to first token", "tpot": "time per output token", "itl": "time between tokens",
+                 "e2el": "request time, end to end"}
+
+
+def plain_name(name: str) -> str:
+    """'p99_ttft_ms' -> 'time to first token, p99 (ms)'; 'output_throughput' -> 'throughput (output tokens/s)'."""
+    if name == "output_throughput":
+        return "throughput (output tokens/s)"
+    if name == "warmup_s":
+        return "warm-up before serving"
+    parts = name.split("_")
+    if len(parts) == 3 and parts[1] in LATENCY_WORDS and parts[2] == "ms":
+        return f"{LATENCY_WORDS[parts[1]]}, {parts[0]} (ms)"
+    return PLAIN.get(name, name.replace("_", " "))
+
+
 def _show(name: str, v) -> str:
     if name.endswith("padding"):
         return "-" if display.missing(v) else f"{v:.0f}%"
@@ -81,8 +107,7 @@ def comparison_table(d: ReportData, columns: list[tuple[str, FrozenTrial]]) -> s
     for name in [*d.names, *ROWS]:
         if all(display.missing(s.get(name)) for s in all_stats):
             continue
-        label = display.short(name) if name in d.names or name.startswith("first_") else name.replace("_", " ")
-        row = [label, (_show(name, all_stats[0].get(name)), all_stats[0].get(name))]
+        row = [plain_name(name), (_show(name, all_stats[0].get(name)), all_stats[0].get(name))]
         for status, s in zip(statuses, all_stats[1:]):
             other = s.get(name) if status == "ok" or name not in d.names else None
             row.append((_show(name, other) if status == "ok" or name not in d.names else status, other))
@@ -132,10 +157,15 @@ def why(d: ReportData, t: FrozenTrial) -> str:
         say.append("No request hit a shape that was not warmed up.")
     elif rec:
         say.append(f"{rec} request shapes were not warmed up and compiled at runtime.")
-    rule = balanced_rule(d.front, t, d.names, d.dirs, d.spread) if t is d.pick else None
-    if rule:
-        say.append(rule)
-    return " ".join(say)
+    return " ".join(say)   # the balanced pick's rule (the maths) is folded away below it: rule_details
+
+
+def pick_noise_sentence(d: ReportData, t: FrozenTrial) -> str | None:
+    """The balanced pick's evidence against its runner-up when the choice rests on a difference inside the noise."""
+    runner = runner_up(d.front, t, d.dirs)
+    if d.spread is None or runner is None or d.spread.verdict(t.number, runner.number)[0] is not True:
+        return None
+    return d.spread.pick_evidence(t.number, runner.number)
 
 
 def _how_sure(d: ReportData, t: FrozenTrial) -> str:
@@ -217,19 +247,26 @@ def _buckets_sentence(me: dict, b: dict) -> list[str]:
     return out
 
 
-def section(d: ReportData) -> str:
-    parts = ["<section id='summary'><h2>What to deploy</h2>"]
-    limits = d.limits.describe()
-    if d.pick is None:
-        from .facts import closest_admission
+def simulated(d: ReportData) -> bool:
+    return d.backend.get("kind") == "sim"
 
-        admit = closest_admission(d.study)
-        parts.append("<p class='warn'>No trial is feasible yet: there is nothing to deploy. The Failures "
-                     "section says what went wrong" + (f"; {esc(admit.sentence())}" if admit else "") + ".</p>")
-        return "".join(parts) + "</section>"
-    t = d.pick
+
+def sim_banner(d: ReportData) -> str:
+    """The page's first line when nothing ran on hardware."""
+    if not simulated(d):
+        return ""
+    return ("<p class='sim-banner' id='simulated'><b>Simulated study: nothing here ran on hardware.</b> Every "
+            "figure comes from bucket-tuner's simulated vLLM-on-Gaudi server. Run the same study with "
+            "<code>--backend vllm</code> on a Gaudi node before deploying any of its settings.</p>")
+
+
+def _headline(d: ReportData, t: FrozenTrial) -> str:
+    """The answer in one sentence: the pick, and its gain over what the user runs or the release defaults."""
     base = d.defaults
     headline = f"Deploy trial {t.number}, the balanced pick of the feasible front (what best.env holds)"
+    if simulated(d):
+        headline = (f"Trial {t.number}, the balanced pick of the feasible front on the simulator (what best.env "
+                    "holds)")
     mine = d.baseline
     if mine is not None:  # what the user runs today comes first
         if mine.number == t.number:
@@ -247,7 +284,25 @@ def section(d: ReportData) -> str:
         headline += f": {display.percent(p)} throughput over the release defaults (trial {base.number})"
     elif base is not None:
         headline += f"; the release defaults (trial {base.number}) failed: {d.record(base).status}"
-    parts.append(f"<p class='answer' id='answer'>{esc(headline)}.</p>")
+    return headline
+
+
+def section(d: ReportData) -> str:
+    parts = ["<section id='summary'><h2>What to deploy</h2>"]
+    limits = d.limits.describe()
+    if d.pick is None:
+        from .facts import closest_admission
+
+        admit = closest_admission(d.study)
+        parts.append("<p class='warn'>No trial is feasible yet: there is nothing to deploy. The Failures "
+                     "section says what went wrong" + (f"; {esc(admit.sentence())}" if admit else "") + ".</p>")
+        return "".join(parts) + "</section>"
+    t = d.pick
+    base = d.defaults
+    headline = _headline(d, t)
+    verify = (" Simulated: nothing ran on hardware, so verify it on a Gaudi node (--backend vllm) before "
+              "deploying it." if simulated(d) else "")
+    parts.append(f"<p class='answer' id='answer'>{esc(headline)}.{esc(verify)}</p>")
     parts.append(f"<p>Limits of this study: {esc(limits)}.</p>" if limits else
                  "<p>No warmup budget or SLO was given at tune time: every measured trial without failed requests "
                  "or runtime recompiles counts as feasible.</p>")
@@ -257,6 +312,7 @@ def section(d: ReportData) -> str:
                      f"{esc(display.metric(d.names[1], d.best.values[1]))}, warmup "
                      f"{esc(display.seconds(d.best.values[2]))}); <code>bucket-tuner export "
                      f"{esc(d.study.study_name)} --pick throughput</code> writes it.</p>")
+    mine = d.baseline
     columns = [("pick", t)]
     if mine is not None and mine.number != t.number:
         columns.append(("your baseline", mine))
@@ -272,6 +328,13 @@ def section(d: ReportData) -> str:
         parts.append("<p class='none'>This study has no release-defaults trial: it was started with "
                      "--no-seed-defaults, or its search space cannot express the release's defaults.</p>")
     parts.append(f"<h3>Why it wins</h3><p id='why'>{esc(why(d, t))}</p>")
+    rule = balanced_rule(d.front, t, d.names, d.dirs, d.spread)
+    noise = pick_noise_sentence(d, t)
+    if noise:  # the evidence stays in view when the choice rests on a difference inside the noise
+        parts.append(f"<p class='warn' id='pick-noise'>{esc(noise)}</p>")
+    if rule:
+        parts.append("<details id='pick-rule'><summary>How the balanced pick is chosen (the scoring)</summary>"
+                     f"<p>{esc(rule)}</p></details>")
     try:
         env = env_file_text(d.study, t, "balanced", d.release)
     except ExportError as exc:

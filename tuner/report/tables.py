@@ -94,4 +94,6 @@ pre{background:#f7f7f7;border:1px solid #ddd;padding:.6em;overflow-x:auto;font-s
 .chart{margin:1em 0;min-width:0} .grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1em}
 @media (max-width:900px){.grid{grid-template-columns:1fr}}
 details{margin:.4em 0} .none{color:#666}
+table.fit{width:100%} table.fit td:last-child{white-space:normal;min-width:18em}
+.sim-banner{background:#fdecea;border:2px solid #d62728;padding:.6em;font-size:1.05em}
 """

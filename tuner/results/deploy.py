@@ -1,5 +1,6 @@
 """Beside an exported env file, the two other ways people start vLLM today: a `vllm serve --config` YAML
-with the trial's flags, and a ready `serve.sh` (the variables, then `exec` the server's command line).
+with the trial's flags (written by tuner/serve/vllmconfig.py), and a ready `serve.sh` (the variables, then
+`exec` the server's command line).
 
 Both carry what the trial booted with: the model, the tuned flags, the served name and the extra
 server arguments the study was given (`--server-args`), on the study's own command (`vllm` as the
@@ -17,9 +18,8 @@ import shlex
 from pathlib import Path
 
 import optuna
-import yaml
 
-from ..serve.redact import REDACTED, is_secret_name
+from ..serve.vllmconfig import config_text, left_out, without_secrets
 from ..vocabulary.errors.disk import write_text
 
 
@@ -41,79 +41,15 @@ def server_command(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> tupl
     booted = TrialRecord.from_frozen(measured_trial(study, trial))
     backend = backend_from_study(study.user_attrs.get("backend") or {}, booted.argv)
     head, tail = backend.command(booted.server, resolve=False)
-    kept, dropped = _without_secrets(tail)
+    kept, dropped = without_secrets(tail)
     return head, kept, dropped
-
-
-def _without_secrets(tokens: list[str]) -> tuple[list[str], list[str]]:
-    kept, dropped, skip = [], [], False
-    for i, tok in enumerate(tokens):
-        if skip:
-            skip = False
-            continue
-        name = tok.partition("=")[0]
-        if tok.startswith("-") and is_secret_name(name):
-            dropped.append(name)
-            skip = "=" not in tok and i + 1 < len(tokens) and not tokens[i + 1].startswith("--")
-            continue
-        if REDACTED in tok:
-            raise ValueError(f"a redacted value ({tok}) in the recorded command line")
-        kept.append(tok)
-    return kept, dropped
-
-
-def _scalar(text: str):
-    """A flag value as YAML shows it best, never changing what str() gives back to the server."""
-    for kind in (int, float):
-        try:
-            if str(kind(text)) == text:
-                return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def config_mapping(tail: list[str]) -> dict:
-    """The model and flags as vLLM's --config keys (the inverse of its load_config_file)."""
-    out: dict = {"model": tail[0]}
-    i = 1
-    while i < len(tail):
-        tok = tail[i]
-        if not tok.startswith("--"):
-            raise ValueError(f"cannot write {tok!r} to a config file: it follows no flag")
-        key, eq, inline = tok[2:].partition("=")
-        values = [inline] if eq else []
-        while not eq and i + 1 < len(tail) and not tail[i + 1].startswith("--"):
-            values.append(tail[i + 1])
-            i += 1
-        if not values:
-            if key.startswith("no-"):
-                out[key[3:]] = False
-            else:
-                out[key] = True
-        else:
-            out[key] = _scalar(values[0]) if len(values) == 1 else [_scalar(v) for v in values]
-        i += 1
-    return out
-
-
-def _left_out(dropped: list[str]) -> list[str]:
-    return [f"{', '.join(dropped)} left out: a secret is never exported; give it when starting the server "
-            "(vllm serve reads VLLM_API_KEY)"] if dropped else []
-
-
-def config_text(title: str, head: list[str], tail: list[str], dropped: list[str], env_name: str) -> str:
-    lines = [f"# {title}", f"# start: {shlex.join(head)} --config THIS_FILE, with the variables of {env_name} "
-             "set (flags given on the command line win over this file)"]
-    lines += [f"# {x}" for x in _left_out(dropped)]
-    return "\n".join(lines) + "\n" + yaml.safe_dump(config_mapping(tail), sort_keys=False, default_flow_style=False)
 
 
 def script_text(title: str, env: dict[str, str], head: list[str], tail: list[str], dropped: list[str]) -> str:
     lines = ["#!/bin/sh", f"# {title}",
              "# The env file's variables, then the server's command line; arguments given to this script go to "
              "the server", "# after the trial's own flags (e.g. --host 0.0.0.0 --port 8000).", "set -eu"]
-    lines += [f"# {x}" for x in _left_out(dropped)]
+    lines += [f"# {x}" for x in left_out(dropped)]
     for name in sorted(env):
         if not name.isidentifier():
             raise ValueError(f"{name!r} is not a variable name a shell can export")

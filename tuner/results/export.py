@@ -26,10 +26,12 @@ from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
 from ..study.estimates import Spread
 from ..study.pareto import balanced_index, ideal_distances, measured_front
+from ..trial.cost import cards
 from ..vocabulary.errors.disk import write_text
 from ..vocabulary.record import TrialRecord, measured_trial, records
+from .orchestrators import DeployOptions, deploy_comments
 
-PICKS = ("throughput", "latency", "balanced", "warmup")
+PICKS = ("throughput", "latency", "balanced", "warmup", "cost")
 FLAGS_HEADER = "# vllm serve flags:"  # the env file's line of server flags (compare --env-file reads it back)
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/+@%=-]*$")
 
@@ -76,6 +78,9 @@ def pick_trial(study: optuna.Study, pick: str, filters: Filters) -> optuna.trial
         return min(kept, key=lambda t: (t.values[1], -t.values[0]))
     if pick == "warmup":
         return min(kept, key=lambda t: (t.values[2], -t.values[0]))
+    if pick == "cost":  # the least per output token at any price: the most tokens per card-second
+        return max(kept, key=lambda t: (t.values[0] / cards(t.user_attrs.get("argv") or [],
+                                                            t.user_attrs.get("server") or {}), -t.values[1]))
     directions = [d.name.lower() for d in study.directions]
     return kept[balanced_index([t.values for t in kept], directions)]
 
@@ -205,17 +210,21 @@ def export_variables(study: optuna.Study, trial: optuna.trial.FrozenTrial, relea
 
 
 def write_deploy_files(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str, release: str | None,
-                       env_path: Path, extra: dict[str, str] | None = None) -> tuple[list[Path], str]:
-    """The `vllm serve --config` YAML and serve.sh beside the env file (tuner/results/deploy.py), or no
-    file and why not: a study that does not record how its server was started (older studies), or a
-    command line that cannot be written safely. The env file stands either way."""
+                       env_path: Path, extra: dict[str, str] | None = None,
+                       opts: DeployOptions | None = None) -> tuple[list[Path], str]:
+    """The `vllm serve --config` YAML and serve.sh beside the env file (tuner/results/deploy.py), and the
+    Kubernetes Deployment and Slurm job with start-up limits (tuner/results/orchestrators.py), or no file and
+    why not: a study that does not record how its server was started (older studies), or a command line
+    that cannot be written safely. The env file stands either way."""
     from .deploy import write_beside
+    from .orchestrators import write_orchestrators
 
     if (study.user_attrs.get("backend") or {}).get("kind") not in ("sim", "vllm"):
         return [], "the study does not record how its server was started"
     env, _ = export_variables(study, trial, release, extra)
     try:
-        return write_beside(Path(env_path), study, trial, pick, env), ""
+        written = write_beside(Path(env_path), study, trial, pick, env)
+        return written + write_orchestrators(Path(env_path), study, trial, pick, opts or DeployOptions()), ""
     except ValueError as exc:
         return [], f"its command line cannot be written safely: {exc}"
 
@@ -282,6 +291,7 @@ def export_best(study: optuna.Study, path: Path, pick: str, release: str | None,
     except ExportError:
         return None
     extra, comments = export_bucket_file(study, trial, path)
+    comments += deploy_comments(study, trial, DeployOptions())  # start-up limits, cost (tune --cost-per-hour)
     write_text(path, env_file_text(study, trial, pick, release, extra=extra, comments=comments), elsewhere)
     write_deploy_files(study, trial, pick, release, path, extra)  # best.vllm.yaml, best.serve.sh (or none)
     return trial.number

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..buckets import IGNORED, USER, Bucket, BucketConfigError, BucketPlan, get_profile
+from ..buckets.base import plain_overwrite
 from ..buckets.runtime import reads_variable, runtime_variables
 
 SHOWN = 5  # buckets listed per side of a phase; the rest are counted
@@ -188,13 +189,15 @@ def setting_diffs(a: ReleaseBuild, b: ReleaseBuild, env: dict[str, str]) -> list
         sa, sb = pair
         if (str(sa.value), sa.source) == (str(sb.value), sb.source):
             if name in env and sa.note != sb.note:  # the same value given, read with another meaning
-                said = "; ".join(f"{x.release}: {p.note}" for x, p in ((a, sa), (b, sb)) if p.note)
+                said = "; ".join(f"{x.release}: {plain_overwrite(p.note, x.plan.strategy if x.plan else None)}"
+                                 for x, p in ((a, sa), (b, sb)) if p.note)
                 out.append(SettingDiff(name, (_shown(sa.value, sa.source), _shown(sb.value, sb.source)), said))
             continue
         if IGNORED in (sa.source, sb.source):
             ignored = sa if sa.source == IGNORED else sb
-            why = f"{a.release if ignored is sa else b.release} ignores it" + (f": {ignored.note}" if ignored.note
-                                                                               else "")
+            who = a if ignored is sa else b
+            note = plain_overwrite(ignored.note, who.plan.strategy if who.plan else None)
+            why = f"{who.release} ignores it" + (f": {note}" if note else "")
         elif "forced" in (sa.source, sb.source):
             why = f"{a.release if sa.source == 'forced' else b.release} overrides the value"
         elif str(sa.value) != str(sb.value):

@@ -8,6 +8,7 @@ watching, readiness, HTTP load, teardown) is the same code for both.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ _FLAG_NAMES = {
     "dtype": "--dtype",
     "kv_cache_dtype": "--kv-cache-dtype",
     "quantization": "--quantization",
+    "limit_mm_per_prompt": "--limit-mm-per-prompt",
 }
 
 
@@ -53,6 +55,8 @@ def server_flags(server: dict[str, Any]) -> list[str]:
                 flags.append(flag)
             elif name == "enable_prefix_caching":
                 flags.append("--no-enable-prefix-caching")
+        elif isinstance(value, dict):  # --limit-mm-per-prompt: JSON, as vLLM takes it
+            flags += [flag, json.dumps(value, separators=(",", ":"))]
         else:
             flags += [flag, str(value)]
     unknown = set(server) - set(_FLAG_NAMES)

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from .clocks import LiveDriver
 from .faults import Faults
+from .images import ImageError, message_images
 
 _WORDS = (" the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on", " was",
           " be", " by", " at", " this", " from", " or", " an", " data", " model", " time", " value")
@@ -57,22 +58,36 @@ def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response(body, status=status)
 
 
+def token_buckets(max_model_len: int) -> tuple[int, ...]:
+    """vLLM's request-token histogram edges: 1, 2, 5, 10, 20, 50, ... up to max_model_len."""
+    edges, scale = [], 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_model_len:
+                return tuple(edges)
+            edges.append(m * scale)
+        scale *= 10
+
+
 @dataclass
 class Histogram:
+    edges: tuple = _HIST_BUCKETS
     count: int = 0
     total: float = 0.0
-    buckets: list = field(default_factory=lambda: [0] * len(_HIST_BUCKETS))
+    buckets: list = field(default_factory=list)
 
     def observe(self, value: float) -> None:
+        if not self.buckets:
+            self.buckets = [0] * len(self.edges)
         self.count += 1
         self.total += value
-        for i, edge in enumerate(_HIST_BUCKETS):
+        for i, edge in enumerate(self.edges):
             if value <= edge:
                 self.buckets[i] += 1
 
     def render(self, name: str, labels: str) -> list[str]:
         out = [f"# TYPE {name} histogram"]
-        for edge, n in zip(_HIST_BUCKETS, self.buckets):
+        for edge, n in zip(self.edges, self.buckets or [0] * len(self.edges)):
             out.append(f'{name}_bucket{{{labels},le="{edge}"}} {float(n)}')
         out += [f'{name}_bucket{{{labels},le="+Inf"}} {float(self.count)}',
                 f"{name}_count{{{labels}}} {float(self.count)}", f"{name}_sum{{{labels}}} {self.total}"]
@@ -81,8 +96,10 @@ class Histogram:
 
 class SimHTTP:
     def __init__(self, driver: LiveDriver, served_names: list[str], max_model_len: int, vocab: int,
-                 faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None):
+                 faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None,
+                 tower=None):
         self.driver = driver
+        self.tower = tower  # models.vision.VisionTower of a VL model: images are sized into tokens with it
         self.names = served_names
         self.max_model_len = max_model_len
         self.vocab = vocab
@@ -93,7 +110,10 @@ class SimHTTP:
         self.api_keys = {f"Bearer {k}" for k in api_keys or ()}  # vLLM's --api-key / VLLM_API_KEY
         self.requests_seen = 0
         self.success = 0
-        self.hist = {"ttft": Histogram(), "itl": Histogram(), "e2e": Histogram()}
+        self.hist = {"ttft": Histogram(), "itl": Histogram(), "e2e": Histogram(),
+                     # tokens per finished request, as vLLM counts them (its request_*_tokens histograms)
+                     "prompt": Histogram(token_buckets(max_model_len)),
+                     "generation": Histogram(token_buckets(max_model_len))}
         self.stopped = asyncio.Event()  # set at shutdown: stalled streams end then
         self.created = int(time.time())
 
@@ -159,9 +179,10 @@ class SimHTTP:
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
         stream = bool(body.get("stream"))
         if chat:
-            prompt_len = _chat_prompt_tokens(body.get("messages"))
-            if prompt_len is None:
-                return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
+            chat_input = self._chat_input(body.get("messages"), model)
+            if isinstance(chat_input, web.Response):
+                return chat_input
+            prompt_len, images = chat_input
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
         else:
             prompt = body.get("prompt")
@@ -182,6 +203,7 @@ class SimHTTP:
                 return _error(400, "prompt must be a non-empty string or a list of token ids (one prompt)",
                               "BadRequestError")
             max_tokens = body.get("max_tokens", 16)
+            images = []
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
         if prompt_len + max_tokens > self.max_model_len:
@@ -194,7 +216,7 @@ class SimHTTP:
         if self.stopped.is_set():
             return _error(503, "The server is shutting down", "ServiceUnavailableError")
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        live = self.driver.submit(rid, prompt_len, max_tokens)
+        live = self.driver.submit(rid, prompt_len, max_tokens, tuple(images))
         usage = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + max_tokens,
                  "completion_tokens": max_tokens}
         kind = "chat.completion" if chat else "text_completion"
@@ -204,6 +226,20 @@ class SimHTTP:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await self._stream(request, live, head, usage if include_usage else None, fault, chat)
         return await self._complete(live, {**head, "object": kind}, usage, chat)
+
+    def _chat_input(self, messages, model: str) -> tuple[int, list] | web.Response:
+        """A chat request's prompt tokens and image sizes, or the 400 a request the simulator cannot serve
+        gets. Each image counts its tokens after the spatial merge, between the vision start and end markers."""
+        prompt_len = _chat_prompt_tokens(messages)
+        if prompt_len is None:
+            return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
+        try:
+            images = message_images(messages)
+        except ImageError as exc:
+            return _error(400, str(exc), "BadRequestError")
+        if images and self.tower is None:
+            return _error(400, f"{model} is not a multimodal model: it takes no image_url parts", "BadRequestError")
+        return prompt_len + sum(self.tower.tokens(w, h) + 2 for w, h in images), images
 
     async def _stream_error(self, request: web.Request, message: str) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
@@ -217,10 +253,12 @@ class SimHTTP:
     def _text(self, rid: str, index: int) -> str:
         return _WORDS[(zlib.crc32(rid.encode()) + index * 7) % len(_WORDS)]
 
-    def _observe(self, arrival: float, times: list[float]) -> None:
+    def _observe(self, arrival: float, times: list[float], prompt_len: int) -> None:
         if not times:
             return
         self.success += 1
+        self.hist["prompt"].observe(prompt_len)
+        self.hist["generation"].observe(len(times))
         self.hist["ttft"].observe(times[0] - arrival)
         for a, b in zip(times, times[1:]):
             self.hist["itl"].observe(b - a)
@@ -236,7 +274,7 @@ class SimHTTP:
                 break
             else:
                 return _error(500, value or "request aborted", "InternalServerError")
-        self._observe(live.sim.arrival, times)
+        self._observe(live.sim.arrival, times, live.sim.prompt_len)
         text = "".join(self._text(live.rid, i) for i in range(len(times)))
         choice = {"index": 0, "logprobs": None, "finish_reason": "length", "stop_reason": None}
         if chat:
@@ -283,7 +321,7 @@ class SimHTTP:
             if stall_after is not None:
                 await self.stopped.wait()
                 return resp
-            self._observe(live.sim.arrival, times)
+            self._observe(live.sim.arrival, times, live.sim.prompt_len)
             if usage is not None:
                 extra = {"system_fingerprint": f"vllm-{self.version}"} if self.v1 else {}
                 tail = json.dumps({**head, "choices": [], "usage": usage, **extra}, separators=(",", ":"))
@@ -318,6 +356,7 @@ class SimHTTP:
                   f'vllm:request_success_total{{{labels},finished_reason="length"}} {float(self.success)}']
         itl_name = "vllm:inter_token_latency_seconds" if self.v1 else "vllm:time_per_output_token_seconds"
         for key, name in (("ttft", "vllm:time_to_first_token_seconds"), ("itl", itl_name),
-                          ("e2e", "vllm:e2e_request_latency_seconds")):
+                          ("e2e", "vllm:e2e_request_latency_seconds"), ("prompt", "vllm:request_prompt_tokens"),
+                          ("generation", "vllm:request_generation_tokens")):
             lines += self.hist[key].render(name, labels)
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")

@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-cache-dtype", default="auto")
     p.add_argument("--quantization", "-q", default=None)
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--limit-mm-per-prompt", default=None, metavar="JSON",
+                   help="items per prompt per modality, as vLLM takes it ('{\"image\": 2}' or "
+                   "'{\"image\": {\"count\": 2, \"width\": 1280, \"height\": 720}}'): the release warms the "
+                   "image encoder only for a modality named here")
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--api-key", nargs="+", default=None,
                    help="require one of these keys on /v1 routes (else $VLLM_API_KEY), as vLLM does")
@@ -126,7 +130,8 @@ def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
                       gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
     inputs = ServerInputs(block_size=args.block_size, max_num_seqs=args.max_num_seqs,
                           max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
-                          prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs)
+                          prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs,
+                          limit_mm_per_prompt=args.limit_mm_per_prompt)
     return sim, inputs
 
 
@@ -265,7 +270,8 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
     front = SimHTTP(driver, names, pred.config.max_model_len, model_for(pred.sim.model).vocab, faults,
                     pred.rules.engine == "v1", VERSIONS[pred.profile],
                     access_log=None if args.disable_log_requests else log.raw,
-                    api_keys=args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else []))
+                    api_keys=args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else []),
+                    tower=pred.vision.tower if pred.vision is not None else None)
     runner = web.AppRunner(front.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     driver.start()

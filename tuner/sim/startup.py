@@ -220,9 +220,55 @@ class _Bars:
             self.key = None
 
 
-def _step_output(pred: StartupPrediction, i: int, drawn: _Bars | None) -> Iterator[tuple]:
+class _VisionLines:
+    """The vision warm-up's lines (buckets/vision.py, in the release's words): those printed before its
+    first step, one per step (vllm-gaudi logs a step when it is done, the fork as it begins), and the
+    fork's summary printed with the prompt graphs'."""
+
+    def __init__(self, pred: StartupPrediction):
+        self.before, self.steps, self.after = [], [], []
+        for level, msg in pred.vision.plan.log_records if pred.vision is not None else ():
+            if msg.startswith("[Warmup]"):
+                self.steps.append(msg)
+            elif msg.startswith("Graph/Multimodal captured"):
+                self.after.append((level, msg))
+            elif not self.steps:
+                self.before.append((level, msg))
+        self.when_done = pred.vision is not None and not pred.vision.fork
+        self.n = 0
+
+    def _line(self, step: WarmupStep) -> Iterator[tuple]:
+        if self.n < len(self.steps):
+            msg = self.steps[self.n].replace("free_mem:<free>", f"free_mem:{fb(step.free_mem)}")
+            yield ("log", "INFO", "warmup", msg, "hpu_model_runner.py")
+
+    def begin(self, step: WarmupStep) -> Iterator[tuple]:
+        if self.n == 0:
+            for level, msg in self.before:
+                yield ("log", level, "buckets", msg, "vision.py" if "config file" in msg else "hpu_model_runner.py")
+        if not self.when_done:
+            yield from self._line(step)
+
+    def end(self, step: WarmupStep) -> Iterator[tuple]:
+        if self.when_done:
+            yield from self._line(step)
+        self.n += 1
+
+
+def _step_done(step: WarmupStep, drawn: _Bars | None, vision: _VisionLines) -> Iterator[tuple]:
+    """What the server prints as a step ends: vllm-gaudi's multimodal line, a bar's redraw."""
+    if step.phase == "multimodal":
+        yield from vision.end(step)
+    elif drawn is not None:
+        yield from drawn.done(step.seconds)
+
+
+def _step_output(pred: StartupPrediction, i: int, drawn: _Bars | None, vision: _VisionLines) -> Iterator[tuple]:
     """What the server prints as step i begins: a bar's first draw (tqdm style), a tqdm.write line (the
-    plugin with [Warmup] lines) or a logger line (the fork)."""
+    plugin with [Warmup] lines) or a logger line (the fork); the vision warm-up's own lines."""
+    if pred.steps[i].phase == "multimodal":
+        yield from vision.begin(pred.steps[i])
+        return
     if drawn is not None:
         yield from drawn.begin(i)
     elif pred.rules.style == "gaudi":
@@ -238,12 +284,13 @@ def _warmup(pred: StartupPrediction, faults: Faults, bars: bool = False) -> Iter
     fault_at = int(fault[1] * max(len(steps) - 1, 0)) if fault else None
     fail_at = pred.failure.at_step if pred.failure and pred.failure.phase == "warmup" else None
     budget_line = _budget_line(pred)
+    vision = _VisionLines(pred)
     elapsed = 0.0
     for i, step in enumerate(steps):
         if step.kind == "capture" and budget_line:
             yield budget_line  # printed once, when capture starts
             budget_line = None
-        yield from _step_output(pred, i, drawn)
+        yield from _step_output(pred, i, drawn, vision)
         if fault_at is not None and i == fault_at:
             name = fault[0]
             yield ("advance", step.seconds / 2)
@@ -254,8 +301,7 @@ def _warmup(pred: StartupPrediction, faults: Faults, bars: bool = False) -> Iter
             return
         yield ("advance", step.seconds)
         elapsed += step.seconds
-        if drawn is not None:
-            yield from drawn.done(step.seconds)
+        yield from _step_done(step, drawn, vision)
         if fail_at is not None and i == fail_at:
             yield from _fail("warmup", pred.failure.message)
             return
@@ -269,6 +315,8 @@ def _warmup(pred: StartupPrediction, faults: Faults, bars: bool = False) -> Iter
     if drawn is not None:
         yield from drawn.close()
     yield from _summaries(pred)
+    for level, msg in vision.after:
+        yield ("log", level, "summary", msg)
     if pred.sampler_seconds:
         s = pred.config.max_num_seqs
         yield ("log", "INFO", "sampler", f"Warming up sampler with batch sizes: [0, 1, {s}] and following configs:")

@@ -27,6 +27,10 @@ is the number of buckets of that phase in a bucket set fitted to the study's wor
 with VLLM_BUCKETING_FROM_FILE naming that set. A space with one needs both phases, and a release that
 reads bucket files.
 
+Image buckets (`VLLM_MULTIMODAL_BUCKETS`, `VLLM_MULTIMODAL_RESOLUTIONS`) are categorical parameters (or
+fixed env entries) whose choices may be YAML lists: [256, 1156] or [1280x720, [864, 480, "1-4"]]; each is
+checked as the release reads it and becomes the variable's text (tuner/space/imagebuckets.py).
+
 A parameter targets an env variable (`env: NAME`, implied for names starting with VLLM_ or PT_HPU_)
 or a server option (`server: name`, implied for the known option names). `when` makes it conditional
 on other parameters' (or fixed env/server) values: a value or a list of values.
@@ -45,6 +49,7 @@ from typing import Any
 import yaml
 
 from ..buckets import BucketConfigError, get_profile
+from .imagebuckets import IMAGE_VARIABLES, image_value_text
 
 # `vllm serve` options a space may set; bools are presence flags.
 SERVER_OPTIONS = {
@@ -60,6 +65,7 @@ SERVER_OPTIONS = {
     "dtype": str,
     "kv_cache_dtype": str,
     "quantization": str,
+    "limit_mm_per_prompt": dict,  # {modality: count or {count, width, height}}, as vLLM's JSON flag
 }
 TYPES = ("int", "float", "categorical", "bool", "fitted")
 FITTED_PHASES = ("prompt", "decode")
@@ -155,7 +161,7 @@ class SearchSpace:
         server = _mapping(source, "server", data.get("server"))
         for key, value in server.items():
             _check_server_value(source, f"server.{key}", key, value)
-        env = {k: _env_text(v) for k, v in _mapping(source, "env", data.get("env")).items()}
+        env = {k: _fixed_env_text(source, k, v) for k, v in _mapping(source, "env", data.get("env")).items()}
         params_raw = data.get("parameters")
         if not isinstance(params_raw, dict) or not params_raw:
             raise SpaceError(f"{source}: 'parameters' must be a non-empty mapping of name -> definition")
@@ -414,6 +420,8 @@ def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:  # noqa: C
         kwargs["choices"] = tuple(choices)
     if target == "server" and SERVER_OPTIONS[key] is bool and ptype != "bool":
         raise SpaceError(f"{where}: server option {key} is a flag; use type: bool")
+    if target == "env" and key in IMAGE_VARIABLES:
+        kwargs["choices"] = _image_choices(where, key, ptype, kwargs.get("choices", ()))
     return Parameter(name=name, type=ptype, target=target, key=key, **kwargs)
 
 
@@ -446,6 +454,32 @@ def _parse_fitted(where: str, name: str, spec: dict) -> Parameter:
         raise SpaceError(f"{where}: step must be a positive integer, got {step!r}")
     return Parameter(name=name, type="int", target="fitted", key=phase, low=spec["low"], high=spec["high"],
                      step=step, log=bool(spec.get("log", False)), when=dict(when))
+
+
+def _image_choices(where: str, key: str, ptype: str, choices: tuple) -> tuple[str, ...]:
+    """An image-bucket variable's choices as the release's text, each checked as it reads them."""
+    if ptype != "categorical":
+        raise SpaceError(f"{where}: {key} is a list; search it with type: categorical and choices: a list of "
+                         "bucket lists (or resolution lists)")
+    texts = []
+    for choice in choices:
+        try:
+            text = image_value_text(key, choice)
+        except ValueError as exc:
+            raise SpaceError(f"{where}: {key} choice {exc}") from None
+        if text in texts:
+            raise SpaceError(f"{where}: {key} choices {choice!r} and an earlier one are the same list ({text!r})")
+        texts.append(text)
+    return tuple(texts)
+
+
+def _fixed_env_text(source: str, key: str, value: Any) -> str:
+    if key not in IMAGE_VARIABLES:
+        return _env_text(value)
+    try:
+        return image_value_text(key, value)
+    except ValueError as exc:
+        raise SpaceError(f"{source}: env: {key} {exc}") from None
 
 
 def _mapping(source: str, key: str, value: Any) -> dict[str, Any]:

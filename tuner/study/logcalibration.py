@@ -209,6 +209,7 @@ def log_evidence(x: Explanation, ctx, settings: TrialSettings, source: str = "-"
     if steps_pred is None or steps_pred.failure is not None:
         steps_pred = prior_pred
     steps_pred = _logged_lists(x, steps_pred, notes)
+    steps_pred = _logged_images(x, steps_pred, notes)
     st = read_step_times(events_of(x.reading.events), x.reading.elisions, step_order(steps_pred))
     counts = {p.phase: p.count for p in x.phases + x.counted if p.phase in ("prompt", "decode") and p.count}
     built = {"prompt": len(steps_pred.plan.prompt), "decode": len(steps_pred.plan.decode)}
@@ -263,6 +264,38 @@ def _logged_lists(x: Explanation, pred, notes: list[str]):
     notes.append("the rebuilt configuration builds other buckets than the log prints (" + ", ".join(
         f"{ph} {len(built[ph])} vs {len(logged[ph])}, {n} differ" for ph, n in differ.items() if n) +
         "): its steps are timed against the logged lists")
+    return again
+
+
+def _logged_images(x: Explanation, pred, notes: list[str]):
+    """Time the log's multimodal steps against the image shapes it shows (`resolution:WxH`, the fork's
+    `img_args:N`), where the rebuilt configuration warms other ones or none (its --limit-mm-per-prompt
+    is not in the log)."""
+    from ..buckets.vision import VisionStep
+    from ..logparse import WarmupStep as LoggedStep
+    from ..perfmodel.predict import with_vision_steps
+
+    logged = []
+    for t in x.reading.run_events():
+        e = t.event
+        if not isinstance(e, LoggedStep) or e.phase != "multimodal":
+            continue
+        extra = dict(e.extra)
+        width, _, height = extra.get("resolution", "").upper().partition("X")
+        img = extra.get("img_args", "")
+        logged.append(VisionStep("image", e.batch_size or 1, int(width) if width.isdigit() else 0,
+                                 int(height) if height.isdigit() else 0,
+                                 image_args=int(img) if img.isdigit() else None, seq_len=e.seq_len or 0,
+                                 index=e.index, total=e.total))
+    if not logged:
+        return pred
+    built = [(s.index, s.total, s.bucket) for s in pred.steps if s.phase == "multimodal"]
+    again = with_vision_steps(pred, logged)
+    if again is pred or again.failure is not None:
+        return pred
+    if [(s.index, s.total, s.bucket) for s in again.steps if s.phase == "multimodal"] != built:
+        notes.append(f"the log's {len(logged)} multimodal steps are timed against the image shapes it shows "
+                     f"(the rebuilt configuration warms {len(built)})")
     return again
 
 

@@ -33,6 +33,7 @@ from ..vocabulary.errors.disk import (
 from ..vocabulary.record import OWNER
 from ..vocabulary.status import TrialStatus
 from . import nodes, optuna_private
+from .dashboard import TrialDashboard
 from .interrupt import Interrupt
 from .options import Constraints, Objectives, StudyOptions
 from .proposals import Guide
@@ -82,6 +83,9 @@ class StudyLoop:
         self.deadline = time.monotonic() + opts.timeout_s if opts.timeout_s else math.inf
         self.reaper = nodes.StaleReaper(self.study, owner, on_failed=lambda n: ctx.say(
             f"trial {n} lost its tuner on another node (no heartbeat): failed and enqueued again"))
+        self.dashboard = TrialDashboard(opts.study_dir, ctx.backend)  # notes and artifacts, when installed
+        if self.dashboard.missing:
+            ctx.say(self.dashboard.missing)
 
     # ------------------------------------------------------------------------------------ the slots
     def run_slots(self, install_sigint: bool) -> None:
@@ -203,7 +207,9 @@ class StudyLoop:
             files_failed = exc
         with self.lock:
             self.screen.record(trial, result)
+            self._attach(trial, result, settings, files_failed is None)
             tell_result(self.study, trial, result, self.objectives, self.constraints)
+            self.dashboard.note(trial, result, self.objectives, self.constraints)
             self.run.ran += 1
             if result.status is TrialStatus.INTERRUPTED:
                 self.run.interrupted_trials.append(trial.number)
@@ -214,6 +220,14 @@ class StudyLoop:
             self.on_trial(trial.number, result)
         if files_failed is not None:
             raise files_failed
+
+    def _attach(self, trial: optuna.Trial, result: TrialResult, settings: TrialSettings, files_written: bool) -> None:
+        """The trial's files as optuna-dashboard artifacts; a disk that refuses them is said once."""
+        if not files_written or self.dashboard.failed:
+            return
+        self.dashboard.attach(trial, self._trial_dir(trial), result, settings)
+        if self.dashboard.failed:
+            self.ctx.say(self.dashboard.failed)
 
     def give_up(self, trial: optuna.Trial, exc: BaseException) -> None:
         """Not a trial outcome (a bad space expression, a storage failure, a bug): keep the record, stop

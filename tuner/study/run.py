@@ -100,6 +100,8 @@ def _describe_setup(study: optuna.Study, space: SearchSpace, ctx: TrialContext, 
         study.set_user_attr("release_detection", ctx.release_detection)
     study.set_user_attr("backend", ctx.backend.describe())
     study.set_user_attr("constraints", asdict(constraints))  # the limits, for the report and export to name
+    if ctx.cost is not None:  # tune --cost-per-hour: the price report and export use unless given another
+        study.set_user_attr("cost", ctx.cost.to_json())
 
 
 def _seed(study: optuna.Study, opts: StudyOptions, space: SearchSpace, ctx: TrialContext,

@@ -16,6 +16,7 @@ from ..trial.run import TrialResult
 from ..vocabulary.record import TrialRecord
 from ..vocabulary.status import CONFIG_FAILURES, TrialStatus
 from . import optuna_private
+from .dashboard import trial_figures
 from .nodes import requeue_attrs
 from .options import THROUGHPUT, WARMUP, Constraints, Objectives
 from .screen import counts_toward_budget
@@ -31,6 +32,8 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
     for key in ("status", "reason", "server", "env", "predicted", "observed", "artifacts", "timings", "argv"):
         trial.set_user_attr(key, attrs[key])
     trial.set_user_attr("metrics", {k: v for k, v in result.metrics.items() if not k.startswith("tuner_")})
+    for key, value in trial_figures(result, objectives).items():  # plain numbers optuna-dashboard sorts and plots
+        trial.set_user_attr(key, value)
     cons = constraints.values(result)
     feasible = all(v <= 0 for v in cons.values())
     trial.set_user_attr("feasible", feasible)  # optuna-dashboard 0.21 does not read set_constraint
@@ -61,18 +64,13 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
         latency = max([LATENCY_PENALTY_MS, *constraints.slos_ms.values()])
         placeholders.append(objectives.latency_key)
     warmup = result.warmup_s
-    if warmup is None or not measured_warmup(result):
+    if warmup is None or not result.warmup_measured:
         placeholders.append(WARMUP)
     if warmup is None:
         warmup = constraints.warmup_budget_s or result.predicted.get("warmup_s") or 0.0
     trial.set_user_attr("placeholders", placeholders)
     study.tell(trial, [throughput, float(latency), float(warmup)])
     return TrialState.COMPLETE
-
-
-def measured_warmup(result: TrialResult) -> bool:
-    """The warm-up scored is this boot's (or the one it stands for), not a prediction for a trial that never booted."""
-    return any(result.observed.get(k) is not None for k in ("warmup_s", "warmup_scored_s"))
 
 
 def counted(study: optuna.Study) -> int:

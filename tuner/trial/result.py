@@ -39,6 +39,11 @@ class TrialResult:
         return self.observed.get("warmup_s", self.predicted.get("warmup_s") if not self.booted else None)
 
     @property
+    def warmup_measured(self) -> bool:
+        """The warm-up scored is this boot's (or the one it stands for), not a prediction for a never-booted trial."""
+        return any(self.observed.get(k) is not None for k in ("warmup_s", "warmup_scored_s"))
+
+    @property
     def settled(self) -> str:
         """How this result was reached: "measured", "reused from trial k", "predicted, not booted",
         "rejected before boot" or "failed" (the words of TrialRecord.settled, for the live line)."""

@@ -40,6 +40,8 @@ from ..serve.redact import redact_argv, redact_env
 from ..space.schema import TrialSettings
 from ..vocabulary.display import above
 from ..vocabulary.status import TrialStatus
+from .cost import METRIC as COST_METRIC
+from .cost import CostRate, cards, per_mtok
 from .result import TrialResult
 
 if TYPE_CHECKING:
@@ -87,6 +89,8 @@ class TrialContext:
     measure_load: bool = True  # False: stop once ready (a boot that only measures the warmup)
     # tune --release auto: what was read off the node and why (detect.Detection.describe()); None: given
     release_detection: dict | None = None
+    # tune --cost-per-hour (cost.CostRate): each measured load also gets cost.METRIC ($ per M output tokens)
+    cost: CostRate | None = None
 
     def say(self, text: str) -> None:
         """One line of the study's live output (progress), if anyone listens."""
@@ -296,12 +300,13 @@ class _TrialRun:
             _slot_status(ctx, self.slot, "ready; warmup measured, no load test")
             return
         _slot_status(ctx, self.slot, "ready; load test")
+        run_load = _priced(_run_load, ctx.cost, cards(self.argv, self.settings.server))
         if ctx.load_sweep is not None:  # the serving prediction below is for the chosen point's load
             chosen = ctx.load_sweep.run(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event,
-                                        self.slot, _run_load)
+                                        self.slot, run_load)
             self.measured_ctx = ctx_with_load(ctx, chosen)
         else:
-            _run_load(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event, self.slot)
+            run_load(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event, self.slot)
         ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
         if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
             # Died during (or right after) the load test: its requests failed because of that.
@@ -387,6 +392,21 @@ def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
     return ctx if load is None else replace(ctx, load=load)
 
 
+def _priced(run_load, rate: CostRate | None, n_cards: int):
+    """`run_load` that also writes the measured load's cost per million output tokens into the metrics, so
+    that `--slo cost_per_mtok=...` is a limit like any other (and a load sweep's points are chosen by it)."""
+    if rate is None:
+        return run_load
+
+    def priced(ctx, srv, base_url, trial_dir, result, *rest) -> None:
+        run_load(ctx, srv, base_url, trial_dir, result, *rest)
+        value = per_mtok(rate, n_cards, result.metrics.get("output_throughput"))
+        if value is not None:
+            result.metrics[COST_METRIC] = round(value, 6)
+
+    return priced
+
+
 def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) -> None:
     lo = ctx.load
 
@@ -400,6 +420,8 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
                              lambda done, total: ctx.on_progress(slot.index, "load test", done, total, None)),
             request_timeout_s=lo.request_timeout_s * ctx.backend.time_scale + ctx.limits.wall_slack_s,
             time_scale=ctx.backend.time_scale,  # rates and goodput SLOs are in the server's own time
+            # images go in chat requests, as `vllm bench serve --backend openai-chat` sends them
+            **({"api": "openai-chat"} if ctx.workload.image_count() else {}),
         ))
         # Watchdog: a crashed server or a Ctrl-C ends the load test now, with its streams closed.
         while not bench.done():
@@ -479,6 +501,9 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
         obs["warmup_s"] = round(ready_after_s / scale, 3)
         obs["warmup_source"] = "launch to ready"
     obs["not_warmed_up"] = len(s.not_warmed_up)
+    images = image_recompiles(s)
+    if images is not None:
+        obs["image_recompiles"] = images
     obs["buckets_not_prepared"] = len(s.buckets_not_prepared)
     obs["preemptions"] = s.preemptions
     # The fork's per-step compilation log (set by server_environment where the release has it)
@@ -488,6 +513,21 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
         obs["oom_stage"] = s.oom_stage
         if result.status == TrialStatus.CRASH and s.oom_stage in ("ready", "serving"):
             result.status = TrialStatus.RUNTIME_OOM
+
+
+def image_recompiles(s) -> dict[str, int] | None:
+    """Vision-encoder recompiles per image bucket ("3520 patches", "4 images") from the log's
+    `Configuration: ('multimodal', images, patches) was not warmed-up!` lines; None for a server that
+    shows neither a multimodal warm-up nor such a line (a text model)."""
+    mm = [e for e in s.not_warmed_up if e.phase == "multimodal" and len(e.shape) == 2]
+    if not mm and not any(k.endswith("multimodal") for k in s.warmup_steps):
+        return None
+    out: dict[str, int] = {}
+    for e in mm:
+        images, patches = e.shape
+        label = f"{patches} patches" if images == 1 else f"{images} images"
+        out[label] = out.get(label, 0) + 1
+    return out
 
 
 def warmup_abort_reason(proj, budget: float) -> str | None:

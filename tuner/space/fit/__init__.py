@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ...load.workload import Workload
 from .linear import LinearChoice, closest_linear, linear_candidates
 from .quantize import Fit, FitError, pareto_curve
-from .shapes import decode_batch_sizes, decode_block_totals, prompt_lengths
+from .shapes import decode_batch_sizes, decode_block_totals, decode_worst_blocks, prompt_lengths
 
 
 @dataclass
@@ -44,12 +44,15 @@ def fit_workload(workload: Workload, *, block_size: int = 128, max_concurrency: 
     for bs in sizes:
         totals = decode_block_totals(workload, bs, block_size, samples=samples, seed=seed + bs)
         granularity = max(1, -(-(max(totals) - min(totals) + 1) // 1024))  # keep the table small
-        curves[bs] = pareto_curve(totals, max_buckets=max_buckets, granularity=granularity)
+        # the top bucket reaches the worst case the sample misses: a batch past it would not be warmed up
+        curves[bs] = pareto_curve(totals, max_buckets=max_buckets, granularity=granularity,
+                                  cover=decode_worst_blocks(workload, bs, block_size))
     largest = max(sizes)
     totals = decode_block_totals(workload, largest, block_size, samples=samples, seed=seed + largest)
+    worst = decode_worst_blocks(workload, largest, block_size)
     return WorkloadFit(block_size, prompt_curve, curves,
                        prompt_linear=linear_candidates(prompts, block_size),
-                       decode_linear=linear_candidates(totals, 1, steps=[2**i for i in range(13)]),
+                       decode_linear=linear_candidates(totals, 1, steps=[2**i for i in range(13)], top=worst),
                        prompt_mean=sum(prompts) / len(prompts))
 
 

@@ -28,8 +28,9 @@ class LinearChoice:
 
 
 def linear_candidates(values: Sequence[int], granularity: int, weights: Sequence[float] | None = None,
-                      steps: Sequence[int] = ()) -> list[LinearChoice]:
-    top = max(values)
+                      steps: Sequence[int] = (), top: int | None = None) -> list[LinearChoice]:
+    """`top`: the value the largest bucket must reach (default: the largest value)."""
+    top = max(max(values), top or 0)
     steps = steps or [granularity * 2**i for i in range(12) if granularity * 2**i <= max(top, granularity)]
     out = []
     for step in steps:

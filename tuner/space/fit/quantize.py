@@ -62,12 +62,18 @@ def _support(values: Sequence[int], weights: Sequence[float] | None, granularity
 
 
 def pareto_curve(values: Sequence[int], weights: Sequence[float] | None = None, *, max_buckets: int,
-                 granularity: int = 1) -> list[Fit]:
+                 granularity: int = 1, cover: int | None = None) -> list[Fit]:
     """The optimal set for every bucket count 1..max_buckets (fewer when the sample has fewer distinct
-    values: beyond that, more buckets cannot lower the waste)."""
+    values: beyond that, more buckets cannot lower the waste). `cover`: a value the largest boundary must
+    reach though the sample never does (the worst case a sample misses): it joins as a value of no
+    weight, so the programme decides whether it closes its own bucket or widens the top one."""
     if max_buckets < 1:
         raise FitError(f"the number of buckets must be >= 1, got {max_buckets}")
     xs, p, mean, rounding = _support(values, weights, granularity)
+    if cover is not None:
+        top = -(-int(cover) // granularity) * granularity
+        if top > xs[-1]:
+            xs, p = np.append(xs, float(top)), np.append(p, 0.0)
     n = xs.size
     kmax = min(max_buckets, n)
     cw = np.concatenate(([0.0], np.cumsum(p)))            # mass of xs[:j]

@@ -45,6 +45,14 @@ def decode_block_totals(workload: Workload, batch_size: int, block_size: int, *,
     return blocks.sum(axis=1).tolist()
 
 
+def decode_worst_blocks(workload: Workload, batch_size: int, block_size: int) -> int:
+    """The decode context of `batch_size` sequences all at the workload's longest request, in KV blocks."""
+    ins, outs = workload.lengths()
+    prefix = getattr(workload, "prefix_len", 0)
+    longest = max(prefix + int(i) + int(o) for i, o in zip(ins, outs))
+    return batch_size * math.ceil(longest / block_size)
+
+
 def decode_batch_sizes(max_concurrency: int) -> list[int]:
     """Powers of two below the concurrency, and the concurrency itself: the batch sizes a load that
     ramps up and drains passes through."""
