@@ -92,6 +92,8 @@ def _delta(name: str, new, old) -> tuple[str, float | None]:
         return "-", None
     if name.endswith("padding"):
         return f"{diff:+.0f} pts", diff
+    if name == "first-run penalty":  # a ratio: the difference of two ratios
+        return f"{diff:+.2f}", diff
     text = _show(name, abs(diff))
     text = ("+" if diff > 0 else "-" if diff < 0 else "") + text
     return (f"{text} ({display.percent(pct)})" if pct is not None else text), pct
