@@ -112,6 +112,8 @@ CASES = [
     Case([*TUNE, "--results", "notes.txt"], 2, "notes.txt is a file"),
     Case([*TUNE, "--slo", "p99_ttft_ms=fast"], 2, "p99_ttft_ms=fast"),
     Case([*TUNE, "--slo", "p99_ttft_ms=nan"], 2, "p99_ttft_ms=nan"),
+    Case([*TUNE, "--slo", "p99_ttft=3000"], 2, "--slo p99_ttft: not a latency"),  # every trial would miss it
+    Case([*TUNE, "--slo", "first_p99_ttft_ms=3000", "--num-warmups", "0"], 2, "--num-warmups 0 sends none"),
     Case([*TUNE, "--n-trials", "0"], 2, "--n-trials"),
     Case([*TUNE, "--latency-stat", "p95"], 2, "--latency-stat 'p95'"),
     Case([*TUNE, "--timeout", "-5"], 2, "--timeout"),

@@ -244,7 +244,15 @@ def test_two_trial_study_end_to_end(study):
             bench = json.loads(open(p["bench_json"]).read())
             assert bench["max_concurrency"] == limit and bench["completed"] == PROMPTS
             assert bench["max_concurrent_requests"] <= limit  # the exact peak the client held in flight
-        assert metrics == points[1]["metrics"] and metrics["output_throughput"] > 0
+        # the trial reports the last point; its first-run window is the first point's, the one after ready
+        # (tuner/load/firstrun.py: the 2 warm-pass requests against the measured run's first 2, as on the simulator)
+        first_run = {k: v for k, v in metrics.items() if k.startswith(("first_", "warm_"))}
+        assert {k: v for k, v in metrics.items() if k not in first_run} == points[1]["metrics"]
+        assert metrics["output_throughput"] > 0
+        assert first_run == {k: v for k, v in points[0]["metrics"].items() if k.startswith(("first_", "warm_"))}
+        assert first_run["first_requests"] == first_run["warm_requests"] == obs["first_run_window"] == 2
+        assert first_run["first_p99_ttft_ms"] > 0 and first_run["first_output_throughput"] > 0
+        assert obs["first_run_not_warmed_up"] == 0  # a CPU vLLM logs no "was not warmed-up"
 
         # the cached warmup is impossible here: the cold one measured and scored instead
         (t,) = [t for t in tuned.trials if t.number == number]

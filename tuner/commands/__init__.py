@@ -100,6 +100,18 @@ def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict
     return out
 
 
+def parse_slos(args, percentiles, warm_requests: int | None = None) -> dict[str, float]:
+    """--slo, each key checked (a latency the load test or its first-run window reports) before any boot."""
+    from ..study.options import slo_key_problem
+
+    slos = parse_key_values(getattr(args, "slo", None), "--slo")
+    for key in slos:
+        problem = slo_key_problem(key, percentiles, warm_requests)
+        if problem:
+            raise UsageError(problem)
+    return slos
+
+
 def check_folder(path, flag: str) -> None:
     """A folder the command will create or fill: refuse a path that is (or runs through) a file."""
     path = Path(path)

@@ -139,7 +139,10 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-concurrency", type=int, default=None)
     g.add_argument("--request-rate", type=float, default=math.inf, help="requests/s (inf: all at once)")
     g.add_argument("--burstiness", type=float, default=1.0, help="gamma shape; 1 = Poisson")
-    g.add_argument("--num-warmups", type=int, default=0, help="unmeasured warm-pass requests")
+    g.add_argument("--num-warmups", type=int, default=None,
+                   help="warm-pass requests, sent at once before the measured run and kept out of its figures (bench: "
+                        "default 0, as vllm bench serve; tune: default one wave, --max-concurrency, and its "
+                        "figures are the first-run window, docs/load-metrics.md section 4)")
     g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLOs, e.g. ttft:500 tpot:50")
     g.add_argument("--metric-percentiles", default="99", help="comma-separated (default 99, as vLLM)")
 
@@ -175,7 +178,7 @@ def check_load_flags(args) -> None:
         raise UsageError(f"--request-rate must be > 0 requests/s (or inf), got {args.request_rate}")
     if not args.burstiness > 0:
         raise UsageError(f"--burstiness must be > 0 (1 = Poisson), got {args.burstiness}")
-    if args.num_warmups < 0:
+    if args.num_warmups is not None and args.num_warmups < 0:
         raise UsageError(f"--num-warmups must be 0 or more, got {args.num_warmups}")
 
 
@@ -343,7 +346,7 @@ async def _bench(args) -> tuple[dict, object]:
             "metadata": parse_pairs(args.metadata, "--metadata")}
     try:
         result = await gen.run(workload, request_rate=args.request_rate, burstiness=args.burstiness,
-                               warmup_requests=args.num_warmups,
+                               warmup_requests=args.num_warmups or 0,
                                goodput_slos=goodput,
                                percentiles=parse_percentiles(args.metric_percentiles), seed=args.seed,
                                time_scale=args.time_scale, percentile_metrics=args.percentile_metrics_list,

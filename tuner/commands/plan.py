@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import UsageError, parse_key_values, prepare_output
+from . import UsageError, parse_slos, prepare_output
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags, model_shape_of, read_baseline
 
@@ -54,7 +54,7 @@ def register(sub) -> None:
                    help="the plan file (default results/<space name>/plan.json)")
     g.add_argument("--json", action="store_true", help="print the plan file's JSON instead of text")
     p.set_defaults(func=cmd_plan, num_prompts=100, random_input_len=512, random_output_len=128,
-                   max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
+                   max_concurrency=16, num_warmups=None, metric_percentiles="50,90,99")
 
 
 def cmd_plan(args) -> int:
@@ -137,7 +137,8 @@ def limits_from_args(args, target):
         raise UsageError(f"--warmup-budget must be a positive number of seconds, got {args.warmup_budget}")
     _check_latency_stat(args.latency_stat, parse_percentiles(args.metric_percentiles))
     return Limits(latency_key=f"{args.latency_stat}_{args.latency_metric}_ms", warmup_mode=args.warmup,
-                  warmup_budget_s=args.warmup_budget, slos_ms=parse_key_values(args.slo, "--slo"),
+                  warmup_budget_s=args.warmup_budget,
+                  slos_ms=parse_slos(args, parse_percentiles(args.metric_percentiles)),
                   allow_recompiles=args.allow_recompiles, allow_failed_requests=args.allow_failed_requests,
                   percentiles=parse_percentiles(args.metric_percentiles))
 

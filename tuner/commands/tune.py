@@ -112,7 +112,7 @@ def register(sub) -> None:
 
     arrange(p)
     p.set_defaults(func=cmd_tune, num_prompts=100, random_input_len=512, random_output_len=128,
-                   max_concurrency=16, num_warmups=8, metric_percentiles="50,90,99")
+                   max_concurrency=16, num_warmups=None, metric_percentiles="50,90,99")
 
 
 def add_model_flags(g) -> None:
@@ -136,7 +136,11 @@ def add_objective_flags(p):
     o = p.add_argument_group("objectives and constraints")
     o.add_argument("--latency-metric", choices=("ttft", "tpot", "itl", "e2el"), default="ttft")
     o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
-    o.add_argument("--slo", nargs="+", metavar="METRIC=MS", help="constraints, e.g. p99_ttft_ms=2000 p99_tpot_ms=80")
+    o.add_argument("--slo", nargs="+", metavar="METRIC=MS",
+                   help="constraints METRIC <= MS: <stat>_<metric>_ms of the load test (stat mean, median or "
+                        "pNN, metric ttft, tpot, itl or e2el), e.g. p99_ttft_ms=2000 p99_tpot_ms=80; or "
+                        "first_<stat>_ttft_ms, the TTFT of the first requests after ready (a cold replica's "
+                        "first wave), e.g. first_p99_ttft_ms=3000")
     o.add_argument("--warmup-budget", type=duration, metavar="S",
                    help=f"reject before boot / abort warmup above it ({DURATION_HELP})")
     o.add_argument("--warmup", choices=("cold", "cached"), default="cold",
@@ -318,7 +322,7 @@ def build_context(args, space, console=None):
         release=release,
         device_model=device_model,
         load=LoadOptions(max_concurrency=args.max_concurrency, request_rate=args.request_rate,
-                         burstiness=args.burstiness, warmup_requests=args.num_warmups,
+                         burstiness=args.burstiness, warmup_requests=warm_pass(args),
                          goodput_slos=parse_key_values(args.goodput, "--goodput", sep=":") or None,
                          percentiles=parse_percentiles(args.metric_percentiles),
                          percentile_metrics=percentile_metrics(args)),
@@ -327,6 +331,14 @@ def build_context(args, space, console=None):
         load_sweep=load_sweep_from_args(args),
         release_detection=detected,
     )
+
+
+def warm_pass(args) -> int:
+    """--num-warmups, by default one wave of the load (--max-concurrency, 16 when unlimited): the first-run
+    window, the first requests after ready (tuner/load/firstrun.py), measured apart from the load test."""
+    if args.num_warmups is not None:
+        return args.num_warmups
+    return args.max_concurrency or 16
 
 
 def _workload(args):
@@ -462,7 +474,10 @@ def tune_study(args, console=None, storage=None, runner=None):
     ctx.warmup = warmup_options(args, ctx, console)
     ctx.cost = tune_cost(args)
     objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
-    constraints = Constraints(slos_ms=parse_key_values(args.slo, "--slo"), warmup_budget_s=args.warmup_budget,
+    from . import parse_slos
+
+    constraints = Constraints(slos_ms=parse_slos(args, ctx.load.percentiles, ctx.load.warmup_requests),
+                              warmup_budget_s=args.warmup_budget,
                               allow_recompiles=args.allow_recompiles,
                               allow_failed_requests=args.allow_failed_requests)
     storage_url = _storage_url(args, console)

@@ -42,6 +42,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .arrivals import plan_requests
+from .firstrun import first_run_figures
 from .metrics import (
     ERROR_EXCERPT,
     PERCENTILE_METRICS,
@@ -354,6 +355,7 @@ class LoadGenerator:
                 with _progress_bar(len(specs), self.progress) as bar, _frozen_gc():
                     outs, duration = await self._run_pass(session, specs, self.request_id_prefix,
                                                           lambda: advance(bar))
+        first_run = first_run_figures(warm_outs, outs, percentiles) if outs else {}
         if self._cancelled and not outs:  # cancelled during the warm pass
             outs = [RequestOutcome(index=s.index, prompt_len=s.prompt_len, expected_output_len=s.output_len,
                                    scheduled_offset=s.send_offset_s) for s in specs]
@@ -370,7 +372,8 @@ class LoadGenerator:
             metrics=compute_metrics(outs, duration, percentiles, slos, time_scale=time_scale,
                                     percentile_metrics=percentile_metrics),
             workload=workload.describe(), arrivals=plan.to_dict(), warmup=warmup,
-            cancelled=self._cancelled, run_info=info, percentile_metrics=tuple(percentile_metrics))
+            cancelled=self._cancelled, run_info=info, percentile_metrics=tuple(percentile_metrics),
+            first_run=first_run)
 
 
 class ReadyCheckFailed(Exception):

@@ -237,6 +237,8 @@ class BenchmarkResult:
     arrivals: dict[str, Any]
     warmup: dict[str, Any]
     cancelled: bool = False
+    # the first requests after ready against the rest (tuner/load/firstrun.py first_run_figures)
+    first_run: dict[str, Any] = field(default_factory=dict)
     run_info: dict[str, Any] = field(default_factory=dict)  # api, label, tokenizer_id, metadata, ...
     percentile_metrics: tuple[str, ...] = PERCENTILE_METRICS + QUEUE_METRICS
     date: str = field(default_factory=lambda: datetime.now().strftime("%Y%m%d-%H%M%S"))
@@ -345,6 +347,7 @@ class BenchmarkResult:
             "tuner_stream_error_events": sum(len(x.stream_errors) for x in o),
             "tuner_warmup": self.warmup,
             "tuner_cancelled": self.cancelled,
+            "tuner_first_run": self.first_run or None,
         })
         return r
 
@@ -355,7 +358,7 @@ class BenchmarkResult:
 # ---- Time-scaled servers
 
 _RATE_FIELDS = ("request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
-                "max_output_tokens_per_s")
+                "max_output_tokens_per_s", "first_output_throughput", "warm_output_throughput")
 _SECONDS_LISTS = ("ttfts", "latencies", "start_times", "queue_times")
 
 

@@ -15,7 +15,10 @@ steps, so a virtual run predicts a live one.
   of at most max_num_prefill_seqs and runs the decodes as one batch.
 
 The first execution of a shape that warmup did not compile pays the compile time and logs the release's
-"was not warmed-up" warning; shapes without an HPU graph run at the no-graph speed.
+"was not warmed-up" warning; shapes without an HPU graph run at the no-graph speed. With `first_replay`
+(the simulator's; the model's own virtual runs leave it at 0) the first execution of a warmed shape after
+ready also takes `first_replay` times its step time once more: warm-up compiles under PT_COMPILE_ONLY_MODE,
+so a shape's first hardware execution loads its recipe then (vllm-gaudi #1188, "first replay").
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def runtime_graphs(pred: StartupPrediction) -> bool:
 
 class Engine:
     def __init__(self, pred: StartupPrediction, noise: float = 0.0, seed: int = 0, on_compile=None,
-                 cached_recipes: frozenset = frozenset()):
+                 cached_recipes: frozenset = frozenset(), first_replay: float = 0.0):
         if pred.failure or pred.plan is None:
             raise ValueError("cannot serve a configuration whose startup fails")
         self.pred = pred
@@ -161,6 +164,8 @@ class Engine:
         self._pads: dict = {}
         self._rng = random.Random(seed)
         self.noise = noise
+        self.first_replay = first_replay
+        self.executed: set = set()  # shapes run since ready (a warmed one's first run pays first_replay)
         self._run_factor = math.exp(self._rng.gauss(0, noise)) if noise > 0 else 1.0
 
     # -- requests ---------------------------------------------------------------------------------
@@ -384,9 +389,14 @@ class Engine:
                 self.on_compile(phase, bucket, key)
         graphed = (phase, bucket) in self.graphed
         if phase == "prompt":
-            t += self.cost.prefill_time(*prompt_shape(bucket), graphed)
+            run = self.cost.prefill_time(*prompt_shape(bucket), graphed)
         else:
-            t += self.cost.decode_time(bucket[0], decode_blocks(self.pred.profile, bucket, self.block_size), graphed)
+            run = self.cost.decode_time(bucket[0], decode_blocks(self.pred.profile, bucket, self.block_size), graphed)
+        if (phase, bucket) not in self.executed:
+            self.executed.add((phase, bucket))
+            if not compiled:  # compiled just now: the compile above already ran it
+                t += self.first_replay * run
+        t += run
         shapes.append(Shape(phase, bucket, graphed, compiled, bs, tokens, (bs, query, dim)))
         return t
 

@@ -84,15 +84,16 @@ class RunResult:
 
 def run_virtual(pred: StartupPrediction, workload: Iterable[tuple[float, int, int]], noise: float = 0.0,
                 seed: int = 0, keep_steps: bool = False, max_concurrency: int | None = None,
-                turnaround_s: float = 0.001) -> RunResult:
+                turnaround_s: float = 0.001, engine: Engine | None = None) -> RunResult:
     """Run `workload` on a fresh engine in simulated time; returns per-request timings and aggregates.
 
     `max_concurrency` makes it a closed loop, like the load client's semaphore: a request is sent at
     its arrival time or `turnaround_s` after one of the `max_concurrency` in flight finishes (the
     client reads the end of a stream and posts the next request), whichever is later. A request that
-    reaches the server while a step runs waits for that step, as on the real server.
+    reaches the server while a step runs waits for that step, as on the real server. `engine`: run on
+    this one instead (a second run on the same server: what the first one compiled and ran stays so).
     """
-    engine = Engine(pred, noise=noise, seed=seed)
+    engine = engine or Engine(pred, noise=noise, seed=seed)
     pending = sorted(((float(a), int(i), int(o)) for a, i, o in workload), key=lambda w: w[0])
     timings: dict[str, RequestTiming] = {}
     result = RunResult([], 0.0, engine.stats)

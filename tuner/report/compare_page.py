@@ -10,7 +10,7 @@ import optuna
 import plotly.graph_objects as go
 from optuna.trial import TrialState
 
-from ..results.compare import Comparison
+from ..results.compare import Comparison, cell, pick_noise
 from ..vocabulary import display
 from ..vocabulary.errors.disk import write_text
 from . import charts
@@ -105,12 +105,15 @@ def _summary(cmp: Comparison) -> str:
     rows = []
     for c, picks in cmp.best.items():
         for n, s in zip(cmp.names, picks):
-            vals = [(display.metric(o, v), v) for o, v in zip(names, s["values"])] if s else ["-"] * len(names)
-            rows.append((c, n, s["trial"] if s else "-", *vals, s["prompt_buckets"] if s else "-",
-                         s["decode_buckets"] if s else "-"))
+            vals = [(cell(o, s, j), s["values"][j]) for j, o in enumerate(names)] if s else ["-"] * len(names)
+            rows.append((c, n, s["trial"] if s else "-", s.get("n", 1) if s else "-", *vals,
+                         s["prompt_buckets"] if s else "-", s["decode_buckets"] if s else "-"))
     out.append("<h3>Best trial per criterion</h3>"
-               + table(["pick", "study", "trial", *[display.short(n) for n in names], "prompt buckets",
-                        "decode buckets"], rows, cls="sortable"))
+               + table(["pick", "study", "trial", "boots", *[display.short(n) for n in names], "prompt buckets",
+                        "decode buckets"], rows, cls="sortable")
+               + "<p>boots: measurements of the pick's settings; measured more than once, a figure is their mean ± "
+                 "half its 95% Student t-interval, and a regression says whether the intervals overlap.</p>"
+               + "".join(f"<p>{esc(line)}</p>" for line in pick_noise(cmp)))
     return "".join(out) + "</section>"
 
 

@@ -9,6 +9,7 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
+from ..study.estimates import Spread
 from ..study.pareto import measured_front
 from ..vocabulary.record import TrialRecord, records
 from .facts import (
@@ -43,6 +44,7 @@ class ReportData:
     calculator: FrozenTrial | None      # the static calculator's seed trial
     baseline: FrozenTrial | None = None  # tune --baseline: what the user runs today
     records: dict[int, TrialRecord] = field(default_factory=dict)  # of `trials`, by number
+    spread: Spread | None = None  # each configuration's measurements: mean and interval (study/estimates.py)
     _logs: dict[int, LogFacts | None] = field(default_factory=dict)
     _pads: dict[int, Padding] = field(default_factory=dict)
 
@@ -88,11 +90,14 @@ class ReportData:
 def gather(study: optuna.Study) -> ReportData:
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     front = sorted(measured_front(study), key=lambda t: -t.values[0]) if trials else []
+    recs = records(trials)
+    names, dirs = objective_names(study), directions(study)
     return ReportData(
-        study=study, names=objective_names(study), dirs=directions(study), frame=trials_frame(study),
+        study=study, names=names, dirs=dirs, frame=trials_frame(study),
         trials=trials, front=front, limits=study_limits(study), release=release_of(study),
         backend=study.user_attrs.get("backend") or {},
         pick=safe_pick(study, "balanced"), best=safe_pick(study, "throughput"),
         defaults=seed_trial(study, DEFAULTS_SEED), calculator=seed_trial(study, CALCULATOR_SEED),
-        baseline=seed_trial(study, BASELINE_SEED), records={r.number: r for r in records(trials)},
+        baseline=seed_trial(study, BASELINE_SEED), records={r.number: r for r in recs},
+        spread=Spread(recs, names, dirs),
     )

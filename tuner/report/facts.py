@@ -162,8 +162,20 @@ BALANCED_RULE = ("each objective is scaled over the feasible front from 0 (its b
                  "pick is the trial nearest the point that is best at all of them")
 
 
-def balanced_rule(front: list[FrozenTrial], pick: FrozenTrial | None, names: list[str], dirs: list[str]) -> str | None:
-    """The balanced pick's rule in one sentence, with the runner-up and the objective it lost on."""
+def runner_up(front: list[FrozenTrial], pick: FrozenTrial | None, dirs: list[str]) -> FrozenTrial | None:
+    """The front trial nearest the ideal point after the pick (the balanced rule's runner-up), or None."""
+    from ..study.pareto import ideal_distances
+
+    if pick is None or len(front) < 2 or pick.number not in {t.number for t in front}:
+        return None
+    dist = ideal_distances([t.values for t in front], dirs)
+    return min((t for t in front if t.number != pick.number), key=lambda t: dist[front.index(t)])
+
+
+def balanced_rule(front: list[FrozenTrial], pick: FrozenTrial | None, names: list[str], dirs: list[str],
+                  spread=None) -> str | None:
+    """The balanced pick's rule in one sentence, with the runner-up and the objective it lost on; with a
+    study/estimates.py Spread, also on what evidence (whether the difference is inside the noise)."""
     from ..study.pareto import ideal_distances, normalised
     from ..vocabulary import display
 
@@ -184,9 +196,10 @@ def balanced_rule(front: list[FrozenTrial], pick: FrozenTrial | None, names: lis
     def shown(i: int, k: int) -> str:
         return f"{display.metric(names[k], points[i][k])}, scaled {norm[i][k]:.2f}"
 
-    return (f"Balanced pick rule: {BALANCED_RULE}; trial {pick.number} is at {dist[p]:.2f}, and the runner-up, trial "
+    rule = (f"Balanced pick rule: {BALANCED_RULE}; trial {pick.number} is at {dist[p]:.2f}, and the runner-up, trial "
             f"{runner.number} at {dist[r]:.2f}, loses on {display.short(names[lost])} ({shown(r, lost)}, against "
             f"{shown(p, lost)})" + (f" though it is better on {' and '.join(better)}." if better else "."))
+    return rule if spread is None else f"{rule} {spread.pick_evidence(pick.number, runner.number)}"
 
 
 def seed_trial(study: optuna.Study, label: str) -> FrozenTrial | None:

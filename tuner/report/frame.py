@@ -19,7 +19,9 @@ from ..vocabulary.record import TrialRecord, records
 from .sweep import sweep_columns
 
 KEY_METRICS = ("output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
-               "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms", "completed", "failed")
+               "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms", "completed", "failed",
+               # the first requests after ready against as many warm ones (tuner/load/firstrun.py)
+               "first_p99_ttft_ms", "warm_p99_ttft_ms", "first_output_throughput", "warm_output_throughput")
 
 
 def objective_names(study: optuna.Study) -> list[str]:

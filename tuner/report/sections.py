@@ -10,6 +10,7 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ..study.estimates import LEVEL, formatter
 from ..vocabulary import display
 from ..vocabulary.record import TrialRecord
 from . import charts
@@ -83,13 +84,37 @@ def pareto(d: ReportData, chart: Chart) -> str:
     out.append(table(["warmup budget", "best tok/s", display.short(lat), "trial", "settings"], rows,
                      table_id="budget-table"))
     out.append("<h3>Front trials</h3>")
-    rows = [(t.number, *[(display.metric(n, v), v) for n, v in zip(d.names, t.values)], settings_text(t))
-            for t in d.front]
-    out.append(table(["trial", *[display.short(n) for n in d.names], "settings"], rows, cls="sortable"))
+    out.append(front_table(d))
     imp = _importances(d.study, d.names)
     if imp:
         out.append(chart(charts.importances(imp), "chart-importances"))
     return "".join(out) + "</section>"
+
+
+def front_table(d: ReportData) -> str:
+    """The front, with each configuration's spread when some were measured more than once (study/estimates.py):
+    n boots, the mean +- half its 95% t-interval, and the pairs the noise cannot tell apart."""
+    spread = d.spread
+    repeated = spread is not None and spread.repeated(t.number for t in d.front)
+    rows = []
+    for t in d.front:
+        cells = [(display.metric(n, v), v) for n, v in zip(d.names, t.values)]
+        if repeated:
+            cells = [spread.n(t.number), *[(e.short(formatter(n)), e.mean) if e is not None else c
+                                           for n, e, c in zip(d.names, spread.of(t.number), cells)]]
+        rows.append((t.number, *cells, settings_text(t)))
+    heads = ["trial", *(["n"] if repeated else []), *[display.short(n) for n in d.names], "settings"]
+    html = table(heads, rows, cls="sortable")
+    if not repeated:
+        return html + ("<p>Each front trial is one measurement: no interval. <code>tune --remeasure 2</code> boots "
+                       "each configuration twice and shows each figure's mean and 95% t-interval.</p>")
+    html += (f"<p>n: boots of the same settings; a figure is their mean ± half its {LEVEL:.0%} Student t-interval "
+             "(n 1: one measurement, no interval).</p>")
+    pairs = spread.indistinguishable([t.number for t in d.front])
+    if pairs:
+        html += ("<p>Indistinguishable within the noise (their intervals overlap on every objective where they "
+                 "differ): " + ", ".join(f"trials {a} and {b}" for a, b in pairs) + ".</p>")
+    return html
 
 
 def _ordered(points: dict[str, list]) -> dict[str, list]:
@@ -357,7 +382,7 @@ def trials(d: ReportData) -> str:
     swept = any(sweep_points(d.record(t)) for t in d.trials)  # tune --load-sweep: one column for the curve
     headers = ["trial", "status", "feasible", "seed", *[display.short(n) for n in d.names], *params,
                "prompt buckets", "decode buckets", "warmup pred / obs", "cold / cached warmup",
-               "KV blocks pred / obs", "recompiles",
+               "KV blocks pred / obs", "recompiles", "first-run p99 TTFT / warm",
                "acc-hours", *(["load sweep (* reported)"] if swept else []), "reason"]
     rows, classes = [], []
     from ..recipecache.warmupmode import study_figures
@@ -377,6 +402,7 @@ def trials(d: ReportData) -> str:
                 _cold_cached(warmups.get(t.number)),
                 _pred_obs(pred.get("kv_blocks"), obs.get("kv_blocks"), display.num),
                 (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0) if ok else "-",
+                _first_run_cell(rec) if ok else ("-", None),
                 (f"{accelerator_hours(rec, d.backend):.3f}", accelerator_hours(rec, d.backend)),
                 *([sweep_cell(rec)] if swept else []),
                 rec.reason[:160]]
@@ -397,8 +423,25 @@ def trials(d: ReportData) -> str:
     return "".join(out) + "</section>"
 
 
-# Columns a server may give nothing for (a CPU or CUDA vLLM logs no buckets, KV blocks or cached warmup)
-OPTIONAL_COLUMNS = ("prompt buckets", "decode buckets", "cold / cached warmup", "KV blocks pred / obs")
+# Columns a server may give nothing for (a CPU or CUDA vLLM logs no buckets, KV blocks or cached warmup; a
+# study without a warm pass has no first-run window)
+OPTIONAL_COLUMNS = ("prompt buckets", "decode buckets", "cold / cached warmup", "KV blocks pred / obs",
+                    "first-run p99 TTFT / warm")
+
+
+def _first_run_cell(rec: TrialRecord) -> tuple[str, float | None]:
+    """'1,900 / 640 ms (x2.97, 3 compiled)': the first requests after ready against as many warm ones,
+    sorted by the penalty (tuner/load/firstrun.py)."""
+    m, obs = rec.metrics, rec.observed
+    first, warm = m.get("first_p99_ttft_ms"), m.get("warm_p99_ttft_ms")
+    if first is None:
+        return ("-", None)
+    penalty = first / warm if warm else None
+    shapes = sum(obs.get(k) or 0 for k in ("first_run_not_warmed_up", "first_run_buckets_not_prepared"))
+    extra = [f"x{penalty:.2f}"] if penalty is not None else []
+    extra += [f"{shapes} compiled"] if shapes else []
+    return (f"{display.millis(first)} / {display.millis(warm)}" + (f" ({', '.join(extra)})" if extra else ""),
+            penalty)
 
 
 def _empty(cell) -> bool:

@@ -8,7 +8,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..results.export import ExportError, env_file_text
 from ..vocabulary import display
 from .data import ReportData
-from .facts import balanced_rule
+from .facts import balanced_rule, runner_up
 from .tables import esc, table
 
 
@@ -24,6 +24,7 @@ def stats(d: ReportData, t: FrozenTrial) -> dict:
     if rec.ok:
         out["recompiles"] = (obs.get("not_warmed_up") or 0) + (obs.get("buckets_not_prepared") or 0)
         out["preemptions"] = obs.get("preemptions")
+        out.update(first_run(rec))
     pad = d.padding(t)
     if pad is not None:
         out["prompt padding"] = None if pad.prompt_waste is None else 100 * pad.prompt_waste
@@ -31,9 +32,24 @@ def stats(d: ReportData, t: FrozenTrial) -> dict:
     return out
 
 
+def first_run(rec) -> dict:
+    """The first requests after ready (tuner/load/firstrun.py): the window's tail TTFT and throughput, their
+    penalty against as many warm requests, and the shapes compiled in the window; {} when not measured."""
+    obs, m = rec.observed, rec.metrics
+    if m.get("first_requests") is None:
+        return {}
+    return {FIRST_TAIL: m.get(FIRST_TAIL), "first_output_throughput": m.get("first_output_throughput"),
+            "first-run penalty": obs.get("first_run_penalty_tail_ttft"),
+            "first-run compiles": sum(obs.get(k) or 0 for k in ("first_run_not_warmed_up",
+                                                                "first_run_buckets_not_prepared"))}
+
+
+FIRST_TAIL = "first_p99_ttft_ms"  # the window's p99 TTFT (what --slo first_p99_ttft_ms limits)
 ROWS = ("prompt_buckets", "decode_buckets", "prompt_graphs", "decode_graphs", "kv_blocks", "recompiles",
-        "prompt padding", "decode padding")
-BETTER_LOW = {"prompt_buckets", "decode_buckets", "recompiles", "prompt padding", "decode padding"}
+        "prompt padding", "decode padding", FIRST_TAIL, "first_output_throughput", "first-run penalty",
+        "first-run compiles")
+BETTER_LOW = {"prompt_buckets", "decode_buckets", "recompiles", "prompt padding", "decode padding", FIRST_TAIL,
+              "first-run penalty", "first-run compiles"}
 
 
 # The comparison table's rows in words a newcomer reads, with their units (the cells carry them too).
@@ -41,7 +57,11 @@ PLAIN = {"prompt_buckets": "prompt shapes warmed up (buckets)", "decode_buckets"
          "prompt_graphs": "prompt HPU graphs captured", "decode_graphs": "decode HPU graphs captured",
          "kv_blocks": "KV-cache blocks (memory for context)", "recompiles": "requests in a shape not warmed up",
          "prompt padding": "prompt padding (% of prompt tokens wasted)",
-         "decode padding": "decode padding (% of context wasted)"}
+         "decode padding": "decode padding (% of context wasted)",
+         FIRST_TAIL: "time to first token of the first requests after ready, p99 (ms)",
+         "first_output_throughput": "throughput of the first requests after ready (output tokens/s)",
+         "first-run penalty": "first-run p99 TTFT against the same requests once warm",
+         "first-run compiles": "shapes compiled in the first requests after ready"}
 LATENCY_WORDS = {"ttft": "time to first token", "tpot": "time per output token", "itl": "time between tokens",
                  "e2el": "request time, end to end"}
 
@@ -61,6 +81,8 @@ def plain_name(name: str) -> str:
 def _show(name: str, v) -> str:
     if name.endswith("padding"):
         return "-" if display.missing(v) else f"{v:.0f}%"
+    if name == "first-run penalty":  # the window's tail TTFT over as many warm requests'
+        return "-" if display.missing(v) else f"x{v:.2f}"
     return display.metric(name, v)
 
 
@@ -70,6 +92,8 @@ def _delta(name: str, new, old) -> tuple[str, float | None]:
         return "-", None
     if name.endswith("padding"):
         return f"{diff:+.0f} pts", diff
+    if name == "first-run penalty":  # a ratio: the difference of two ratios
+        return f"{diff:+.2f}", diff
     text = _show(name, abs(diff))
     text = ("+" if diff > 0 else "-" if diff < 0 else "") + text
     return (f"{text} ({display.percent(pct)})" if pct is not None else text), pct
@@ -129,12 +153,57 @@ def why(d: ReportData, t: FrozenTrial) -> str:
         if pad.decode_waste is not None:
             text += f" and about {pad.decode_waste:.0%} of the decode context (at batch bucket {pad.decode_bs})"
         say.append(text + ".")
+    say += _first_run_sentence(d.record(t))
     rec = me.get("recompiles")
     if rec == 0:
         say.append("No request hit a shape that was not warmed up.")
     elif rec:
         say.append(f"{rec} request shapes were not warmed up and compiled at runtime.")
     return " ".join(say)   # the balanced pick's rule (the maths) is folded away below it: rule_details
+
+
+def pick_noise_sentence(d: ReportData, t: FrozenTrial) -> str | None:
+    """The balanced pick's evidence against its runner-up when the choice rests on a difference inside the noise."""
+    runner = runner_up(d.front, t, d.dirs)
+    if d.spread is None or runner is None or d.spread.verdict(t.number, runner.number)[0] is not True:
+        return None
+    return d.spread.pick_evidence(t.number, runner.number)
+
+
+def _how_sure(d: ReportData, t: FrozenTrial) -> str:
+    """The pick's figures with their spread over its boots (study/estimates.py), or that it is one measurement."""
+    spread = d.spread
+    if spread is None:
+        return ""
+    n = spread.n(t.number)
+    if n < 2:
+        return ("<p id='how-sure'>How sure: the pick is one measurement of its settings, so its figures carry no "
+                "interval; <code>tune --remeasure 2</code> boots each configuration twice.</p>")
+    items = "".join(f"<li>{esc(line)}</li>" for line in spread.describe(t.number, sep="\n").splitlines())
+    same = [b if a == t.number else a for a, b in spread.indistinguishable([x.number for x in d.front])
+            if t.number in (a, b)]
+    note = (f"<p>Indistinguishable from the pick within the noise: {esc(', '.join(f'trial {x}' for x in same))} "
+            "(their intervals overlap on every objective where they differ).</p>") if same else ""
+    return (f"<p id='how-sure'>How sure: {n} boots of the pick's settings; each figure's mean and 95% Student "
+            f"t-interval:</p><ul>{items}</ul>{note}")
+
+
+def _first_run_sentence(rec) -> list[str]:
+    """The pick's first requests after ready against as many once warm (docs/load-metrics.md section 4)."""
+    obs, m = rec.observed, rec.metrics
+    tail = obs.get("first_run_tail") or "p99"
+    first, warm = m.get(f"first_{tail}_ttft_ms"), m.get(f"warm_{tail}_ttft_ms")
+    if first is None or warm is None:
+        return []
+    thr = obs.get("first_run_penalty_output_throughput")
+    shapes = sum(obs.get(k) or 0 for k in ("first_run_not_warmed_up", "first_run_buckets_not_prepared"))
+    text = (f"Its first {obs.get('first_run_window')} requests after ready (the first run) had a {tail} TTFT of "
+            f"{display.millis(first)} against {display.millis(warm)} for as many once warm")
+    if thr is not None:
+        text += f", and {display.percent(100 * (thr - 1))} throughput"
+    text += (f"; {shapes} shapes not warmed up compiled in that window." if shapes else
+             "; no shape compiled in that window.")
+    return [text]
 
 
 def baseline_label(d: ReportData) -> str:
@@ -256,11 +325,15 @@ def section(d: ReportData) -> str:
     if d.calculator is not None:
         columns.append(("calculator", d.calculator))
     parts.append(comparison_table(d, columns))
+    parts.append(_how_sure(d, t))
     if base is None:
         parts.append("<p class='none'>This study has no release-defaults trial: it was started with "
                      "--no-seed-defaults, or its search space cannot express the release's defaults.</p>")
     parts.append(f"<h3>Why it wins</h3><p id='why'>{esc(why(d, t))}</p>")
-    rule = balanced_rule(d.front, t, d.names, d.dirs)
+    rule = balanced_rule(d.front, t, d.names, d.dirs, d.spread)
+    noise = pick_noise_sentence(d, t)
+    if noise:  # the evidence stays in view when the choice rests on a difference inside the noise
+        parts.append(f"<p class='warn' id='pick-noise'>{esc(noise)}</p>")
     if rule:
         parts.append("<details id='pick-rule'><summary>How the balanced pick is chosen (the scoring)</summary>"
                      f"<p>{esc(rule)}</p></details>")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import optuna
 
+from ..study.estimates import LEVEL, formatter
 from ..vocabulary import display
 from .facts import balanced_rule, closest_admission, settings_text
 
@@ -58,14 +59,25 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
         if admit is not None:
             console.print(admit.sentence()[0].upper() + admit.sentence()[1:] + ".", soft_wrap=True, markup=False)
         return
-    headers = ["#", *[display.short(n) for n in d.names]]
+    spread = d.spread
+    repeated = spread is not None and spread.repeated(t.number for t in d.front)
+    headers = ["#", *(["n"] if repeated else []), *[display.short(n) for n in d.names]]
     plural = "s" if len(d.front) != 1 else ""
     table = numeric_table(f"Pareto front: {len(d.front)} feasible trial{plural}", headers, console)
     for t in d.front[:limit]:
         mark = "*" if d.pick is not None and t.number == d.pick.number else ""
-        table.add_row(f"{mark}{t.number}", *[display.metric(n, v) for n, v in zip(d.names, t.values)],
-                      settings_text(t, " ", drop_prefix="VLLM_"))
+        cells = [display.metric(n, v) for n, v in zip(d.names, t.values)]
+        if repeated:  # the configuration's mean over its boots, +- half its 95% t-interval
+            cells = [str(spread.n(t.number)), *[e.short(formatter(n)) if e is not None else c
+                                                for n, e, c in zip(d.names, spread.of(t.number), cells)]]
+        table.add_row(f"{mark}{t.number}", *cells, settings_text(t, " ", drop_prefix="VLLM_"))
     console.print(table)
+    if repeated:
+        console.print(f"(n: boots of the same settings; a figure is their mean ± half its {LEVEL:.0%} t-interval; "
+                      "n 1: one measurement, no interval)", markup=False)
+        for a, b in spread.indistinguishable([t.number for t in d.front]):
+            console.print(f"trials {a} and {b} are indistinguishable: their intervals overlap on every objective "
+                          "where they differ", markup=False)
     if any(k.startswith("VLLM_") for t in d.front for k in t.params):
         console.print("(settings: the VLLM_ prefix left out)")
     if len(d.front) > limit:
@@ -77,6 +89,6 @@ def print_pareto(study: optuna.Study, console=None, limit: int = 15) -> None:
             _, p = display.change(d.pick.values[0], base.values[0])
             line += f", {display.percent(p)} throughput vs the release defaults (trial {base.number})"
         console.print(line)
-        rule = balanced_rule(d.front, d.pick, d.names, d.dirs)
+        rule = balanced_rule(d.front, d.pick, d.names, d.dirs, d.spread)
         if rule:
             console.print(rule, soft_wrap=False, markup=False)

@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ..study.estimates import Spread, formatter, verdict
 from ..study.pareto import hypervolume, measured_front, pareto_indices
 from ..vocabulary.record import TrialRecord
 from .export import ExportError, Filters, pick_trial
@@ -47,7 +48,7 @@ class Comparison:
         return [h / u if u else 0.0 for h in self.hypervolume]
 
 
-def _summary(t: FrozenTrial | None, study: optuna.Study | None = None) -> dict | None:
+def _summary(t: FrozenTrial | None, study: optuna.Study | None = None, spread: Spread | None = None) -> dict | None:
     if t is None:
         return None
     from ..recipecache.warmupmode import warmup_figures
@@ -58,7 +59,10 @@ def _summary(t: FrozenTrial | None, study: optuna.Study | None = None) -> dict |
     return {"trial": t.number, "values": list(t.values), "params": dict(t.params),
             "prompt_buckets": obs.get("prompt_buckets"), "decode_buckets": obs.get("decode_buckets"),
             "kv_blocks": obs.get("kv_blocks"), "env": rec.env,
-            "warmups": warmup_figures(rec.observed, rec.predicted, reboot)}
+            "warmups": warmup_figures(rec.observed, rec.predicted, reboot),
+            # the configuration's boots: n and, per objective, the mean and interval (study/estimates.py)
+            "n": spread.n(t.number) if spread is not None else 1,
+            "spread": spread.of(t.number) if spread is not None else []}
 
 
 def _pick(study: optuna.Study, criterion: str):
@@ -99,8 +103,9 @@ def compare_studies(*studies: optuna.Study) -> Comparison:
         trials=[len(s.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))) for s in studies],
         fronts=fronts,
     )
+    spreads = [Spread.of_study(s) for s in studies]
     for c in CRITERIA:
-        cmp.best[c] = [_summary(_pick(s, c), s) for s in studies]
+        cmp.best[c] = [_summary(_pick(s, c), s, sp) for s, sp in zip(studies, spreads)]
     for budget in _budgets(fronts):
         row = []
         for f in fronts:
@@ -168,13 +173,55 @@ def regressions(cmp: Comparison) -> list[str]:
                 worse = (new < old) if d == "maximize" else (new > old)
                 if old and worse and abs(new - old) / abs(old) > REGRESSION:
                     out.append(f"{name}: {c} pick {short(obj)} {metric(obj, new)} vs {metric(obj, old)} in "
-                               f"{base} ({(new - old) / abs(old):+.0%})")
+                               f"{base} ({(new - old) / abs(old):+.0%}){noise_note(a, b, j)}")
         for budget, row in cmp.at_budget:
             old, new = row[0], row[i]
             if old is not None and (new is None or new < old * (1 - REGRESSION)):
                 got = "nothing feasible" if new is None else f"{metric(thr, new)} ({(new - old) / old:+.0%})"
                 out.append(f"{name}: within a warmup of {seconds(budget)}: {got}; {base}: {metric(thr, old)}")
     return out
+
+
+def pick_noise(cmp: Comparison) -> list[str]:
+    """Per criterion, each study's pick against the baseline's where both were booted more than once: the
+    same within the noise (intervals overlapping on every objective where they differ) or apart."""
+    from ..vocabulary.display import short
+
+    out = []
+    for c, row in cmp.best.items():
+        a = row[0]
+        for name, b in zip(cmp.names[1:], row[1:]):
+            if not (a and b and a.get("n", 1) > 1 and b.get("n", 1) > 1):
+                continue
+            same, differ = verdict(a["spread"], b["spread"])
+            apart = [short(cmp.objective_names[k]) for k in differ
+                     if a["spread"][k].overlaps(b["spread"][k]) is False]
+            out.append(f"{c} pick: {name} (trial {b['trial']}) and {cmp.names[0]} (trial {a['trial']}) "
+                       + ("are indistinguishable: their 95% intervals overlap on every objective where they differ"
+                          if same else f"differ beyond the noise on {', '.join(apart)}"))
+    return out
+
+
+def noise_note(a: dict, b: dict, j: int) -> str:
+    """What the noise says of a difference between two picks on objective j: nothing when either is one
+    measurement (the figures carry no interval), else whether their 95% intervals overlap."""
+    ea, eb = (s.get("spread") or [None] * (j + 1) for s in (a, b))
+    if ea[j] is None or eb[j] is None or ea[j].overlaps(eb[j]) is None:
+        return ""
+    boots = f"the 95% intervals over {ea[j].n} and {eb[j].n} boots"
+    if ea[j].overlaps(eb[j]):
+        return f" (inside the noise: {boots} overlap)"
+    return f" (beyond the noise: {boots} are apart)"
+
+
+def cell(name: str, s: dict | None, j: int) -> str:
+    """A pick's figure for a table: the configuration's mean +- half its interval when measured more than once."""
+    from ..vocabulary.display import metric
+
+    if not s:
+        return "-"
+    est = (s.get("spread") or [None] * (j + 1))[j]
+    return est.short(formatter(name)) if est is not None and est.n > 1 else metric(name, s["values"][j])
 
 
 def print_comparison(cmp: Comparison, console=None) -> None:
@@ -196,17 +243,7 @@ def print_comparison(cmp: Comparison, console=None) -> None:
     for i, n in enumerate(cmp.names):
         t.add_row(n, str(cmp.trials[i]), str(len(cmp.fronts[i])), f"{cmp.share[i]:.0%}")
     console.print(t)
-    console.print("[bold]Best trial per criterion[/]")
-    t = Table()
-    t.add_column("pick", no_wrap=True)
-    t.add_column("study", overflow="fold", ratio=1)
-    for h in ("#", *[display.short(n) for n in names]):
-        t.add_column(h, justify="right", no_wrap=True, min_width=len(h))
-    for c, row in cmp.best.items():
-        for name, s in zip(cmp.names, row):
-            vals = [display.metric(n, v) for n, v in zip(names, s["values"])] if s else ["-"] * len(names)
-            t.add_row(c, name, str(s["trial"]) if s else "-", *vals)
-    console.print(t)
+    _print_best(cmp, console)
     if cmp.at_budget:
         console.print(f"[bold]Best {display.short(names[0])} within a warmup budget[/]")
         t = Table()
@@ -240,6 +277,32 @@ def print_comparison(cmp: Comparison, console=None) -> None:
 
     if note := release_change_note(cmp.releases):
         console.print(f"Recipe cache: {note}", markup=False)
+
+
+def _print_best(cmp: Comparison, console) -> None:
+    """The best trial per criterion of each study; with n and intervals where a pick was booted more than once."""
+    from rich.table import Table
+
+    from ..vocabulary import display
+
+    names = cmp.objective_names
+    console.print("[bold]Best trial per criterion[/]")
+    t = Table()
+    t.add_column("pick", no_wrap=True)
+    t.add_column("study", overflow="fold", ratio=1)
+    repeated = any(s and s.get("n", 1) > 1 for row in cmp.best.values() for s in row)
+    for h in ("#", *(["n"] if repeated else []), *[display.short(n) for n in names]):
+        t.add_column(h, justify="right", no_wrap=True, min_width=len(h))
+    for c, row in cmp.best.items():
+        for name, s in zip(cmp.names, row):
+            boots = [str(s.get("n", 1)) if s else "-"] if repeated else []
+            t.add_row(c, name, str(s["trial"]) if s else "-", *boots, *[cell(n, s, j) for j, n in enumerate(names)])
+    console.print(t)
+    if repeated:
+        console.print("(n: boots of the pick's settings; a figure is their mean ± half its 95% t-interval; n 1: one "
+                      "measurement, no interval)", markup=False)
+        for line in pick_noise(cmp):
+            console.print(line, markup=False)
 
 
 def _print_warmups(cmp: Comparison, console) -> None:

@@ -24,7 +24,8 @@ from ..buckets.runtime import DIAGNOSTIC_VARIABLES, runtime_variables
 from ..serve.backends import server_flags, server_options
 from ..serve.redact import is_secret_name
 from ..space.schema import BUCKET_FILE_VARIABLE
-from ..study.pareto import balanced_index, measured_front
+from ..study.estimates import Spread
+from ..study.pareto import balanced_index, ideal_distances, measured_front
 from ..trial.cost import cards
 from ..vocabulary.errors.disk import write_text
 from ..vocabulary.record import TrialRecord, measured_trial, records
@@ -242,6 +243,7 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
     if release:
         lines.append(f"# release profile: {release}; every variable it reads is listed")
     lines.append(f"{FLAGS_HEADER} " + " ".join(server_flags(server)))
+    lines += [f"# {n}" for n in how_sure(study, trial, pick)]
     lines += [f"# {n}" for n in notes + list(comments or [])]
     for name in sorted(env):
         value = str(env[name])
@@ -249,6 +251,35 @@ def env_file_text(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: st
             raise ExportError(f"{name}={value!r} cannot be written unquoted to an env file")
         lines.append(f"{name}={value}")
     return "\n".join(lines) + "\n"
+
+
+def how_sure(study: optuna.Study, trial: optuna.trial.FrozenTrial, pick: str) -> list[str]:
+    """The env file's 'how sure' lines (study/estimates.py): each objective's mean and interval over the
+    boots of these settings (or: one measurement), the front trials it cannot be told from, and for the
+    balanced pick the evidence against its runner-up."""
+    spread = Spread.of_study(study)
+    n = spread.n(trial.number)
+    if n > 1:
+        out = [f"how sure: {n} boots of these settings; each figure's mean and 95% t-interval:"]
+        out += [f"  {line}" for line in spread.describe(trial.number, sep="\n").splitlines()]
+    else:
+        out = ["how sure: one measurement of these settings, no interval (tune --remeasure N boots each "
+               "configuration N times: each figure's mean and 95% t-interval)"]
+    front = measured_front(study)
+    numbers = [t.number for t in front]
+    if trial.number not in numbers:
+        return out
+    for a, b in spread.indistinguishable(numbers):
+        if trial.number in (a, b):
+            out.append(f"indistinguishable from front trial {b if a == trial.number else a}: their 95% intervals "
+                       "overlap on every objective where they differ")
+    if pick == "balanced" and len(front) > 1:
+        dirs = [d.name.lower() for d in study.directions]
+        dist = ideal_distances([t.values for t in front], dirs)
+        me = numbers.index(trial.number)
+        runner = min((i for i in range(len(front)) if i != me), key=lambda i: dist[i])
+        out.append(spread.pick_evidence(trial.number, numbers[runner]))
+    return out
 
 
 def export_best(study: optuna.Study, path: Path, pick: str, release: str | None,

@@ -36,6 +36,10 @@ from .recipe_cache import RecipeCache
 from .startup import LOG_STYLES, VERSIONS, SimTime, emit, startup_events, store_recipe
 
 DEFAULT_RELEASE = "fork-main"  # the newest fork release
+# The first run of a warmed shape after ready costs this many step times more (docs/load-metrics.md section 4):
+# with the tune defaults it puts the first window's p99 TTFT and throughput a modest step behind the rest,
+# well inside the first-run figures users report (vllm-gaudi #1188: P95 TTFT x4; #1602: -13% tok/s).
+FIRST_REPLAY = 1.0
 
 
 def hardware_corrections(items: list[str]) -> Corrections:
@@ -107,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "VLLM_DEVELOPER_MODE=1) or `tqdm` (the plugin's default: progress bars redrawn with \\r)")
     sim.add_argument("--sim-seed", type=int, default=0)
     sim.add_argument("--sim-noise", type=float, default=0.0, help="run-to-run step-time noise (lognormal sigma)")
+    sim.add_argument("--sim-first-replay", type=float, default=FIRST_REPLAY, metavar="FACTOR",
+                     help="the first run of each warmed shape after ready takes FACTOR times its step time more "
+                          "(recipes compiled but never executed in warm-up, vllm-gaudi #1188; "
+                          f"default {FIRST_REPLAY:g}, 0: none)")
     sim.add_argument("--sim-hardware", nargs="+", default=[], metavar="FACTOR=X",
                      help="the simulated node differs from the documented constants (the tuner is not told): "
                           "e.g. prompt_warmup=2 decode_warmup=2 kv_block=1.1 graph_mem=1.25 decode_step=1.25 "
@@ -142,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         sim, inputs = settings_from_args(args)
         if args.sim_time_scale <= 0 or (args.sim_startup_time_scale or 1) <= 0:
             raise ValueError("time scales must be > 0")
+        if not args.sim_first_replay >= 0:
+            raise ValueError(f"--sim-first-replay must be 0 or more, got {args.sim_first_replay}")
         release = get_profile(args.sim_release).name
         hardware = hardware_corrections(args.sim_hardware)
     except (FaultError, ValueError) as e:
@@ -233,7 +243,8 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
         def on_compile(phase, bucket, key):
             cache.store(key, f"{phase} {bucket}")
     engine = Engine(pred, noise=args.sim_noise, seed=args.sim_seed, on_compile=on_compile,
-                    cached_recipes=frozenset(cache.present) if cache else frozenset())
+                    cached_recipes=frozenset(cache.present) if cache else frozenset(),
+                    first_replay=args.sim_first_replay)
     stats = _StatsLogger(pred, log, engine)
     crash_after = int(faults.get("crash-load", "after")) if "crash-load" in faults else None
     crash_request = int(faults.get("crash-load", "request")) if "crash-load" in faults else 0

@@ -45,6 +45,34 @@ class Objectives:
     directions = ["maximize", "minimize", "minimize"]
 
 
+# --slo keys: a latency statistic of the load test, or of its first-run window (tuner/load/firstrun.py)
+SLO_METRICS = ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")
+FIRST_RUN_SLO = "first_"  # first_<stat>_ttft_ms: the first requests after ready (a cold replica's)
+
+
+def slo_key_problem(key: str, percentiles, warm_requests: int | None = None) -> str | None:
+    """Why `key` cannot be an --slo key (None: it can): every trial would otherwise miss it unmeasured."""
+    from ..load.metrics import percentile_key
+
+    body = key[len(FIRST_RUN_SLO):] if key.startswith(FIRST_RUN_SLO) else key
+    stat, _, rest = body.partition("_")
+    metric = rest[:-len("_ms")] if rest.endswith("_ms") else None
+    stats = ["mean", "median"] + [f"p{percentile_key(p)}" for p in percentiles]
+    if metric not in SLO_METRICS or not stat:
+        return (f"--slo {key}: not a latency the load test reports; expected <stat>_<metric>_ms (e.g. p99_ttft_ms) "
+                "or first_<stat>_ttft_ms (e.g. first_p99_ttft_ms)")
+    if stat not in stats:
+        return f"--slo {key}: {stat} is not reported; choose one of {', '.join(stats)} (add a percentile with " \
+               "--metric-percentiles)"
+    if body is not key:
+        if metric != "ttft":
+            return f"--slo {key}: the first-run window records TTFT only (first_{stat}_ttft_ms)"
+        if warm_requests == 0:
+            return (f"--slo {key}: the first-run window is the warm pass, and --num-warmups 0 sends none; "
+                    "leave --num-warmups at its default (one wave of --max-concurrency)")
+    return None
+
+
 @dataclass
 class Constraints:
     slos_ms: dict[str, float] = field(default_factory=dict)  # metric key -> maximum, e.g. p99_ttft_ms

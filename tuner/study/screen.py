@@ -43,6 +43,7 @@ from ..trial.run import TrialContext, TrialResult
 from ..vocabulary.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
 from ..vocabulary.status import TrialStatus
 from . import optuna_private
+from .estimates import OWN_METRICS, OWN_WARMUP
 from .nodes import BASELINE_ATTR
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
@@ -247,12 +248,18 @@ class Screen:
                    if r.status == TrialStatus.OK.value]
         if not earlier:
             return
-        runs = [r.metrics for r in earlier] + [result.metrics]
+        # this boot's own figures, kept: the told ones become the mean (study/estimates.py reads both)
+        result.observed[OWN_METRICS] = {k: v for k, v in result.metrics.items()
+                                        if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if result.observed.get("warmup_s") is not None:
+            result.observed[OWN_WARMUP] = result.observed["warmup_s"]
+        runs = [r.observed.get(OWN_METRICS) or r.metrics for r in earlier] + [result.metrics]
         for k, v in result.metrics.items():
             vals = [r.get(k) for r in runs]
             if isinstance(v, (int, float)) and all(isinstance(x, (int, float)) for x in vals):
                 result.metrics[k] = statistics.fmean(vals)
-        w = [r.observed.get("warmup_s") for r in earlier] + [result.observed.get("warmup_s")]
+        w = [r.observed.get(OWN_WARMUP, r.observed.get("warmup_s")) for r in earlier]
+        w.append(result.observed.get("warmup_s"))
         if all(isinstance(x, (int, float)) for x in w):
             result.observed["warmup_s"] = statistics.fmean(w)
         result.observed["measurements"] = len(runs)

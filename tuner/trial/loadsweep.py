@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..load.firstrun import PREFIXES as FIRST_RUN_PREFIXES
 from ..load.options import LoadOptions
 from ..vocabulary.status import TrialStatus
 from .result import TrialResult
@@ -155,6 +156,15 @@ class _Deadline:
         return self.user_stop() or self.expired()
 
 
+_FIRST_RUN = FIRST_RUN_PREFIXES  # a point's first-window figures (tuner/load/firstrun.py)
+
+
+def _first_run_of(scratch: TrialResult) -> tuple[dict, dict]:
+    """A point's first-run figures: metrics first_* / warm_* and observed first_run_* (trial/run.py)."""
+    return ({k: v for k, v in scratch.metrics.items() if k.startswith(_FIRST_RUN)},
+            {k: v for k, v in scratch.observed.items() if k.startswith("first_run_")})
+
+
 @dataclass
 class LoadSweep:
     """The sweep of a study (TrialContext.load_sweep): its points, how the trial's metrics are chosen,
@@ -172,6 +182,11 @@ class LoadSweep:
         if not self.points or len(self.points) > MAX_POINTS:
             raise LoadSweepError(f"a load sweep has 1 to {MAX_POINTS} points, got {len(self.points)}")
 
+    def point_slos(self) -> dict[str, float]:
+        """The --slo limits a point is chosen by: not the first-run window's, which only the first point has
+        (the trial is held to them, whichever point it reports)."""
+        return {k: v for k, v in self.slos_ms.items() if not k.startswith(FIRST_RUN_PREFIXES)}
+
     def describe(self) -> dict[str, Any]:
         return {"points": [p.label for p in self.points], "mode": self.mode, "budget_s": self.budget_s}
 
@@ -185,6 +200,7 @@ class LoadSweep:
         guard = _Deadline(stop_event, deadline)
         records: list[dict[str, Any]] = []
         ended: dict[str, Any] | None = None  # the point after which nothing more can run
+        after_ready: tuple[dict, dict] = ({}, {})  # the first point's first-run (metrics, observed)
         for i, point in enumerate(self.points):
             record: dict[str, Any] = {"point": point.label, "kind": point.kind, "value": point.value}
             records.append(record)
@@ -208,18 +224,21 @@ class LoadSweep:
                 record.update(status=OVER_BUDGET, reason=f"cut at the sweep's budget of {self.budget_s:g} s")
                 continue
             record.update(status=scratch.status.value, reason=scratch.reason)
+            if i == 0:  # only the first point's first window follows ready: the trial's first-run figures
+                after_ready = _first_run_of(scratch)
             if scratch.metrics:
                 record["metrics"] = {k: v for k, v in scratch.metrics.items() if not k.startswith("tuner_")}
                 record["bench_json"] = scratch.artifacts.get("bench_json")
-                misses = slo_misses(record["metrics"], self.slos_ms, self.allow_failed_requests)
+                slos = self.point_slos()
+                misses = slo_misses(record["metrics"], slos, self.allow_failed_requests)
                 record.update(meets_slo=not misses and scratch.status == TrialStatus.OK, slo_misses=misses,
-                              excess=round(_excess(record["metrics"], self.slos_ms, self.allow_failed_requests), 6))
+                              excess=round(_excess(record["metrics"], slos, self.allow_failed_requests), 6))
             if scratch.status in _ENDS_SWEEP:
                 ended = record
-        return self._conclude(ctx, result, records, ended)
+        return self._conclude(ctx, result, records, ended, after_ready)
 
-    def _conclude(self, ctx, result: TrialResult, records: list[dict[str, Any]],
-                  ended: dict[str, Any] | None) -> LoadOptions | None:
+    def _conclude(self, ctx, result: TrialResult, records: list[dict[str, Any]], ended: dict[str, Any] | None,
+                  after_ready: tuple[dict, dict] = ({}, {})) -> LoadOptions | None:
         chosen = select_point(records, self.mode)
         for i, r in enumerate(records):
             r["selected"] = i == chosen
@@ -229,7 +248,9 @@ class LoadSweep:
         if chosen is not None:
             r = records[chosen]
             result.observed["load_sweep_selected"] = r["point"]
-            result.metrics = dict(r["metrics"])
+            result.metrics = {k: v for k, v in r["metrics"].items() if not k.startswith(_FIRST_RUN)}
+            result.metrics.update(after_ready[0])
+            result.observed.update(after_ready[1])
             if r.get("bench_json"):
                 result.artifacts["bench_json"] = r["bench_json"]
             result.status = TrialStatus(r["status"])

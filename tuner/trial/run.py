@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..load.client import run_benchmark
+from ..load.firstrun import PREFIXES as FIRST_RUN_PREFIXES
 from ..load.metrics import rescale_time
 from ..load.options import LoadOptions
 from ..load.workload import Workload
-from ..logparse import LogWatcher, last_error
+from ..logparse import BucketNotPrepared, LogWatcher, NotWarmedUp, StepGraphCompilation, last_error
 from ..perfmodel.calibration import Calibration, observation_sample
 from ..perfmodel.checks import TrialPrediction, rejection
 from ..perfmodel.projection import BootTracker
@@ -152,12 +153,27 @@ class _SafeWatcher:
         self.lock = threading.Lock()
         self.watcher = LogWatcher(expect_graphs=expect_graphs)
         self.tracker, self.scale = tracker, scale
+        # (time.monotonic() the line was read, kind) of each shape compiled while serving: the first-run
+        # window counts those read before its last request ended
+        self.serving_events: list[tuple[float, str]] = []
 
     def on_line(self, line: str, t: float) -> None:
         with self.lock:
             for ev in self.watcher.feed(line, t):
                 if self.tracker is not None:
                     self.tracker.on_event(ev, t / self.scale)
+                kind = _serving_event(ev)
+                if kind is not None:
+                    self.serving_events.append((t, kind))
+
+    def events_until(self, t: float) -> dict[str, int]:
+        """Shapes compiled while serving, by kind, read from the log up to monotonic time `t`."""
+        with self.lock:
+            out: dict[str, int] = {}
+            for when, kind in self.serving_events:
+                if when <= t:
+                    out[kind] = out.get(kind, 0) + 1
+            return out
 
     def project(self, now: float):
         if self.tracker is None:
@@ -168,6 +184,17 @@ class _SafeWatcher:
     def read(self, fn):
         with self.lock:
             return fn(self.watcher)
+
+
+def _serving_event(ev) -> str | None:
+    """A log event that says a shape was compiled while serving (the counts of _observe), or None."""
+    if isinstance(ev, NotWarmedUp):
+        return "not_warmed_up"
+    if isinstance(ev, BucketNotPrepared):
+        return "buckets_not_prepared"
+    if isinstance(ev, StepGraphCompilation) and ev.compilations > 0:
+        return "compile_steps"
+    return None
 
 
 def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot: Slot | None = None,
@@ -422,6 +449,7 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
     bench_path.write_text(json.dumps(bench_json))
     result.artifacts["bench_json"] = str(bench_path)
     result.metrics = {k: v for k, v in bench_json.items() if not isinstance(v, (list, dict))}
+    record_first_run(result, bench_json.get("tuner_first_run") or {}, watch)
     failed = bench_json.get("failed", 0)
     if failed:
         # The server's own messages, most frequent first: "40 x server error: Token id 7000 is ..."
@@ -430,6 +458,26 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
         more = f"; and {len(groups) - 3} more distinct errors" if len(groups) > 3 else ""
         result.status = TrialStatus.LOAD_ERRORS
         result.reason = f"{failed} of {bench_json.get('num_prompts')} requests failed: {said}{more}"
+
+
+def record_first_run(result: TrialResult, first: dict, watch: _SafeWatcher) -> None:
+    """The first-run window's figures (tuner/load/firstrun.py) into the trial's metrics (first_* / warm_*:
+    what --slo first_p99_ttft_ms limits), its penalties and the shapes compiled in it into observed."""
+    if not first:
+        return
+    result.metrics.update({k: v for k, v in first.items() if k.startswith(FIRST_RUN_PREFIXES)})
+    obs = result.observed
+    obs["first_run_window"] = first.get("window")
+    obs["first_run_tail"] = first.get("tail")
+    for key in ("penalty_tail_ttft", "penalty_median_ttft", "penalty_output_throughput"):
+        value = first.get(key)
+        obs[f"first_run_{key}"] = None if value is None else round(value, 4)
+    end = first.get("window_end_perf_counter")
+    if end is not None:  # the client's clock to the log reader's (both monotonic, different origins)
+        events = watch.events_until(end + time.monotonic() - time.perf_counter())
+        obs["first_run_not_warmed_up"] = events.get("not_warmed_up", 0)
+        obs["first_run_buckets_not_prepared"] = events.get("buckets_not_prepared", 0)
+        obs["first_run_compile_steps"] = events.get("compile_steps", 0)
 
 
 def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after_s: float, ready: bool):

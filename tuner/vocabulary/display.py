@@ -75,7 +75,7 @@ def metric(name: str, v: Any) -> str:
         return millis(v)
     if name.endswith("_s") or name == "warmup":
         return seconds(v)
-    if name == "output_throughput" or name.endswith("token_throughput"):
+    if name.endswith("output_throughput") or name.endswith("token_throughput"):
         return f"{v:,.0f} tok/s"
     if name == "request_throughput":
         return f"{v:.2f} req/s"
@@ -100,7 +100,7 @@ def change(new: Any, old: Any) -> tuple[Any, Any]:
     return diff, (100.0 * diff / abs(old) if old else None)
 
 
-SHORT = {"output_throughput": "tok/s", "warmup_s": "warmup"}
+SHORT = {"output_throughput": "tok/s", "warmup_s": "warmup", "first_output_throughput": "first-run tok/s"}
 
 
 def short(name: str) -> str:
@@ -110,6 +110,9 @@ def short(name: str) -> str:
     parts = name.split("_")
     if len(parts) == 3 and parts[2] == "ms":
         return f"{parts[0]} {parts[1].upper()}"
+    if len(parts) == 4 and parts[0] in ("first", "warm") and parts[3] == "ms":  # the first-run window's
+        return f"{parts[0]}-run {parts[1]} {parts[2].upper()}" if parts[0] == "first" else \
+            f"warm {parts[1]} {parts[2].upper()}"
     return name.replace("_", " ")
 
 
