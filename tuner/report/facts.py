@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..results.export import ExportError, Filters, pick_trial
+from ..vocabulary.cost import accelerator_hours, cards, device_seconds  # noqa: F401 (read from here too)
 from ..vocabulary.record import TrialRecord, as_record, records
 
 DEFAULTS_SEED = "release defaults"  # the labels tuner/study/seeding.py default_seeds gives its seeds
@@ -232,34 +233,6 @@ def release_notes(study: optuna.Study) -> list[str]:
                    + (f" (the study used the release's lists for them; both lists in {check.get('file')})." if n
                       else "."))
     return out
-
-
-def cards(t: FrozenTrial | TrialRecord) -> int:
-    """Accelerator cards a trial held: the tensor-parallel size of its server command line."""
-    rec = as_record(t)
-    argv = rec.argv
-    for flag in ("--tensor-parallel-size", "-tp"):
-        if flag in argv[:-1]:
-            try:
-                return max(1, int(argv[argv.index(flag) + 1]))
-            except ValueError:
-                pass
-    return max(1, int(rec.server.get("tensor_parallel_size", 1)))
-
-
-def device_seconds(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
-    """Seconds the trial held its cards (boot + warmup + load test), in the server's own time: the
-    simulator runs compressed, so its wall times are scaled back to what a real node would spend.
-    A trial rejected before boot held nothing."""
-    tm = as_record(t).timings
-    load_scale = float(backend.get("time_scale") or 1.0)
-    startup_scale = float(backend.get("startup_time_scale") or load_scale)
-    return float(tm.get("boot_and_warmup_s", 0.0)) / startup_scale + float(tm.get("load_s", 0.0)) / load_scale
-
-
-def accelerator_hours(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
-    rec = as_record(t)
-    return device_seconds(rec, backend) * cards(rec) / 3600.0
 
 
 def trial_class(t: FrozenTrial | TrialRecord, pareto: set[int]) -> str:

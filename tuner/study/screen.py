@@ -3,7 +3,7 @@
 * Reuse: a proposal whose *effective* settings (what the release really reads: its resolved bucket
   settings, the runtime variables it reads, the server flags) were already measured is not booted
   again; the earlier result is told for it. `remeasure` N boots such a configuration up to N times and
-  tells the mean of its measurements (noisy hardware).
+  tells the mean of its measurements (noisy hardware; the estimator: estimates.py).
 * Screening: a proposal the calibrated model confidently rejects (the release refuses it, out of memory
   even with favourable corrections, warmup lower bound over the budget) is told as infeasible without
   a boot; a small exploration share of the over-budget ones is booted anyway, to check the model.
@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import statistics
 from dataclasses import replace
 from typing import Any
 
@@ -42,7 +41,7 @@ from ..space.schema import BUCKET_FILE_VARIABLE, TrialSettings
 from ..trial.run import TrialContext, TrialResult
 from ..vocabulary.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
 from ..vocabulary.status import TrialStatus
-from . import optuna_private
+from . import estimates, optuna_private
 from .nodes import BASELINE_ATTR
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
@@ -199,7 +198,7 @@ class Screen:
         done = self.measurements(key)
         if len(done) >= self.remeasure:
             self.in_a_row[slot] = self.in_a_row.get(slot, 0) + 1
-            return self._reused(done[0], settings), self.ctx
+            return self._reused(done[-1], settings), self.ctx  # the latest holds the estimate
         if self.ctx.release is not None:
             tp = predict_calibrated(self.ctx, settings)
             refused = rejection(tp, self.ctx.limits.warmup_budget_s) if tp is not None else None
@@ -240,22 +239,23 @@ class Screen:
             trial.set_user_attr(SAMPLE_ATTR, result.calibration_sample)
 
     def average(self, trial: optuna.Trial, result: TrialResult) -> None:
-        """--remeasure: a configuration measured before is told the mean of all its measurements."""
-        if self.remeasure <= 1 or not result.ok:
+        """A configuration measured before (--remeasure, --confirm, or booted again anyway) is told the
+        estimate over all its measurements (estimates.py); the trial keeps its own figures beside it."""
+        if not result.ok:
             return
         earlier = [r for r in self.measurements(trial.user_attrs.get(KEY_ATTR) or "")
                    if r.status == TrialStatus.OK.value]
         if not earlier:
             return
-        runs = [r.metrics for r in earlier] + [result.metrics]
-        for k, v in result.metrics.items():
-            vals = [r.get(k) for r in runs]
-            if isinstance(v, (int, float)) and all(isinstance(x, (int, float)) for x in vals):
-                result.metrics[k] = statistics.fmean(vals)
-        w = [r.observed.get("warmup_s") for r in earlier] + [result.observed.get("warmup_s")]
-        if all(isinstance(x, (int, float)) for x in w):
-            result.observed["warmup_s"] = statistics.fmean(w)
-        result.observed["measurements"] = len(runs)
+        own = estimates.result_figures(result.metrics, result.observed)
+        trial.set_user_attr(estimates.RAW_ATTR, own)
+        est = estimates.combine([estimates.own_figures(r) for r in earlier] + [own])
+        for k, v in est.means().items():
+            if k in result.metrics:
+                result.metrics[k] = v
+        if est.mean(estimates.WARMUP) is not None and result.observed.get(estimates.WARMUP) is not None:
+            result.observed[estimates.WARMUP] = est.mean(estimates.WARMUP)
+        result.observed["measurements"] = est.n
 
 
 def _owner(t: optuna.trial.FrozenTrial) -> str:
@@ -264,7 +264,9 @@ def _owner(t: optuna.trial.FrozenTrial) -> str:
 
 
 def counts_toward_budget(t: optuna.trial.FrozenTrial) -> bool:
-    return not TrialRecord.from_frozen(t).screened
+    """Not screened, and not a re-measurement of tune --confirm (it checks the search's answer)."""
+    rec = TrialRecord.from_frozen(t)
+    return not rec.screened and not rec.attrs.get(estimates.CONFIRM_ATTR)
 
 
 # ----------------------------------------------------------------------------------- model seeds
