@@ -7,10 +7,11 @@ import math
 import statistics
 from collections import Counter
 
+from benchmarks.tuning import noisescore
 from benchmarks.tuning.contenders import CONTENDERS
 from benchmarks.tuning.problems import DIRECTIONS, Problem
 from benchmarks.tuning.replay import replay
-from benchmarks.tuning.truth import SCENARIOS, TABLES, fits, front, key_of, objective_vector
+from benchmarks.tuning.truth import NOISE_SCENARIOS, SCENARIOS, TABLES, fits, front, key_of, objective_vector
 from tuner.study.pareto import hypervolume
 from tuner.vocabulary.status import TrialStatus
 
@@ -49,7 +50,7 @@ def score(run: dict, problem: Problem, true_hv: float, budgets: list[int]) -> di
                 false_abort.add(k)
         if h > 0:
             booted.add(k)
-        if not t["screened"]:
+        if not t["screened"] and not t.get("confirm"):  # tune --confirm's re-measurements are not trials of the budget
             curve.append((hours, hypervolume(front(pts), problem.reference, DIRECTIONS) / true_hv if true_hv else 0.0))
         elif curve:  # a screened trial's feasible point (reused) adds nothing new; keep the curve's last value
             curve[-1] = (hours, max(curve[-1][1], hypervolume(front(pts), problem.reference, DIRECTIONS) / true_hv))
@@ -143,7 +144,17 @@ def collect(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
             hours = statistics.mean(spent) if spent else None
             sc["contenders"] = {n: errors.get(n) or aggregate(sc["runs"][n], args.budgets, hours)
                                 for n in CONTENDERS if n in errors or n in sc["runs"]}
+            if scenario in NOISE_SCENARIOS:  # what each recommends, judged on the truth
+                sc["true_runs"] = {n: [noisescore.true_score(r, p, f["hv"], args.budgets) for r in runs
+                                       if (r["problem"], r["scenario"], r["contender"]) == (key, scenario, n)
+                                       and "error" not in r] for n in sc["runs"]}
+                sc["noise"] = {n: noisescore.aggregate(v, args.budgets, hours) for n, v in sc["true_runs"].items() if v}
     res["summary"] = summary_of(res)
+    for key, pr in res["problems"].items():  # the noise cells: true-value figures beside the measured ones
+        for scenario, sc in pr["scenarios"].items():
+            for name, a in sc.get("noise", {}).items():
+                res["summary"].setdefault(key, {}).setdefault(scenario, {}).setdefault(name, {})["true"] = {
+                    k: v for k, v in a.items()}
     for key, pr in res["problems"].items():  # the plan's zero-hour figures beside its contender's
         for scenario, sc in pr["scenarios"].items():
             if "plan" in sc and "plan" in res["summary"].get(key, {}).get(scenario, {}):

@@ -6,11 +6,12 @@ throughput that meets it. With noisy measurements the rule may pick another conf
 measurements. So the estimates are redrawn many times within their noise (each quantity's mean, log-
 normal with the standard error of its n measurements), the feasibility rechecked on the draw (warm-up
 budget, SLOs) and the rules applied again. A rule is settled when, in at least `confidence` of the draws,
-its pick is the draw's pick or within `tolerance` of it in every objective (and meets the SLO it was
-chosen under). Otherwise the configurations that took the pick in the other draws (its rivals: the
+its pick is the draw's pick or scores within `tolerance` of it by the rule (the balanced pick's distance
+from the ideal, on the front's range of each objective; the throughput under an SLO, which it must meet). Otherwise the configurations that took the pick in the other draws (its rivals: the
 nearest front points, SLO-borderline ones) and the pick itself are worth another measurement; the one
-whose extra measurement removes the most of those draws is measured next, on a new boot when the
-warm-up's noise causes the doubt (or it has only load runs of one boot), else as another load run.
+whose extra measurement removes the most of those draws per accelerator-hour is measured next: a new
+boot, then more load runs on the same boot while one of those removes more doubt per hour than a boot of
+anything else would (never when its warm-up is what is uncertain: a load run does not measure it).
 
 The noise per quantity is pooled over every configuration measured more than once, shrunk towards a
 prior from public evidence (PRIOR_SD; benchmarks/README.md "Noise") while few repeats exist.
@@ -41,11 +42,11 @@ class ConfirmOptions:
     """tune --confirm: how sure the recommendation must be, and what confirming it may spend."""
 
     confidence: float = 0.9  # share of redraws in which every pick must stand
-    tolerance: float = 0.02  # a rival within 2% in every objective is as good a pick
+    tolerance: float = 0.02  # as good a pick: within 2% of the front's range from the ideal, 2% of the throughput
     budget_share: float = 0.15  # of the accelerator-hours the search spent ...
     budget_hours: float | None = None  # ... or this many accelerator-hours
     pick_slos: dict[str, float] = field(default_factory=dict)  # throughput picks under these limits too
-    per_configuration: int = 8  # measurements of one configuration at most
+    per_configuration: int = 12  # measurements of one configuration at most
 
     def budget(self, search_hours: float) -> float:
         return self.budget_hours if self.budget_hours is not None else self.budget_share * search_hours
@@ -154,21 +155,37 @@ def _lost(stand: dict[str, tuple[np.ndarray, np.ndarray]]) -> int:
     return sum(int((~ok).sum()) for ok, _ in stand.values())
 
 
-def next_measurement(d: Decision, ests: dict[str, Estimate], limit_per_config: int = 8) -> str | None:
-    """The configuration whose next measurement removes the most doubtful draws: the draws its own noise
-    causes (held at its estimate, they stand) times how much one more measurement narrows its error."""
-    def gain(k: str) -> float:
-        m = ests[k].n
-        return d.involvement[k] * (1 / math.sqrt(m) - 1 / math.sqrt(m + 1))
+def narrowing(n: int) -> float:
+    """How much one more measurement narrows a standard error, relative to one measurement's noise."""
+    return 1 / math.sqrt(max(1, n)) - 1 / math.sqrt(max(1, n) + 1)
 
+
+def gain(d: Decision, est: Estimate, load_only: bool = False) -> float:
+    """Doubtful draws one more measurement of this configuration is expected to remove: those its own
+    noise causes, times how much it narrows; `load_only`: another load run (its warm-up is not measured again)."""
+    w = d.warmup_share.get(est.key, 0.0)  # the warm-up's part narrows with the boots, the rest with the load runs
+    return d.involvement.get(est.key, 0.0) * ((0.0 if load_only else w * narrowing(est.boots))
+                                              + (1 - w) * narrowing(est.n))
+
+
+def next_measurement(d: Decision, ests: dict[str, Estimate], limit_per_config: int = 12,
+                     cost: dict[str, float] | None = None) -> str | None:
+    """The configuration whose next boot removes the most doubtful draws (per accelerator-hour, given `cost`)."""
     cands = [k for k, v in d.involvement.items() if v > 0 and ests[k].n < limit_per_config]
-    return max(cands, key=lambda k: (gain(k), k)) if cands else None
+    per = (lambda k: gain(d, ests[k]) / max(cost[k], 1e-9)) if cost else (lambda k: gain(d, ests[k]))
+    return max(cands, key=lambda k: (per(k), k)) if cands else None
 
 
-def needs_new_boot(d: Decision, est: Estimate, warmup_share: float = 0.25) -> bool:
-    """A new boot when its warm-up's noise causes a good part of the doubt it adds, or it has a single
-    boot behind several load runs; else another load run on the same boot is enough."""
-    return d.warmup_share.get(est.key, 0.0) >= warmup_share or (est.boots < 2 and est.n >= 3)
+def another_run(d: Decision, ests: dict[str, Estimate], key: str, run_h: float, boot_h: dict[str, float],
+                limit_per_config: int = 12) -> bool:
+    """Another load run on the boot of `key` (its server is up) beats booting anything else: more doubtful
+    draws removed per accelerator-hour, its warm-up's share of the doubt left out (a load run does not
+    measure it: when the warm-up is what is uncertain, a new boot is the measurement that helps)."""
+    here = gain(d, ests[key], load_only=True)
+    if here <= 0 or ests[key].n >= limit_per_config:
+        return False
+    other = max((gain(d, ests[k]) / max(boot_h.get(k, 0.0), 1e-9) for k in d.involvement if k != key), default=0.0)
+    return here / max(run_h, 1e-9) >= other
 
 
 # ------------------------------------------------------------------------------------ the rules
@@ -206,43 +223,49 @@ def _picks(v: np.ndarray, keys: list[str], qs: list[str], q: Question) -> dict[s
     return out
 
 
-def _balanced(obj: np.ndarray, feas: np.ndarray) -> np.ndarray:
-    """pareto.balanced_index on each draw's feasible front: nearest the ideal after normalising over the front."""
-    le = np.all(obj[:, :, None, :] <= obj[:, None, :, :], axis=-1)
-    lt = np.any(obj[:, :, None, :] < obj[:, None, :, :], axis=-1)
+def _balanced(obj: np.ndarray, feas: np.ndarray, with_distances: bool = False):
+    """pareto.balanced_index on each draw's feasible front: nearest the ideal after normalising over the front
+    (and, asked for, every configuration's distance on that scale: +inf when infeasible)."""
+    le, lt = None, None
+    for o in range(obj.shape[-1]):  # per objective: numpy is slow at reducing an axis of three
+        a, b = obj[:, :, None, o], obj[:, None, :, o]
+        le = (a <= b) if le is None else le & (a <= b)
+        lt = (a < b) if lt is None else lt | (a < b)
     dominated = np.any(le & lt & feas[:, :, None], axis=1)  # [d, j]: some feasible i dominates j
     front = feas & ~dominated
     big = np.where(front[..., None], obj, np.nan)
-    lo, hi = np.nanmin(big, axis=1, keepdims=True), np.nanmax(big, axis=1, keepdims=True)
+    with np.errstate(all="ignore"):
+        lo, hi = np.nanmin(big, axis=1, keepdims=True), np.nanmax(big, axis=1, keepdims=True)
     span = np.where(hi > lo, hi - lo, 1.0)
-    dist = np.sqrt(np.nansum(((big - lo) / span) ** 2, axis=-1))
-    dist = np.where(front, dist, np.inf)
-    return np.where(front.any(axis=1), np.argmin(dist, axis=1), -1)
+    dist = np.sqrt(np.nansum(np.maximum((obj - lo) / span, 0.0) ** 2, axis=-1))
+    idx = np.where(front.any(axis=1), np.argmin(np.where(front, dist, np.inf), axis=1), -1)
+    return (idx, np.where(feas, dist, np.inf)) if with_distances else idx
 
 
 def _stands(drawn: np.ndarray, picks: dict[str, np.ndarray], keys: list[str], qs: list[str], q: Question,
             tolerance: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per rule: (in which draws the estimate's pick stands, the draw's own pick)."""
+    """Per rule: (in which draws the estimate's pick stands, the draw's own pick). It stands when the draw's
+    rule scores it within `tolerance` of the draw's pick: for the balanced pick, its distance from the ideal
+    (on the front's range of each objective); under an SLO, its throughput, and it meets the SLO."""
     won = _picks(drawn, keys, qs, q)
     feas = _feasible(drawn, qs, q)
-    cols = [qs.index(x) for x in q.objectives]
+    thr = drawn[..., qs.index(q.objectives[0])]
     out = {}
     for r, p in picks.items():
-        w = won[r]
-        p0 = int(p[0])
+        w, p0 = won[r], int(p[0])
         if p0 < 0:
             out[r] = (np.ones(len(w), dtype=bool), w)
             continue
-        mine = drawn[:, p0, :][:, cols]
-        theirs = np.take_along_axis(drawn[..., cols], np.maximum(w, 0)[:, None, None], axis=1)[:, 0, :]
-        close = np.all(np.abs(mine / theirs - 1) <= tolerance, axis=1)
-        ok = (w == p0) | ((w >= 0) & close)
-        if r != "balanced":
+        if r == "balanced":
+            obj = np.stack([-thr, drawn[..., qs.index(q.objectives[1])], drawn[..., qs.index(q.objectives[2])]], -1)
+            _, dist = _balanced(obj, feas, with_distances=True)
+            best = np.min(dist, axis=1)
+            ok = (w == p0) | (feas[:, p0] & (dist[:, p0] <= best + tolerance))
+        else:
             m = r.split(":", 1)[1]
             limit = {**q.slos, **q.pick_slos}[m]
-            ok &= feas[:, p0] & (drawn[:, p0, qs.index(m)] <= limit)
-            ok |= w == p0
-        else:
-            ok &= feas[:, p0]
+            best = np.take_along_axis(thr, np.maximum(w, 0)[:, None], axis=1)[:, 0]
+            meets = feas[:, p0] & (drawn[:, p0, qs.index(m)] <= limit)
+            ok = (w == p0) | (meets & (thr[:, p0] >= (1 - tolerance) * best))
         out[r] = (ok, w)
     return out

@@ -22,7 +22,7 @@ from ..vocabulary.cost import spent_hours
 from ..vocabulary.record import records
 from ..vocabulary.status import TrialStatus
 from . import nodes, optuna_private
-from .confirm import DRAWS, Decision, Question, decide, needs_new_boot, next_measurement
+from .confirm import DRAWS, Decision, Question, another_run, decide, next_measurement
 from .estimates import CONFIRM_ATTR, SAME_BOOT, by_configuration, combine, own_figures
 from .nodes import BASELINE_ATTR
 from .screen import KEY_ATTR
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 CONFIRM_STUDY_ATTR = "confirmation"
 SEED_STRIDE = 1000  # workload seeds of confirmation boots: base + 1000 x k (+ i for the i-th extra load run)
+MARGIN = 1.25  # a boot may cost more than its configuration's earlier ones (its warm-up drifts): kept in budget
 FIXED = ("ok", "recompiles", "failed_requests")  # constraints no re-measurement is expected to change
 
 
@@ -120,12 +121,13 @@ class Confirmation:
     def choose(self, d: Decision, ests) -> tuple[str | None, str]:
         """The configuration to measure next that the budget still affords, or (None, why not)."""
         left = dict(d.involvement)
+        cost = {k: self.boot_hours(k) for k in left}
         while True:
-            key = next_measurement(replace(d, involvement=left), ests, self.opts.per_configuration)
+            key = next_measurement(replace(d, involvement=left), ests, self.opts.per_configuration, cost)
             if key is None:
                 return None, "nothing left that could change the picks" if len(left) == len(d.involvement) \
                     else "budget spent"
-            if self.spent_h + self.boot_hours(key) <= self.budget_h + 1e-12:
+            if self.spent_h + MARGIN * self.boot_hours(key) <= self.budget_h + 1e-12:
                 return key, ""
             left.pop(key)
 
@@ -139,12 +141,12 @@ class Confirmation:
         boot_h, run_h = self.boot_hours(key), self.run_hours(key)
 
         def again(runs: list[dict]) -> bool:
-            if self.spent_h + boot_h + run_h * len(runs) > self.budget_h:
+            if self.spent_h + MARGIN * (boot_h + run_h * len(runs)) > self.budget_h:
                 return False
             e2, el2, _ = self.state((key, runs))
             d2 = self.decision(e2, el2)
-            nxt = None if d2.settled(self.opts.confidence) else next_measurement(d2, e2, self.opts.per_configuration)
-            return nxt == key and not needs_new_boot(d2, e2[key])
+            return not d2.settled(self.opts.confidence) and another_run(
+                d2, e2, key, run_h, {k: self.boot_hours(k) for k in d2.involvement}, self.opts.per_configuration)
 
         seed = self.base_seed + SEED_STRIDE * (self.rounds + 1)
         run_ctx = replace(self.ctx, workload=replace(self.ctx.workload, seed=seed), again=again)
