@@ -3,9 +3,9 @@
 A configuration (an effective key, screen.effective_key) can be measured more than once: `--remeasure N`
 boots it again, `--confirm` re-measures the configurations that decide the recommendation (confirm.py),
 on a new boot or as another load run on the same boot. Every measurement is a trial of its own (booted,
-not screened, status ok). The latest one is told the configuration's estimate (its "metrics" and
-values), and keeps its own figures in the attribute "measurement"; the earlier ones are superseded (the
-front and the picks read the latest only, pareto.measured_front).
+not screened, status ok). A measurement taken on purpose is told the configuration's estimate (its
+"metrics" and values) and keeps its own figures in the attribute "measurement"; the measurements before it
+are superseded (the front and the picks read only the one holding the estimate, pareto.measured_front).
 
 The estimator is the mean of the measurements: throughput and latencies over every load run, the
 warm-up over the boots only (a second load run on the same boot did not warm up again).
@@ -107,8 +107,18 @@ def estimates(recs: Iterable[TrialRecord]) -> dict[str, Estimate]:
 
 
 def superseded(recs: Iterable[TrialRecord]) -> set[int]:
-    """Measurement trials of a configuration measured again later: the latest holds the estimate."""
-    return {r.number for rs in by_configuration(recs).values() for r in rs[:-1]}
+    """Measurement trials of a configuration whose later trial holds the estimate over them (it was told the
+    mean: --remeasure, --confirm); a search's re-boot that told its own measurement supersedes nothing."""
+    out: set[int] = set()
+    for rs in by_configuration(recs).values():
+        last = max((i for i, r in enumerate(rs) if RAW_ATTR in r.attrs), default=0)
+        out.update(r.number for r in rs[:last])
+    return out
+
+
+def representative(rs: list[TrialRecord]) -> TrialRecord:
+    """The measurement a reused proposal copies: the latest that holds the estimate, else the first."""
+    return next((r for r in reversed(rs) if RAW_ATTR in r.attrs), rs[0])
 
 
 def _number(v) -> bool:

@@ -198,7 +198,7 @@ class Screen:
         done = self.measurements(key)
         if len(done) >= self.remeasure:
             self.in_a_row[slot] = self.in_a_row.get(slot, 0) + 1
-            return self._reused(done[-1], settings), self.ctx  # the latest holds the estimate
+            return self._reused(estimates.representative(done), settings), self.ctx
         if self.ctx.release is not None:
             tp = predict_calibrated(self.ctx, settings)
             refused = rejection(tp, self.ctx.limits.warmup_budget_s) if tp is not None else None
@@ -239,9 +239,10 @@ class Screen:
             trial.set_user_attr(SAMPLE_ATTR, result.calibration_sample)
 
     def average(self, trial: optuna.Trial, result: TrialResult) -> None:
-        """A configuration measured before (--remeasure, --confirm, or booted again anyway) is told the
-        estimate over all its measurements (estimates.py); the trial keeps its own figures beside it."""
-        if not result.ok:
+        """A configuration measured again on purpose (--remeasure, --confirm) is told the estimate over all
+        its measurements (estimates.py); the trial keeps its own figures beside it. A search's re-boot of a
+        measured configuration (MAX_SCREENED) tells its own measurement, as it always did."""
+        if not result.ok or (self.remeasure <= 1 and not trial.user_attrs.get(estimates.CONFIRM_ATTR)):
             return
         earlier = [r for r in self.measurements(trial.user_attrs.get(KEY_ATTR) or "")
                    if r.status == TrialStatus.OK.value]
