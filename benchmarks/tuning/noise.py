@@ -41,7 +41,8 @@ class NoiseLevel:
     throughput_sd: float  # log-sd of a load run's throughput
     median_sd: float  # log-sd of median latencies
     tail_scale: float  # scale of the log-t(3) noise of tail latencies
-    first_run: tuple[float, float, float, float]  # (probability, throughput loss, median TTFT rise, tail rise), each at most
+    # (probability, throughput loss, median TTFT rise, tail rise), each at most
+    first_run: tuple[float, float, float, float]
 
 
 LEVELS = {

@@ -6,8 +6,9 @@ the front point nearest the ideal (export's default), its SLO pick the highest t
 p99 TTFT meets the problem's SLO (export --pick throughput --max-latency). Each is scored on the TRUE
 figures of the configurations it names (the nominal table): the true-value hypervolume of the believed
 front (its truly feasible members), and the pick's regret against the true best under the same rule (the
-rule applied to the true table): by the rule's own score (regret()), and per objective in %. The SLO-break rate: how often the SLO
-pick breaks the SLO when measured again (fresh boots of it, the scenario's noise, BREAK_DRAWS of them).
+rule applied to the true table): by the rule's own score (regret()), and per objective in %. The
+SLO-break rate: how often the SLO pick breaks the SLO when measured again (fresh boots of it, the
+scenario's noise, BREAK_DRAWS of them).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def picks(current: dict, slo: float) -> dict[str, dict | None]:
 def true_best(problem: Problem) -> dict:
     """The same rules on the true table: the balanced point of the true front, the highest throughput under
     the SLO; and the true front (its range of each objective is the balanced rule's scale)."""
-    ok = [objective_vector(e) for e in TABLES[(problem.key, "nominal")].values() if feasible(e, problem.warmup_budget_s)]
+    table = TABLES[(problem.key, "nominal")]
+    ok = [objective_vector(e) for e in table.values() if feasible(e, problem.warmup_budget_s)]
     fr = sorted(set(front(ok)))
     under = [v for v in ok if v[1] <= problem.slo_ms]
     return {"balanced": fr[balanced_index(fr, DIRECTIONS)] if fr else None,
@@ -142,3 +144,20 @@ def aggregate(scores: list[dict], budgets: list[int], hours: float | None) -> di
     b = [s["slo_break"] for s in scores if s["slo_break"] is not None]
     out["slo_break"] = statistics.mean(b) if b else None
     return out
+
+
+def score_cell(sc: dict, runs: list[dict], problem: Problem, true_hv: float, budgets: list[int],
+               hours: float | None) -> None:
+    """A noise cell of the JSON document: each contender's studies judged on the truth ("true_runs") and
+    their means ("noise"); `hours`: the full method's, for the equal-hours figure."""
+    sc["true_runs"] = {n: [true_score(r, problem, true_hv, budgets) for r in runs
+                           if r["contender"] == n and "error" not in r] for n in sc["runs"]}
+    sc["noise"] = {n: aggregate(v, budgets, hours) for n, v in sc["true_runs"].items() if v}
+
+
+def add_to_summary(res: dict) -> None:
+    """The noise cells' true-value figures beside the measured ones: summary[problem][scenario][contender]["true"]."""
+    for key, pr in res["problems"].items():
+        for scenario, sc in pr["scenarios"].items():
+            for name, a in sc.get("noise", {}).items():
+                res["summary"].setdefault(key, {}).setdefault(scenario, {}).setdefault(name, {})["true"] = dict(a)

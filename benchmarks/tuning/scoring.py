@@ -145,16 +145,10 @@ def collect(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
             sc["contenders"] = {n: errors.get(n) or aggregate(sc["runs"][n], args.budgets, hours)
                                 for n in CONTENDERS if n in errors or n in sc["runs"]}
             if scenario in NOISE_SCENARIOS:  # what each recommends, judged on the truth
-                sc["true_runs"] = {n: [noisescore.true_score(r, p, f["hv"], args.budgets) for r in runs
-                                       if (r["problem"], r["scenario"], r["contender"]) == (key, scenario, n)
-                                       and "error" not in r] for n in sc["runs"]}
-                sc["noise"] = {n: noisescore.aggregate(v, args.budgets, hours) for n, v in sc["true_runs"].items() if v}
+                noisescore.score_cell(sc, [r for r in runs if (r["problem"], r["scenario"]) == (key, scenario)],
+                                      p, f["hv"], args.budgets, hours)
     res["summary"] = summary_of(res)
-    for key, pr in res["problems"].items():  # the noise cells: true-value figures beside the measured ones
-        for scenario, sc in pr["scenarios"].items():
-            for name, a in sc.get("noise", {}).items():
-                res["summary"].setdefault(key, {}).setdefault(scenario, {}).setdefault(name, {})["true"] = {
-                    k: v for k, v in a.items()}
+    noisescore.add_to_summary(res)
     for key, pr in res["problems"].items():  # the plan's zero-hour figures beside its contender's
         for scenario, sc in pr["scenarios"].items():
             if "plan" in sc and "plan" in res["summary"].get(key, {}).get(scenario, {}):

@@ -36,7 +36,8 @@ def test_quick_path_on_a_tiny_budget(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(te, "problems", tiny)
     out = tmp_path / "te"
     code = te.main(["--quick", "--seeds", "1", "--budgets", "2,4", "--jobs", "1", "--problems", "upgrade",
-                    "--scenarios", "nominal,more_memory,typical_noise", "--contenders", "random,grid,gp,full,full+seed-from",
+                    "--scenarios", "nominal,more_memory,typical_noise",
+                    "--contenders", "random,grid,gp,full,full+seed-from",
                     "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out

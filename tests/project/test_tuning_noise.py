@@ -26,7 +26,8 @@ def test_each_measurement_draws_fresh_noise_reproducibly():
 
 def test_first_run_penalty_on_fresh_boots_only_and_heavier_tails():
     fresh, warm = runs("noisy", True), runs("noisy", False)
-    assert statistics.fmean(r["output_throughput"] for r in fresh) < statistics.fmean(r["output_throughput"] for r in warm)
+    assert statistics.fmean(r["output_throughput"] for r in fresh) < statistics.fmean(
+        r["output_throughput"] for r in warm)
     assert statistics.fmean(r["p99_ttft_ms"] for r in fresh) > 1.2 * statistics.fmean(r["p99_ttft_ms"] for r in warm)
     spread = {k: statistics.pstdev(r[k] / TRUE[k] for r in warm) for k in ("median_ttft_ms", "p99_ttft_ms")}
     assert spread["p99_ttft_ms"] > 2 * spread["median_ttft_ms"]

@@ -84,7 +84,7 @@ def test_confirmation_remeasures_the_close_picks_and_records_every_measurement(c
     assert all(r.booted and r.ok and r.effective_key for r in confirm)
 
     # Every measurement is a record; the latest of each configuration is told the mean of them all.
-    for key, rs in by_configuration(recs).items():
+    for rs in by_configuration(recs).values():
         own = [own_figures(r)["p99_ttft_ms"] for r in rs]
         assert rs[-1].metrics["p99_ttft_ms"] == statistics.fmean(own)
         assert rs[-1].values[1] == statistics.fmean(own)
@@ -115,4 +115,5 @@ def test_load_runs_on_the_same_boot_are_records_without_a_warmup_of_their_own(co
     assert est.boots < est.n and len(est.samples["warmup_s"]) == est.boots
     # Confirmation boots ran with fresh prompts: a workload seed of their own, not the search's (7).
     confirm_boot_seeds = runner.seeds[4:]
-    assert confirm_boot_seeds and 7 not in confirm_boot_seeds and len(set(confirm_boot_seeds)) == len(confirm_boot_seeds)
+    assert confirm_boot_seeds and 7 not in confirm_boot_seeds
+    assert len(set(confirm_boot_seeds)) == len(confirm_boot_seeds)

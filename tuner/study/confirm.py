@@ -7,9 +7,10 @@ measurements. So the estimates are redrawn many times within their noise (each q
 normal with the standard error of its n measurements), the feasibility rechecked on the draw (warm-up
 budget, SLOs) and the rules applied again. A rule is settled when, in at least `confidence` of the draws,
 its pick is the draw's pick or scores within `tolerance` of it by the rule (the balanced pick's distance
-from the ideal, on the front's range of each objective; the throughput under an SLO, which it must meet). Otherwise the configurations that took the pick in the other draws (its rivals: the
-nearest front points, SLO-borderline ones) and the pick itself are worth another measurement; the one
-whose extra measurement removes the most of those draws per accelerator-hour is measured next: a new
+from the ideal, on the front's range of each objective; the throughput under an SLO, which it must
+meet). Otherwise the configurations that took the pick in the other draws (its rivals: the nearest
+front points, SLO-borderline ones) and the pick itself are worth another measurement; the one whose
+extra measurement removes the most of those draws per accelerator-hour is measured next: a new
 boot, then more load runs on the same boot while one of those removes more doubt per hour than a boot of
 anything else would (never when its warm-up is what is uncertain: a load run does not measure it).
 
