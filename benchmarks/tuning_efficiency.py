@@ -47,6 +47,7 @@ from benchmarks.tuning.render import finite, markdown
 from benchmarks.tuning.runner import VirtualRunner  # noqa: F401
 from benchmarks.tuning.scoring import aggregate, collect, score, summary_of  # noqa: F401
 from benchmarks.tuning.truth import (  # noqa: F401
+    NOISE_SCENARIOS,
     SCENARIOS,
     STEP_SCENARIOS,
     TABLES,
@@ -74,6 +75,10 @@ def run_all(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
     with pool_ctx.Pool(args.jobs) as pool:
         for key in wanted:
             for scenario in ["nominal"] + [s for s in scenarios if s != "nominal"]:
+                if scenario in NOISE_SCENARIOS:  # the nominal truth, measured with noise
+                    TABLES[(key, scenario)] = TABLES[(key, "nominal")]
+                    fronts[(key, scenario)] = dict(fronts[(key, "nominal")])
+                    continue
                 TABLES[(key, scenario)] = true_table(probs[key], args.quick, args.warmup_error, scenario, pool)
                 f = fronts[(key, scenario)] = true_front(probs[key], TABLES[(key, scenario)])
                 f["watcher"] = watcher_check(probs[key], scenario, args.quick, args.warmup_error)
@@ -82,8 +87,10 @@ def run_all(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
     with tempfile.TemporaryDirectory(prefix="tuning-eff-", dir=tmp) as root:
         def tasks(keys, scens, contenders):
             return [(probs[k], sc, c, s, n, args.quick, args.warmup_error, root) for k in keys for sc in scens
-                    for c in contenders for s in seeds]
-        plain = [c for c in names if c != "full+seed-from"]
+                    for c in contenders + (confirmed if sc in NOISE_SCENARIOS else []) for s in seeds]
+        plain = [c for c in names if c not in ("full+seed-from", "full+confirm")]
+        # the noise cells also run full with tune --confirm (unless left out by --contenders without full)
+        confirmed = ["full+confirm"] if "full+confirm" in names or "full" in plain else []
         first = tasks([k for k in wanted if k != "upgrade"], scenarios, plain)
         later = []
         if "upgrade" in wanted:  # the 1.22 seed-from studies read the 1.21.2 full studies (--seed-from)
@@ -110,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="fitted: fitted bucket sets vs ranges, nominal scenario only (benchmarks/tuning/fitted.py)")
     ap.add_argument("--scenarios", default=",".join(s for s in SCENARIOS if s not in STEP_SCENARIOS),
                     help="default: all but real_steps (problem linear only: --problems linear --scenarios real_steps)")
-    ap.add_argument("--contenders", help="default random,tpe,full,full+seed-from (all: random,grid,tpe,gp,"
-                                         "nsga2,full,full+seed-from,plan)")
+    ap.add_argument("--contenders", help="default random,tpe,full,full+seed-from, and full+confirm in the noise "
+                                         "scenarios (all: random,grid,tpe,gp,nsga2,full,full+seed-from,"
+                                         "full+confirm,plan)")
     ap.add_argument("--warmup-error", type=float, default=0.15, help="sigma of the real/predicted warmup factor")
     ap.add_argument("--jobs", type=int, default=mp.cpu_count())
     ap.add_argument("--out", help="output stem (default benchmarks/results/tuning_efficiency[-quick])")

@@ -14,6 +14,7 @@ from benchmarks.tuning.runner import VirtualRunner
 from benchmarks.tuning.truth import TABLES
 from tuner.study import options as study_options
 from tuner.study import proposals as guided
+from tuner.study.confirm import ConfirmOptions
 from tuner.study.options import Constraints, StudyOptions
 from tuner.study.run import run_study
 from tuner.vocabulary.errors import StudyError
@@ -28,6 +29,7 @@ class Contender:
     coarse: bool = False  # a low/middle/high lattice of each parameter
     seed_from: bool = False  # upgrade: the Pareto set of the same seed's 1.21.2 full study (--seed-from)
     plan: bool = False  # `bucket-tuner plan` first, its picks booted first (tune --from-plan)
+    confirm: bool = False  # tune --confirm: the picks re-measured after the search (noise scenarios)
 
 
 CONTENDERS = {c.name: c for c in (
@@ -45,6 +47,8 @@ CONTENDERS = {c.name: c for c in (
                              "proposals not counted", full=True),
     Contender("full+seed-from", "tpe", "full, also seeded with the Pareto set of the same seed's 1.21.2 full study",
               full=True, seed_from=True),
+    Contender("full+confirm", "tpe", "full, then tune --confirm (default budget: 15% of the search's "
+                                     "accelerator-hours; confidence 90%)", full=True, confirm=True),
     Contender("plan", "tpe", "`bucket-tuner plan` (every configuration through the prior model, no boot), then full "
                              "with the plan's picks booted first (tune --from-plan)", full=True, plan=True),
 )}
@@ -85,8 +89,10 @@ def run_contender(task) -> dict:
                         seed=seed, n_trials=n_trials, enqueue_defaults=c.full, grid_levels=3,
                         seed_from=f"linear-{scenario}-full-{seed}" if c.seed_from else None,
                         remeasure=1 if c.full else PLAIN_REMEASURE, screening=c.full,
-                        plan_seeds=plantier.plan_for(problem, quick)["picks"] if c.plan else [])
-    runner = VirtualRunner(problem, scenario, sigma, checked=c.full)
+                        plan_seeds=plantier.plan_for(problem, quick)["picks"] if c.plan else [],
+                        confirm=ConfirmOptions(pick_slos={OBJECTIVES.latency_key: problem.slo_ms}) if c.confirm
+                        else None)
+    runner = VirtualRunner(problem, scenario, sigma, checked=c.full, seed=seed)
     constraints = Constraints(warmup_budget_s=problem.warmup_budget_s, allow_recompiles=True)
     ctx, t0 = problem.context(problem.warmup_budget_s if c.full else None), time.monotonic()
     if c.full:
@@ -97,8 +103,11 @@ def run_contender(task) -> dict:
         return {"problem": problem.key, "scenario": scenario, "contender": name, "seed": seed, "error": str(exc)}
     trials = [{"params": t.params, "status": t.user_attrs.get("status"), "feasible": bool(t.user_attrs.get("feasible")),
                "values": list(t.values) if t.values else None, "screened": t.user_attrs.get("screened"),
-               "accelerator_s": (t.user_attrs.get("timings") or {}).get("accelerator_s", 0.0)}
+               "accelerator_s": (t.user_attrs.get("timings") or {}).get("accelerator_s", 0.0),
+               "booted": bool(t.user_attrs.get("booted")), "key": t.user_attrs.get("effective_key"),
+               **({"confirm": True} if t.user_attrs.get("confirm") else {})}
               for t in sorted(run.study.trials, key=lambda t: t.number)
               if t.state.is_finished()]  # enqueued seeds the budget left waiting never ran
     return {"problem": problem.key, "scenario": scenario, "contender": name, "seed": seed, "trials": trials,
-            "calibration": run.study.user_attrs.get("calibration"), "wall_s": round(time.monotonic() - t0, 1)}
+            "calibration": run.study.user_attrs.get("calibration"), "wall_s": round(time.monotonic() - t0, 1),
+            **({"confirmation": run.study.user_attrs.get("confirmation")} if c.confirm else {})}

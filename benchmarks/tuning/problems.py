@@ -33,6 +33,8 @@ class Problem:
     warmup_budget_s: float  # a constraint for everyone; the full method also rejects / aborts above it
     throughput_ref: float  # reference point: (throughput_ref, latency_ref_ms, warmup_budget_s)
     latency_ref_ms: float
+    # the noise scenarios' SLO pick: the highest throughput whose p99 TTFT meets it (export --max-latency)
+    slo_ms: float | None = None
 
     @property
     def release(self) -> str:
@@ -77,7 +79,7 @@ DERIVED = {"VLLM_PROMPT_BS_BUCKET_MAX": "min(max_num_seqs, max_num_batched_token
 SERVER_8B = {"max_model_len": 4096, "block_size": 128, "max_num_batched_tokens": 8192}
 CHAT = {"device": "gaudi2", "model": "llama-3.1-8b", "cards": 1, "input_len": 512, "output_len": 256,
         "range_ratio": 0.5, "num_prompts": 200, "request_rate": 6.5, "warmup_budget_s": 600.0,
-        "throughput_ref": 700.0, "latency_ref_ms": 1000.0}
+        "throughput_ref": 700.0, "latency_ref_ms": 1000.0, "slo_ms": 300.0}
 
 
 def problems() -> dict[str, Problem]:
@@ -102,7 +104,8 @@ def problems() -> dict[str, Problem]:
         {"gpu_memory_utilization": [0.85, 0.95], "VLLM_GRAPH_RESERVED_MEM": [0.05, 0.3],
          "VLLM_DECODE_BS_BUCKET_PAD_PERCENT": [10, 50], "VLLM_PROMPT_QUERY_BUCKET_PAD_PERCENT": [10, 50]},
         device="gaudi3", model="llama-3.1-70b", cards=2, input_len=4096, output_len=256, range_ratio=0.5,
-        num_prompts=100, request_rate=0.6, warmup_budget_s=900.0, throughput_ref=75.0, latency_ref_ms=15000.0)
+        num_prompts=100, request_rate=0.6, warmup_budget_s=900.0, throughput_ref=75.0, latency_ref_ms=15000.0,
+        slo_ms=3000.0)
     upgrade = Problem(
         "upgrade", "fork-1.22 after an upgrade from 1.21.2 (problem linear's workload and hardware)",
         {"name": "bench-1.22", "release": "fork-1.22", "server": SERVER_8B, "derived": DERIVED,

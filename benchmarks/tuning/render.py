@@ -19,6 +19,8 @@ def markdown(res: dict) -> str:
         out += [head, "|---" * (len(budgets) + 11) + "|"]
         notes = []
         for scenario, sc in pr["scenarios"].items():
+            if "noise" in sc or "watcher" not in sc["true_front"]:
+                continue  # the noise cells: their own table (noise_markdown)
             f, w = sc["true_front"], sc["true_front"]["watcher"]
             notes.append(f"{scenario}: {f['points']} configurations, {f['failing']} fail to start, {f['feasible']} "
                          f"feasible, true front {len(f['front'])} points; the warmup abort (prior model) on "
@@ -39,6 +41,7 @@ def markdown(res: dict) -> str:
                            f"{a['aborted']:.1f} ({a['false_aborts']:.1f}) | {a['repeat_boots']:.1f} | "
                            f"{a['reused']:.1f} |" if last in a else f"| {scenario} | {name} | {hv} | {eq} |")
         out += [""] + [f"* {n}" for n in notes] + [""]
+    out += noise_markdown(res)
     if "replay" in res:
         r = res["replay"]
         out += ["### upgrade: 1.21.2 settings replayed unchanged on fork-1.22", "",
@@ -54,6 +57,35 @@ def markdown(res: dict) -> str:
                 f"{'yes' if row['dominated_on_1.22'] else 'no'} |" for row in r["rows"]]
         out.append("")
     return "\n".join(out)
+
+
+def noise_markdown(res: dict) -> list[str]:
+    """The noise cells: each contender's front and picks judged on the true figures (noisescore.py)."""
+    rows, last = [], res["budgets"][-1]
+    for key, pr in res["problems"].items():
+        for scenario, sc in pr["scenarios"].items():
+            full = sc.get("noise", {}).get("full")
+            for name, a in sc.get("noise", {}).items():
+                eq, brk = a.get("true_hv@hours"), a["slo_break"]
+                extra = f" (+{100 * (a['hours'] / full['hours'] - 1):.0f}%)" if full and "confirm" in name else ""
+                rows.append(
+                    f"| {key} | {scenario} | {name} | {_pm(a.get(f'true_hv@{last}'))} | "
+                    f"{f'{eq[1]:.3f} @ {eq[0]:.1f} h' if eq else '—'} | {a['hours']:.2f}{extra} | "
+                    f"{_num(a['regret_balanced'])} | {_num(a['regret_slo'])} | "
+                    f"{'—' if brk is None else f'{100 * brk:.0f}%'} |")
+    if not rows:
+        return []
+    return ["### Noise: what each method recommends, judged on the true figures", "",
+            f"| problem | scenario | contender | true HV@{last} | true HV at equal h | accel-h (confirmation) | "
+            "balanced-pick regret % | SLO-pick regret % | SLO-break rate |", "|---" * 9 + "|", *rows, ""]
+
+
+def _pm(v) -> str:
+    return "—" if v is None else f"{v[0]:.3f} ± {v[1]:.3f}"
+
+
+def _num(v) -> str:
+    return "—" if v is None else f"{v:.1f}"
 
 
 def finite(o):

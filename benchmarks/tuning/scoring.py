@@ -7,10 +7,11 @@ import math
 import statistics
 from collections import Counter
 
+from benchmarks.tuning import noisescore
 from benchmarks.tuning.contenders import CONTENDERS
 from benchmarks.tuning.problems import DIRECTIONS, Problem
 from benchmarks.tuning.replay import replay
-from benchmarks.tuning.truth import SCENARIOS, TABLES, fits, front, key_of, objective_vector
+from benchmarks.tuning.truth import NOISE_SCENARIOS, SCENARIOS, TABLES, fits, front, key_of, objective_vector
 from tuner.study.pareto import hypervolume
 from tuner.vocabulary.status import TrialStatus
 
@@ -49,7 +50,7 @@ def score(run: dict, problem: Problem, true_hv: float, budgets: list[int]) -> di
                 false_abort.add(k)
         if h > 0:
             booted.add(k)
-        if not t["screened"]:
+        if not t["screened"] and not t.get("confirm"):  # tune --confirm's re-measurements are not trials of the budget
             curve.append((hours, hypervolume(front(pts), problem.reference, DIRECTIONS) / true_hv if true_hv else 0.0))
         elif curve:  # a screened trial's feasible point (reused) adds nothing new; keep the curve's last value
             curve[-1] = (hours, max(curve[-1][1], hypervolume(front(pts), problem.reference, DIRECTIONS) / true_hv))
@@ -143,7 +144,11 @@ def collect(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
             hours = statistics.mean(spent) if spent else None
             sc["contenders"] = {n: errors.get(n) or aggregate(sc["runs"][n], args.budgets, hours)
                                 for n in CONTENDERS if n in errors or n in sc["runs"]}
+            if scenario in NOISE_SCENARIOS:  # what each recommends, judged on the truth
+                noisescore.score_cell(sc, [r for r in runs if (r["problem"], r["scenario"]) == (key, scenario)],
+                                      p, f["hv"], args.budgets, hours)
     res["summary"] = summary_of(res)
+    noisescore.add_to_summary(res)
     for key, pr in res["problems"].items():  # the plan's zero-hour figures beside its contender's
         for scenario, sc in pr["scenarios"].items():
             if "plan" in sc and "plan" in res["summary"].get(key, {}).get(scenario, {}):

@@ -34,8 +34,12 @@ SCENARIOS: dict[str, dict[str, float]] = {
     # warm-up steps cost what real logs' timed steps cost (benchmarks/tuning/realsteps.py), not the model's
     # rules scaled: only for problems with real logs of their device and warm-up style
     "real_steps": {},
+    # the noise family: the nominal truth, measured with noise (benchmarks/tuning/noise.py)
+    "typical_noise": {},
+    "noisy_node": {},
 }
 STEP_SCENARIOS = ("real_steps",)
+NOISE_SCENARIOS = ("typical_noise", "noisy_node")  # their true table and front are nominal's
 COMPILE_ONLY = ("prompt_warmup", "decode_warmup", "capture")  # serving changes only through runtime recompiles
 
 

@@ -36,7 +36,8 @@ def test_quick_path_on_a_tiny_budget(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(te, "problems", tiny)
     out = tmp_path / "te"
     code = te.main(["--quick", "--seeds", "1", "--budgets", "2,4", "--jobs", "1", "--problems", "upgrade",
-                    "--scenarios", "nominal,more_memory", "--contenders", "random,grid,gp,full,full+seed-from",
+                    "--scenarios", "nominal,more_memory,typical_noise",
+                    "--contenders", "random,grid,gp,full,full+seed-from",
                     "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
@@ -56,7 +57,18 @@ def test_quick_path_on_a_tiny_budget(tmp_path, monkeypatch, capsys):
         assert len(linear["runs"][name][0]["curve"]) == 4  # counted trials only
     # The summary the issue specifies: problem -> scenario -> contender -> figures.
     summary = res["summary"]
-    assert set(summary) == {"linear", "upgrade"} and set(summary["upgrade"]) == {"nominal", "more_memory"}
+    assert set(summary) == {"linear", "upgrade"}
+    assert set(summary["upgrade"]) == {"nominal", "more_memory", "typical_noise"}
+    # The noise cell: every contender (and full with --confirm) judged on the true figures of what it recommends.
+    noisy = summary["upgrade"]["typical_noise"]
+    assert {"random", "full", "full+confirm"} <= set(noisy)
+    for name in ("random", "full", "full+confirm"):
+        t = noisy[name]["true"]
+        assert 0.0 <= t["true_hv@4"][0] <= 1.0 + 1e-9
+        assert t["regret_balanced"] is None or t["regret_balanced"] >= 0.0
+        assert t["slo_break"] is None or 0.0 <= t["slo_break"] <= 1.0
+    assert noisy["full+confirm"]["true"]["hours"] >= noisy["full"]["true"]["hours"] - 1e-9
+    assert "| upgrade | typical_noise | full+confirm |" in table and "\n| typical_noise | random |" not in table
     full = summary["upgrade"]["more_memory"]["full"]
     assert {"hv_at_equal_hours", "hours_to_95", "false_reject_rate", "false_abort_rate"} <= set(full)
     assert 0.0 <= full["false_reject_rate"] <= 1.0 and 0.0 <= full["false_abort_rate"] <= 1.0

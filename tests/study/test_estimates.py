@@ -18,8 +18,8 @@ DIRS = ["maximize", "minimize", "minimize"]
 def rec(number: int, key: str, thr: float, ttft: float, warm: float, own: dict | None = None,
         **kw) -> TrialRecord:
     observed = {"warmup_s": warm, **kw.pop("observed", {})}
-    if own is not None:
-        observed["own_metrics"] = own
+    if own is not None:  # a measurement told the configuration's mean keeps its own figures (measurements.py)
+        kw["attrs"] = {"measurement": own}
     return TrialRecord(number=number, state=optuna.trial.TrialState.COMPLETE, values=(thr, ttft, warm), params={},
                        status=kw.pop("status", "ok"), booted=kw.pop("booted", True), effective_key=key,
                        metrics={"output_throughput": thr, "p99_ttft_ms": ttft}, observed=observed, **kw)
@@ -40,10 +40,9 @@ def test_one_measurement_has_no_interval_and_says_so():
 
 
 def test_a_boot_told_the_mean_is_read_by_its_own_figures():
-    """--remeasure tells a configuration's later boot the mean of all; its own figures stay in observed."""
+    """--remeasure tells a configuration's later boot the mean of all; its own figures stay beside them."""
     first = rec(0, "A", 100.0, 500.0, 60.0)
-    second = rec(1, "A", 110.0, 450.0, 61.0, own={"output_throughput": 120.0, "p99_ttft_ms": 400.0},
-                 observed={"own_warmup_s": 62.0})
+    second = rec(1, "A", 110.0, 450.0, 61.0, own={"output_throughput": 120.0, "p99_ttft_ms": 400.0, "warmup_s": 62.0})
     s = Spread([first, second], NAMES, DIRS)
     thr, ttft, warm = s.of(1)
     assert (thr.n, thr.mean, ttft.mean, warm.mean) == (2, 110.0, 450.0, 61.0)

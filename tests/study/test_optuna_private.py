@@ -52,3 +52,14 @@ def test_constraints_are_mirrored_where_the_dashboard_reads_them(rdb_study):
     trial = rdb_study.ask()
     P.mirror_constraints(rdb_study, trial, [1.5, -2.0])
     assert rdb_study.trials[0].system_attrs["constraints"] == [1.5, -2.0]
+
+
+def test_a_trial_of_chosen_parameters_leaves_the_waiting_ones_waiting(rdb_study):
+    dist = {"x": optuna.distributions.CategoricalDistribution([1, 2, 3])}
+    rdb_study.enqueue_trial({"x": 1})  # a seed the budget left waiting: study.ask would pop it
+    trial = P.new_running_trial(rdb_study, {"x": 3}, dist, {"confirm": "why"})
+    assert trial.suggest_categorical("x", [1, 2, 3]) == 3 and trial.user_attrs["confirm"] == "why"
+    rdb_study.tell(trial, [1.0, 2.0])
+    done, waiting = (rdb_study.get_trials(states=(s,)) for s in (TrialState.COMPLETE, TrialState.WAITING))
+    assert [t.params for t in done] == [{"x": 3}]
+    assert [t.system_attrs.get("fixed_params") for t in waiting] == [{"x": 1}]

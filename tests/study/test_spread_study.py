@@ -40,7 +40,7 @@ def test_a_remeasured_study_records_its_first_runs_and_says_how_sure(tmp_path):
     assert len(trials) == 3 and all(t.user_attrs["status"] == "ok" and t.user_attrs["booted"] for t in trials)
     for t in trials:
         obs = t.user_attrs["observed"]
-        m = obs.get("own_metrics") or t.user_attrs["metrics"]  # a second boot is told the mean; its own here
+        m = t.user_attrs.get("measurement") or t.user_attrs["metrics"]  # a second boot is told the mean; its own here
         assert m["first_requests"] == m["warm_requests"] == obs["first_run_window"] == 4
         assert m["first_p99_ttft_ms"] > 0 and m["first_output_throughput"] > 0 and m["warm_p99_ttft_ms"] > 0
         assert obs["first_run_penalty_tail_ttft"] == pytest.approx(m["first_p99_ttft_ms"] / m["warm_p99_ttft_ms"],
@@ -51,7 +51,7 @@ def test_a_remeasured_study_records_its_first_runs_and_says_how_sure(tmp_path):
     # the second boot of the configuration is told the mean of both, and keeps its own figures
     first, second = (t.user_attrs for t in trials[:2])
     assert second["observed"]["measurements"] == 2
-    own = [first["metrics"]["first_p99_ttft_ms"], second["observed"]["own_metrics"]["first_p99_ttft_ms"]]
+    own = [first["metrics"]["first_p99_ttft_ms"], second["measurement"]["first_p99_ttft_ms"]]
     assert second["metrics"]["first_p99_ttft_ms"] == pytest.approx(sum(own) / 2)
 
     # the env file's header: the spread of a configuration booted twice; "one measurement" for the other

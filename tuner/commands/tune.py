@@ -11,6 +11,7 @@ from pathlib import Path
 from . import DURATION_HELP, MODEL_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 from .costargs import add_cost_flags, tune_cost
+from .tuneconfirm import add_confirm_flags, confirm_options
 
 
 def register(sub) -> None:
@@ -91,6 +92,7 @@ def register(sub) -> None:
     b.add_argument("--remeasure", type=int, default=1, metavar="N",
                    help="boot a configuration already measured (same effective settings) until it has N "
                         "measurements, and tell their mean (noisy hardware); default 1: reuse the record")
+    add_confirm_flags(b)
     b.add_argument("--no-screening", action="store_true",
                    help="run and count every proposal: no reuse of measured configurations, no model "
                         "seeds, rejections before boot count toward --n-trials (the previous behaviour)")
@@ -488,7 +490,7 @@ def tune_study(args, console=None, storage=None, runner=None):
                         heartbeat_grace_s=args.heartbeat_grace, storage_outage_s=args.storage_outage,
                         remeasure=args.remeasure, screening=not args.no_screening,
                         calibration_seeds=calibration_seeds, storage_object=storage, baseline=baseline,
-                        plan_seeds=plan_seeds, plan=plan_record)
+                        plan_seeds=plan_seeds, plan=plan_record, confirm=confirm_options(args))
     started = time.monotonic()
     bars = _SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")

@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..results.export import ExportError, Filters, pick_trial
+from ..vocabulary.cost import accelerator_hours, cards, device_seconds  # noqa: F401 (read from here too)
 from ..vocabulary.record import TrialRecord, as_record, records
 
 DEFAULTS_SEED = "release defaults"  # the labels tuner/study/seeding.py default_seeds gives its seeds
@@ -245,26 +246,6 @@ def release_notes(study: optuna.Study) -> list[str]:
                    + (f" (the study used the release's lists for them; both lists in {check.get('file')})." if n
                       else "."))
     return out
-
-
-def cards(t: FrozenTrial | TrialRecord) -> int:
-    """Accelerator cards a trial held: the tensor-parallel size of its server command line."""
-    from ..trial.cost import record_cards
-
-    return record_cards(as_record(t))
-
-
-def device_seconds(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
-    """Seconds the trial held its cards, in the server's own time (tuner/trial/cost.py)."""
-    from ..trial import cost
-
-    return cost.device_seconds(as_record(t), backend)
-
-
-def accelerator_hours(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
-    from ..trial import cost
-
-    return cost.accelerator_hours(as_record(t), backend)
 
 
 def trial_class(t: FrozenTrial | TrialRecord, pareto: set[int]) -> str:

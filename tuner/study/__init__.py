@@ -14,4 +14,8 @@
     logcalibration  `tune --calibrate-from LOG`: a past boot's log as a calibration sample
     sharedcache     `tune --shared-recipe-cache DIR`: the trials of a study share one recipe cache
     pareto          Pareto fronts, hypervolume and the pick rules, on plain objective vectors
+    measurements    a configuration's estimate from its repeated measurements (the mean): one place for it
+    estimates       how sure a figure is: n, mean and 95% t-interval per configuration, indistinguishable points
+    confirm         tune --confirm's decision: do the picks stand within the noise, what to re-measure next
+    confirmrun      tune --confirm's phase after the search: re-measurements as trials, budget, the summary
 """

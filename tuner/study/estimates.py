@@ -1,9 +1,9 @@
 """How sure a figure is: the spread of a configuration measured more than once, and what it decides.
 
 A configuration is its effective settings (study/screen.py effective_key): every booted trial that ended ok
-with the same key is one measurement of it (`tune --remeasure N` boots it N times; a told value may be
-their mean, so each boot's own figures are read from observed "own_metrics" / "own_warmup_s", which
-Screen.average keeps). For each figure of each configuration:
+with the same key is one measurement of it (`tune --remeasure N` boots it N times, `tune --confirm` adds
+boots or load runs on a boot; a told value may be their mean, so each measurement's own figures are read
+as measurements.own_figures keeps them). For each figure of each configuration:
 
 * n measurements, their mean, and a 95% Student t-interval for the mean, mean +- t(0.975, n-1) s / sqrt(n)
   (s: the sample standard deviation); with n = 1 there is no interval: "one measurement", never a guess;
@@ -26,6 +26,7 @@ import optuna
 
 from ..vocabulary import display
 from ..vocabulary.record import TrialRecord, records
+from .measurements import RAW_ATTR, SAME_BOOT, WARMUP, own_figures
 
 LEVEL = 0.95
 # Student t quantiles t(0.975, df), df = n - 1 (standard tables); between rows the next smaller df's (wider)
@@ -33,8 +34,6 @@ _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 
          11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
          20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
 _Z975 = 1.960
-OWN_METRICS, OWN_WARMUP = "own_metrics", "own_warmup_s"  # a boot's own figures when its told ones are a mean
-WARMUP = "warmup_s"
 ONE = "one measurement"
 
 
@@ -121,13 +120,13 @@ def verdict(ea: Sequence[Estimate | None], eb: Sequence[Estimate | None]) -> tup
 
 
 def figure_of(rec: TrialRecord, key: str) -> float | None:
-    """One boot's own figure `key`: a metric, or warmup_s (the warm-up the study scores)."""
-    obs = rec.observed
-    if key == WARMUP:
-        own = obs.get(OWN_WARMUP)
-        return own if own is not None else obs.get("warmup_scored_s", obs.get("warmup_s"))
-    own = obs.get(OWN_METRICS)
-    value = (own if isinstance(own, dict) else rec.metrics).get(key)
+    """One measurement's own figure `key`: a metric, or warmup_s (the warm-up the study scores; none for a
+    second load run on a boot, which did not warm up again)."""
+    own = own_figures(rec)
+    if key == WARMUP and RAW_ATTR not in rec.attrs and rec.observed.get(SAME_BOOT) is None:
+        value = rec.observed.get("warmup_scored_s", rec.observed.get("warmup_s"))
+    else:
+        value = own.get(key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

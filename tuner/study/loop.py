@@ -88,9 +88,9 @@ class StudyLoop:
             ctx.say(self.dashboard.missing)
 
     # ------------------------------------------------------------------------------------ the slots
-    def run_slots(self, install_sigint: bool) -> None:
+    def run_slots(self, install_sigint: bool, then: Callable[[], object] | None = None) -> None:
         """A thread per slot, waited for; the signal handlers while they run (main thread only), and a
-        second signal hurries every server."""
+        second signal hurries every server. `then` (tune --confirm) runs once they end, under the same handlers."""
         threads = [threading.Thread(target=self.slot_loop, args=(slot,), name=f"slot-{slot.index}", daemon=True)
                    for slot in self.opts.slots]
         signals = install_sigint and threading.current_thread() is threading.main_thread()
@@ -105,6 +105,8 @@ class StudyLoop:
                             from ..serve.process import hurry_all
 
                             hurry_all()
+                if then is not None:
+                    then()
         finally:
             self.stop.set()
 

@@ -21,6 +21,7 @@ from ..space.schema import SearchSpace
 from ..trial.run import Slot, TrialResult
 from ..vocabulary.errors import StudyError
 from . import nodes
+from .confirm import ConfirmOptions
 from .storage import open_storage
 
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
@@ -147,6 +148,8 @@ class StudyOptions:
     # study keeps of the plan (study attribute "plan", the report's plan section)
     plan_seeds: list[dict] = field(default_factory=list)
     plan: dict | None = None
+    # tune --confirm: after the search, re-measure what could change the recommendation (confirmrun.py)
+    confirm: ConfirmOptions | None = None
 
     @property
     def study_dir(self) -> Path:

@@ -81,7 +81,26 @@ def balanced_index(points: Sequence[Vector], directions: Sequence[str], weights:
 
 def measured_front(study) -> list:
     """Optuna's feasible best trials (set_constraint honoured) without copies: a trial that reused an
-    earlier trial's measurement (observed.reused_from) stands for that same boot, so it is listed once."""
-    best = study.best_trials
+    earlier trial's measurement (observed.reused_from) stands for that same boot, so it is listed once.
+    A configuration measured more than once stands by its latest measurement trial, which holds the
+    estimate over all of them (measurements.py); the earlier ones, superseded, are not on the front."""
+    from optuna.trial import TrialState
+
+    from .measurements import superseded
+
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    old = superseded(TrialRecord.from_frozen(t) for t in done)
+    if old:  # neither a superseded measurement nor a reused copy of one stands (nor hides another point)
+        pool = [t for t in done if t.number not in old and t.values is not None and _feasible(t)
+                and TrialRecord.from_frozen(t).observed.get("reused_from") not in old]
+        directions = [d.name.lower() for d in study.directions]
+        best = [pool[i] for i in pareto_indices([t.values for t in pool], directions)]
+    else:
+        best = study.best_trials
     numbers = {t.number for t in best}
     return [t for t in best if TrialRecord.from_frozen(t).observed.get("reused_from") not in numbers]
+
+
+def _feasible(t) -> bool:
+    """Optuna's rule for best_trials: every constraint value (system attribute "constraints") <= 0."""
+    return all(v <= 0 for v in t.system_attrs.get("constraints") or ())

@@ -1,5 +1,5 @@
 """The Optuna study run, phase by phase: open it, recover what a dead tuner left, describe the setup,
-seed, screen and guide, calibrate, run the slots, and the summary (run_study).
+seed, screen and guide, calibrate, run the slots, confirm the picks (--confirm), and the summary (run_study).
 
 What a study is asked for and how it opens: options.py; its seeds: seeding.py; the slots' loop over
 trials: loop.py; how a result is told to Optuna and what counts toward the budget: tell.py.
@@ -19,6 +19,7 @@ from ..trial import run as trial_mod
 from ..trial.run import TrialContext, TrialResult
 from ..vocabulary.record import TrialRecord
 from . import nodes, optuna_private
+from .confirmrun import confirm_study
 from .loop import StudyLoop, StudyRun
 from .options import Constraints, Objectives, StudyOptions, open_study
 from .proposals import Guide
@@ -53,7 +54,7 @@ def run_study(opts: StudyOptions, space: SearchSpace, ctx: TrialContext, objecti
         ctx.say(line)
     loop = StudyLoop(opts, space, ctx, objectives, constraints, StudyRun(study=study, seeds=seeds, notes=notes),
                      screen, guide, owner, on_trial, runner)
-    loop.run_slots(install_sigint)
+    loop.run_slots(install_sigint, then=lambda: confirm_study(loop))  # tune --confirm, once the search ends
     return loop.summary()
 
 

@@ -3,7 +3,7 @@
 * Reuse: a proposal whose *effective* settings (what the release really reads: its resolved bucket
   settings, the runtime variables it reads, the server flags) were already measured is not booted
   again; the earlier result is told for it. `remeasure` N boots such a configuration up to N times and
-  tells the mean of its measurements (noisy hardware).
+  tells the mean of its measurements (noisy hardware; the estimator: measurements.py).
 * Screening: a proposal the calibrated model confidently rejects (the release refuses it, out of memory
   even with favourable corrections, warmup lower bound over the budget) is told as infeasible without
   a boot; a small exploration share of the over-budget ones is booted anyway, to check the model.
@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import statistics
 from dataclasses import replace
 from typing import Any
 
@@ -43,7 +42,7 @@ from ..trial.run import TrialContext, TrialResult
 from ..vocabulary.record import CALIBRATION_SAMPLE, EFFECTIVE_KEY, SCREENED, TrialRecord
 from ..vocabulary.status import TrialStatus
 from . import optuna_private
-from .estimates import OWN_METRICS, OWN_WARMUP
+from .measurements import CONFIRM_ATTR, RAW_ATTR, WARMUP, combine, own_figures, representative, result_figures
 from .nodes import BASELINE_ATTR
 
 MAX_SCREENED = 8  # screened proposals in a row before the next one is run regardless
@@ -200,7 +199,7 @@ class Screen:
         done = self.measurements(key)
         if len(done) >= self.remeasure:
             self.in_a_row[slot] = self.in_a_row.get(slot, 0) + 1
-            return self._reused(done[0], settings), self.ctx
+            return self._reused(representative(done), settings), self.ctx
         if self.ctx.release is not None:
             tp = predict_calibrated(self.ctx, settings)
             refused = rejection(tp, self.ctx.limits.warmup_budget_s) if tp is not None else None
@@ -241,28 +240,24 @@ class Screen:
             trial.set_user_attr(SAMPLE_ATTR, result.calibration_sample)
 
     def average(self, trial: optuna.Trial, result: TrialResult) -> None:
-        """--remeasure: a configuration measured before is told the mean of all its measurements."""
-        if self.remeasure <= 1 or not result.ok:
+        """A configuration measured again on purpose (--remeasure, --confirm) is told the estimate over all
+        its measurements (measurements.py); the trial keeps its own figures beside it. A search's re-boot of a
+        measured configuration (MAX_SCREENED) tells its own measurement, as it always did."""
+        if not result.ok or (self.remeasure <= 1 and not trial.user_attrs.get(CONFIRM_ATTR)):
             return
         earlier = [r for r in self.measurements(trial.user_attrs.get(KEY_ATTR) or "")
                    if r.status == TrialStatus.OK.value]
         if not earlier:
             return
-        # this boot's own figures, kept: the told ones become the mean (study/estimates.py reads both)
-        result.observed[OWN_METRICS] = {k: v for k, v in result.metrics.items()
-                                        if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        if result.observed.get("warmup_s") is not None:
-            result.observed[OWN_WARMUP] = result.observed["warmup_s"]
-        runs = [r.observed.get(OWN_METRICS) or r.metrics for r in earlier] + [result.metrics]
-        for k, v in result.metrics.items():
-            vals = [r.get(k) for r in runs]
-            if isinstance(v, (int, float)) and all(isinstance(x, (int, float)) for x in vals):
-                result.metrics[k] = statistics.fmean(vals)
-        w = [r.observed.get(OWN_WARMUP, r.observed.get("warmup_s")) for r in earlier]
-        w.append(result.observed.get("warmup_s"))
-        if all(isinstance(x, (int, float)) for x in w):
-            result.observed["warmup_s"] = statistics.fmean(w)
-        result.observed["measurements"] = len(runs)
+        own = result_figures(result.metrics, result.observed)
+        trial.set_user_attr(RAW_ATTR, own)
+        est = combine([own_figures(r) for r in earlier] + [own])
+        for k, v in est.means().items():
+            if k in result.metrics:
+                result.metrics[k] = v
+        if est.mean(WARMUP) is not None and result.observed.get(WARMUP) is not None:
+            result.observed[WARMUP] = est.mean(WARMUP)
+        result.observed["measurements"] = est.n
 
 
 def _owner(t: optuna.trial.FrozenTrial) -> str:
@@ -271,7 +266,9 @@ def _owner(t: optuna.trial.FrozenTrial) -> str:
 
 
 def counts_toward_budget(t: optuna.trial.FrozenTrial) -> bool:
-    return not TrialRecord.from_frozen(t).screened
+    """Not screened, and not a re-measurement of tune --confirm (it checks the search's answer)."""
+    rec = TrialRecord.from_frozen(t)
+    return not rec.screened and not rec.attrs.get(CONFIRM_ATTR)
 
 
 # ----------------------------------------------------------------------------------- model seeds

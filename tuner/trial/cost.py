@@ -20,6 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..vocabulary import cost as vcost
+from ..vocabulary.cost import accelerator_hours, device_seconds  # noqa: F401 (the report reads them here)
+from ..vocabulary.cost import server_cards as cards  # noqa: F401 (cards(argv, server))
 from ..vocabulary.record import TrialRecord
 
 METRIC = "cost_per_mtok"  # the figure as a metric: `--slo cost_per_mtok=0.40` is a cost ceiling
@@ -66,28 +69,8 @@ def parse_rate(text: str, cards_per_node: int = CARDS_PER_NODE) -> CostRate:
     return CostRate(per_card, f"${per_card:g}/card-hour (${price:g}/node-hour over {cards_per_node} cards)")
 
 
-def _flag_int(argv: list[str], flags: tuple[str, ...]) -> int | None:
-    for i, tok in enumerate(argv):
-        name, eq, inline = tok.partition("=")
-        if name in flags:
-            raw = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-            try:
-                return max(1, int(raw))
-            except ValueError:
-                return None
-    return None
-
-
-def cards(argv: list[str], server: dict[str, Any]) -> int:
-    """Accelerator cards one server holds: tensor-parallel x pipeline-parallel size, from its command line
-    (where --server-args put them) or its settings; 1 when neither says."""
-    tp = _flag_int(argv, ("--tensor-parallel-size", "-tp")) or int(server.get("tensor_parallel_size") or 1)
-    pp = _flag_int(argv, ("--pipeline-parallel-size", "-pp")) or int(server.get("pipeline_parallel_size") or 1)
-    return max(1, tp) * max(1, pp)
-
-
 def record_cards(rec: TrialRecord) -> int:
-    return cards(rec.argv, rec.server)
+    return vcost.cards(rec)
 
 
 def per_mtok(rate: CostRate, n_cards: int, output_tok_s: float | None) -> float | None:
@@ -188,20 +171,6 @@ def payback(rate: CostRate, study_accelerator_hours: float, pick_cards: int, pic
 
 
 # ------------------------------------------------------------------------------------ accelerator time
-
-def device_seconds(rec: TrialRecord, backend: dict[str, Any]) -> float:
-    """Seconds the trial held its cards (boot + warmup + load test), in the server's own time: the
-    simulator runs compressed, so its wall times are scaled back to what a real node would spend.
-    A trial rejected before boot held nothing."""
-    tm = rec.timings
-    load_scale = float(backend.get("time_scale") or 1.0)
-    startup_scale = float(backend.get("startup_time_scale") or load_scale)
-    return float(tm.get("boot_and_warmup_s", 0.0)) / startup_scale + float(tm.get("load_s", 0.0)) / load_scale
-
-
-def accelerator_hours(rec: TrialRecord, backend: dict[str, Any]) -> float:
-    return device_seconds(rec, backend) * record_cards(rec) / 3600.0
-
 
 def money(x: float | None) -> str:
     """$1.23 (cents below $10, whole dollars from $1,000); '-' for no figure."""

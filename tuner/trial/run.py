@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +91,9 @@ class TrialContext:
     release_detection: dict | None = None
     # tune --cost-per-hour (cost.CostRate): each measured load also gets cost.METRIC ($ per M output tokens)
     cost: CostRate | None = None
+    # tune --confirm: asked after each load run with every run's metrics so far; True: one more load run
+    # on the same server, with fresh prompts (study/confirmrun.py records each as a measurement)
+    again: Callable[[list[dict]], bool] | None = None
 
     def say(self, text: str) -> None:
         """One line of the study's live output (progress), if anyone listens."""
@@ -307,14 +310,38 @@ class _TrialRun:
             self.measured_ctx = ctx_with_load(ctx, chosen)
         else:
             run_load(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event, self.slot)
+            self.more_runs(srv)
         ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
         if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
             # Died during (or right after) the load test: its requests failed because of that.
             result.status = TrialStatus.RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else TrialStatus.CRASH
             result.reason = ended.reason + _last_error(ended.log_tail)
 
+    def more_runs(self, srv: ServerProcess) -> None:
+        """ctx.again: more load runs on this boot, each with fresh prompts (another workload seed), while it
+        asks; each run's figures and seconds go to observed["same_boot_runs"] (not into this result's)."""
+        ctx, result = self.ctx, self.result
+        runs: list[dict] = []
+        while (ctx.again is not None and result.ok and not _stopping(self.stop_event)
+               and srv.check(lambda: self.watch.read(lambda w: w.oom_seen)) is None
+               and ctx.again([result.metrics] + [r["metrics"] for r in runs])):
+            seed = int(getattr(ctx.workload, "seed", 0)) + 1 + len(runs)
+            extra = TrialResult(status=TrialStatus.OK)
+            where = self.trial_dir / f"load-run-{len(runs) + 2}"
+            where.mkdir(parents=True, exist_ok=True)
+            t0 = time.monotonic()
+            run_load = _priced(_run_load, ctx.cost, cards(self.argv, self.settings.server))
+            run_load(replace(ctx, workload=replace(ctx.workload, seed=seed)), srv, self.base_url, where, extra,
+                     self.watch, self.stop_event, self.slot)
+            if not extra.ok:
+                break
+            runs.append({"metrics": extra.metrics, "seed": seed, "load_s": round(time.monotonic() - t0, 3)})
+        if runs:
+            result.observed["same_boot_runs"] = runs
+
     def stop(self, srv: ServerProcess) -> None:
-        self.result.timings["load_s"] = round(time.monotonic() - self.t_ready, 3)
+        extra = sum(r["load_s"] for r in self.result.observed.get("same_boot_runs") or [])  # their own records
+        self.result.timings["load_s"] = round(time.monotonic() - self.t_ready - extra, 3)
         limits = self.ctx.limits
         g = min(limits.stop_grace_s, limits.interrupt_grace_s) if _stopping(self.stop_event) else limits.stop_grace_s
         srv.stop(grace_int_s=g, grace_term_s=g, grace_kill_s=5.0)
@@ -387,8 +414,6 @@ def _stopped_by_user(stop_event) -> bool:
 
 def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
     """The context with another load (a sweep's chosen point); unchanged for None."""
-    from dataclasses import replace
-
     return ctx if load is None else replace(ctx, load=load)
 
 
