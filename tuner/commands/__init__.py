@@ -165,3 +165,23 @@ def check_reachable(base_url: str, flag: str = "--base-url", timeout_s: float = 
                              f"within {timeout_s:.0f} s") from None
     except OSError as exc:
         raise RuntimeFailure(f"cannot connect to {shown}: {exc.strerror or exc}") from None
+
+
+def refuse_images_without_vision(space, shape_name: str, flag: str) -> None:
+    """A space that tunes image settings needs a model with a vision tower: with a text model (the default
+    --model is one) its image buckets would be tuned against nothing, silently."""
+    from ..models import UnknownModelError
+    from ..perfmodel.hardware import model_for
+
+    keys = {*space.server, *space.env, *(p.key for p in space.parameters)}
+    image = sorted(k for k in keys if k == "limit_mm_per_prompt" or k.startswith("VLLM_MULTIMODAL_"))
+    if not image:
+        return
+    try:
+        shape = model_for(shape_name)
+    except (UnknownModelError, ValueError):
+        return  # an unknown model is refused (or run without prediction) where it is resolved
+    if shape.vision_tower is None:
+        raise UsageError(f"{space.name}: the space sets {', '.join(image)} (image settings), but {flag} "
+                         f"{shape_name} is a text model (no vision tower in its config): give a vision-language "
+                         "model, e.g. --model Qwen/Qwen3-VL-8B-Instruct")

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import UsageError, parse_slos, prepare_output
+from . import UsageError, parse_slos, prepare_output, refuse_images_without_vision
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags, model_shape_of, read_baseline
 
@@ -118,6 +118,7 @@ def build_target(args, space):
         model_for(shape)  # an unknown model now, with its message
     except ValueError as exc:
         raise UsageError(f"{'--model-shape' if args.model_shape else '--model'}: {exc}") from None
+    refuse_images_without_vision(space, shape, '--model-shape' if args.model_shape else '--model')
     if args.device not in DEVICES:
         from ..perfmodel.hardware import device_for
 

@@ -8,7 +8,16 @@ import shutil
 import time
 from pathlib import Path
 
-from . import DURATION_HELP, MODEL_HELP, UsageError, add_allow_unknown, check_folder, duration, parse_key_values
+from . import (
+    DURATION_HELP,
+    MODEL_HELP,
+    UsageError,
+    add_allow_unknown,
+    check_folder,
+    duration,
+    parse_key_values,
+    refuse_images_without_vision,
+)
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 from .costargs import add_cost_flags, tune_cost
 from .tuneconfirm import add_confirm_flags, confirm_options
@@ -290,6 +299,7 @@ def build_context(args, space, console=None):
     _check_numbers(args)
     check_load_flags(args)
     shape, no_prediction = _known_model(args, console)
+    refuse_images_without_vision(space, shape, '--model-shape' if args.model_shape else '--model')
     if args.backend == "sim":
         from ..perfmodel.hardware import DEVICES
 
