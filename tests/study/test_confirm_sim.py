@@ -10,6 +10,7 @@ import pytest
 
 from tuner.study.measurements import by_configuration
 from tuner.study.tell import counted
+from tuner.vocabulary.cost import spent_hours
 from tuner.vocabulary.record import records
 
 from ..perfmodel.test_reuse_in_a_study import tune
@@ -22,10 +23,14 @@ def test_tune_confirm_on_the_simulator(tmp_path):
     recs = records(s.get_trials())
     summary = s.user_attrs["confirmation"]
     assert counted(s) == 2  # the search's trials; re-measurements are not counted
-    assert summary["spent_h"] <= summary["budget_h"] and summary["budget_h"] == pytest.approx(summary["search_h"],
-                                                                                              abs=1e-3)
+    assert summary["budget_h"] == pytest.approx(summary["search_h"], abs=1e-3)
     confirm = [r for r in recs if r.attrs.get("confirm")]
     assert summary["measured"] == [r.number for r in confirm]
+    # A measurement starts only while the budget holds its expected cost; what it then spends is the
+    # machine's doing (the simulator's start-up, scaled, grows on a busy machine): so the budget held
+    # before the last measurement began.
+    last = spent_hours(confirm[-1], s.user_attrs["backend"]) if confirm else 0.0
+    assert summary["spent_h"] - last <= summary["budget_h"] + 1e-3
     trials = tmp_path / "results" / "reuse" / "trials"
     for r in confirm:  # a real boot of the simulator with its own log, or another load run on one
         boot = r.observed.get("same_boot_as")
