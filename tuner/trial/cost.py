@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..vocabulary import cost as vcost
 from ..vocabulary.cost import accelerator_hours, device_seconds  # noqa: F401 (the report reads them here)
+from ..vocabulary.cost import cards as trial_cards
 from ..vocabulary.cost import server_cards as cards  # noqa: F401 (cards(argv, server))
 from ..vocabulary.record import TrialRecord
 
@@ -69,10 +69,6 @@ def parse_rate(text: str, cards_per_node: int = CARDS_PER_NODE) -> CostRate:
     return CostRate(per_card, f"${per_card:g}/card-hour (${price:g}/node-hour over {cards_per_node} cards)")
 
 
-def record_cards(rec: TrialRecord) -> int:
-    return vcost.cards(rec)
-
-
 def per_mtok(rate: CostRate, n_cards: int, output_tok_s: float | None) -> float | None:
     """Dollars per million output tokens: the server's price for an hour over the tokens of that hour."""
     if output_tok_s is None or not output_tok_s > 0:
@@ -103,7 +99,7 @@ class TrialCost:
 
 
 def trial_cost(rate: CostRate, rec: TrialRecord) -> TrialCost:
-    n = record_cards(rec)
+    n = trial_cards(rec)
     thr = rec.metrics.get("output_throughput") if rec.ok else None
     best = best_in_slo(rec.observed) if rec.ok else None
     return TrialCost(n, rate.server_hour(n), per_mtok(rate, n, thr),
