@@ -108,11 +108,17 @@ def _env_with_bucket_file(profile, env: dict[str, str], bucket_file: str | None)
     return {**env, BUCKET_FILE_VARIABLE: bucket_file}
 
 
+def _say(text: str, indent: str = "") -> None:
+    """A line of prose within 80 columns; its continuation indented under it (issue 34). Warnings and errors
+    stay one line each, whole, as a user searches for or pastes them."""
+    print(textwrap.fill(text, 80, initial_indent=indent, subsequent_indent=indent + "  ",
+                        break_long_words=False, break_on_hyphens=False))
+
+
 def _print_head(plan, profile, cfg: ServerConfig, defaulted: dict[str, str]) -> None:
-    print(textwrap.fill(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})", 80,
-                        subsequent_indent="  "))
+    _say(f"{plan.profile}  strategy: {plan.strategy}  ({profile.upstream})")
     for name, note in defaulted.items():
-        print(textwrap.fill(f"{name}: {getattr(cfg, name):,} ({note})", 80, subsequent_indent="  "))
+        _say(f"{name}: {getattr(cfg, name):,} ({note})")
 
 
 def server_limits(profile: str, args):
@@ -199,15 +205,15 @@ def cmd_buckets(args) -> int:
     if image is not None:
         print_image(image)
     if pred.figures:
-        print(model_line(pred.figures))
+        _say(model_line(pred.figures))
     print(f"KV blocks: {blocks:,} ({kv_source})")
-    print(f"warm-up: {warmup_text(pred)}")
+    _say(f"warm-up: {warmup_text(pred)}")
     if kv_source != "predicted" and pred.kv_blocks and _differs(profile, cfg, pred.kv_blocks, plan, args.strategy):
-        print(f"  (predicted for the model's own {pred.kv_blocks:,} KV blocks; the buckets above use {blocks:,})")
+        _say(f"(predicted for the model's own {pred.kv_blocks:,} KV blocks; the buckets above use {blocks:,})", "  ")
     print("settings:")
     for s in plan.settings:
         note = f"  # {s.note}" if s.note else ""
-        print(f"  {s.name}={s.value} ({s.source}){note}")
+        _say(f"{s.name}={s.value} ({s.source}){note}", "  ")
     for w in plan.warnings:
         print(f"warning: {w}")
     if args.log_lines:
@@ -267,20 +273,20 @@ def print_image(image: dict) -> None:
         print(f"image buckets: {what}: {image['error']}")
         return
     if not image["active"]:
-        print(f"image buckets: none ({image['decided_by']})")
+        _say(f"image buckets: none ({image['decided_by']})")
         return
     buckets = image["buckets"]
     listed = "None (no list)" if buckets is None else buckets
     print(f"image buckets: {image['count']:>6}  {image['unit']} {listed}")
-    print(f"  decided by: {image['decided_by']}; model_type {image['model_type']}, patch size {image['patch_size']}, "
-          f"modalities {', '.join(image['modalities'])}")
+    _say(f"decided by: {image['decided_by']}; model_type {image['model_type']}, patch size {image['patch_size']}, "
+         f"modalities {', '.join(image['modalities'])}", "  ")
     if image["resolutions"]:
         print(f"  {', '.join('x'.join(str(v) for v in r if v is not None) for r in image['resolutions'])} "
               "(VLLM_MULTIMODAL_RESOLUTIONS)")
     sizes = sorted({(s["width"], s["height"]) for s in image["steps"] if s["width"]})
     at = f" at {len(sizes)} resolutions" if sizes else ""
     graphs = image["graphs"]
-    print(f"  vision warm-up: {graphs} graph{'' if graphs == 1 else 's'}{at}; {image['placement']}")
+    _say(f"vision warm-up: {graphs} graph{'' if graphs == 1 else 's'}{at}; {image['placement']}", "  ")
     for w in image["warnings"]:
         print(f"warning: {w}")
 
