@@ -34,7 +34,7 @@ def setup(values):
                          device_model=M.DeviceModel(), load=T.LoadOptions(max_concurrency=8, warmup_requests=2),
                          limits=T.Limits(warmup_budget_s=10_000.0))
     ctx.calibration = Calibration().update({"decode_step": 0.0, "prompt_warmup": 0.0, "decode_warmup": 0.0})
-    study = optuna.create_study(directions=Objectives.directions)
+    study = optuna.create_study(directions=Objectives().directions)
     study.add_trial(optuna.trial.create_trial(
         params={"max_num_seqs": 8, "VLLM_DECODE_BS_BUCKET_STEP": 8}, values=values,
         distributions={k: CategoricalDistribution(v) for k, v in CHOICES.items()},

@@ -49,7 +49,7 @@ def _trial_files(tmp_path, server_args):
 
 
 def _ask(tmp_path):
-    study = optuna.create_study(directions=Objectives.directions)
+    study = optuna.create_study(directions=Objectives().directions)
     return study, study.ask()
 
 

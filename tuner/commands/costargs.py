@@ -15,6 +15,11 @@ def add_cost_flags(p, study_default: bool = True) -> None:
         " (default: the price the study was tuned with, if any)" if study_default else ""))
     g.add_argument("--cards-per-node", type=int, default=None, metavar="N",
                    help="cards a node's price covers, with --cost-per-hour .../node (default 8: a Gaudi node)")
+    if not study_default:  # tune: cost can be what the study optimises, not only a limit (--slo cost_per_mtok=)
+        g.add_argument("--cost-objective", action="store_true",
+                       help="optimise cost too: $ per million output tokens (from --cost-per-hour) becomes a fourth "
+                            "objective, minimised; it differs from throughput where servers hold different numbers "
+                            "of cards (tensor parallelism in the space)")
 
 
 def cost_rate(args, study=None):
@@ -40,4 +45,6 @@ def tune_cost(args):
     rate = cost_rate(args)
     if rate is None and METRIC in parse_key_values(getattr(args, "slo", None), "--slo"):
         raise UsageError(f"--slo {METRIC}=...: give the price with --cost-per-hour (per card, or e.g. 10/node)")
+    if rate is None and getattr(args, "cost_objective", False):
+        raise UsageError("--cost-objective: give the price with --cost-per-hour (per card, or e.g. 10/node)")
     return rate

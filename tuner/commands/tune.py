@@ -485,7 +485,8 @@ def tune_study(args, console=None, storage=None, runner=None):
 
     ctx.warmup = warmup_options(args, ctx, console)
     ctx.cost = tune_cost(args)
-    objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat)
+    objectives = Objectives(latency_metric=args.latency_metric, latency_stat=args.latency_stat,
+                            cost=args.cost_objective)
     from . import parse_slos
 
     constraints = Constraints(slos_ms=parse_slos(args, ctx.load.percentiles, ctx.load.warmup_requests),

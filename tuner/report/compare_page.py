@@ -197,7 +197,8 @@ def _trials(cmp: Comparison, data: list[ReportData]) -> str:
         for t in d.trials:  # in number order
             rec = d.record(t)
             ok = rec.ok and t.values
-            values = [(display.metric(n, v), v) if ok else ("-", None) for n, v in zip(names, t.values or [None] * 3)]
+            values = ([(display.metric(n, v), v) for n, v in zip(names, t.values)] if ok
+                      else [("-", None)] * len(names))
             hours = accelerator_hours(rec, d.backend)
             rows.append((label, t.number, rec.status_text, "yes" if rec.feasible else "no", *values,
                          (f"{hours:.3f}", hours), settings_text(t)))

@@ -394,7 +394,8 @@ def trials(d: ReportData) -> str:
         obs, pred = rec.observed, rec.predicted
         s = {k: obs.get(k, pred.get(k)) for k in ("prompt_buckets", "decode_buckets")}  # no log reading here
         row = [t.number, rec.status_text, "yes" if rec.feasible else "no", "" if rec.seed is None else rec.seed]
-        row += [(display.metric(n, v), v) if ok else ("-", None) for n, v in zip(d.names, t.values or [None] * 3)]
+        row += ([(display.metric(n, v), v) for n, v in zip(d.names, t.values)] if ok
+                else [("-", None)] * len(d.names))
         row += [value_text(t.params[p]) if p in t.params else "-" for p in params]
         row += [s.get("prompt_buckets"), s.get("decode_buckets"),
                 _pred_obs(pred.get("warmup_s"), obs.get("warmup_s"), display.seconds,

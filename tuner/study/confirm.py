@@ -78,10 +78,16 @@ def pooled_sd(ests: Sequence[Estimate], quantity: str) -> float:
 class Question:
     """What the recommendation answers: the objectives, the limits that decide feasibility, the SLO picks."""
 
-    objectives: tuple[str, str, str]  # throughput (max), latency (min), warm-up (min)
+    # throughput (max), latency (min), warm-up (min); with --cost-objective, $ per million tokens (min)
+    objectives: tuple[str, ...]
     warmup_budget_s: float | None = None
     slos: dict[str, float] = field(default_factory=dict)  # metric -> limit: part of feasibility
     pick_slos: dict[str, float] = field(default_factory=dict)  # metric -> limit: a throughput pick under it
+
+    @property
+    def signs(self) -> np.ndarray:
+        """Per objective, the factor that makes it minimised: the first (throughput) is maximised."""
+        return np.array([-1.0] + [1.0] * (len(self.objectives) - 1))
 
     @property
     def rules(self) -> list[str]:
@@ -194,9 +200,8 @@ def another_run(d: Decision, ests: dict[str, Estimate], key: str, run_h: float, 
 def _clearly_dominated(i: int, mean: np.ndarray, se: np.ndarray, qs: list[str], q: Question) -> bool:
     """Another configuration beats it in every objective by more than four standard errors of both: no
     redraw makes it a pick (it is left out of the draws, which grow with the square of the candidates)."""
-    sign = np.array([-1.0, 1.0, 1.0])
     cols = [qs.index(x) for x in q.objectives]
-    lg = np.log(mean[:, cols]) * sign
+    lg = np.log(mean[:, cols]) * q.signs
     margin = 4 * (se[:, cols] + se[i, cols])
     return bool(np.any(np.all(lg + margin < lg[i], axis=1)))
 
@@ -213,15 +218,19 @@ def _feasible(v: np.ndarray, qs: list[str], q: Question) -> np.ndarray:
 def _picks(v: np.ndarray, keys: list[str], qs: list[str], q: Question) -> dict[str, np.ndarray]:
     """Per rule, the index of the configuration each draw's rule picks (-1: none feasible). v: draws x configs x qs."""
     feas = _feasible(v, qs, q)
-    thr, lat, warm = (v[..., qs.index(x)] for x in q.objectives)
-    obj = np.stack([-thr, lat, warm], axis=-1)  # all minimised
-    out = {"balanced": _balanced(obj, feas)}
+    thr, lat = (v[..., qs.index(x)] for x in q.objectives[:2])
+    out = {"balanced": _balanced(_minimised(v, qs, q), feas)}
     for m, limit in {**q.slos, **q.pick_slos}.items():
         ok = feas & (v[..., qs.index(m)] <= limit)
         score = np.where(ok, thr - 1e-9 * lat, -np.inf)
         idx = np.argmax(score, axis=1)
         out[f"slo:{m}"] = np.where(ok.any(axis=1), idx, -1)
     return out
+
+
+def _minimised(v: np.ndarray, qs: list[str], q: Question) -> np.ndarray:
+    """The objectives of v (draws x configs x qs), all turned minimised: draws x configs x objectives."""
+    return np.stack([v[..., qs.index(x)] for x in q.objectives], axis=-1) * q.signs
 
 
 def _balanced(obj: np.ndarray, feas: np.ndarray, with_distances: bool = False):
@@ -258,8 +267,7 @@ def _stands(drawn: np.ndarray, picks: dict[str, np.ndarray], keys: list[str], qs
             out[r] = (np.ones(len(w), dtype=bool), w)
             continue
         if r == "balanced":
-            obj = np.stack([-thr, drawn[..., qs.index(q.objectives[1])], drawn[..., qs.index(q.objectives[2])]], -1)
-            _, dist = _balanced(obj, feas, with_distances=True)
+            _, dist = _balanced(_minimised(drawn, qs, q), feas, with_distances=True)
             best = np.min(dist, axis=1)
             ok = (w == p0) | (feas[:, p0] & (dist[:, p0] <= best + tolerance))
         else:

@@ -1,7 +1,8 @@
 """What a study is asked for, and the Optuna study that opens for it.
 
     StudyOptions  the study's name, storage, sampler, budget (n_trials, timeout), slots, seeds and screening
-    Objectives    throughput up, a latency percentile down, warmup seconds down (the names Optuna records)
+    Objectives    throughput up, a latency percentile down, warmup seconds down (the names Optuna records);
+                  with `tune --cost-objective`, dollars per million output tokens down as a fourth
     Constraints   the SLOs, the warm-up budget and what a trial may not do (recompile, fail requests), as
                   Optuna constraint values (feasible when all <= 0) and as the misses a person reads
     open_study    the storage (make_storage: heartbeat, outage-proof on a server database) and the sampler
@@ -27,6 +28,8 @@ from .storage import open_storage
 SAMPLERS = ("tpe", "gp", "nsga2", "random", "grid")
 THROUGHPUT = "output_throughput"
 WARMUP = "warmup_s"
+COST = "cost_per_mtok"  # trial/cost.py METRIC: $ per million output tokens at the measured load
+COST_PENALTY = 1e6  # $ per million tokens told for a trial that served none (a token a dollar: no real price)
 GRACE_S = nodes.DEFAULT_GRACE_S  # a RUNNING trial without heartbeat for GRACE_S belongs to a dead tuner
 
 
@@ -34,6 +37,9 @@ GRACE_S = nodes.DEFAULT_GRACE_S  # a RUNNING trial without heartbeat for GRACE_S
 class Objectives:
     latency_metric: str = "ttft"  # ttft, tpot, itl or e2el
     latency_stat: str = "p99"  # p50/p90/p99..., mean or median
+    # tune --cost-objective: cost per million output tokens (needs --cost-per-hour) as a fourth objective.
+    # It differs from throughput where a server's cards differ (tensor parallelism in the space).
+    cost: bool = False
 
     @property
     def latency_key(self) -> str:
@@ -41,9 +47,11 @@ class Objectives:
 
     @property
     def names(self) -> list[str]:
-        return [THROUGHPUT, self.latency_key, WARMUP]
+        return [THROUGHPUT, self.latency_key, WARMUP] + ([COST] if self.cost else [])
 
-    directions = ["maximize", "minimize", "minimize"]
+    @property
+    def directions(self) -> list[str]:
+        return ["maximize", "minimize", "minimize"] + (["minimize"] if self.cost else [])
 
 
 # --slo keys: a latency statistic of the load test, or of its first-run window (tuner/load/firstrun.py)
@@ -224,15 +232,15 @@ def open_study(opts: StudyOptions, space: SearchSpace, objectives: Objectives) -
             if attempt == 4:
                 raise
             time.sleep(0.2)
-    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE,
-                                  optuna.study.StudyDirection.MINIMIZE]:
-        raise StudyError(f"study {opts.name!r} exists with other objectives: {study.directions}")
     stored = study.user_attrs.get("objectives")
-    if stored and stored != objectives.names:
+    if [d.name.lower() for d in study.directions] != objectives.directions or (stored and stored != objectives.names):
+        stored = stored or [d.name.lower() for d in study.directions]
         raise StudyError(
             f"study {opts.name!r} was created with objectives {stored}; this run asks for "
-            f"{objectives.names}. Use the same --latency-metric/--latency-stat, give this run a new study name "
-            f"(--study NEW), or start one seeded with this study's Pareto front: --study NEW --fork-from {opts.name}"
+            f"{objectives.names}. Use the same --latency-metric/--latency-stat"
+            f"{' and --cost-objective' if COST in stored else ' without --cost-objective' if objectives.cost else ''}"
+            f", give this run a new study name (--study NEW), or start one seeded with this study's Pareto front: "
+            f"--study NEW --fork-from {opts.name}"
         )
     study.set_metric_names(objectives.names)
     study.set_user_attr("objectives", objectives.names)

@@ -26,9 +26,12 @@ from optuna.trial import TrialState
 
 from ..perfmodel.checks import rejection
 from ..perfmodel.target import predict, predict_calibrated, predict_serving
+from ..trial.cost import per_mtok
 from ..trial.run import TrialContext, TrialResult
+from ..vocabulary.cost import server_cards
 from ..vocabulary.record import TrialRecord
 from ..vocabulary.status import TrialStatus
+from .options import COST, COST_PENALTY
 from .pareto import hypervolume, pareto_indices
 from .screen import effective_key
 
@@ -113,27 +116,34 @@ class Guide:
         return (self.screen.screening and self.ctx.release is not None and self.ctx.device_model is not None
                 and cal is not None and cal.n > 0)
 
-    def measured(self) -> list[tuple[int, dict, tuple[float, float, float]]]:
+    def measured(self) -> list[tuple[int, dict, tuple[float, ...]]]:
         """(trial number, parameters, objectives) of every measured feasible configuration (booted or reused)."""
         records = (TrialRecord.from_frozen(t) for t in self.study.get_trials(deepcopy=False,
                                                                              states=(TrialState.COMPLETE,)))
         return [(r.number, r.params, r.values) for r in records
                 if r.feasible and r.ok and r.values and r.screened != DOMINATED]
 
-    def measured_front(self) -> list[tuple[int, dict, tuple[float, float, float]]]:
+    def measured_front(self) -> list[tuple[int, dict, tuple[float, ...]]]:
         """The measured Pareto front, as `measured`."""
         done = self.measured()
         return [done[i] for i in pareto_indices([v for _, _, v in done], self.objectives.directions)]
 
-    def predicted(self, settings, tp) -> tuple[float, float, float] | None:
-        """(throughput, latency, warmup) of the calibrated model, or None when it cannot say."""
+    def predicted(self, settings, tp) -> tuple[float, ...] | None:
+        """(throughput, latency, warmup[, $ per million tokens]) of the calibrated model, or None when it
+        cannot say."""
         if tp is None or tp.calibrated.failure is not None:
             return None
         serving = serving_estimate(_prior_serving(self.ctx, settings), self.ctx.calibration.corrections)
         latency = self.objectives.latency_key
         if "output_throughput" not in serving or latency not in serving:
             return None
-        return (serving["output_throughput"], serving[latency], tp.calibrated.warmup_seconds)
+        vec = (serving["output_throughput"], serving[latency], tp.calibrated.warmup_seconds)
+        return vec + ((self._cost(settings, vec[0]),) if self.objectives.cost else ())
+
+    def _cost(self, settings, throughput: float) -> float:
+        """$ per million output tokens at `throughput` on the cards this configuration's server holds."""
+        n = server_cards(self.ctx.backend.argv(settings.server, self.ctx.host, 0), settings.server)
+        return per_mtok(self.ctx.cost, n, throughput) if self.ctx.cost is not None else COST_PENALTY
 
     def dominated(self, settings, tp) -> TrialResult | None:
         """A result told without a boot when a measured point beats this configuration's prediction
@@ -144,12 +154,15 @@ class Guide:
         fit = self.ctx.calibration.fits()["decode_step"]
         u = math.exp(Z_DOMINATED * math.hypot(fit.se, fit.spread))
         best = (vec[0] * u, vec[1] / u, tp.warmup_low_s if tp.warmup_low_s is not None else vec[2])
+        best += tuple(v / u for v in vec[3:])  # cost: the throughput's favourable end over the same cards
         for number, _, m in self.measured_front():
-            if m[0] >= best[0] and m[1] <= best[1] and m[2] <= best[2]:
+            if m[0] >= best[0] and all(a <= b for a, b in zip(m[1:], best[1:])):
                 latency = self.objectives.latency_key
+                metrics = {"output_throughput": vec[0], latency: vec[1]}
+                if self.objectives.cost:
+                    metrics[COST] = vec[3]
                 return TrialResult(status=TrialStatus.OK, booted=False, params=settings.params,
-                                   server=settings.server, predicted=tp.summary(),
-                                   metrics={"output_throughput": vec[0], latency: vec[1]},
+                                   server=settings.server, predicted=tp.summary(), metrics=metrics,
                                    reason=f"not booted: predicted dominated by trial {number} (calibrated model: "
                                           f"{vec[0]:.0f} tok/s, {latency} {vec[1]:.0f}, warmup {vec[2]:.0f} s)",
                                    timings={"accelerator_s": 0.0})
@@ -203,7 +216,8 @@ class Guide:
         directions = self.objectives.directions
         vecs = [v for _, _, v in front]
         budget = self.ctx.limits.warmup_budget_s
-        reference = (0.0, max(v[1] for v in vecs) * 1.5, budget or max(v[2] for v in vecs) * 1.5)
+        reference = (0.0, max(v[1] for v in vecs) * 1.5, budget or max(v[2] for v in vecs) * 1.5,
+                     *(max(v[3] for v in vecs) * 1.5 for _ in vecs[0][3:]))  # with --cost-objective
         base = hypervolume(vecs, reference, directions)
         best, gain, tried = None, 0.0, 0
         others = [p for i, (_, p, _) in enumerate(done) if i not in on_front]

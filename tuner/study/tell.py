@@ -1,7 +1,8 @@
 """A trial's result told to Optuna, and which told trials count toward `--n-trials`.
 
 A trial is told back with three objectives (throughput up, a latency percentile down, warmup seconds
-down) and `trial.set_constraint` values (feasible when all <= 0). A failure the configuration caused
+down; with --cost-objective, $ per million output tokens down as a fourth) and `trial.set_constraint`
+values (feasible when all <= 0). A failure the configuration caused
 (invalid settings, warmup over budget, OOM, failed requests) is told as an infeasible COMPLETE trial with
 penalty values, so the sampler learns to avoid the region; a failure of the environment (boot failure,
 crash, port clash) or an interruption is a FAIL and its parameters are enqueued again.
@@ -18,7 +19,7 @@ from ..vocabulary.status import CONFIG_FAILURES, TrialStatus
 from . import optuna_private
 from .dashboard import trial_figures
 from .nodes import requeue_attrs
-from .options import THROUGHPUT, WARMUP, Constraints, Objectives
+from .options import COST, COST_PENALTY, THROUGHPUT, WARMUP, Constraints, Objectives
 from .screen import counts_toward_budget
 
 LATENCY_PENALTY_MS = 1e5  # latency told for a trial that produced none (100 s: worse than any real one)
@@ -68,8 +69,14 @@ def tell_result(study: optuna.Study, trial: optuna.Trial, result: TrialResult, o
         placeholders.append(WARMUP)
     if warmup is None:
         warmup = constraints.warmup_budget_s or result.predicted.get("warmup_s") or 0.0
+    values = [throughput, float(latency), float(warmup)]
+    if objectives.cost:
+        cost = result.metrics.get(COST) if result.ok else None
+        if cost is None:
+            placeholders.append(COST)
+        values.append(float(cost) if cost is not None else COST_PENALTY)
     trial.set_user_attr("placeholders", placeholders)
-    study.tell(trial, [throughput, float(latency), float(warmup)])
+    study.tell(trial, values)
     return TrialState.COMPLETE
 
 

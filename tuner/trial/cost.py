@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..vocabulary import display
 from ..vocabulary.cost import accelerator_hours, device_seconds  # noqa: F401 (the report reads them here)
 from ..vocabulary.cost import cards as trial_cards
 from ..vocabulary.cost import server_cards as cards  # noqa: F401 (cards(argv, server))
@@ -169,7 +170,5 @@ def payback(rate: CostRate, study_accelerator_hours: float, pick_cards: int, pic
 # ------------------------------------------------------------------------------------ accelerator time
 
 def money(x: float | None) -> str:
-    """$1.23 (cents below $10, whole dollars from $1,000); '-' for no figure."""
-    if x is None:
-        return "-"
-    return f"${x:,.0f}" if abs(x) >= 1000 else f"${x:,.2f}" if abs(x) >= 0.1 else f"${x:,.4f}"
+    """$1.23 (whole dollars from $1,000, four decimals below $0.10); "-" for no figure."""
+    return display.metric(METRIC, x)

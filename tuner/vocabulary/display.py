@@ -79,6 +79,8 @@ def metric(name: str, v: Any) -> str:
         return f"{v:,.0f} tok/s"
     if name == "request_throughput":
         return f"{v:.2f} req/s"
+    if name.startswith("cost_per_mtok"):  # dollars per million output tokens (trial/cost.py money's digits)
+        return f"${v:,.0f}" if abs(v) >= 1000 else f"${v:,.2f}" if abs(v) >= 0.1 else f"${v:,.4f}"
     return num(v)
 
 
@@ -100,7 +102,8 @@ def change(new: Any, old: Any) -> tuple[Any, Any]:
     return diff, (100.0 * diff / abs(old) if old else None)
 
 
-SHORT = {"output_throughput": "tok/s", "warmup_s": "warmup", "first_output_throughput": "first-run tok/s"}
+SHORT = {"output_throughput": "tok/s", "warmup_s": "warmup", "first_output_throughput": "first-run tok/s",
+         "cost_per_mtok": "$/Mtok"}
 
 
 def short(name: str) -> str:
