@@ -156,12 +156,21 @@ class _SafeWatcher:
         self.lock = threading.Lock()
         self.watcher = LogWatcher(expect_graphs=expect_graphs)
         self.tracker, self.scale = tracker, scale
+        self.first_line_at: float | None = None  # time.monotonic() the server's first line was read
         # (time.monotonic() the line was read, kind) of each shape compiled while serving: the first-run
         # window counts those read before its last request ended
         self.serving_events: list[tuple[float, str]] = []
 
     def on_line(self, line: str, t: float) -> None:
         with self.lock:
+            if self.first_line_at is None:
+                self.first_line_at = t
+                if self.tracker is not None and self.tracker.started_at and self.scale != 1.0:
+                    # A time-scaled server's own phases start with its first line; the interpreter's start
+                    # before it runs in real time, so it counts once, not 1/scale times (a genuine
+                    # server runs at scale 1: nothing changes for it).
+                    launched = self.tracker.started_at * self.scale
+                    self.tracker.started_at = t / self.scale - (t - launched)
             for ev in self.watcher.feed(line, t):
                 if self.tracker is not None:
                     self.tracker.on_event(ev, t / self.scale)
@@ -282,6 +291,9 @@ class _TrialRun:
         )
         self.t_ready = time.monotonic()
         self.result.timings["boot_and_warmup_s"] = round(self.t_ready - self.t0, 3)
+        first = self.watch.first_line_at
+        if first is not None and scale != 1.0:  # real seconds inside it (vocabulary/cost.py device_seconds)
+            self.result.timings["before_first_line_s"] = round(first - self.t0, 3)
         return outcome
 
     def classify_failure(self, srv: ServerProcess, outcome) -> None:

@@ -38,12 +38,15 @@ def cards(t: FrozenTrial | TrialRecord) -> int:
 
 def device_seconds(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
     """Seconds the trial held its cards (boot + warmup + load test), in the server's own time: the
-    simulator runs compressed, so its wall times are scaled back to what a real node would spend.
+    simulator runs compressed, so its wall times are scaled back to what a real node would spend, except
+    the time before its first log line (its interpreter starting), which is real time.
     A trial rejected before boot held nothing."""
     tm = as_record(t).timings
     load_scale = float(backend.get("time_scale") or 1.0)
     startup_scale = float(backend.get("startup_time_scale") or load_scale)
-    return float(tm.get("boot_and_warmup_s", 0.0)) / startup_scale + float(tm.get("load_s", 0.0)) / load_scale
+    boot = float(tm.get("boot_and_warmup_s", 0.0))
+    real = min(boot, float(tm.get("before_first_line_s", 0.0)))
+    return real + (boot - real) / startup_scale + float(tm.get("load_s", 0.0)) / load_scale
 
 
 def accelerator_hours(t: FrozenTrial | TrialRecord, backend: dict[str, Any]) -> float:
