@@ -90,7 +90,7 @@ def test_the_command_line_refuses_and_fork_from_seeds_a_new_study(tmp_path):
 
 
 def test_every_trial_line_and_the_summary_say_how_each_trial_was_settled(tmp_path, capsys):
-    from tuner.commands.tune import trial_line
+    from tuner.commands.tuneprogress import trial_line
     from tuner.report import print_pareto
 
     space = dict(SPACE, parameters={"max_num_seqs": {"type": "categorical", "choices": [8]}})  # one configuration

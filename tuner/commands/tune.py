@@ -502,13 +502,14 @@ def tune_study(args, console=None, storage=None, runner=None):
                         remeasure=args.remeasure, screening=not args.no_screening,
                         calibration_seeds=calibration_seeds, storage_object=storage, baseline=baseline,
                         plan_seeds=plan_seeds, plan=plan_record, confirm=confirm_options(args))
+    from .tuneprogress import NightProgress, SlotBars, interrupted_line, trial_line
+
     started = time.monotonic()
-    bars = _SlotBars(console, opts.slots)
+    bars = SlotBars(console, opts.slots)
     ctx.progress = lambda text: bars.print(f"  [dim]{text}[/]")
     ctx.on_progress = bars.update
 
     from ..study.tell import already_done
-    from .tuneprogress import NightProgress
 
     done_before, best_before = already_done(opts)
     night = NightProgress(planned=opts.n_trials, slots=len(opts.slots), done_before=done_before,
@@ -561,46 +562,3 @@ def _budget_text(opts, done: int) -> str:
     plural = "s" if opts.n_trials != 1 else ""
     return (f"until it holds {opts.n_trials} measured trial{plural}{already}; reused and screened proposals do "
             "not count")
-
-
-def trial_line(number: int, result, objectives, constraints, elapsed_s: float) -> str:
-    """The live line of a finished trial: a measured trial outside a limit reads as a miss, with the figures."""
-    from ..study.dashboard import trial_story
-
-    story = trial_story(result, objectives, constraints)
-    colour = {"miss": "yellow", "ok": "green"}.get(story.tone, "red")
-    return f"trial {number} ({result.settled}): [{colour}]{story.head}[/]{story.rest} ({elapsed_s:.0f} s elapsed)"
-
-
-def interrupted_line(run) -> str:
-    """What a signal did to the run, in one line."""
-    numbers = run.interrupted_trials
-    said = (f"trial{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))} stopped, recorded as "
-            "interrupted and enqueued again" if numbers else "stopped between trials")
-    return (f"interrupted by {run.signal}: {said}; everything recorded so far is kept; "
-            "re-run the same command to resume")
-
-
-class _SlotBars:
-    """One live line per slot: its stage, warmup buckets or requests done / total, time left."""
-
-    def __init__(self, console, slots):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[eta]}"), console=console, transient=True)
-        self.tasks = {s.index: self.progress.add_task(f"slot {s.index}", total=None, eta="") for s in slots}
-
-    def __enter__(self):
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.progress.stop()
-
-    def print(self, text: str) -> None:
-        self.progress.console.print(text)
-
-    def update(self, slot: int, what: str, done: int, total: int, eta: float | None) -> None:
-        self.progress.update(self.tasks[slot], description=f"slot {slot}: {what}", completed=done,
-                             total=total or None, eta=f"~{eta:.0f} s left" if eta else "")
