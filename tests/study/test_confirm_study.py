@@ -117,3 +117,52 @@ def test_load_runs_on_the_same_boot_are_records_without_a_warmup_of_their_own(co
     confirm_boot_seeds = runner.seeds[4:]
     assert confirm_boot_seeds and 7 not in confirm_boot_seeds
     assert len(set(confirm_boot_seeds)) == len(confirm_boot_seeds)
+
+
+# Clearly apart: the redraws settle the picks at once, on the prior noise alone.
+APART = {8: (100.0, 100.0, 60.0), 64: (1000.0, 5000.0, 600.0)}
+
+
+class ApartRunner:
+    def __init__(self):
+        self.booted: list[int] = []
+
+    def __call__(self, ctx, settings, trial_dir=None, slot=None, stop_event=None) -> TrialResult:
+        s = settings.server["max_num_seqs"]
+        self.booted.append(s)
+        thr, lat, warm = APART[s]
+        return TrialResult(status=TrialStatus.OK, booted=True, params=settings.params, server=settings.server,
+                           metrics={"output_throughput": thr, "p99_ttft_ms": lat, "failed": 0},
+                           observed={"warmup_s": warm},
+                           timings={"accelerator_s": 660.0, "boot_and_warmup_s": 600.0, "load_s": 60.0})
+
+
+def _apart_study(tmp_path, budget_share: float):
+    space = SearchSpace.from_dict({**SPACE, "parameters": {"max_num_seqs": {"type": "categorical",
+                                                                             "choices": list(APART)}}})
+    ctx = TrialContext(backend=Backend(kind="sim", model="m"), workload=FixedWorkload(10, 10, num_prompts=1, seed=7))
+    opts = StudyOptions(name="apart", results_root=tmp_path, sampler="random", n_trials=2, enqueue_defaults=False,
+                        confirm=ConfirmOptions(budget_share=budget_share),
+                        storage_object=optuna.storages.InMemoryStorage())
+    study = open_study(opts, space, Objectives())
+    for s in APART:
+        study.enqueue_trial({"max_num_seqs": s})
+    runner = ApartRunner()
+    run = run_study(opts, space, ctx, Objectives(), Constraints(allow_recompiles=True), install_sigint=False,
+                    runner=runner)
+    return run.study, runner
+
+
+def test_a_pick_measured_once_is_measured_again_however_settled_it_looks(tmp_path):
+    study, runner = _apart_study(tmp_path, budget_share=0.7)  # 0.26 h: one boot (0.18 h x 1.25 margin)
+    confirm = [r for r in records(study.get_trials()) if r.attrs.get("confirm")]
+    pick = study.user_attrs["confirmation"]["rules"]["balanced"]
+    assert len(confirm) == 1 and runner.booted == [8, 64, confirm[0].params["max_num_seqs"]]
+    assert "measured once" in confirm[0].attrs["confirm"]
+    assert pick["settled"] and pick["trial"] == confirm[0].number  # the re-measured pick holds the mean
+
+
+def test_a_budget_that_cannot_pay_a_boot_measures_nothing(tmp_path):
+    study, runner = _apart_study(tmp_path, budget_share=0.1)  # 0.04 h: less than a boot (0.18 h x 1.25)
+    assert runner.booted == [8, 64]
+    assert study.user_attrs["confirmation"]["measured"] == []

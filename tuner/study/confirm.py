@@ -8,7 +8,8 @@ normal with the standard error of its n measurements), the feasibility rechecked
 budget, SLOs) and the rules applied again. A rule is settled when, in at least `confidence` of the draws,
 its pick is the draw's pick or scores within `tolerance` of it by the rule (the balanced pick's distance
 from the ideal, on the front's range of each objective; the throughput under an SLO, which it must
-meet). Otherwise the configurations that took the pick in the other draws (its rivals: the nearest
+meet). A pick measured only once is measured again first, settled or not (measured_once). Otherwise the
+configurations that took the pick in the other draws (its rivals: the nearest
 front points, SLO-borderline ones) and the pick itself are worth another measurement; the one whose
 extra measurement removes the most of those draws per accelerator-hour is measured next: a new
 boot, then more load runs on the same boot while one of those removes more doubt per hour than a boot of
@@ -181,6 +182,14 @@ def next_measurement(d: Decision, ests: dict[str, Estimate], limit_per_config: i
     cands = [k for k, v in d.involvement.items() if v > 0 and ests[k].n < limit_per_config]
     per = (lambda k: gain(d, ests[k]) / max(cost[k], 1e-9)) if cost else (lambda k: gain(d, ests[k]))
     return max(cands, key=lambda k: (per(k), k)) if cands else None
+
+
+def measured_once(d: Decision, ests: dict[str, Estimate]) -> list[str]:
+    """The picks resting on a single measurement. A pick is the configuration whose draws happened to be
+    best (the winner's curse): its one measurement is the likeliest of all to flatter it, and until a study
+    has repeats of its own, the redraws know the noise only from the prior. So each pick is measured once
+    more whatever the redraws say."""
+    return sorted({p for p in d.picks.values() if p is not None and ests[p].n < 2})
 
 
 def another_run(d: Decision, ests: dict[str, Estimate], key: str, run_h: float, boot_h: dict[str, float],

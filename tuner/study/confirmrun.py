@@ -22,7 +22,7 @@ from ..vocabulary.cost import spent_hours
 from ..vocabulary.record import records
 from ..vocabulary.status import TrialStatus
 from . import nodes, optuna_private
-from .confirm import DRAWS, Decision, Question, another_run, decide, next_measurement
+from .confirm import DRAWS, Decision, Question, another_run, decide, measured_once, next_measurement
 from .measurements import CONFIRM_ATTR, SAME_BOOT, by_configuration, combine, own_figures
 from .nodes import BASELINE_ATTR
 from .screen import KEY_ATTR
@@ -97,18 +97,26 @@ class Confirmation:
     # -------------------------------------------------------------------------------- the phase
     def run(self) -> dict:
         stopped = "settled"
+        skipped: set[str] = set()  # picks measured once that the budget could not measure again
         while True:
             ests, eligible, latest = self.state()
             d = self.decision(ests, eligible)
-            if d.settled(self.opts.confidence):
+            once = [k for k in measured_once(d, ests) if k not in skipped]
+            if not once and d.settled(self.opts.confidence):
                 break
             if self.loop.stop.is_set() or time.monotonic() >= self.loop.deadline:
                 stopped = "stopped"
                 break
-            key, why = self.choose(d, ests)
-            if key is None:
-                stopped = why
-                break
+            if once:
+                key = once[0]
+                if not self.affords(key):
+                    skipped.add(key)
+                    continue
+            else:
+                key, why = self.choose(d, ests)
+                if key is None:
+                    stopped = why
+                    break
             self.measure(key, d, ests, latest)
             self.rounds += 1
         ests, eligible, latest = self.state()
@@ -127,9 +135,13 @@ class Confirmation:
             if key is None:
                 return None, "nothing left that could change the picks" if len(left) == len(d.involvement) \
                     else "budget spent"
-            if self.spent_h + MARGIN * self.boot_hours(key) <= self.budget_h + 1e-12:
+            if self.affords(key):
                 return key, ""
             left.pop(key)
+
+    def affords(self, key: str) -> bool:
+        """A new boot of `key` fits in what is left of the budget (at its earlier boots' cost, with a margin)."""
+        return self.spent_h + MARGIN * self.boot_hours(key) <= self.budget_h + 1e-12
 
     def measure(self, key: str, d: Decision, ests, latest) -> None:
         """A new boot of the configuration, and more load runs on it while the decision asks for them."""
@@ -187,13 +199,21 @@ class Confirmation:
 
     def why(self, key: str, d: Decision) -> str:
         parts = []
+        once = self.count_of(key) < 2
         for rule, pick in d.picks.items():
             name = "balanced pick" if rule == "balanced" else f"throughput pick under {rule.split(':', 1)[1]}"
-            if pick == key:
+            if pick == key and once:
+                parts.append(f"the {name}, measured once (a pick's one measurement is the likeliest to flatter it)")
+            elif pick == key:
                 parts.append(f"the {name}, standing in {100 * d.confidence[rule]:.0f}% of redraws")
             elif key in d.rivals.get(rule, {}):
                 parts.append(f"a rival of the {name} in {100 * d.rivals[rule][key] / DRAWS:.0f}% of redraws")
         return "; ".join(parts) or "could change a pick"
+
+    def count_of(self, key: str) -> int:
+        """Measurements of the configuration so far (boots and load runs)."""
+        groups = by_configuration(records(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
+        return len(groups.get(key, []))
 
     def summary(self, d: Decision, latest, stopped: str) -> dict:
         rules = {r: {"trial": latest[p].number if p is not None else None, "confidence": round(d.confidence[r], 3),
