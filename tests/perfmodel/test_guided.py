@@ -4,6 +4,7 @@ proposals a measured point beats even at the favourable end of their prediction 
 from __future__ import annotations
 
 import optuna
+import pytest
 from optuna.distributions import CategoricalDistribution
 
 from tuner.load.workload import RandomWorkload
@@ -13,11 +14,12 @@ from tuner.perfmodel.calibration import Calibration
 from tuner.serve.backends import Backend
 from tuner.space.schema import SearchSpace
 from tuner.study import screen as measured
-from tuner.study.options import Constraints, Objectives
+from tuner.study.options import COST, Constraints, Objectives
 from tuner.study.proposals import Guide, serving_estimate
 from tuner.study.screen import Screen
 from tuner.study.tell import tell_result
 from tuner.trial import run as T
+from tuner.trial.cost import CostRate
 from tuner.vocabulary.status import TrialStatus
 
 CHOICES = {"max_num_seqs": [8, 16, 32], "VLLM_DECODE_BS_BUCKET_STEP": [8, 16]}
@@ -26,21 +28,22 @@ SPACE = {"name": "guided", "release": "fork-1.21.2",
          "parameters": {k: {"type": "categorical", "choices": v} for k, v in CHOICES.items()}}
 
 
-def setup(values):
+def setup(values, objectives: Objectives | None = None):
     """A study holding one measured configuration (max_num_seqs 8, step 8) with these objective values."""
+    objectives = objectives or Objectives()
     space = SearchSpace.from_dict(SPACE)
     ctx = T.TrialContext(backend=Backend("sim", model="m", sim_release="fork-1.21.2"),
                          workload=RandomWorkload(200, 16, num_prompts=16), release="fork-1.21.2",
                          device_model=M.DeviceModel(), load=T.LoadOptions(max_concurrency=8, warmup_requests=2),
-                         limits=T.Limits(warmup_budget_s=10_000.0))
+                         limits=T.Limits(warmup_budget_s=10_000.0), cost=CostRate(2.0, "$2/card-hour"))
     ctx.calibration = Calibration().update({"decode_step": 0.0, "prompt_warmup": 0.0, "decode_warmup": 0.0})
-    study = optuna.create_study(directions=Objectives().directions)
+    study = optuna.create_study(directions=objectives.directions)
     study.add_trial(optuna.trial.create_trial(
         params={"max_num_seqs": 8, "VLLM_DECODE_BS_BUCKET_STEP": 8}, values=values,
         distributions={k: CategoricalDistribution(v) for k, v in CHOICES.items()},
         user_attrs={"feasible": True, "status": "ok", "booted": True}))
     screen = Screen(study, ctx)
-    guide = Guide(study, space, ctx, Objectives(), screen)
+    guide = Guide(study, space, ctx, objectives, screen)
     screen.use_guide(guide)
     return space, ctx, study, guide, screen
 
@@ -63,6 +66,20 @@ def test_a_proposal_beaten_everywhere_by_a_measured_point_is_not_booted(monkeypa
     assert not measured.counts_toward_budget(frozen) and frozen.user_attrs["feasible"]
     assert not screen.measurements(frozen.user_attrs["effective_key"])
     assert [n for n, _, _ in guide.measured_front()] == [0]  # the prediction is not a measured point
+
+
+def test_with_the_cost_objective_a_point_must_also_be_cheaper_to_screen_a_proposal():
+    settings_of = {"max_num_seqs": 32, "VLLM_DECODE_BS_BUCKET_STEP": 16}
+    # faster, quicker and earlier, but dearer per token than any prediction: the proposal boots
+    space, ctx, *_, guide, _ = setup([1e6, 1.0, 1.0, 1e9], Objectives(cost=True))
+    settings = space.settings_for(settings_of)
+    assert guide.dominated(settings, M.predict_calibrated(ctx, settings)) is None
+    # and cheaper too: not booted, told its predicted cost ($2 a card-hour over its tokens)
+    space, ctx, *_, guide, _ = setup([1e6, 1.0, 1.0, 1e-9], Objectives(cost=True))
+    result = guide.dominated(settings, M.predict_calibrated(ctx, settings))
+    assert result is not None and not result.booted
+    thr = result.metrics["output_throughput"]
+    assert result.metrics[COST] == pytest.approx(2.0 / (thr * 3600) * 1e6)
 
 
 def test_a_proposal_the_measured_front_does_not_beat_boots():

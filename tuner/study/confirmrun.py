@@ -97,11 +97,11 @@ class Confirmation:
     # -------------------------------------------------------------------------------- the phase
     def run(self) -> dict:
         stopped = "settled"
-        skipped: set[str] = set()  # picks measured once that the budget could not measure again
+        asked: set[str] = set()  # picks measured once, measured again (or not affordable): asked once each
         while True:
             ests, eligible, latest = self.state()
             d = self.decision(ests, eligible)
-            once = [k for k in measured_once(d, ests) if k not in skipped]
+            once = [k for k in measured_once(d, ests) if k not in asked]
             if not once and d.settled(self.opts.confidence):
                 break
             if self.loop.stop.is_set() or time.monotonic() >= self.loop.deadline:
@@ -109,8 +109,8 @@ class Confirmation:
                 break
             if once:
                 key = once[0]
+                asked.add(key)  # a boot that fails leaves it measured once: not asked again
                 if not self.affords(key):
-                    skipped.add(key)
                     continue
             else:
                 key, why = self.choose(d, ests)

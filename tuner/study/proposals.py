@@ -216,8 +216,9 @@ class Guide:
         directions = self.objectives.directions
         vecs = [v for _, _, v in front]
         budget = self.ctx.limits.warmup_budget_s
-        reference = (0.0, max(v[1] for v in vecs) * 1.5, budget or max(v[2] for v in vecs) * 1.5,
-                     *(max(v[3] for v in vecs) * 1.5 for _ in vecs[0][3:]))  # with --cost-objective
+        reference = (0.0, max(v[1] for v in vecs) * 1.5, budget or max(v[2] for v in vecs) * 1.5)
+        if self.objectives.cost:
+            reference += (max(v[3] for v in vecs) * 1.5,)
         base = hypervolume(vecs, reference, directions)
         best, gain, tried = None, 0.0, 0
         others = [p for i, (_, p, _) in enumerate(done) if i not in on_front]
