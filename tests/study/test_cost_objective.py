@@ -26,7 +26,6 @@ SPACE = {
 }
 # Generous limits: every measured trial is feasible however busy the machine (conftest.LIMITS explains).
 LIMITS = ["--slo", "p99_ttft_ms=600000", "--warmup-budget", "50000", "--allow-recompiles", "--no-screening"]
-pytestmark = pytest.mark.xdist_group("costobj")  # one worker makes the study once
 
 
 @pytest.fixture(scope="module")
