@@ -22,8 +22,7 @@ from tuner.trial.run import TrialContext, TrialResult
 from tuner.vocabulary.record import records
 from tuner.vocabulary.status import TrialStatus
 
-SPACE = {"name": "confirm", "server": {},
-         "parameters": {"max_num_seqs": {"type": "categorical", "choices": [8, 16, 32, 64]}}}
+SPACE = {"name": "confirm", "server": {}}  # its parameter: max_num_seqs over a study's values (confirm_study)
 # True figures: 16 and 32 are the balanced candidates, 5% apart in p99 TTFT (inside its noise).
 TRUE = {8: (100.0, 150.0, 60.0), 16: (180.0, 400.0, 70.0), 32: (180.0, 420.0, 70.0), 64: (260.0, 2000.0, 90.0)}
 WOBBLE = [1.0, 1.12, 0.9, 1.05, 0.95, 1.1, 0.92, 1.0]  # one measurement's p99 factor, in turn
@@ -57,21 +56,27 @@ class Runner:
         return res
 
 
-@pytest.fixture(scope="module")
-def confirmed(tmp_path_factory):
-    """One study (in memory): the search measures the four configurations, then --confirm with half its hours."""
-    space = SearchSpace.from_dict(SPACE)
+def confirm_study(root, name: str, values, runner, budget_share: float):
+    """A study (in memory) over max_num_seqs in `values`: the search measures each once, in order, with
+    `runner`, then --confirm with `budget_share` of the search's hours."""
+    space = SearchSpace.from_dict({**SPACE, "parameters": {"max_num_seqs": {"type": "categorical",
+                                                                             "choices": list(values)}}})
     ctx = TrialContext(backend=Backend(kind="sim", model="m"), workload=FixedWorkload(10, 10, num_prompts=1, seed=7))
-    opts = StudyOptions(name="confirm", results_root=tmp_path_factory.mktemp("confirm"), sampler="random",
-                        n_trials=4, enqueue_defaults=False, confirm=ConfirmOptions(budget_share=0.5),
+    opts = StudyOptions(name=name, results_root=root, sampler="random", n_trials=len(values), enqueue_defaults=False,
+                        confirm=ConfirmOptions(budget_share=budget_share),
                         storage_object=optuna.storages.InMemoryStorage())
     study = open_study(opts, space, Objectives())
-    for s in TRUE:  # each configuration once, in order: the search measures all four
+    for s in values:
         study.enqueue_trial({"max_num_seqs": s})
-    runner = Runner()
     run = run_study(opts, space, ctx, Objectives(), Constraints(allow_recompiles=True), install_sigint=False,
                     runner=runner)
     return run.study, runner
+
+
+@pytest.fixture(scope="module")
+def confirmed(tmp_path_factory):
+    """The search measures the four configurations, then --confirm with half its hours."""
+    return confirm_study(tmp_path_factory.mktemp("confirm"), "confirm", TRUE, Runner(), 0.5)
 
 
 def test_confirmation_remeasures_the_close_picks_and_records_every_measurement(confirmed):
@@ -138,19 +143,7 @@ class ApartRunner:
 
 
 def _apart_study(tmp_path, budget_share: float):
-    space = SearchSpace.from_dict({**SPACE, "parameters": {"max_num_seqs": {"type": "categorical",
-                                                                             "choices": list(APART)}}})
-    ctx = TrialContext(backend=Backend(kind="sim", model="m"), workload=FixedWorkload(10, 10, num_prompts=1, seed=7))
-    opts = StudyOptions(name="apart", results_root=tmp_path, sampler="random", n_trials=2, enqueue_defaults=False,
-                        confirm=ConfirmOptions(budget_share=budget_share),
-                        storage_object=optuna.storages.InMemoryStorage())
-    study = open_study(opts, space, Objectives())
-    for s in APART:
-        study.enqueue_trial({"max_num_seqs": s})
-    runner = ApartRunner()
-    run = run_study(opts, space, ctx, Objectives(), Constraints(allow_recompiles=True), install_sigint=False,
-                    runner=runner)
-    return run.study, runner
+    return confirm_study(tmp_path, "apart", APART, ApartRunner(), budget_share)
 
 
 def test_a_pick_measured_once_is_measured_again_however_settled_it_looks(tmp_path):
