@@ -146,7 +146,7 @@ class Confirmation:
     def measure(self, key: str, d: Decision, ests, latest) -> None:
         """A new boot of the configuration, and more load runs on it while the decision asks for them."""
         rec = latest[key]
-        why = self.why(key, d)
+        why = self.why(key, d, ests)
         self.ctx.say(f"confirm: re-measuring trial {rec.number}'s configuration ({why})")
         trial = self.new_trial(rec, {CONFIRM_ATTR: why})
         settings = trial_settings(self.loop.space, trial)
@@ -197,9 +197,9 @@ class Confirmation:
         trial.set_user_attr("owner", self.loop.owner)
         return trial
 
-    def why(self, key: str, d: Decision) -> str:
+    def why(self, key: str, d: Decision, ests) -> str:
         parts = []
-        once = self.count_of(key) < 2
+        once = ests[key].n < 2
         for rule, pick in d.picks.items():
             name = "balanced pick" if rule == "balanced" else f"throughput pick under {rule.split(':', 1)[1]}"
             if pick == key and once:
@@ -209,11 +209,6 @@ class Confirmation:
             elif key in d.rivals.get(rule, {}):
                 parts.append(f"a rival of the {name} in {100 * d.rivals[rule][key] / DRAWS:.0f}% of redraws")
         return "; ".join(parts) or "could change a pick"
-
-    def count_of(self, key: str) -> int:
-        """Measurements of the configuration so far (boots and load runs)."""
-        groups = by_configuration(records(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))))
-        return len(groups.get(key, []))
 
     def summary(self, d: Decision, latest, stopped: str) -> dict:
         rules = {r: {"trial": latest[p].number if p is not None else None, "confidence": round(d.confidence[r], 3),
