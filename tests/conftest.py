@@ -1,3 +1,4 @@
+import functools
 import os
 import signal
 from pathlib import Path
@@ -14,19 +15,24 @@ LOG_SAMPLES = DATA / "log-samples"
 # modules carry `xdist_group("realvllm")`, but pytest 9.2 keeps a node's id where xdist 3.8's loadgroup
 # no longer renames it, so the group is read off the path here, through xdist's scheduler hook.
 REALVLLM_TIER = "tests/realvllm/"
-# Modules that share an expensive fixture run on one worker too, or each worker builds it again (the
-# `studies` of tests/report/conftest.py: two simulator studies). xdist_group marks no longer reach the
-# scheduler (above), so the units are named here by path.
-SHARED_FIXTURE_GROUPS = {
-    **{f"tests/report/{m}.py": "report-studies" for m in (
-        "test_report", "test_deploy_cost", "test_genuine_labels", "test_report_browser", "test_dashboard_browser")},
-    # a module-scoped fixture: the module is one unit
-    **{m: m for m in ("tests/study/test_cost_objective.py", "tests/study/test_confirm_study.py",
-                      "tests/cli/test_bad_inputs.py", "tests/perfmodel/test_boots_teach.py",
-                      "tests/perfmodel/test_fidelity_guard.py", "tests/perfmodel/test_log_evidence.py",
-                      "tests/recipecache/test_export_cache.py", "tests/recipecache/test_shared_cache_study.py",
-                      "tests/report/test_honest_output.py", "tests/sim/test_sim_calibration.py")},
-}
+# Modules that share an expensive fixture run on one worker too, or each worker builds it again. xdist_group
+# marks no longer reach the scheduler (above), so the units are read off the path: the modules using the
+# `studies` of tests/report/conftest.py (two simulator studies), and every module with a fixture of its
+# own scoped to the module or a class.
+REPORT_STUDIES = tuple(f"tests/report/{m}.py" for m in (
+    "test_report", "test_deploy_cost", "test_genuine_labels", "test_report_browser", "test_dashboard_browser"))
+
+
+@functools.cache
+def _shared_fixture_unit(path: str) -> str | None:
+    """The scheduling unit of a test module whose tests share a fixture, or None."""
+    if path in REPORT_STUDIES:
+        return "report-studies"
+    try:
+        text = (ROOT / path).read_text(errors="replace")
+    except OSError:
+        return None
+    return path if 'scope="module"' in text or 'scope="class"' in text else None
 
 
 class _TierScheduling:
@@ -43,8 +49,7 @@ class _TierScheduling:
             def _split_scope(self, nodeid: str) -> str:
                 if nodeid.startswith(REALVLLM_TIER):
                     return "realvllm"
-                group = SHARED_FIXTURE_GROUPS.get(nodeid.split("::", 1)[0])
-                return group or super()._split_scope(nodeid)
+                return _shared_fixture_unit(nodeid.split("::", 1)[0]) or super()._split_scope(nodeid)
 
         return TierOnOneWorker(config, log)
 
