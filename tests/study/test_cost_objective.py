@@ -5,6 +5,8 @@ made with it is resumed only with it. On hand-written estimates: the confirmatio
 
 from __future__ import annotations
 
+import io
+
 import optuna
 import pytest
 import yaml
@@ -111,3 +113,32 @@ def test_the_balanced_pick_weighs_the_cost_when_it_is_an_objective():
     assert with_cost.picks["balanced"] == "one" and with_cost.confidence["balanced"] > 0.9
     without = C.decide(ests, set(ests), C.Question(OBJ[:3]))
     assert without.picks["balanced"] == "two"  # throughput alone: the 1% more of the two-card server
+
+
+def _remeasured_study(name: str) -> optuna.Study:
+    """A cost-objective study whose one configuration was booted twice (a figure and its interval)."""
+    s = optuna.create_study(study_name=name, directions=Objectives(cost=True).directions)
+    s.set_metric_names(Objectives(cost=True).names)
+    for thr, lat, warm, cost in ((442.0, 204.0, 648.0, 2.52), (454.0, 190.0, 650.0, 2.45)):
+        metrics = {"output_throughput": thr, "p99_ttft_ms": lat, COST: cost}
+        s.add_trial(optuna.trial.create_trial(
+            values=[thr, lat, warm, cost], params={}, distributions={},
+            user_attrs={"feasible": True, "status": "ok", "booted": True, "effective_key": "k", "server": {},
+                        "env": {}, "metrics": metrics, "observed": {"warmup_s": warm}}))
+    return s
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_compare_shows_four_objectives_with_their_intervals_in_80_columns():
+    from rich.console import Console
+
+    from tuner.results.compare import compare_studies, print_comparison
+
+    out = io.StringIO()
+    print_comparison(compare_studies(_remeasured_study("one"), _remeasured_study("two")), Console(file=out, width=80))
+    table = out.getvalue().split("Best trial per criterion", 1)[1].split("(n: boots", 1)[0]
+    assert all(len(line) <= 80 for line in table.splitlines())
+    assert "…" not in table  # no header, name or figure cut
+    header = next(line for line in table.splitlines() if "tok/s" in line)
+    assert "study" in header and "$/Mtok" in header and "warmup" in header
+    assert "10 min 49 s" in table and "±" in table  # the warm-ups 648 and 650 s: mean, whole

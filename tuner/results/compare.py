@@ -289,14 +289,16 @@ def _print_best(cmp: Comparison, console) -> None:
     console.print("[bold]Best trial per criterion[/]")
     t = Table()
     t.add_column("pick", no_wrap=True)
-    t.add_column("study", overflow="fold", ratio=1)
+    t.add_column("study", overflow="fold", ratio=1, min_width=len("study"))
     repeated = any(s and s.get("n", 1) > 1 for row in cmp.best.values() for s in row)
     for h in ("#", *(["n"] if repeated else []), *[display.short(n) for n in names]):
         t.add_column(h, justify="right", no_wrap=True, min_width=len(h))
     for c, row in cmp.best.items():
         for name, s in zip(cmp.names, row):
             boots = [str(s.get("n", 1)) if s else "-"] if repeated else []
-            t.add_row(c, name, str(s["trial"]) if s else "-", *boots, *[cell(n, s, j) for j, n in enumerate(names)])
+            # a figure's interval on a line of its own: four objectives with intervals fit 80 columns
+            figures = [cell(n, s, j).replace(" ±", "\n±") for j, n in enumerate(names)]
+            t.add_row(c, name, str(s["trial"]) if s else "-", *boots, *figures)
     console.print(t)
     if repeated:
         console.print("(n: boots of the pick's settings; a figure is their mean ± half its 95% t-interval; n 1: one "
