@@ -263,6 +263,18 @@ WRAPPERS = {
                                                  "time": f"2024-11-06T03:03:{i:02d}.723618110Z"}),
     # k9s log pane, as pasted in kubernetes-sigs/gateway-api-inference-extension PR #550
     "k9s pane border": lambda i, s: f"│ {s:<230} │",
+    # a paste's own prefix that no layer names, learned from the records (prefix.PasteLayer)
+    "markdown quote": lambda i, s: f"> {s}",
+    "markdown quote in a quote": lambda i, s: f"> > {s}",
+    "indented code block": lambda i, s: f"    {s}",
+    "cat -n": lambda i, s: f"{i + 1:6d}\t{s}",
+    "srun -l": lambda i, s: f"{i % 2}: {s}",
+    "kubectl logs -c, container only": lambda i, s: f"[vllm-gaudi] {s}",
+    "syslog RFC 5424": lambda i, s: f"<14>1 2024-11-06T03:03:{i:02d}Z gaudi-node-3 vllm 4312 - - {s}",
+    "log viewer stamp and tab": lambda i, s: f"2024-11-06 03:03:{i:02d}.723\t{s}",
+    "no-break spaces of a web page": lambda i, s: s.replace(" ", "\u00a0"),
+    "JSON lines, message": lambda i, s: json.dumps({"timestamp": f"2024-11-06T03:03:{i:02d}Z", "message": s}),
+    "journalctl -o json": lambda i, s: json.dumps({"MESSAGE": s, "_PID": "4312", "SYSLOG_IDENTIFIER": "vllm"}),
 }
 
 
@@ -283,6 +295,31 @@ def test_pasted_through_tools_reads_the_same_facts(how):
     plain = _summary_facts(BASE)
     assert plain[0] == 256 and plain[4] == [("prompt", (1, 36864))] and plain[6] == "device"
     assert _summary_facts([wrap(i, s) for i, s in enumerate(BASE)]) == plain
+
+
+QUOTES = ("markdown quote", "cat -n", "indented code block", "srun -l")
+
+
+@pytest.mark.parametrize("how", QUOTES)
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_whole_real_log_quoted_reads_the_same_facts(name, how):
+    """Bare prints and tracebacks carry the quote too; it is learned from the records, or from a traceback's
+    first line, a rank tag or a Habana runtime stamp where the log has no record before them."""
+    wrap = WRAPPERS[how]
+    quoted = [wrap(i, s) for i, s in enumerate(_lines(name))]
+    assert _facts(explain(quoted, source=name)) == {**NOTHING, **EXPECTED[name]}
+
+
+def test_a_paste_prefix_is_learned_only_when_records_agree_on_it():
+    one = "> INFO 11-06 03:03:36 hpu_model_runner.py:119] VLLM_PROMPT_BS_BUCKET_MAX=256 (default:256)"
+    bare = "> VLLM_DECODE_BS_BUCKET_MAX=16 (default:16)"
+    w = LogWatcher(clock=lambda: 0.0)
+    w.feed_lines([one, bare])                  # one record: not yet a prefix of the paste
+    assert "VLLM_DECODE_BS_BUCKET_MAX" not in w.summary().bucket_variables
+    w.feed_lines([one.replace("> ", "> > "), bare])  # another shape: still not
+    assert "VLLM_DECODE_BS_BUCKET_MAX" not in w.summary().bucket_variables
+    w.feed_lines([one.replace("> ", "> > "), bare.replace("> ", "> > ")])
+    assert w.summary().bucket_variables["VLLM_DECODE_BS_BUCKET_MAX"].value == 16
 
 
 def test_records_joined_on_one_line_are_split():

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import chain, islice
 
 from ..logparse import (
     BucketConfig,
@@ -120,9 +121,16 @@ def _rank_key(prefix) -> str | None:
     return key
 
 
+PRIME_LINES = 5000  # a paste's own line prefix is learned from the records among the first lines
+
+
 def read_log(lines: Iterable[str]) -> LogReading:
     """Parse a whole log. Never raises on content: what it cannot read it counts."""
     watcher = LogWatcher(clock=lambda: 0.0, replay=True)
+    lines = iter(lines)
+    head = list(islice(lines, PRIME_LINES))
+    watcher.prime(head)
+    lines = chain(head, lines)
     reading = LogReading(summary=watcher.summary(), events=[])
     t0: datetime | None = None
     last: float | None = None
@@ -138,7 +146,7 @@ def read_log(lines: Iterable[str]) -> LogReading:
         if is_elision(line):
             reading.elisions.append(number)
         try:
-            prefix, message = split_prefix(line.split("\r")[-1] if "\r" in line else line)
+            prefix, message = split_prefix(line.split("\r")[-1] if "\r" in line else line, watcher.paste)
         except Exception:  # the parser's contract is never to raise; keep ours even if it did
             prefix, message = None, line
         stamp = _timestamp(prefix) if prefix is not None else None

@@ -20,6 +20,7 @@ def parse_line(line: str) -> Event | None:
         text = line.rstrip("\r\n")
         if "\n" in text:
             watcher = LogWatcher()
+            watcher.prime(text.split("\n"))
             events = watcher.feed(text, t=0.0) + watcher.flush()
             return events[0] if events else None
         for segment in reversed(text.split("\r")):

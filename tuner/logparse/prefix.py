@@ -7,14 +7,20 @@ for a carriage return, or with the ESC byte lost: `[1;36m`), markdown emphasis a
 (`**INFO ...**`), a k9s pane border (`│ .. │`), `kubectl logs --prefix` (`[pod/name/container] `),
 `docker compose logs` (`service  | `), `docker logs -t` / `kubectl logs --timestamps` ISO stamps, the
 CRI log files' `<time> stdout F ` stream marker, journalctl's `Nov 24 01:02:03 host vllm[123]: `,
-torch.distributed's `[rank0]: `, docker's json-file records, `grep -n` line numbers, Ray's
-`[repeated 7x across cluster]` suffix and the Habana runtime
-logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines."""
+torch.distributed's `[rank0]: `, JSON records of docker's json-file and of collectors (`log`, `message`,
+`msg`, journald's `MESSAGE`), `grep -n` line numbers, Ray's `[repeated 7x across cluster]` suffix and
+the Habana runtime logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines. No-break
+spaces a web page or chat client put in are spaces.
+
+A paste's own per-line prefix that no known layer names (a markdown quote's `> `, an indented code
+block, `cat -n`'s numbers, `srun -l`'s `0: `, a log viewer's stamp) is learned from the records that
+carry vLLM's logger prefix after it, and peeled off the bare lines between them (PasteLayer)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # ---------------------------------------------------------------------------------------------
@@ -79,23 +85,88 @@ class LogPrefix:
 NO_PREFIX = LogPrefix()
 
 
-def _docker_json(raw: str) -> tuple[str, str | None]:
-    """A line of docker's json-file log (`{"log":"INFO ..\\n","stream":"stdout","time":"..."}`) -> (text, time)."""
+# the text and time fields of JSON log records: docker's json-file, journalctl -o json, log collectors
+_JSON_TEXT = ("log", "message", "msg", "MESSAGE", "textPayload")
+_JSON_TIME = ("time", "timestamp", "@timestamp")
+# spaces a web page or chat client pastes: no-break, figure, narrow no-break
+_ODD_SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
+
+
+def _json_record(raw: str) -> tuple[str, str | None]:
+    """A JSON log record (`{"log":"INFO ..\\n","stream":"stdout","time":"..."}`, `{"message": ..}`) ->
+    (its text, its time); any other line as it is."""
     try:
         record = json.loads(raw)
     except ValueError:
         return raw, None
-    if not isinstance(record, dict) or not isinstance(record.get("log"), str):
+    if not isinstance(record, dict):
         return raw, None
-    stamp = record.get("time")
-    return record["log"], stamp if isinstance(stamp, str) else None
+    text = next((record[k] for k in _JSON_TEXT if isinstance(record.get(k), str)), None)
+    if text is None:
+        return raw, None
+    stamp = next((record[k] for k in _JSON_TIME if isinstance(record.get(k), str)), None)
+    return text, stamp if stamp and _DOCKER_TS.match(stamp + " ") else None
 
 
-def split_prefix(raw: str) -> tuple[LogPrefix, str]:  # noqa: C901 (one branch per log prefix format seen in pasted logs)
-    """Strip ANSI codes, docker timestamp, process tag and logger prefix; return (prefix, message)."""
+class PasteLayer:
+    """A paste's own prefix on every line, learned: the text before vLLM's logger prefix, when two records
+    in a row share its shape (digits vary, the rest is literal), is peeled off the lines that start with
+    that shape and carry no logger prefix: bare prints, tracebacks, tqdm bars. One per stream."""
+
+    LONGEST = 120  # a longer text before a record is a record glued to other output, not a prefix
+
+    def __init__(self) -> None:
+        self.shape: re.Pattern | None = None
+        self._candidate: str | None = None
+
+    def learn(self, before: str) -> None:
+        before = _OWN_LAYERS.split(before, 1)[0]  # a layer split_prefix knows stays its to peel (and read)
+        if not before or len(before) > self.LONGEST or (self.shape is not None and self.shape.match(before)):
+            return
+        shape = _shape_of(before)
+        if shape == self._candidate:
+            self.shape, self._candidate = re.compile(shape), None
+        else:
+            self._candidate = shape
+
+    def peel(self, line: str) -> str:
+        m = self.shape.match(line) if self.shape is not None else None
+        return line[m.end():] if m else line
+
+    def prime(self, lines: Iterable[str]) -> None:
+        """Learn from lines ahead of reading them (a whole log: its first records may come after the
+        first bare lines, a traceback say)."""
+        for line in lines:
+            if self.shape is not None:
+                return
+            if isinstance(line, str):
+                split_prefix(line, self)
+
+
+# where a layer split_prefix knows starts inside a learned prefix: markdown marks, kubectl's pod,
+# a rank or process tag
+_OWN_LAYERS = re.compile(r"\*\*|`|\[[a-z.]+/[\w.\-]+|\[rank\d+\]:|"
+                         r"\([A-Za-z_][\w\-]*\b[^()]*?\bpid=")
+# lines that start the same way whoever wrote them, when no vLLM record is there to learn from
+_ANCHOR = re.compile(r"Traceback \(most recent call last\):|\[rank\d+\]:|\[\d\d:\d\d:\d\d\.\d+\]\[")
+
+
+def _shape_of(before: str) -> str:
+    """The regex of a prefix's shape: digit runs (and the padding before them) vary, the rest is literal."""
+    out = []
+    for m in re.finditer(r"(\d+)|([ \t]+)(?=\d)|(.)", before, re.S):
+        out.append(r"\d+" if m.group(1) else r"[ \t]*" if m.group(2) else re.escape(m.group(3)))
+    return "".join(out)
+
+
+def split_prefix(raw: str, paste: PasteLayer | None = None) -> tuple[LogPrefix, str]:  # noqa: C901 (one branch per log prefix format seen in pasted logs)
+    """Strip ANSI codes, docker timestamp, process tag and logger prefix; return (prefix, message).
+    `paste`: the stream's learned paste prefix (it learns from this line too)."""
     json_time = None
-    if raw.startswith('{"log":'):
-        raw, json_time = _docker_json(raw.strip())
+    if raw[:1] == "{":
+        raw, json_time = _json_record(raw.strip())
+    if "\u00a0" in raw or "\u202f" in raw or "\u2007" in raw:
+        raw = raw.translate(_ODD_SPACES)
     line = _ANSI.sub("", raw).rstrip("\r\n")
     if "m" in line and "[" in line:
         line = _BARE_SGR.sub("", line)
@@ -105,6 +176,8 @@ def split_prefix(raw: str) -> tuple[LogPrefix, str]:  # noqa: C901 (one branch p
         line = line[1:].rstrip()
         line = (line[:-1] if line[-1:] and line[-1] in _PANE_BARS else line).rstrip()
         line = line[1:] if line[:1] == " " else line
+    if paste is not None:
+        line = paste.peel(line)
     m = _MARKDOWN.match(line)
     if m:
         line = m.group("line")
@@ -125,11 +198,16 @@ def split_prefix(raw: str) -> tuple[LogPrefix, str]:  # noqa: C901 (one branch p
     m = _JOURNAL.match(line)
     if m:
         line = line[m.end():]
+    record = _VLLM_PREFIX.search(line)
+    if paste is not None and record is not None:
+        paste.learn(line[:record.start()])
+    elif paste is not None and (anchor := _ANCHOR.search(line)) is not None and anchor.start() > 0:
+        paste.learn(line[:anchor.start()])  # a log of tracebacks, a rank's lines, the Habana runtime's
     m = _HABANA.match(line)
     if m:
         return LogPrefix(level=m.group("level").upper(), source="habana:" + m.group("module").strip(),
                          docker_time=docker), m.group("msg")
-    m = _VLLM_PREFIX.search(line)
+    m = record
     if m:
         tag = _PROCESS_TAG.search(line, 0, m.start())
         return LogPrefix(level=m.group("level"), timestamp=m.group("ts"), source=m.group("file"),

@@ -45,7 +45,7 @@ from .events import (
     WarmupStep,
 )
 from .message import _oom_kind, _parse_message
-from .prefix import LogPrefix, split_prefix
+from .prefix import LogPrefix, PasteLayer, split_prefix
 from .rules import TQDM_WARMUP
 from .summary import WatchSummary, generated_buckets
 from .values import _clock_s
@@ -165,6 +165,7 @@ class LogWatcher:
         self._line_bar_end: float | None = None   # tqdm elapsed of the last redraw in the line being read
         self._clock = clock
         self._tracebacks_open: dict[tuple, tuple[LogPrefix, list[str]]] = {}
+        self.paste = PasteLayer()  # a pasted log's own prefix on every line, learned as it is read
         self._omitted_open: tuple[LogPrefix, list[str]] | None = None
         self._stage = "startup"
         self._configs: dict[str, BucketConfig] = {}
@@ -255,6 +256,10 @@ class LogWatcher:
                     physical = physical[:h.start()] + physical[record.start():]
         return physical
 
+    def prime(self, lines: Iterable[str]) -> None:
+        """Learn a pasted log's own line prefix from these lines before they are fed (PasteLayer)."""
+        self.paste.prime(lines)
+
     def feed_lines(self, lines: Iterable[str], t: float | None = None) -> list[Event]:
         events: list[Event] = []
         for line in lines:
@@ -270,7 +275,7 @@ class LogWatcher:
         return events
 
     def _feed_one(self, raw: str, t: float) -> list[Event]:
-        prefix, msg = split_prefix(raw)
+        prefix, msg = split_prefix(raw, self.paste)
         events: list[Event] = []
         if self._omitted_open is not None:
             if prefix.level is None and _PAREN_ROW.match(msg.strip()):
