@@ -94,14 +94,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _stop_on_signals(command: str) -> dict:
-    """SIGTERM and SIGHUP unwind the command like Ctrl-C (servers stopped on the way out) instead of
-    killing it on the spot, and are heard at all when the tuner is a container's PID 1. Returns the
-    handlers to restore (main() also runs inside tests)."""
+    """SIGTERM, SIGHUP and a scheduler's job-ending warnings (study/interrupt.py WARNINGS) unwind the
+    command like Ctrl-C (servers stopped on the way out) instead of killing it on the spot, and are heard
+    at all when the tuner is a container's PID 1. Returns the handlers to restore (main() also runs
+    inside tests)."""
     if command in _OWN_SIGNALS or threading.current_thread() is not threading.main_thread():
         return {}
     from .serve.process import install_signal_handlers
+    from .study.interrupt import WARNINGS
 
-    signals = (signal.SIGTERM, signal.SIGHUP)
+    signals = (signal.SIGTERM, signal.SIGHUP, *WARNINGS)
     previous = {sig: signal.getsignal(sig) for sig in (*signals, signal.SIGINT)}
     install_signal_handlers(signals)
     if previous[signal.SIGINT] == signal.SIG_IGN:

@@ -1,10 +1,10 @@
-"""The signals schedulers and terminals send to a running `bucket-tuner tune` (tuner/study/interrupt.py):
-SIGTERM (kubelet, scancel, systemd), SIGHUP (the ssh session closed, here a pseudo-terminal that goes
-away) and SIGINT (Ctrl-C) each stop the trial in flight with its server group, record it as interrupted,
-remove the run records and exit 128 + signal within a scheduler's 30 s grace; the same command resumes.
-Also: the tuner as PID 1 of its own PID namespace (how a container runs it) and a second signal that
-hurries the stop. The deploy templates' signals (Slurm's --signal, the Job's grace period) are checked in
-tests/study/nodes/test_deploy_templates.py.
+"""The signals schedulers and terminals send to a running `bucket-tuner tune` (tuner/study/interrupt.py): SIGTERM
+(kubelet, scancel, systemd), SIGHUP (the ssh session closed, here a pseudo-terminal that goes away), SIGINT
+(Ctrl-C) and the job-ending warnings SIGUSR1, SIGUSR2 and SIGXCPU each stop the trial in flight with its
+server group, record it as interrupted, remove the run records and exit 128 + signal within a scheduler's 30 s
+grace; the same command resumes. Also: the tuner as PID 1 of its own PID namespace (how a container runs it)
+and a second signal that hurries the stop. The deploy templates' signals (Slurm's --signal, the Job's grace
+period) are checked in tests/study/nodes/test_deploy_templates.py.
 """
 
 from __future__ import annotations
@@ -124,8 +124,11 @@ def waitpid(pid: int, timeout_s: float) -> int | None:
     return None
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGXCPU])
 def test_a_signal_stops_the_trial_cleanly_within_the_grace_period(tmp_path, sig):
+    """SIGUSR1, SIGUSR2 and SIGXCPU: the warnings Slurm (--signal with no name), Grid Engine (-notify) and
+    LSF (run or CPU limit) send before they end a job; their default action would kill the tuner on the
+    spot, its server running and its trial RUNNING."""
     space, results = write_space(tmp_path, ONE_CONFIG), tmp_path / "results"
     cmd = tune_argv(space, results)
     tuner = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

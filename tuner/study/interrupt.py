@@ -1,14 +1,15 @@
 """Stopping a study on the signals people and schedulers send, all the way Ctrl-C does.
 
-SIGINT (Ctrl-C), SIGTERM (the kubelet, Slurm's scancel and `--signal`, systemd, docker stop) and SIGHUP
-(the ssh session closed) all mean "stop": no trial is asked for any more; each running trial stops its
-server group (SIGINT, SIGTERM, SIGKILL with short grace periods, trial.run), is recorded as interrupted
-and its parameters enqueued again; the run records go with the servers. A second signal hurries: every
-server group is killed at once and the trials are still recorded. A third gives up recording
-(tuner.errors.Stopped unwinds at once; the exit hook still kills the servers, and the next run fails
-what it left RUNNING).
+SIGINT (Ctrl-C), SIGTERM (the kubelet, Slurm's scancel and `--signal`, systemd, docker stop), SIGHUP (the ssh
+session closed) and the schedulers' warnings that a job is about to be ended (SIGUSR1: Slurm's `--signal`
+without a name, Grid Engine's `-notify`; SIGUSR2: LSF's run limit, Grid Engine before SIGKILL; SIGXCPU: a CPU-
+time limit under LSF, PBS or ulimit) all mean "stop": no trial is asked for any more; each running trial stops
+its server group (SIGINT, SIGTERM, SIGKILL with short grace periods, trial.run), is recorded as interrupted
+and its parameters enqueued again; the run records go with the servers. A second signal hurries: every server
+group is killed at once and the trials are still recorded. A third gives up recording (tuner.errors.Stopped
+unwinds at once; the exit hook still kills the servers, and the next run fails what it left RUNNING).
 
-The handlers are installed for all three because a process that is PID 1 of its PID namespace (the
+The handlers are installed for all of them because a process that is PID 1 of its PID namespace (the
 tuner as a container's command) gets no signal whose action is the default: without a handler
 SIGTERM is dropped, and the kubelet SIGKILLs the tuner at the end of its grace period. A handler only
 notes the signal and sets the stop event; the study's main thread does the rest.
@@ -22,7 +23,10 @@ import threading
 from ..vocabulary.errors import Stopped
 from ..vocabulary.errors.hangup import detach_dead_outputs
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# a job-ending warning's default action ends the process on the spot (SIGXCPU with a core dump), leaving
+# its servers running and its trial RUNNING: each is a stop here
+WARNINGS = tuple(getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2", "SIGXCPU") if hasattr(signal, name))
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *WARNINGS)
 GIVE_UP_AFTER = 3  # this many signals: stop recording and leave at once
 
 
