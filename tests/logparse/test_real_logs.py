@@ -5,7 +5,10 @@ crash the reader."""
 
 from __future__ import annotations
 
+import codecs
+import gzip
 import json
+import lzma
 import random
 import subprocess
 import sys
@@ -391,6 +394,39 @@ def test_cli_reads_a_pasted_log_with_binary_junk_from_stdin():
     doc = json.loads(proc.stdout)
     assert doc["buckets"]["prompt"]["count"] == 31 and doc["buckets"]["decode"]["count"] == 112
     assert doc["memory_bytes"]["kv_blocks"] == 3184
+
+
+SAVED = {  # how a log file reaches us besides its lines: rotated and packed, or saved by PowerShell 5's `>`
+    "gzip, logrotate": lambda b: gzip.compress(b),
+    "xz": lambda b: lzma.compress(b),
+    "PowerShell 5 redirect, UTF-16 with a BOM": lambda b: codecs.BOM_UTF16_LE + b.decode().encode("utf-16-le"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SAVED))
+@pytest.mark.parametrize("stdin", [False, True], ids=["file", "stdin"])
+def test_cli_reads_a_log_packed_or_saved_as_utf16(tmp_path, how, stdin):
+    name = "fork-1.18_pr345_buckets_cut.log"
+    data = SAVED[how](("\n".join(_lines(name)) + "\n").encode())
+    path = tmp_path / "server.log.1"
+    path.write_bytes(data)
+    argv = [sys.executable, "-m", "tuner.cli", "explain", "--json", "-" if stdin else str(path)]
+    proc = subprocess.run(argv, input=data if stdin else None, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["buckets"]["prompt"]["count"] == 31 and doc["buckets"]["decode"]["count"] == 112
+
+
+def test_cli_says_a_gzip_log_is_cut_and_reads_it_up_to_there(tmp_path):
+    lines = _lines("fork-1.18_pr345_buckets_cut.log")
+    whole = gzip.compress(("\n".join(lines) + "\n").encode())
+    path = tmp_path / "server.log.gz"
+    path.write_bytes(whole[:-12])  # the last block's end and the trailer lost, as in a copy of a file being written
+    proc = subprocess.run([sys.executable, "-m", "tuner.cli", "explain", "--json", str(path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"note: the gzip stream of {path} is cut; read up to the cut" in proc.stderr
+    assert json.loads(proc.stdout)["buckets"]["prompt"]["count"] == 31
 
 
 def test_a_traceback_cut_at_both_ends_does_not_swallow_what_follows():

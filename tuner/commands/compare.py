@@ -104,12 +104,12 @@ def refuse_release_flags(args) -> None:
 def read_env_file(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
     """(variables, server options) of an env file: NAME=VALUE lines, and the export's flags header."""
     from ..serve.backends import server_options
+    from ..vocabulary.textfile import read_text
 
-    if not path.is_file():
-        raise UsageError(f"--env-file {path}: " + ("not a file" if path.exists() else "file not found"))
+    lines = read_text(path, "--env-file").lines()  # a Notepad or PowerShell save is UTF-16
     env: dict[str, str] = {}
     server: dict[str, Any] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+    for number, raw in enumerate(lines, start=1):
         line = raw.strip()
         if line.startswith(FLAGS_HEADER):
             try:

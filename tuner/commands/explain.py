@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..buckets.release_flag import add_release
+from ..vocabulary.textfile import decode, read_text
 from . import MODEL_HELP, UsageError
 
 
@@ -126,15 +127,17 @@ def cmd_explain(args) -> int:
             "max_num_batched_tokens": _positive("--max-num-batched-tokens", args.max_num_batched_tokens),
             "input_len": _positive("--input-len", args.input_len),
             "output_len": _positive("--output-len", args.output_len)}
+    # bytes read by their content: compressed, UTF-16 from PowerShell, binary junk, a cut character
     if args.log == "-":
-        # bytes, decoded leniently: a pasted log with binary junk or a cut character must still be read
-        lines = sys.stdin.buffer.read().decode("utf-8", errors="replace").splitlines()
+        got = decode(sys.stdin.buffer.read(), "standard input")
     else:
         path = Path(args.log)
         if not path.is_file():
             raise UsageError(f"log file not found: {path}" if not path.exists() else f"not a file: {path}")
-        # errors="replace": a log cut mid-character or holding binary junk is still read
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        got = read_text(path)
+    if got.cut:
+        print(f"note: the {got.compression} stream of {args.log} is cut; read up to the cut", file=sys.stderr)
+    lines = got.lines()
     x = explain(lines, source=args.log, advise_opts=opts, release=known_release(args.release))
     name = _model_name(x, args)
     if name is not None:

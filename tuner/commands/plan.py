@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..vocabulary.textfile import read_text
 from . import UsageError, parse_slos, prepare_output, refuse_images_without_vision
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags, model_shape_of, read_baseline
@@ -149,9 +150,7 @@ def _log_samples(args, target, space, console) -> list[dict]:
 
     samples = []
     for path in args.calibrate_from or []:
-        if not path.is_file():
-            raise UsageError(f"--calibrate-from {path}: " + ("not a file" if path.exists() else "file not found"))
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = read_text(path, "--calibrate-from").lines()
         try:
             got = log_sample(lines, target, space.server, source=str(path))
         except LogCalibrationError as exc:

@@ -8,6 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
+from ..vocabulary.textfile import read_text
 from . import (
     DURATION_HELP,
     MODEL_HELP,
@@ -378,9 +379,7 @@ def _log_samples(paths: list[Path], ctx, space, console) -> list[dict]:
 
     samples = []
     for path in paths:
-        if not path.is_file():
-            raise UsageError(f"--calibrate-from {path}: " + ("not a file" if path.exists() else "file not found"))
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = read_text(path, "--calibrate-from").lines()
         try:
             got = log_sample(lines, ctx, space.server, source=str(path))
         except LogCalibrationError as exc:

@@ -74,9 +74,10 @@ class Diagnosis:
 
 def read_log(path: Path, settings: ServerSettings) -> LogFacts:
     """The start-up log read as `explain` reads it: limits the flags left open, shapes missed by warm-up."""
+    from ..vocabulary.textfile import read_text
     from . import explain
 
-    x = explain(path.read_text(errors="replace").splitlines(), source=str(path))
+    x = explain(read_text(path, "--log").lines(), source=str(path))
     for name, value in (("max_num_seqs", x.server.max_num_seqs),
                         ("max_num_batched_tokens", x.server.max_num_batched_tokens),
                         ("kv_blocks", x.memory.kv_blocks)):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..space.schema import SearchSpace, TrialSettings
+from ..vocabulary.textfile import decode
 from .points import finite_values
 
 ENV_FILE, SCRIPT, LOG = "env file", "serve script", "server log"
@@ -60,7 +61,7 @@ def read_deployment(path: Path, release: str | None = None, server_defaults: dic
     `release_given`: the release was named on the command line (--release), so a log is read as that
     release even where its own signs read another (they are then noted); else such a log is refused."""
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        text = decode(Path(path).read_bytes(), str(path)).text
     except FileNotFoundError:
         raise BaselineError(f"--baseline {path}: file not found") from None
     except IsADirectoryError:
