@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .mistralparams import PARAMS, ParamsError, hf_config, is_mistral_params
+
 
 class ModelConfigError(ValueError):
     """A config.json that cannot describe a served model (named with the missing key)."""
@@ -271,8 +273,11 @@ def mrope_of(config: dict, fork: bool = False) -> bool:
 
 
 def load_config(path: Path) -> TextConfig:
-    """Read a config.json file (or a model folder holding one)."""
+    """Read a config.json file (or a model folder holding one); a Mistral-format params.json where there is
+    no config.json, as vLLM's --config-format auto does (mistralparams.py)."""
     file = path / "config.json" if path.is_dir() else path
+    if path.is_dir() and not file.is_file() and (path / PARAMS).is_file():
+        file = path / PARAMS
     try:
         data = json.loads(file.read_text())
     except FileNotFoundError:
@@ -281,4 +286,9 @@ def load_config(path: Path) -> TextConfig:
         raise ModelConfigError(f"{file}: cannot be read ({e})") from None
     except json.JSONDecodeError as e:
         raise ModelConfigError(f"{file}: not valid JSON ({e})") from None
+    if file.name == PARAMS or is_mistral_params(data):
+        try:
+            data = hf_config(data)
+        except ParamsError as e:
+            raise ModelConfigError(f"{file}: {e}") from None
     return read_config(data, str(file))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..vocabulary.errors import UserError
 from .hfconfig import ModelConfigError, load_config
+from .mistralparams import PARAMS
 from .shape import ModelShape, shape_from_config
 
 CATALOGUE = Path(__file__).with_name("catalogue")
@@ -97,11 +98,16 @@ def _in_hub_cache(model_id: str) -> Path | None:
     ref = folder / "refs" / "main"
     if ref.is_file():
         snap = snapshots / ref.read_text().strip()
-        if (snap / "config.json").is_file():
+        if _has_config(snap):
             return snap
-    found = sorted((p for p in snapshots.iterdir() if (p / "config.json").is_file()),
+    found = sorted((p for p in snapshots.iterdir() if _has_config(p)),
                    key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
+
+
+def _has_config(folder: Path) -> bool:
+    """A config.json, or a Mistral-format params.json (read as vLLM's --config-format auto reads it)."""
+    return (folder / "config.json").is_file() or (folder / PARAMS).is_file()
 
 
 def _index_bytes(folder: Path) -> int | None:
@@ -150,11 +156,11 @@ def resolve(name: str) -> ModelShape:
     if not text:
         raise UnknownModelError("no model named (an empty name)")
     path = Path(text).expanduser()
-    if path.is_dir() and (path / "config.json").is_file() or path.is_file() and path.suffix == ".json":
+    if path.is_dir() and _has_config(path) or path.is_file() and path.suffix == ".json":
         return _from_folder(text, path, str(path.resolve()))
     if path.is_dir():
-        raise UnknownModelError(f"model folder {text!r} has no config.json; pass the folder the weights and "
-                                "config.json are in, or the config.json itself")
+        raise UnknownModelError(f"model folder {text!r} has no config.json (nor a Mistral params.json); pass "
+                                "the folder the weights and config.json are in, or the config.json itself")
     for base, quant in ((text, None), (_FP8_SUFFIX.sub("", text), "fp8")):
         if quant and base == text:
             continue
