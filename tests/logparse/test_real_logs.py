@@ -319,6 +319,9 @@ def test_a_paste_prefix_is_learned_only_when_records_agree_on_it():
     w = LogWatcher(clock=lambda: 0.0)
     w.feed_lines([one, bare])                  # one record: not yet a prefix of the paste
     assert "VLLM_DECODE_BS_BUCKET_MAX" not in w.summary().bucket_variables
+    # explain reads each line twice (its timeline, the watcher): still one record, not two
+    assert "VLLM_DECODE_BS_BUCKET_MAX" not in explain([one, bare]).reading.summary.bucket_variables
+    assert explain([one, one, bare]).reading.summary.bucket_variables["VLLM_DECODE_BS_BUCKET_MAX"].value == 16
     w.feed_lines([one.replace("> ", "> > "), bare])  # another shape: still not
     assert "VLLM_DECODE_BS_BUCKET_MAX" not in w.summary().bucket_variables
     w.feed_lines([one.replace("> ", "> > "), bare.replace("> ", "> > ")])

@@ -146,7 +146,8 @@ def read_log(lines: Iterable[str]) -> LogReading:
         if is_elision(line):
             reading.elisions.append(number)
         try:
-            prefix, message = split_prefix(line.split("\r")[-1] if "\r" in line else line, watcher.paste)
+            prefix, message = split_prefix(line.split("\r")[-1] if "\r" in line else line, watcher.paste,
+                                           learn=False)  # the watcher learns from it below
         except Exception:  # the parser's contract is never to raise; keep ours even if it did
             prefix, message = None, line
         stamp = _timestamp(prefix) if prefix is not None else None

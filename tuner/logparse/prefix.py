@@ -141,6 +141,7 @@ class PasteLayer:
                 return
             if isinstance(line, str):
                 split_prefix(line, self)
+        self._candidate = None  # the same lines are fed next: a record is not to count twice
 
 
 # where a layer split_prefix knows starts inside a learned prefix: markdown marks, kubectl's pod,
@@ -148,7 +149,8 @@ class PasteLayer:
 _OWN_LAYERS = re.compile(r"\*\*|`|\[[a-z.]+/[\w.\-]+|\[rank\d+\]:|"
                          r"\([A-Za-z_][\w\-]*\b[^()]*?\bpid=")
 # lines that start the same way whoever wrote them, when no vLLM record is there to learn from
-_ANCHOR = re.compile(r"Traceback \(most recent call last\):|\[rank\d+\]:|\[\d\d:\d\d:\d\d\.\d+\]\[")
+# (a traceback's frame line, whose own indentation is two spaces, and the rest as they start)
+_ANCHOR = re.compile(r"Traceback \(most recent call last\):|  File \"|\[rank\d+\]:|\[\d\d:\d\d:\d\d\.\d+\]\[")
 
 
 def _shape_of(before: str) -> str:
@@ -159,9 +161,10 @@ def _shape_of(before: str) -> str:
     return "".join(out)
 
 
-def split_prefix(raw: str, paste: PasteLayer | None = None) -> tuple[LogPrefix, str]:  # noqa: C901 (one branch per log prefix format seen in pasted logs)
+def split_prefix(raw: str, paste: PasteLayer | None = None, learn: bool = True) -> tuple[LogPrefix, str]:  # noqa: C901 (one branch per log prefix format seen in pasted logs)
     """Strip ANSI codes, docker timestamp, process tag and logger prefix; return (prefix, message).
-    `paste`: the stream's learned paste prefix (it learns from this line too)."""
+    `paste`: the stream's learned paste prefix, which learns from this line too unless `learn` is False
+    (a second reader of the same line)."""
     json_time = None
     if raw[:1] == "{":
         raw, json_time = _json_record(raw.strip())
@@ -199,7 +202,9 @@ def split_prefix(raw: str, paste: PasteLayer | None = None) -> tuple[LogPrefix, 
     if m:
         line = line[m.end():]
     record = _VLLM_PREFIX.search(line)
-    if paste is not None and record is not None:
+    if not learn:
+        pass
+    elif paste is not None and record is not None:
         paste.learn(line[:record.start()])
     elif paste is not None and (anchor := _ANCHOR.search(line)) is not None and anchor.start() > 0:
         paste.learn(line[:anchor.start()])  # a log of tracebacks, a rank's lines, the Habana runtime's
