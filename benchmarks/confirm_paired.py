@@ -62,7 +62,10 @@ def main() -> None:
     ap.add_argument("result", type=Path, help="a tuning_efficiency.py JSON with full and full+confirm")
     ap.add_argument("--out", type=Path, help="write the per-seed regrets here (JSON)")
     args = ap.parse_args()
-    rows = paired(json.loads(args.result.read_text()))
+    try:
+        rows = paired(json.loads(args.result.read_text()))
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(f"{args.result}: not a tuning_efficiency.py result ({exc})") from None
     if not rows:
         raise SystemExit(f"{args.result}: no cell holds both full and full+confirm")
     print(table(rows))
