@@ -53,6 +53,11 @@ def test_utf16_without_its_mark_is_recognised_by_its_zero_bytes():
     assert decode(TEXT.encode("utf-16-be")).text == TEXT
 
 
+def test_a_log_that_starts_with_binary_zeros_is_not_taken_for_utf16():
+    got = decode(b"\x00" * 3000 + TEXT.encode())
+    assert got.encoding == "utf-8" and got.text.endswith(TEXT)
+
+
 def test_binary_junk_and_a_cut_character_are_replaced_not_fatal():
     got = decode(TEXT.encode() + b"\x00\xff junk \xe2\x82")
     assert got.text.startswith(TEXT) and got.encoding == "utf-8" and "\ufffd" in got.text

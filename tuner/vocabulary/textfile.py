@@ -87,6 +87,10 @@ def _encoding(data: bytes) -> str:
         if data.startswith(bom):
             return encoding
     head = data[:4096]
-    if len(head) >= 8 and head.count(0) > len(head) // 3:  # UTF-16 without its mark: every other byte NUL
-        return "utf-16-le" if head[1::2].count(0) > head[0::2].count(0) else "utf-16-be"
-    return "utf-8"
+    half = len(head) // 2
+    odd, even = head[1::2].count(0), head[0::2].count(0)  # UTF-16 without its mark: ASCII's high bytes, NUL
+    if half >= 4 and odd > 0.4 * half and even < 0.05 * half:
+        return "utf-16-le"
+    if half >= 4 and even > 0.4 * half and odd < 0.05 * half:
+        return "utf-16-be"
+    return "utf-8"  # (binary junk with NULs on both sides stays UTF-8, replaced where it does not decode)
