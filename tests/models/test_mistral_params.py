@@ -101,3 +101,11 @@ def test_an_unreadable_params_json_is_named(tmp_path):
         resolve(str(folder))
     with pytest.raises(UnknownModelError, match=r"no config.json \(nor a Mistral params.json\)"):
         resolve(str(tmp_path / "model" / ".."))  # a folder with neither
+
+
+def test_a_renamed_params_json_is_known_by_its_fields_and_a_config_json_is_not_taken_for_one(tmp_path):
+    from tuner.models.mistralparams import is_mistral_params
+    renamed = tmp_path / "mistral-small.json"
+    renamed.write_text(json.dumps(NEMO))
+    assert resolve(str(renamed)).architecture == "MistralForCausalLM"
+    assert not is_mistral_params({"architectures": ["DistilBertForMaskedLM"], "dim": 768, "n_layers": 6})

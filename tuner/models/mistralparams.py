@@ -34,8 +34,10 @@ _LARGE3_MOE = {"route_every_n": "moe_layer_freq", "first_k_dense_replace": "firs
 
 
 def is_mistral_params(data: Any) -> bool:
-    """A params.json by its fields (renamed or passed as a file of another name)."""
-    return isinstance(data, dict) and "dim" in data and "n_layers" in data and "hidden_size" not in data
+    """A params.json by its fields (renamed or passed as a file of another name); a config.json names its
+    architectures, a params.json does not (DistilBERT's config.json also says dim and n_layers)."""
+    return (isinstance(data, dict) and "dim" in data and "n_layers" in data and "hidden_size" not in data
+            and "architectures" not in data)
 
 
 class ParamsError(ValueError):
