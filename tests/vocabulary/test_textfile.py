@@ -36,8 +36,18 @@ def test_a_cut_compressed_file_gives_what_it_holds_up_to_the_cut(kind):
     assert bool(got.text) == (kind != "bzip2")
 
 
+def test_a_damaged_gzip_keeps_what_came_before_the_damage(monkeypatch):
+    import tuner.vocabulary.textfile as T
+    monkeypatch.setattr(T, "CHUNK", 4096)
+    whole = gzip.compress(TEXT.encode() * 30, compresslevel=1)
+    broken = whole[:len(whole) // 2] + b"\xff" * 64 + whole[len(whole) // 2 + 64:]
+    got = decode(broken)
+    # what came before the damage (the bytes just before the checksum fails may already be wrong)
+    assert got.cut and len(got.text) > 5 * len(TEXT) and (TEXT * 30).startswith(got.text[:5 * len(TEXT)])
+
+
 def test_concatenated_gzip_members_are_all_read():
-    got = decode(gzip.compress(b"first\n") + gzip.compress(b"second\n"))
+    got = decode(gzip.compress(b"first\n") + gzip.compress(b"second\n") + b"\x00" * 8)
     assert got.lines() == ["first", "second"] and not got.cut
 
 

@@ -58,7 +58,7 @@ def decode(data: bytes, name: str = "input") -> Text:
         raise UserError(f"{name}: zstd-compressed; unpack it first (zstd -d) or pipe it in (zstdcat FILE | ...)")
     for magic, kind, make in _COMPRESSED:
         if data.startswith(magic):
-            data, cut = _unpack(data, make)
+            data, cut = _unpack(data, magic, make)
             compression = kind
             break
     encoding = _encoding(data)
@@ -66,19 +66,25 @@ def decode(data: bytes, name: str = "input") -> Text:
     return Text(text.removeprefix("\ufeff"), compression, encoding, cut)
 
 
-def _unpack(data: bytes, make) -> tuple[bytes, bool]:
+CHUNK = 1 << 20  # compressed bytes fed at a time: a damaged stream keeps what came before the damage
+
+
+def _unpack(data: bytes, magic: bytes, make) -> tuple[bytes, bool]:
     """Every member of a compressed stream (gzip files may be concatenated); a cut or damaged one gives what
-    it held before the damage."""
+    it held before the damage. Bytes after the last member that start no other are left out."""
     out, rest = [], data
-    while rest:
-        d = make()
+    while rest.startswith(magic):
+        d, at = make(), 0
         try:
-            out.append(d.decompress(rest))
+            while not d.eof and at < len(rest):
+                out.append(d.decompress(rest[at:at + CHUNK]))
+                at += CHUNK
         except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
             return b"".join(out), True
         if not d.eof:
             return b"".join(out), True
-        rest = d.unused_data.lstrip(b"\x00")  # gzip members may be followed by padding
+        rest = d.unused_data + rest[at:] if at < len(rest) else d.unused_data
+        rest = rest.lstrip(b"\x00")  # gzip members may be followed by padding
     return b"".join(out), False
 
 
