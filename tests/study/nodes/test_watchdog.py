@@ -17,6 +17,7 @@ import pytest
 
 from tuner.serve.ports import find_free_port
 from tuner.serve.process import ServerProcess
+from tuner.serve.watchdog import STEPS_S
 
 from ...conftest import ROOT
 from ...serve.test_server import FAKE, child_pids, group_members, live, tagged, wait_for
@@ -59,9 +60,11 @@ def test_server_of_a_killed_tuner_is_stopped_by_its_watchdog(tmp_path, stubborn)
         assert len(escaped) == 1, "the fake's setsid child should have left the group"
         tuner.kill()  # SIGKILL
         tuner.wait(10)
-        # Within seconds, with nobody running anything: the whole tree, the escaped child included.
+        # Within seconds, with nobody running anything: the whole tree, the escaped child included. The
+        # stubborn tree takes the watchdog's whole escalation (~11 s); a busy machine may stretch it
+        # (20 s was once too short beside a second suite), so the wait allows three times that.
         wait_for(lambda: not any(live(p) for p in pids) and not group_members(info["pgid"]),
-                 timeout=20, what="the orphaned server tree to be stopped")
+                 timeout=3 * sum(grace for _, grace in STEPS_S) + 10, what="the orphaned server tree to be stopped")
         wait_for(lambda: not live(info["watchdog"]), timeout=5, what="the watchdog to exit")
     finally:
         if tuner.poll() is None:
