@@ -223,6 +223,27 @@ def test_trace_csv_and_jsonl(tmp_path):
     assert w.describe()["source"] == str(j)
 
 
+def test_a_trace_or_dataset_packed_or_saved_as_utf16_is_read_like_the_plain_file(tmp_path):
+    import bz2
+    import gzip
+
+    from tuner.load.datasets import sharegpt
+    jsonl = '{"input_len": 7, "output_len": 3, "timestamp": 0.25}\n{"input_len": 8, "output_len": 1, "timestamp": 1}\n'
+    (tmp_path / "t.jsonl.gz").write_bytes(gzip.compress(jsonl.encode()))
+    (tmp_path / "t.csv.bz2").write_bytes(bz2.compress(b"input_len,output_len\n100,20\n50,5\n"))
+    (tmp_path / "t16.jsonl").write_bytes(b"\xff\xfe" + jsonl.encode("utf-16-le"))  # PowerShell 5's `>`
+    assert TraceWorkload.from_file(tmp_path / "t.jsonl.gz").lengths() == ([7, 8], [3, 1])
+    assert TraceWorkload.from_file(tmp_path / "t16.jsonl").timestamps() == [0.0, 0.75]
+    assert TraceWorkload.from_file(tmp_path / "t.csv.bz2").lengths() == ([100, 50], [20, 5])
+    conv = [{"id": "a", "conversations": [{"from": "human", "value": "hello there"}, {"from": "gpt", "value": "hi"}]}]
+    (tmp_path / "sg.json.gz").write_bytes(gzip.compress(json.dumps(conv).encode()))
+    got = sharegpt(tmp_path / "sg.json.gz", 1, 0, None, 8)
+    assert got.prompts == ["hello there"] and got.output_lens == [8]
+    (tmp_path / "bad.jsonl").write_bytes(b'{"input_len": 3, "output_len": 2}\n\xe2\x82\n')
+    with pytest.raises(TraceFormatError, match="bad.jsonl: not text"):  # a dataset is never silently mended
+        TraceWorkload.from_file(tmp_path / "bad.jsonl")
+
+
 @pytest.mark.parametrize(
     "name,content,where,field",
     [

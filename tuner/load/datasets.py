@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..vocabulary.textfile import read_text
 from .trace import TraceWorkload
 from .workload import DEFAULT_RESERVED_IDS, DEFAULT_VOCAB_SIZE, FixedWorkload, RandomWorkload, RequestSpec, Workload
 
@@ -92,7 +93,7 @@ def _take(rows: list[tuple[str, int, int]], num: int, seed: int) -> list[tuple[s
 def sharegpt(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
              output_len: int | None) -> TextWorkload:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, "--dataset-path", errors="strict").text)
     except (OSError, ValueError) as e:
         raise ValueError(f"--dataset-path {path}: cannot read ShareGPT JSON ({e})") from None
     if count is None and output_len is None:
@@ -121,8 +122,8 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
            output_len: int | None) -> TextWorkload:
     rows = []
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as e:
+        lines = read_text(path, "--dataset-path", errors="strict").lines()
+    except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"--dataset-path {path}: {e}") from None
     items = []
     for n, line in enumerate(lines, start=1):

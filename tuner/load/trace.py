@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections.abc import Mapping
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..vocabulary.textfile import format_suffix, read_text
 from .multimodal import image_stats, seeded_image
 from .workload import (
     DEFAULT_RESERVED_IDS,
@@ -224,12 +226,19 @@ def _row(path: Path, line: int, row: Mapping[str, Any]) -> tuple:
 
 
 def _read_trace_rows(path: Path):
-    """Yield (line_number, input_len, output_len, timestamp|None, hash_ids, images) from a .csv or .jsonl file."""
+    """Yield (line_number, input_len, output_len, timestamp|None, hash_ids, images) from a .csv or .jsonl file
+    (also packed: trace.jsonl.gz, .bz2, .xz; or saved as UTF-16)."""
     if not path.is_file():
         raise TraceFormatError(f"{path}: trace file not found")
-    suffix = path.suffix.lower()
+    suffix = format_suffix(path)
+    if suffix not in (".csv", ".jsonl", ".ndjson"):
+        raise TraceFormatError(f"{path}: unknown trace format '{suffix}' (use .csv or .jsonl)")
+    try:
+        content = read_text(path, errors="strict").text
+    except UnicodeDecodeError as e:
+        raise TraceFormatError(f"{path}: not text ({e})") from None
     if suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as f:
+        with io.StringIO(content, newline="") as f:
             reader = csv.DictReader(f)
             fields = [h.strip() for h in (reader.fieldnames or [])]
             for need in ("input_len", "output_len"):
@@ -240,8 +249,8 @@ def _read_trace_rows(path: Path):
                 if all(_is_blank(v) for v in row.values()):
                     continue
                 yield _row(path, reader.line_num, row)
-    elif suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as f:
+    else:
+        with io.StringIO(content) as f:
             for line, text in enumerate(f, start=1):
                 if not text.strip():
                     continue
@@ -252,5 +261,3 @@ def _read_trace_rows(path: Path):
                 if not isinstance(obj, dict):
                     raise TraceFormatError(f"{path}:{line}: expected a JSON object per line")
                 yield _row(path, line, obj)
-    else:
-        raise TraceFormatError(f"{path}: unknown trace format '{suffix}' (use .csv or .jsonl)")

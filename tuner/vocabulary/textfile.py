@@ -38,8 +38,12 @@ class Text:
         return self.text.splitlines()
 
 
-def read_text(path: Path | str, what: str = "") -> Text:
-    """A file's text, whatever it was packed or encoded as. `what`: how the error names it (an option)."""
+PACKED_SUFFIXES = (".gz", ".bz2", ".xz")  # a name's packing suffix: the format is the suffix before it
+
+
+def read_text(path: Path | str, what: str = "", errors: str = "replace") -> Text:
+    """A file's text, whatever it was packed or encoded as. `what`: how the error names it (an option);
+    `errors`: "strict" for data whose every character counts (a dataset), UnicodeDecodeError then."""
     path = Path(path)
     name = f"{what} {path}" if what else str(path)
     if not path.is_file():
@@ -48,10 +52,18 @@ def read_text(path: Path | str, what: str = "") -> Text:
         data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"{name}: cannot be read ({exc.strerror or exc})") from None
-    return decode(data, name)
+    return decode(data, name, errors)
 
 
-def decode(data: bytes, name: str = "input") -> Text:
+def format_suffix(path: Path | str) -> str:
+    """`trace.jsonl.gz` -> `.jsonl`: the suffix that says the format, under a packing suffix."""
+    path = Path(path)
+    if path.suffix.lower() in PACKED_SUFFIXES:
+        path = path.with_suffix("")
+    return path.suffix.lower()
+
+
+def decode(data: bytes, name: str = "input", errors: str = "replace") -> Text:
     """Bytes (a file's, or standard input's) -> their text."""
     compression, cut = None, False
     if data.startswith(_ZSTD):
@@ -62,7 +74,7 @@ def decode(data: bytes, name: str = "input") -> Text:
             compression = kind
             break
     encoding = _encoding(data)
-    text = data.decode(encoding, errors="replace")
+    text = data.decode(encoding, errors=errors)
     return Text(text.removeprefix("\ufeff"), compression, encoding, cut)
 
 
