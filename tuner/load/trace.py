@@ -250,7 +250,7 @@ def _read_trace_rows(path: Path):
                     continue
                 yield _row(path, reader.line_num, row)
     else:
-        with io.StringIO(content) as f:
+        with io.StringIO(content, newline=None) as f:  # \r\n and \r end lines too, as open() read them
             for line, text in enumerate(f, start=1):
                 if not text.strip():
                     continue
