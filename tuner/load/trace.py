@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..vocabulary.errors import UserError
 from ..vocabulary.textfile import format_suffix, read_text
 from .multimodal import image_stats, seeded_image
 from .workload import (
@@ -237,6 +238,8 @@ def _read_trace_rows(path: Path):
         content = read_text(path, errors="strict").text
     except UnicodeDecodeError as e:
         raise TraceFormatError(f"{path}: not text ({e})") from None
+    except UserError as e:  # zstd, unreadable: named as the rest of a trace's faults are
+        raise TraceFormatError(str(e)) from None
     if suffix == ".csv":
         with io.StringIO(content, newline="") as f:
             reader = csv.DictReader(f)
