@@ -202,12 +202,11 @@ def split_prefix(raw: str, paste: PasteLayer | None = None, learn: bool = True) 
     if m:
         line = line[m.end():]
     record = _VLLM_PREFIX.search(line)
-    if not learn:
-        pass
-    elif paste is not None and record is not None:
-        paste.learn(line[:record.start()])
-    elif paste is not None and (anchor := _ANCHOR.search(line)) is not None and anchor.start() > 0:
-        paste.learn(line[:anchor.start()])  # a log of tracebacks, a rank's lines, the Habana runtime's
+    if paste is not None and learn:
+        if record is not None:
+            paste.learn(line[:record.start()])
+        elif (anchor := _ANCHOR.search(line)) is not None and anchor.start() > 0:
+            paste.learn(line[:anchor.start()])  # a log of tracebacks, a rank's lines, the Habana runtime's
     m = _HABANA.match(line)
     if m:
         return LogPrefix(level=m.group("level").upper(), source="habana:" + m.group("module").strip(),
