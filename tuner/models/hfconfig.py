@@ -272,12 +272,16 @@ def mrope_of(config: dict, fork: bool = False) -> bool:
             or (isinstance(thinker_text, dict) and _mrope_section(thinker_text)))
 
 
+def config_file(folder: Path) -> Path:
+    """The file a model folder's config is read from: config.json, else a Mistral-format params.json, as
+    vLLM's --config-format auto chooses (mistralparams.py); config.json when neither is there."""
+    hf = folder / "config.json"
+    return folder / PARAMS if not hf.is_file() and (folder / PARAMS).is_file() else hf
+
+
 def load_config(path: Path) -> TextConfig:
-    """Read a config.json file (or a model folder holding one); a Mistral-format params.json where there is
-    no config.json, as vLLM's --config-format auto does (mistralparams.py)."""
-    file = path / "config.json" if path.is_dir() else path
-    if path.is_dir() and not file.is_file() and (path / PARAMS).is_file():
-        file = path / PARAMS
+    """Read a config.json file, or a model folder's config (config_file)."""
+    file = config_file(path) if path.is_dir() else path
     try:
         data = json.loads(file.read_text())
     except FileNotFoundError:

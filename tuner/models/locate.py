@@ -20,8 +20,7 @@ import re
 from pathlib import Path
 
 from ..vocabulary.errors import UserError
-from .hfconfig import ModelConfigError, load_config
-from .mistralparams import PARAMS
+from .hfconfig import ModelConfigError, config_file, load_config
 from .shape import ModelShape, shape_from_config
 
 CATALOGUE = Path(__file__).with_name("catalogue")
@@ -106,8 +105,7 @@ def _in_hub_cache(model_id: str) -> Path | None:
 
 
 def _has_config(folder: Path) -> bool:
-    """A config.json, or a Mistral-format params.json (read as vLLM's --config-format auto reads it)."""
-    return (folder / "config.json").is_file() or (folder / PARAMS).is_file()
+    return config_file(folder).is_file()
 
 
 def _index_bytes(folder: Path) -> int | None:
