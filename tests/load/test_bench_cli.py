@@ -114,6 +114,41 @@ def test_vllm_chat_command_line_with_save_detailed_and_result_filename(sim_serve
     assert d["backend"] == "openai-chat" and d["tuner_endpoint"].endswith("/v1/chat/completions")
 
 
+def test_vllm_responses_command_line_and_the_sims_responses_route(sim_server, tmp_path):
+    code = main(["bench", "--backend", "openai-responses", "--endpoint", "/v1/responses", "--model", "llama",
+                 "--base-url", sim_server, "--num-prompts", "6", "--random-input-len", "50",
+                 "--random-output-len", "5", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+                 "--result-filename", "responses.json", "--disable-tqdm"])
+    assert code == 0
+    d = json.loads((tmp_path / "responses.json").read_text())
+    assert d["completed"] == 6 and d["output_lens"] == [5] * 6 and all(d["generated_texts"])
+    assert d["backend"] == "openai-responses" and d["tuner_endpoint"].endswith("/v1/responses")
+    # the route itself, as vLLM answers it: a whole response without stream; its refusals
+    url = sim_server + "/v1/responses"
+    status, whole = _post(url, {"model": "llama", "input": [{"role": "user", "content": "three words here"}],
+                                "max_output_tokens": 3})
+    assert status == 200 and whole["object"] == "response" and whole["status"] == "incomplete"
+    assert whole["usage"]["output_tokens"] == 3 and whole["usage"]["input_tokens"] == 3 + 4
+    assert whole["output"][0]["content"][0]["type"] == "output_text"
+    status, err = _post(url, {"model": "llama", "input": [1, 2, 3]})
+    assert status == 400 and "input must be" in err["message"]
+    status, err = _post(url, {"model": "llama", "input": "word " * 1100})
+    assert status == 400 and "even without any output tokens" in err["message"]
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
 def test_vllm_command_lines_append_ramp_up_and_model_from_server(sim_server, tmp_path):
     common = ["bench", "--base-url", sim_server, "--num-prompts", "6", "--random-input-len", "40",
               "--random-output-len", "4", "--disable-tqdm", "--result-dir", str(tmp_path), "--vocab-size", "32000"]

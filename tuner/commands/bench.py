@@ -19,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..load.options import API_FLAVOURS, api_flavour
 from . import DURATION_HELP, UsageError, check_reachable, duration, parse_key_values, prepare_output
 
 DIFFERENCES = ("Differences from vllm bench serve, on purpose: completions prompts are token-id lists of exact "
@@ -28,22 +29,31 @@ DIFFERENCES = ("Differences from vllm bench serve, on purpose: completions promp
                "--fail-on-errors makes it 1.")
 
 
+def _backend(name: str) -> str:
+    try:
+        return api_flavour(name)
+    except ValueError as e:  # argparse shows an ArgumentTypeError's own words
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "bench",
         help="load-test an OpenAI-compatible server (a drop-in for vllm bench serve)",
-        description="Stream completions (or chat completions) and report vLLM's serving metrics, with "
+        description="Stream completions (chat completions, responses) and report vLLM's serving metrics, with "
         "vllm bench serve's flags, stdout and result file. " + DIFFERENCES,
     )
     add_workload_flags(p)
     add_load_flags(p)
     s = p.add_argument_group("server (vllm bench serve names)")
-    s.add_argument("--backend", choices=("openai", "vllm", "openai-chat"), default="openai",
-                   help="openai/vllm: /v1/completions; openai-chat: /v1/chat/completions (max_completion_tokens)")
+    s.add_argument("--backend", type=_backend, default="openai", metavar="{" + ",".join(API_FLAVOURS) + "}",
+                   help="openai/vllm: /v1/completions; openai-chat: /v1/chat/completions (max_completion_tokens); "
+                   "openai-responses: /v1/responses (max_output_tokens)")
     s.add_argument("--base-url", help="server URL (default http://HOST:PORT)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--endpoint", help="API path (default: /v1/completions, /v1/chat/completions for openai-chat)")
+    s.add_argument("--endpoint", help="API path (default: /v1/completions; /v1/chat/completions for openai-chat, "
+                   "/v1/responses for openai-responses)")
     s.add_argument("--header", nargs="*", metavar="KEY=VALUE", help="extra request headers")
     s.add_argument("--model", help="model id (default: the server's first model from /v1/models)")
     s.add_argument("--served-model-name", help="the name sent in requests (default: --model)")
@@ -318,10 +328,10 @@ async def _bench(args) -> tuple[dict, object]:
                         progress=not (args.quiet or args.disable_tqdm), request_id_prefix=args.request_id_prefix,
                         api=args.backend, endpoint=args.endpoint, ignore_eos=ignore_eos, headers=headers,
                         keep_text=bool(args.save_detailed or args.result_file))
-    needs_ids = not text_dataset and not gen.chat
+    needs_ids = not text_dataset and not gen.text_prompts
     vocab = await _resolve_vocab(args, gen, needs_ids)
     chat = sizer = None
-    if gen.chat and not text_dataset:
+    if gen.text_prompts and not text_dataset:
         if vocab is None or vocab.folder is None:
             print(UNCONTROLLED.format(name=args.tokenizer or args.model), file=sys.stderr)
         else:  # the server's /tokenize says whether tokenizer.json counts as the server (and vLLM's client) does
@@ -364,7 +374,7 @@ async def _bench(args) -> tuple[dict, object]:
              "mismatch_tokens": workload.mismatch, "special_tokens": sizer.num_special,
              "tokenizer_check": sizer.checked}
             if sized and sizer is not None else {"sized_by": None, "text_tokens": "not controlled (synthetic words)"})
-    elif gen.chat and not text_dataset:
+    elif gen.text_prompts and not text_dataset:
         data["tuner_chat_prompts"] = (
             {"sized_by": chat.tok.source, "text_tokens": "input length - the tokenizer's special tokens "
              f"({chat.num_special}); the server's chat template adds its own", "mismatch_tokens": chat.mismatch,

