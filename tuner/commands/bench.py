@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ..load.options import API_FLAVOURS, api_flavour
+from ..load.trace import TRACE_LABELS
 from . import DURATION_HELP, UsageError, check_reachable, duration, parse_key_values, prepare_output
 
 DIFFERENCES = ("Differences from vllm bench serve, on purpose: completions prompts are token-id lists of exact "
@@ -57,6 +58,12 @@ def register(sub) -> None:
     s.add_argument("--header", nargs="*", metavar="KEY=VALUE", help="extra request headers")
     s.add_argument("--model", help="model id (default: the server's first model from /v1/models)")
     s.add_argument("--served-model-name", help="the name sent in requests (default: --model)")
+    s.add_argument("--lora-modules", nargs="+", metavar="NAME",
+                   help="LoRA adapters the server was started with: each request names one as its model")
+    s.add_argument("--lora-assignment", choices=("random", "round-robin"), default="random",
+                   help="how requests are given adapters (default random, seeded by --seed)")
+    s.add_argument("--logprobs", type=int, help="log-probabilities per token, asked of the completions API")
+    s.add_argument("--insecure", action="store_true", help="do not verify the server's TLS certificate")
     s.add_argument("--ready-check-timeout-sec", type=lambda t: int(duration(t)), default=0,
                    help=f"retry the first request until it succeeds, up to this long (0: no check; {DURATION_HELP})")
     s.add_argument("--request-id-prefix", help="x-request-id prefix (default: bench-<8 random hex>-)")
@@ -124,6 +131,15 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--custom-output-len", type=int, default=256)
     g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16)
     g.add_argument("--timed-trace-sec-multiplier", type=float, default=1.0)
+    for field, default in TRACE_LABELS.items():
+        g.add_argument(f"--timed-trace-label-{field.replace('_', '-')}", default=default, metavar="NAME",
+                       help=f"the trace's field holding {field} (default {default})")
+    g.add_argument("--self-timed", action=argparse.BooleanOptionalAction, default=None,
+                   help="send at the trace's timestamps (vLLM: default on for timed_trace; ours: for trace too); "
+                        "--no-self-timed sends at --request-rate instead")
+    g.add_argument("--disable-shuffle", action="store_true", help="sharegpt/custom: keep the file's order")
+    g.add_argument("--no-oversample", action="store_true",
+                   help="sharegpt/custom: fewer usable entries than --num-prompts send fewer requests")
     g.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id, read offline (default: --model)")
     g.add_argument("--vocab-size", type=int,
                    help="ours: token ids stay below this (default: from the tokenizer, else asked of the server)")
@@ -239,7 +255,7 @@ def _check(args) -> None:
     args.percentile_metrics_list = tuple(metrics)
 
 
-async def _served_models(base_url: str, headers: dict, needed: bool) -> list[dict]:
+async def _served_models(base_url: str, headers: dict, needed: bool, verify_tls: bool = True) -> list[dict]:
     """The server's /v1/models entries. A refusal for want of a key is named whether or not we needed
     them; any other failure only when we did (no --model given)."""
     import aiohttp
@@ -247,7 +263,8 @@ async def _served_models(base_url: str, headers: dict, needed: bool) -> list[dic
     from ..load.client import auth_refusal
 
     refusal = None
-    async with aiohttp.ClientSession(trust_env=False) as s:
+    connector = aiohttp.TCPConnector(**({} if verify_tls else {"ssl": False}))
+    async with aiohttp.ClientSession(trust_env=False, connector=connector) as s:
         try:
             async with s.get(base_url + "/v1/models", headers=headers) as resp:
                 refusal = auth_refusal(resp.status)
@@ -312,7 +329,8 @@ async def _bench(args) -> tuple[dict, object]:
         build_workload(args, None)  # every workload flag checked before the server is contacted
     except ValueError as e:
         raise UsageError(str(e)) from None
-    resolve_model(args, await _served_models(base_url, {**_auth(), **headers}, needed=args.model is None))
+    resolve_model(args, await _served_models(base_url, {**_auth(), **headers}, needed=args.model is None,
+                                             verify_tls=not args.insecure))
     sampling = {k: v for k, v in (("top_p", args.top_p), ("top_k", args.top_k), ("min_p", args.min_p),
                                   ("temperature", args.temperature),
                                   ("frequency_penalty", args.frequency_penalty),
@@ -327,7 +345,9 @@ async def _bench(args) -> tuple[dict, object]:
                         extra_body={**sampling, **(args.extra_body or {})},
                         progress=not (args.quiet or args.disable_tqdm), request_id_prefix=args.request_id_prefix,
                         api=args.backend, endpoint=args.endpoint, ignore_eos=ignore_eos, headers=headers,
-                        keep_text=bool(args.save_detailed or args.result_file))
+                        keep_text=bool(args.save_detailed or args.result_file), logprobs=args.logprobs,
+                        lora_modules=args.lora_modules or (), lora_assignment=args.lora_assignment,
+                        verify_tls=not args.insecure)
     needs_ids = not text_dataset and not gen.text_prompts
     vocab = await _resolve_vocab(args, gen, needs_ids)
     chat = sizer = None

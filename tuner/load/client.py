@@ -30,6 +30,7 @@ import gc
 import json
 import math
 import os
+import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +62,7 @@ COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 # flavour -> (stream kind (sse.py), default path, the ending vLLM's client requires of the URL)
+LORA_ASSIGNMENTS = ("random", "round-robin")  # vllm bench serve's --lora-assignment
 _ROUTES = {"openai": ("completions", COMPLETIONS_PATH, "completions"),
            "vllm": ("completions", COMPLETIONS_PATH, "completions"),
            "openai-chat": ("chat", CHAT_PATH, "chat/completions"),
@@ -127,7 +129,9 @@ class LoadGenerator:
                  request_id_prefix: str | None = None, api: str = "openai",
                  endpoint: str | None = None, ignore_eos: bool = True,
                  headers: Mapping[str, str] | None = None,
-                 prompt_text: Callable[[Sequence[int]], str] | None = None, keep_text: bool = True) -> None:
+                 prompt_text: Callable[[Sequence[int]], str] | None = None, keep_text: bool = True,
+                 logprobs: int | None = None, lora_modules: Sequence[str] = (), lora_assignment: str = "random",
+                 verify_tls: bool = True) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_concurrency is not None and max_concurrency < 1:
@@ -142,6 +146,14 @@ class LoadGenerator:
             raise ValueError(f"--endpoint {endpoint!r} does not fit --backend {api} (its path ends in {ending})")
         self.url = base_url.rstrip("/") + endpoint
         self.model = model
+        if lora_assignment not in LORA_ASSIGNMENTS:
+            raise ValueError(f"lora_assignment must be one of {', '.join(LORA_ASSIGNMENTS)}, got {lora_assignment!r}")
+        if logprobs is not None and logprobs < 0:
+            raise ValueError(f"--logprobs must be 0 or more, got {logprobs}")
+        self.logprobs = logprobs  # vLLM's client sends it to the completions API only
+        self.lora_modules, self.lora_assignment = list(lora_modules), lora_assignment
+        self._models: dict[int, str] = {}  # request index -> its LoRA adapter (vLLM's --lora-modules)
+        self.verify_tls = verify_tls  # False: vLLM's --insecure (self-signed certificates)
         self.max_concurrency = max_concurrency
         self.request_timeout_s = request_timeout_s
         self.extra_body = dict(extra_body or {})
@@ -163,9 +175,19 @@ class LoadGenerator:
         """Whether prompts are sent as text (chat and responses: the server's chat template wraps them)."""
         return self.kind != "completions"
 
+    def assign_adapters(self, indices: Sequence[int], seed: int) -> None:
+        """vLLM's --lora-modules: each request names one adapter as its model, drawn at random (seeded) or in
+        turn (round-robin), in request order."""
+        if not self.lora_modules:
+            return
+        rng = random.Random(seed)
+        for n, i in enumerate(indices):
+            self._models[i] = (self.lora_modules[n % len(self.lora_modules)] if self.lora_assignment == "round-robin"
+                               else rng.choice(self.lora_modules))
+
     def payload(self, spec: RequestSpec) -> dict[str, Any]:
         """The request body (a dict; :meth:`body` is what is sent)."""
-        body: dict[str, Any] = {"model": self.model}
+        body: dict[str, Any] = {"model": self._models.get(spec.index, self.model)}
         if self.kind == "responses":
             if spec.images:
                 raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")
@@ -190,6 +212,8 @@ class LoadGenerator:
                 raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")
             body["prompt"] = spec.prompt_array
             body["max_tokens"] = spec.output_len
+            if self.logprobs is not None:
+                body["logprobs"] = self.logprobs
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         if self.ignore_eos:
@@ -345,7 +369,8 @@ class LoadGenerator:
 
     def session(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=self.max_concurrency or 0,
-                                         limit_per_host=self.max_concurrency or 0)
+                                         limit_per_host=self.max_concurrency or 0,
+                                         **({} if self.verify_tls else {"ssl": False}))
         return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE)
 
     async def run(self, workload: Workload, *, request_rate: float = math.inf, burstiness: float = 1.0,
@@ -362,6 +387,7 @@ class LoadGenerator:
         specs, plan = plan_requests(workload, request_rate, burstiness, seed, ramp_up=ramp_up)
         for s in specs:
             s.send_offset_s *= time_scale
+        self.assign_adapters([s.index for s in specs], workload.seed if seed is None else seed)
         self._cancelled = False
         async with self.session() as session:
             if ready_check_timeout_s > 0 and specs:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary.textfile import read_text
-from .trace import TraceWorkload
+from .trace import TRACE_LABELS, TraceWorkload
 from .workload import DEFAULT_RESERVED_IDS, DEFAULT_VOCAB_SIZE, FixedWorkload, RandomWorkload, RequestSpec, Workload
 
 
@@ -81,17 +81,19 @@ def _valid(prompt_len: int, output_len: int, skip_output_check: bool) -> bool:
                 or prompt_len + output_len > 2048)
 
 
-def _take(rows: list[tuple[str, int, int]], num: int, seed: int) -> list[tuple[str, int, int]]:
+def _take(rows: list[tuple[str, int, int]], num: int, seed: int, oversample: bool = True) -> list[tuple[str, int, int]]:
+    """vLLM's maybe_oversample_requests: too few usable entries are topped up with random repeats of them,
+    unless --no-oversample keeps the run shorter."""
     if not rows:
         raise ValueError("no usable entries in the dataset")
-    if len(rows) < num:
+    if len(rows) < num and oversample:
         random.seed(seed)
         rows = rows + [random.choice(rows) for _ in range(num - len(rows))]
     return rows
 
 
 def sharegpt(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
-             output_len: int | None) -> TextWorkload:
+             output_len: int | None, shuffle: bool = True, oversample: bool = True) -> TextWorkload:
     try:
         data = json.loads(read_text(path, "--dataset-path", errors="strict").text)
     except (OSError, ValueError) as e:
@@ -101,7 +103,8 @@ def sharegpt(path: Path, num: int, seed: int, count: Callable[[str], int] | None
                          "(or --tokenizer to count the dataset's answers)")
     data = [e for e in data if isinstance(e, dict) and len(e.get("conversations") or []) >= 2]
     random.seed(seed)
-    random.shuffle(data)
+    if shuffle:
+        random.shuffle(data)
     words = lambda t: max(1, len(t.split()))  # noqa: E731 - only when no tokenizer
     rows = []
     for e in data:
@@ -113,13 +116,13 @@ def sharegpt(path: Path, num: int, seed: int, count: Callable[[str], int] | None
         if count is not None and not _valid(n_in, n_out, output_len is not None):
             continue
         rows.append((prompt, n_in, n_out))
-    rows = _take(rows, num, seed)
+    rows = _take(rows, num, seed, oversample)
     return TextWorkload([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], str(path),
                         "sharegpt", seed)
 
 
 def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
-           output_len: int | None) -> TextWorkload:
+           output_len: int | None, shuffle: bool = True, oversample: bool = True) -> TextWorkload:
     rows = []
     try:
         lines = read_text(path, "--dataset-path", errors="strict").lines()
@@ -137,7 +140,8 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
             raise ValueError(f"{path}:{n}: each line needs a 'prompt' string")
         items.append(item)
     random.seed(seed)
-    random.shuffle(items)
+    if shuffle:
+        random.shuffle(items)
     for item in items[:num]:
         if output_len is None or output_len == -1:
             if "output_tokens" not in item:
@@ -147,7 +151,7 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
             n_out = output_len
         prompt = item["prompt"]
         rows.append((prompt, (count or (lambda t: max(1, len(t.split()))))(prompt), n_out))
-    rows = _take(rows, num, seed)
+    rows = _take(rows, num, seed, oversample)
     return TextWorkload([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], str(path),
                         "custom", seed)
 
@@ -210,24 +214,12 @@ def build_workload(args, vocab=None, sizer=None) -> Workload:
         ids = {"vocab_size": DEFAULT_VOCAB_SIZE}
     name = args.dataset_name
     check_dataset_name(name)
-    if name in ("trace", "timed_trace"):
-        if args.dataset_path is None:
-            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
-        return TraceWorkload.from_file(args.dataset_path, seed=args.seed, num_prompts=num,
-                                       block_len=getattr(args, "timed_trace_chunk_hash_size", 16),
-                                       time_multiplier=getattr(args, "timed_trace_sec_multiplier", 1.0), **ids)
-    if name in ("sharegpt", "custom"):
-        from .tokenizer import text_tools
-
-        if args.dataset_path is None:
-            raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
-        _, count = text_tools(vocab)
-        n = DEFAULT_NUM_PROMPTS if num is None else num
-        if name == "sharegpt":
-            return sharegpt(args.dataset_path, n, args.seed, count,
-                                     getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None))
-        out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
-        return custom(args.dataset_path, n, args.seed, count, out)
+    timed = getattr(args, "self_timed", None)
+    if timed is not None and name not in ("trace", "timed_trace"):
+        raise ValueError(f"--{'' if timed else 'no-'}self-timed is only for --dataset-name timed_trace or trace "
+                         f"(their timestamps), not {name}")
+    if name in ("trace", "timed_trace", "sharegpt", "custom"):
+        return _from_file(args, name, num, vocab, ids)
     if args.dataset_path is not None and name in ("random", "random-mm", "fixed"):
         raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
                          "or custom for a file)")
@@ -244,6 +236,30 @@ def build_workload(args, vocab=None, sizer=None) -> Workload:
     return RandomWorkload(args.random_input_len, args.random_output_len, range_ratio=ratio, num_prompts=num,
                           seed=args.seed, prefix_len=args.random_prefix_len,
                           special_tokens=sizer.num_special if sizer is not None else 0, **ids)
+
+
+def _from_file(args, name: str, num: int | None, vocab, ids: dict) -> Workload:
+    """The workload of a dataset file: a trace of lengths, or texts (ShareGPT, custom JSONL)."""
+    if args.dataset_path is None:
+        raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
+    if name in ("trace", "timed_trace"):
+        labels = {f: getattr(args, f"timed_trace_label_{f}", None) or n for f, n in TRACE_LABELS.items()}
+        return TraceWorkload.from_file(args.dataset_path, seed=args.seed, num_prompts=num,
+                                       block_len=getattr(args, "timed_trace_chunk_hash_size", 16),
+                                       time_multiplier=getattr(args, "timed_trace_sec_multiplier", 1.0),
+                                       labels=labels, timed=getattr(args, "self_timed", None) is not False,
+                                       **ids)
+    from .tokenizer import text_tools
+
+    _, count = text_tools(vocab)
+    n = DEFAULT_NUM_PROMPTS if num is None else num
+    order = {"shuffle": not getattr(args, "disable_shuffle", False),
+             "oversample": not getattr(args, "no_oversample", False)}
+    if name == "sharegpt":
+        return sharegpt(args.dataset_path, n, args.seed, count,
+                        getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None), **order)
+    out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
+    return custom(args.dataset_path, n, args.seed, count, out, **order)
 
 
 def random_mm(args, vocab, num: int, sizer=None):

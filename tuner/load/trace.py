@@ -27,6 +27,11 @@ class TraceFormatError(ValueError):
     """A trace file row is malformed; the message names the file, line and field."""
 
 
+# vLLM timed_trace's fields and their default names (--timed-trace-label-* names others)
+TRACE_LABELS = {"timestamp": "timestamp", "input_length": "input_length", "output_length": "output_length",
+                "hash_ids": "hash_ids"}
+
+
 @dataclass
 class TraceWorkload(Workload):
     """Lengths (and optional send timestamps, seconds) replayed from a CSV or JSONL file.
@@ -74,11 +79,14 @@ class TraceWorkload(Workload):
     def from_file(cls, path: str | Path, *, seed: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
                   reserved_ids: int = DEFAULT_RESERVED_IDS, excluded_ids: frozenset[int] = frozenset(),
                   num_prompts: int | None = None, block_len: int = 16,
-                  time_multiplier: float = 1.0) -> TraceWorkload:
-        """Read the file; ``num_prompts`` keeps the first N requests (an error if it has fewer)."""
+                  time_multiplier: float = 1.0, labels: Mapping[str, str] | None = None,
+                  timed: bool = True) -> TraceWorkload:
+        """Read the file; ``num_prompts`` keeps the first N requests (an error if it has fewer). ``labels``:
+        the file's own names of vLLM's fields (TRACE_LABELS); ``timed`` False leaves the timestamps out
+        (vLLM's --no-self-timed: the request rate paces the trace)."""
         path = Path(path)
         try:
-            rows = list(_read_trace_rows(path))
+            rows = list(_read_trace_rows(path, _renaming(labels)))
         except UnicodeDecodeError as e:
             raise TraceFormatError(f"{path}: not UTF-8 text (byte {e.start}); a trace is CSV or JSONL") from None
         except csv.Error as e:
@@ -100,7 +108,7 @@ class TraceWorkload(Workload):
                 "(give every row a timestamp or none)"
             )
         timestamps = None
-        if all(has_ts):
+        if all(has_ts) and timed:
             ts = [r[3] * time_multiplier for r in rows]
             for (line, *_), prev, cur in zip(rows[1:], ts, ts[1:]):
                 if cur < prev:
@@ -185,12 +193,12 @@ def _int_field(where: str, name: str, raw: Any) -> int:
     return int(val)
 
 
-def _timestamp_field(where: str, raw: Any) -> float | None:
+def _timestamp_field(where: str, raw: Any, name: str = "timestamp") -> float | None:
     if _is_blank(raw):
         return None
     val = _number(raw)
     if not (math.isfinite(val) and val >= 0):
-        raise TraceFormatError(f"{where}: field 'timestamp' must be a finite number of seconds >= 0, "
+        raise TraceFormatError(f"{where}: field '{name}' must be a finite number of seconds >= 0, "
                                f"got {raw!r}")
     return val
 
@@ -213,22 +221,48 @@ def _images_field(where: str, raw: Any) -> list[tuple[int, int]]:
     return [(p[0], p[1]) for p in raw]
 
 
-def _row(path: Path, line: int, row: Mapping[str, Any]) -> tuple:
-    """One request; our field names, or vLLM timed_trace's (input_length, output_length, hash_ids)."""
-    where = f"{path}:{line}"
-    in_key = "input_len" if "input_len" in row else "input_length" if "input_length" in row else "input_len"
-    out_key = "output_len" if "output_len" in row else "output_length" if "output_length" in row else "output_len"
+def _row(path: Path, line: int, row: Mapping[str, Any], said: Mapping[str, str] | None = None) -> tuple:
+    """One request; our field names, or vLLM timed_trace's (input_length, output_length, hash_ids); `said`:
+    vLLM's field -> the file's own name of it (--timed-trace-label-*), for the messages."""
+    where, said = f"{path}:{line}", said or {}
+
+    def key(ours: str, vllms: str) -> str:
+        return ours if ours in row else vllms if vllms in row or vllms in said else ours
+
+    in_key, out_key = key("input_len", "input_length"), key("output_len", "output_length")
     hashes = row.get("hash_ids") or []
     if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
-        raise TraceFormatError(f"{where}: field 'hash_ids' must be a list of integers, got {hashes!r}")
-    return (line, _int_field(where, in_key, row.get(in_key)),
-            _int_field(where, out_key, row.get(out_key)),
-            _timestamp_field(where, row.get("timestamp")), hashes, _images_field(where, row.get("images")))
+        raise TraceFormatError(f"{where}: field '{said.get('hash_ids', 'hash_ids')}' must be a list of integers, "
+                               f"got {hashes!r}")
+    return (line, _int_field(where, said.get(in_key, in_key), row.get(in_key)),
+            _int_field(where, said.get(out_key, out_key), row.get(out_key)),
+            _timestamp_field(where, row.get("timestamp"), said.get("timestamp", "timestamp")), hashes,
+            _images_field(where, row.get("images")))
 
 
-def _read_trace_rows(path: Path):
+def _renaming(labels: Mapping[str, str] | None) -> dict[str, str]:
+    """The file's known name -> vLLM's, for the labels that differ from vLLM's defaults."""
+    out = {}
+    for known, name in (labels or {}).items():
+        if known not in TRACE_LABELS:
+            raise ValueError(f"unknown trace field {known!r} (fields: {', '.join(TRACE_LABELS)})")
+        if name and name != TRACE_LABELS[known]:
+            out[name] = known
+    return out
+
+
+def _relabel(obj: dict, renaming: Mapping[str, str]) -> dict:
+    if not renaming:
+        return obj
+    kept = {k: v for k, v in obj.items() if k not in renaming.values() and k not in renaming}
+    return {**kept, **{known: obj[name] for name, known in renaming.items() if name in obj}}
+
+
+def _read_trace_rows(path: Path, renaming: Mapping[str, str] | None = None):
     """Yield (line_number, input_len, output_len, timestamp|None, hash_ids, images) from a .csv or .jsonl file
-    (also packed: trace.jsonl.gz, .bz2, .xz; or saved as UTF-16)."""
+    (also packed: trace.jsonl.gz, .bz2, .xz; or saved as UTF-16); `renaming`: the file's names -> vLLM's."""
+    renaming = renaming or {}
+    said = {known: name for name, known in renaming.items()}
     if not path.is_file():
         raise TraceFormatError(f"{path}: trace file not found")
     suffix = format_suffix(path)
@@ -244,14 +278,15 @@ def _read_trace_rows(path: Path):
         with io.StringIO(content, newline="") as f:
             reader = csv.DictReader(f)
             fields = [h.strip() for h in (reader.fieldnames or [])]
-            for need in ("input_len", "output_len"):
-                if need not in fields:
-                    raise TraceFormatError(f"{path}:1: header lacks field '{need}' (has {fields})")
+            names = {renaming.get(h, h) for h in fields}
+            for need, vllms in (("input_len", "input_length"), ("output_len", "output_length")):
+                if need not in names and vllms not in names:
+                    raise TraceFormatError(f"{path}:1: header lacks field '{said.get(vllms, need)}' (has {fields})")
             for row in reader:
                 row = {(k or "").strip(): v for k, v in row.items() if k != "hash_ids"}
                 if all(_is_blank(v) for v in row.values()):
                     continue
-                yield _row(path, reader.line_num, row)
+                yield _row(path, reader.line_num, _relabel(row, renaming), said)
     else:
         with io.StringIO(content, newline=None) as f:  # \r\n and \r end lines too, as open() read them
             for line, text in enumerate(f, start=1):
@@ -263,4 +298,4 @@ def _read_trace_rows(path: Path):
                     raise TraceFormatError(f"{path}:{line}: not valid JSON ({e.msg})") from None
                 if not isinstance(obj, dict):
                     raise TraceFormatError(f"{path}:{line}: expected a JSON object per line")
-                yield _row(path, line, obj)
+                yield _row(path, line, _relabel(obj, renaming), said)

@@ -216,10 +216,11 @@ class ResponsesFrames:
 class SimHTTP:
     def __init__(self, driver: LiveDriver, served_names: list[str], max_model_len: int, vocab: int,
                  faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None,
-                 tower=None):
+                 tower=None, adapters: dict[str, str] | None = None):
         self.driver = driver
         self.tower = tower  # models.vision.VisionTower of a VL model: images are sized into tokens with it
         self.names = served_names
+        self.adapters = dict(adapters or {})  # LoRA adapter name -> path (--lora-modules): served as models
         self.max_model_len = max_model_len
         self.vocab = vocab
         self.faults = faults
@@ -276,6 +277,9 @@ class SimHTTP:
     async def models(self, request: web.Request) -> web.Response:
         data = [{"id": n, "object": "model", "created": self.created, "owned_by": "vllm", "root": self.names[0],
                  "parent": None, "max_model_len": self.max_model_len, "permission": []} for n in self.names]
+        data += [{"id": n, "object": "model", "created": self.created, "owned_by": "vllm", "root": path,
+                  "parent": self.names[0], "max_model_len": None, "permission": []}
+                 for n, path in self.adapters.items()]
         return web.json_response({"object": "list", "data": data})
 
     # -- completions ------------------------------------------------------------------------------
@@ -298,7 +302,7 @@ class SimHTTP:
         if not isinstance(body, dict):
             return _error(400, "The request body must be a JSON object", "BadRequestError")
         model = body.get("model") or self.names[0]
-        if model not in self.names:
+        if model not in self.names and model not in self.adapters:
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
         stream = bool(body.get("stream"))
         read = await self._input(request, body, api, model, stream)

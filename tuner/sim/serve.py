@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import json
 import os
 import re
 import signal
@@ -90,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--api-key", nargs="+", default=None,
                    help="require one of these keys on /v1 routes (else $VLLM_API_KEY), as vLLM does")
+    p.add_argument("--enable-lora", action="store_true", help="serve LoRA adapters (their cost is not simulated)")
+    p.add_argument("--lora-modules", nargs="+", default=None, metavar="NAME=PATH",
+                   help="adapters served as models, vLLM's forms: name=path or a JSON object with name and path")
+    p.add_argument("--max-loras", type=int, default=1)
+    p.add_argument("--max-lora-rank", type=int, default=16)
+    p.add_argument("--max-cpu-loras", type=int, default=None)
     # Harmless flags launch scripts commonly pass; accepted and ignored.
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--disable-log-requests", action="store_true")
@@ -137,6 +144,26 @@ def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
     return sim, inputs
 
 
+def lora_modules(values: list[str] | None, enabled: bool) -> dict[str, str]:
+    """vLLM's --lora-modules: adapter name -> path, from `name=path` or `{"name": ..., "path": ...}`."""
+    out: dict[str, str] = {}
+    for value in values or ():
+        if value.lstrip().startswith("{"):
+            try:
+                item = json.loads(value)
+                name, path = item["name"], item["path"]
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(f"--lora-modules {value!r}: a JSON module needs 'name' and 'path'") from None
+        elif "=" in value:
+            name, path = value.split("=", 1)
+        else:
+            raise ValueError(f"--lora-modules {value!r}: expected name=path or a JSON object")
+        out[name] = path
+    if out and not enabled:
+        raise ValueError("--lora-modules needs --enable-lora")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -154,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--sim-first-replay must be 0 or more, got {args.sim_first_replay}")
         release = get_profile(args.sim_release).name
         hardware = hardware_corrections(args.sim_hardware)
+        args.adapters = lora_modules(args.lora_modules, args.enable_lora)
     except (FaultError, ValueError) as e:
         parser.error(str(e))  # exits 2
     env = dict(os.environ)
@@ -273,7 +301,7 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
                     pred.rules.engine == "v1", VERSIONS[pred.profile],
                     access_log=None if args.disable_log_requests else log.raw,
                     api_keys=args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else []),
-                    tower=pred.vision.tower if pred.vision is not None else None)
+                    tower=pred.vision.tower if pred.vision is not None else None, adapters=args.adapters)
     runner = web.AppRunner(front.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     driver.start()
