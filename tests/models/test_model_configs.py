@@ -53,11 +53,41 @@ def test_moe_models_run_a_token_through_its_routed_experts_only():
     ("Qwen/Qwen3-Next-80B-A3B-Thinking", 1, 2 * 12 * 2 * 256 * 2),  # 12 of 48 layers hold a KV cache
     ("google/gemma-2-9b-it", 1, 2 * 42 * 8 * 256 * 2),
     ("Qwen/Qwen3-VL-32B-Instruct", 4, 2 * 64 * 2 * 128 * 2),     # the text_config of a VL model
+    # Gemma-4: 25 sliding layers of 8 KV heads x 256, 5 full-attention ones of 2 x 512 (global_head_dim,
+    # attention_k_eq_v); vLLM 0.32's own per-layer configs give 225,280 / 112,640 / 35,840 (by hand and in
+    # tests/realvllm/test_model_configs_vllm.py)
+    ("google/gemma-4-26B-A4B", 1, 2 * (25 * 8 * 256 + 5 * 2 * 512) * 2),
+    ("google/gemma-4-26B-A4B", 2, 2 * (25 * 4 * 256 + 5 * 1 * 512) * 2),
+    ("google/gemma-4-26B-A4B", 8, 2 * (25 * 1 * 256 + 5 * 1 * 512) * 2),  # 2 KV heads on 8 ranks: replicated
 ])
 def test_kv_bytes_per_token_per_rank(name, tp, kv_bytes):
     shape = resolve(name)
     assert shape.kv_bytes_per_token("bf16", tp) == kv_bytes
     assert shape.kv_bytes_per_token("fp8", tp) == kv_bytes // 2
+
+
+def test_layers_of_different_shapes_are_cached_layer_by_layer(tmp_path):
+    """transformers 5's per_layer_config, as written in a config.json; Gemma-4 without attention_k_eq_v keeps
+    its KV heads on the wide layers; the last num_kv_shared_layers layers read an earlier layer's cache."""
+    base = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024,
+            "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128,
+            "intermediate_size": 2048, "vocab_size": 1000, "max_position_embeddings": 4096}
+    (tmp_path / "per").mkdir()
+    (tmp_path / "per" / "config.json").write_text(json.dumps(
+        {**base, "per_layer_config": {"1": {"num_key_value_heads": 2, "head_dim": 256}}}))
+    shape = resolve(str(tmp_path / "per"))
+    assert shape.layer_kv == ((4, 128), (2, 256), (4, 128), (4, 128))
+    assert shape.kv_bytes_per_token("bf16") == 2 * (3 * 4 * 128 + 2 * 256) * 2
+    assert (shape.kv_heads, shape.head_dim) == (4, 256)  # vLLM's whole-model figures: the largest layer's
+    gemma = json.loads(catalogue()["google/gemma-4-26B-A4B"].read_text())
+    text = gemma["text_config"]
+    text.update(attention_k_eq_v=False, num_kv_shared_layers=6)
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "config.json").write_text(json.dumps(gemma))
+    shape = resolve(str(tmp_path / "g"))
+    full = [i for i, k in enumerate(text["layer_types"][:24]) if k == "full_attention"]
+    assert len(shape.layer_kv) == 24 and {shape.layer_kv[i] for i in full} == {(8, 512)}
+    assert shape.kv_bytes_per_token("bf16") == 2 * (len(full) * 8 * 512 + (24 - len(full)) * 8 * 256) * 2
 
 
 def test_weights_are_counted_as_the_checkpoint_stores_them():

@@ -36,11 +36,20 @@ FAMILIES = {  # family -> a catalogue config of it
     "Gemma-2 (sliding window)": "google/gemma-2-9b-it",
     "gpt-oss (sliding, sinks, MXFP4)": "openai/gpt-oss-120b",
     "Phi-3": "microsoft/phi-4",
+    "DeepSeek-V3.2 MLA (sparse attention)": "deepseek-ai/DeepSeek-V3.2",
+    "Mistral-7B v0.1 (every layer slides)": "mistralai/Mistral-7B-v0.1",
+    "Granite code (128k)": "ibm-granite/granite-3b-code-instruct-128k",
 }
 # Text parts of VL / multimodal configs, under the text architecture vLLM serves them with.
 TEXT_PARTS = {
     "Qwen3-VL text part": ("Qwen/Qwen3-VL-32B-Instruct", "Qwen3ForCausalLM", "qwen3"),
     "Qwen3-VL-MoE text part": ("Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen3MoeForCausalLM", "qwen3_moe"),
+    # full-attention layers: 2 KV heads of 512 (global_head_dim, attention_k_eq_v), sliding ones 8 of 256
+    "Gemma-4 text part (layers of two shapes)": ("google/gemma-4-26B-A4B", "Gemma4ForCausalLM", "gemma4_text"),
+    "Llama-4 text part (chunked attention, MoE every layer)": ("meta-llama/Llama-4-Scout-17B-16E-Instruct",
+                                                              "Llama4ForCausalLM", "llama4_text"),
+    "Llama-4 Maverick text part (MoE every other layer)": ("meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+                                                          "Llama4ForCausalLM", "llama4_text"),
 }
 
 

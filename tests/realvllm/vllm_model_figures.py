@@ -32,11 +32,34 @@ def figures(folder: str, tps: list[int]) -> dict:
         heads = mc.get_num_kv_heads(pc)
         layers = mc.get_num_layers_by_block_type(pc, "attention")
         row = {"layers": mc.get_num_layers(pc), "attention_layers": layers, "kv_heads": heads}
+        per_layer = _per_layer(mc, tp)  # a heterogeneous config: each layer's own heads and head size
         for name, dtype in (("bf16", torch.bfloat16), ("fp8", torch.float8_e4m3fn)):
+            if per_layer:
+                row[f"kv_bytes_per_token_{name}"] = sum(
+                    spec_class(block_size=1, num_kv_heads=h, head_size=d, dtype=dtype).page_size_bytes
+                    for h, d in per_layer)
+                continue
             spec = spec_class(block_size=1, num_kv_heads=heads, head_size=mc.get_head_size(), dtype=dtype)
             row[f"kv_bytes_per_token_{name}"] = layers * spec.page_size_bytes
         out["tp"][str(tp)] = row
     return out
+
+
+def _per_layer(mc, tp: int) -> list[tuple[int, int]]:
+    """(KV heads on one rank, head size) of each cached attention layer of a model whose layers differ, from
+    vLLM's own per-layer architecture config (model_arch_config[i], get_num_kv_heads(arch_config=...));
+    [] for a model whose layers are alike."""
+    arch = mc.model_arch_config
+    if arch.per_layer_overrides is None:
+        return []
+    from vllm.config import ParallelConfig
+
+    text = mc.hf_text_config
+    pc = ParallelConfig(tensor_parallel_size=tp)
+    types = getattr(text, "layer_types", None) or ["full_attention"] * text.num_hidden_layers
+    own = text.num_hidden_layers - int(getattr(text, "num_kv_shared_layers", 0) or 0)
+    return [(mc.get_num_kv_heads(pc, arch_config=arch[i]), arch[i].head_size) for i in range(own)
+            if types[i] in ("full_attention", "sliding_attention", "chunked_attention")]
 
 
 def main() -> int:

@@ -96,6 +96,8 @@ class TextConfig:
     config_model_type: str = ""  # the top-level model_type (a VL wrapper's: vllm-gaudi keys its image table by it)
     mrope: bool = False  # vLLM's uses_mrope (see mrope_of)
     fork_mrope: bool = False  # vllm-fork's uses_mrope: the top-level config only (see mrope_of)
+    # (KV heads, head size) of each layer that keeps a cache, when the layers differ (layer_kv); else ()
+    layer_kv: tuple[tuple[int, int], ...] = ()
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         # vLLM's get_num_kv_heads: MLA decodes as MQA (one latent); otherwise heads split across ranks and
@@ -148,6 +150,34 @@ def _layer_kinds(t: dict, architecture: str, layers: int) -> tuple[str, ...]:
     if chunk and isinstance(no_rope, list) and len(no_rope) >= layers:  # Llama 4: RoPE layers are chunked
         return tuple("chunked" if no_rope[i] else "full" for i in range(layers))
     return tuple("full" for _ in range(layers))
+
+
+def layer_kv(t: dict, model_type: str, kinds: tuple[str, ...], kv: int, head_size: int,
+             shared: int) -> tuple[tuple[int, int], ...]:
+    """(KV heads, head size) per layer with a cache of its own, for configs whose layers differ (transformers
+    5's heterogeneous configs, as vLLM 0.32 builds each layer's attention from them); () when all alike.
+
+    * `per_layer_config`: {layer index: overrides of head_dim, num_key_value_heads}, as written;
+    * Gemma-4 (Gemma4TextConfig): every full-attention layer has head_dim `global_head_dim` (default 512)
+      and, with `attention_k_eq_v`, `num_global_key_value_heads` KV heads (K stored in the V slot too).
+    The last `num_kv_shared_layers` layers read an earlier layer's cache (Gemma-3n, Gemma-4 E models).
+    """
+    overrides: dict[int, dict] = {}
+    per = t.get("per_layer_config")
+    if isinstance(per, dict):
+        overrides = {int(i): o for i, o in per.items() if isinstance(o, dict)}
+    elif model_type.startswith("gemma4"):
+        full = {"head_dim": int(t.get("global_head_dim") or 512)}
+        if t.get("attention_k_eq_v") and t.get("num_global_key_value_heads") is not None:
+            full["num_key_value_heads"] = int(t["num_global_key_value_heads"])
+        overrides = {i: full for i, k in enumerate(kinds) if k == "full"}
+    if not overrides:
+        return ()
+    own = len(kinds) - shared
+    out = tuple((int(overrides.get(i, {}).get("num_key_value_heads", kv)),
+                 int(overrides.get(i, {}).get("head_dim", head_size)))
+                for i, k in enumerate(kinds[:own]) if k in ("full", "sliding", "chunked"))
+    return out if len(set(out)) > 1 else ()
 
 
 def _max_position(t: dict, config: dict) -> int:
@@ -229,6 +259,7 @@ def _read(config: dict, where: str) -> TextConfig:
         quantization=quant if isinstance(quant, dict) else None, torch_dtype=str(dtype) if dtype else None,
         config_model_type=str(config.get("model_type") or model_type),
         mrope=mrope_of(config), fork_mrope=mrope_of(config, fork=True),
+        layer_kv=() if mla else layer_kv(t, model_type, kinds, int(kv), head_size, shared),
     )
 
 

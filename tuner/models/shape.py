@@ -59,6 +59,7 @@ class ModelShape:
     mrope: bool = False
     fork_mrope: bool = False
     config_model_type: str = ""  # the config's top-level model_type (vLLM's hf_config.model_type)
+    layer_kv: tuple[tuple[int, int], ...] = ()  # (KV heads, head size) per cached layer, when they differ
 
     @property
     def params(self) -> int:
@@ -78,7 +79,10 @@ class ModelShape:
         return 1 if self.mla else max(1, self.kv_heads // max(1, tp))
 
     def kv_bytes_per_token(self, kv_dtype: str, tp: int = 1) -> int:
-        """K and V (one latent under MLA) of every attention layer, on one tensor-parallel rank."""
+        """K and V (one latent under MLA) of every attention layer, on one tensor-parallel rank; layer by
+        layer when their heads differ (Gemma-4's full-attention layers: fewer, wider heads)."""
+        if self.layer_kv:
+            return sum(2 * max(1, heads // max(1, tp)) * dim for heads, dim in self.layer_kv) * DTYPE_BYTES[kv_dtype]
         per_layer = (1 if self.mla else 2) * self.kv_heads_per_rank(tp) * self.head_dim
         return self.attention_layers * per_layer * DTYPE_BYTES[kv_dtype]
 
@@ -156,7 +160,9 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
     return ModelShape(
         name=name, source=source, architecture=t.architecture, total_params=counted.total,
         active_params=counted.active, layers=t.layers, attention_layers=t.attention_layers, hidden=t.hidden,
-        heads=t.heads, kv_heads=t.total_kv_heads, head_dim=t.head_size, mla=t.mla, vocab=t.vocab,
+        # layers that differ: vLLM's whole-model figures are the largest layer's (ModelArchitectureConfig.from_layers)
+        heads=t.heads, kv_heads=max([t.total_kv_heads, *(h for h, _ in t.layer_kv)]),
+        head_dim=max([t.head_size, *(d for _, d in t.layer_kv)]), mla=t.mla, vocab=t.vocab, layer_kv=t.layer_kv,
         max_position=t.max_position, experts=t.experts, experts_per_token=t.experts_per_token,
         expert_params=counted.experts, embedding_params=counted.embedding, vision_params=counted.vision,
         sliding_window=t.sliding_window, quantization=method, stored_bytes=stored_bytes, multimodal=t.multimodal,
