@@ -152,3 +152,64 @@ def test_a_name_nothing_knows_is_refused_with_the_closest_names_and_the_way_on(t
         resolve(str(bad))
     with pytest.raises(ModelConfigError, match="num_hidden_layers"):
         read_config({"architectures": ["X"], "hidden_size": 8, "num_attention_heads": 2}, "x/config.json")
+
+
+def _folder(tmp_path, name: str, config: dict):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "config.json").write_text(json.dumps(config))
+    return str(tmp_path / name)
+
+
+HYBRID_BASE = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+               "vocab_size": 65536, "max_position_embeddings": 4096}
+
+
+def test_hybrids_cache_only_their_attention_layers(tmp_path):
+    """The fields each hybrid family says its attention layers with (vLLM 0.32 with transformers 5 agrees on
+    Jamba; the NemotronH pattern is what transformers turns into its layers_block_type)."""
+    jamba = resolve(_folder(tmp_path, "jamba", {**HYBRID_BASE, "architectures": ["JambaForCausalLM"],
+                                                "model_type": "jamba", "num_hidden_layers": 32,
+                                                "attn_layer_period": 8, "attn_layer_offset": 4,
+                                                "num_experts": 16, "num_experts_per_tok": 2}))
+    assert (jamba.layers, jamba.attention_layers) == (32, 4)
+    assert jamba.kv_bytes_per_token("bf16") == 2 * 4 * 8 * 128 * 2
+    pattern = "M-M-M*-M-M-M*-M-M-"  # NemotronH: * attention, M Mamba, - MLP
+    nemo = resolve(_folder(tmp_path, "nemo", {**HYBRID_BASE, "architectures": ["NemotronHForCausalLM"],
+                                              "model_type": "nemotron_h", "head_dim": 128,
+                                              "num_hidden_layers": len(pattern), "hybrid_override_pattern": pattern}))
+    assert (nemo.layers, nemo.attention_layers) == (18, 2)
+    assert nemo.kv_bytes_per_token("bf16") == 2 * 2 * 8 * 128 * 2
+    listed = resolve(_folder(tmp_path, "nemo5", {**HYBRID_BASE, "architectures": ["NemotronHForCausalLM"],
+                                                 "model_type": "nemotron_h", "head_dim": 128,
+                                                 "layers_block_type": ["linear_attention", "moe", "full_attention",
+                                                                       "mlp"]}))
+    assert (listed.layers, listed.attention_layers) == (4, 1)  # transformers 5 writes no num_hidden_layers
+    zamba = resolve(_folder(tmp_path, "zamba", {"architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2",
+                                                "hidden_size": 2560, "num_attention_heads": 32,
+                                                "num_key_value_heads": 32, "attention_head_dim": 160,
+                                                "num_hidden_layers": 6, "vocab_size": 32000,
+                                                "layers_block_type": ["mamba"] * 5 + ["hybrid"]}))
+    assert (zamba.head_dim, zamba.attention_layers) == (160, 1)  # vLLM: head size 2 x hidden / heads
+
+
+@pytest.mark.parametrize("arch", ["MambaForCausalLM", "Mamba2ForCausalLM", "FalconMambaForCausalLM"])
+def test_attention_free_models_are_refused_saying_why(tmp_path, arch):
+    folder = _folder(tmp_path, arch, {"architectures": [arch], "hidden_size": 4096, "num_hidden_layers": 64,
+                                      "num_heads": 128, "head_dim": 64, "vocab_size": 50280})
+    with pytest.raises(UnknownModelError, match=f"{arch} is attention-free"):
+        resolve(folder)
+
+
+def test_sizes_written_per_layer_or_under_other_names_are_counted(tmp_path):
+    gemma3n = {"architectures": ["Gemma3nForCausalLM"], "model_type": "gemma3n_text", "hidden_size": 2048,
+               "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+               "intermediate_size": [8192, 8192, 16384, 16384], "vocab_size": 1000}
+    shape = resolve(_folder(tmp_path, "g3n", gemma3n))
+    mlp = 3 * 2048 * (2 * 8192 + 2 * 16384)
+    assert shape.total_params > mlp
+    longcat = {"architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash", "hidden_size": 1024,
+               "num_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8, "ffn_hidden_size": 4096,
+               "expert_ffn_hidden_size": 512, "n_routed_experts": 16, "moe_topk": 2, "kv_lora_rank": 128,
+               "qk_rope_head_dim": 32, "qk_nope_head_dim": 64, "v_head_dim": 64, "vocab_size": 1000}
+    shape = resolve(_folder(tmp_path, "longcat", longcat))
+    assert shape.mla and shape.experts == 16 and shape.expert_params == 2 * 16 * 3 * 1024 * 512

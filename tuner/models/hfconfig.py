@@ -42,6 +42,10 @@ HYBRID_ARCHITECTURES = frozenset({
     "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "Zamba2ForCausalLM", "BambaForCausalLM", "Plamo2ForCausalLM",
     "KimiLinearForCausalLM",
 })
+# Attention-free architectures: a fixed state per sequence and no KV cache per token, which is what the
+# performance model and the bucket arithmetic size memory by.
+ATTENTION_FREE = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "FalconMambaForCausalLM", "RwkvForCausalLM",
+                            "XLSTMForCausalLM"})
 # vLLM's derive_max_model_len_and_key: the smallest of these is the model's own context length.
 MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
                 "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
@@ -107,34 +111,69 @@ class TextConfig:
         return max(1, self.total_kv_heads // max(1, tp))
 
 
+# NemotronH's hybrid_override_pattern, a character per layer: attention, Mamba, MLP only, MoE only
+PATTERN_KINDS = {"*": "full", "M": "mamba", "-": "mlp", "E": "mlp"}
+# transformers' layers_block_type spellings (Jamba, Zamba2, NemotronH; transformers 5 renames some)
+BLOCK_KINDS = {"attention": "full", "hybrid": "full", "full_attention": "full", "mamba": "mamba",
+               "linear_attention": "mamba", "mlp": "mlp", "moe": "mlp"}
+
+
+def hybrid_pattern(t: dict) -> list[str] | None:
+    """A hybrid's layers as its config lists them (layers_block_type, or NemotronH's pattern string)."""
+    blocks = t.get("layers_block_type")
+    if isinstance(blocks, list) and blocks:
+        return [BLOCK_KINDS.get(str(b), "mamba") for b in blocks]
+    pattern = t.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        return [PATTERN_KINDS.get(c, "mamba") for c in pattern]
+    return None
+
+
+def _hybrid_kinds(t: dict, layers: int) -> tuple[str, ...] | None:
+    """The layers of a hybrid architecture from the fields that say which hold attention; None if none do."""
+    listed = hybrid_pattern(t)
+    if listed is not None:
+        return tuple(listed[:layers])
+    period = t.get("attn_layer_period")  # Jamba: attention every period-th layer, from offset
+    if period:
+        offset = int(t.get("attn_layer_offset") or 0)
+        return tuple("full" if i % int(period) == offset else "mamba" for i in range(layers))
+    attn_types = t.get("attn_type_list")  # MiniMax: 1 is softmax attention
+    if isinstance(attn_types, list):
+        return tuple("full" if a == 1 else "linear" for a in attn_types[:layers])
+    interval = t.get("full_attention_interval")  # Qwen3-Next without layer_types: every n-th is full
+    if interval:
+        return tuple("full" if (i + 1) % int(interval) == 0 else "linear" for i in range(layers))
+    return None
+
+
+def _listed_kinds(types: list, hybrid: bool) -> tuple[str, ...]:
+    kinds = []
+    for name in types:
+        if name in ("sliding_attention",):
+            kinds.append("sliding")
+        elif name == "chunked_attention":
+            kinds.append("chunked")
+        elif name == "linear_attention":
+            kinds.append("linear")
+        elif name in ("mamba", "mamba2", "conv"):
+            kinds.append("mamba")
+        elif name in ATTENTION_LAYER_TYPES or not hybrid:
+            kinds.append("full")
+        else:
+            kinds.append("linear")
+    return tuple(kinds)
+
+
 def _layer_kinds(t: dict, architecture: str, layers: int) -> tuple[str, ...]:
+    """Per layer: full, sliding or chunked attention (a KV cache per token), linear attention or Mamba (a
+    state per sequence), or mlp (neither: NemotronH's MLP and MoE layers)."""
     hybrid = architecture in HYBRID_ARCHITECTURES
     types = t.get("layer_types")
     if isinstance(types, list) and len(types) >= layers:
-        kinds = []
-        for name in types[:layers]:
-            if name in ("sliding_attention",):
-                kinds.append("sliding")
-            elif name == "chunked_attention":
-                kinds.append("chunked")
-            elif name == "linear_attention":
-                kinds.append("linear")
-            elif name in ("mamba", "mamba2", "conv"):
-                kinds.append("mamba")
-            elif name in ATTENTION_LAYER_TYPES or not hybrid:
-                kinds.append("full")
-            else:
-                kinds.append("linear")
-        return tuple(kinds)
-    block_types = t.get("layers_block_type")
-    if hybrid and isinstance(block_types, list):
-        return tuple("full" if b in ("attention", "hybrid") else "mamba" for b in block_types[:layers])
-    attn_types = t.get("attn_type_list")  # MiniMax: 1 is softmax attention
-    if hybrid and isinstance(attn_types, list):
-        return tuple("full" if a == 1 else "linear" for a in attn_types[:layers])
-    interval = t.get("full_attention_interval")  # Qwen3-Next without layer_types: every n-th is full
-    if hybrid and interval:
-        return tuple("full" if (i + 1) % int(interval) == 0 else "linear" for i in range(layers))
+        return _listed_kinds(types[:layers], hybrid)
+    if hybrid and (kinds := _hybrid_kinds(t, layers)) is not None:
+        return kinds
     window = t.get("sliding_window")
     model_type = t.get("model_type", "")
     if window and model_type == "gemma2":  # Gemma2Config: even layers slide
@@ -215,8 +254,13 @@ def _read(config: dict, where: str) -> TextConfig:
     t = text_part(config)
     architectures = config.get("architectures") or t.get("architectures") or ["unknown"]
     architecture = architectures[0]
+    if architecture in ATTENTION_FREE:
+        raise ModelConfigError(f"{where}: {architecture} is attention-free (a fixed state per sequence, no KV cache "
+                               "per token); bucket-tuner predicts servers by their KV cache and cannot model it")
     model_type = str(t.get("model_type") or config.get("model_type") or "")
     layers = _first(t, ("num_hidden_layers", "n_layer", "num_layers", "n_layers"))
+    if layers is None and architecture in HYBRID_ARCHITECTURES and (listed := hybrid_pattern(t)):
+        layers = len(listed)  # NemotronH written by transformers 5: the block list is the layer count
     hidden = _first(t, ("hidden_size", "n_embd", "d_model", "dim"))
     heads = _first(t, ("num_attention_heads", "n_head", "n_heads", "num_heads"))
     for name, value in (("num_hidden_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads)):
@@ -232,6 +276,8 @@ def _read(config: dict, where: str) -> TextConfig:
         head_size = int(t["kv_lora_rank"]) + int(t.get("qk_rope_head_dim") or 0)
     elif t.get("head_dim"):
         head_size = int(t["head_dim"])
+    elif t.get("attention_head_dim"):  # Zamba2 (its config maps head_dim to it): 2 x hidden / heads
+        head_size = int(t["attention_head_dim"])
     elif t.get("hidden_size_per_head"):
         head_size = int(t["hidden_size_per_head"])
     else:

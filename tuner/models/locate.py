@@ -120,9 +120,12 @@ def _from_folder(name: str, path: Path, source: str, quantization: str | None = 
     folder = path if path.is_dir() else path.parent
     try:
         config = load_config(path)
+        return shape_from_config(config, name, source, _index_bytes(folder), quantization)
     except ModelConfigError as e:
         raise UnknownModelError(f"model {name!r}: {e}") from None
-    return shape_from_config(config, name, source, _index_bytes(folder), quantization)
+    except (TypeError, ValueError, KeyError, ZeroDivisionError) as e:  # a field of a shape nothing here expects
+        raise UnknownModelError(f"model {name!r}: {config_file(path) if path.is_dir() else path}: a field has an "
+                                f"unexpected type or value ({type(e).__name__}: {e})") from None
 
 
 def _from_catalogue(name: str, model_id: str, quantization: str | None = None) -> ModelShape:

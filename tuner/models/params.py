@@ -31,6 +31,8 @@ class ParamCount:
 
 def _attention(t: TextConfig, kind: str) -> int:
     r, h = t.raw, t.hidden
+    if kind == "mlp":  # NemotronH's MLP or MoE layer: no mixer
+        return 0
     if kind in ("linear", "mamba"):
         return _linear_attention(t)
     if t.mla:
@@ -85,14 +87,22 @@ def _is_moe_layer(t: TextConfig, i: int) -> bool:
     return i % freq == 0
 
 
+def _size(value, i: int) -> int | None:
+    """A size written once, or per layer as a list (Gemma-3n's intermediate_size)."""
+    if isinstance(value, list):
+        value = value[i] if i < len(value) else (value[-1] if value else None)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
 def _mlp(t: TextConfig, i: int) -> tuple[int, int, int]:
     """(total, active, routed experts) of layer i's MLP."""
     r, h = t.raw, t.hidden
+    dense = next((v for k in ("intermediate_size", "ffn_dim", "ffn_hidden_size") if (v := _size(r.get(k), i))), 4 * h)
     if not _is_moe_layer(t, i):
-        inter = int(r.get("intermediate_size") or r.get("ffn_dim") or 4 * h)
-        n = 3 * h * inter  # gate, up, down: every family here gates its MLP
+        n = 3 * h * dense  # gate, up, down: every family here gates its MLP
         return n, n, 0
-    inter = int(r.get("moe_intermediate_size") or r.get("intermediate_size_moe") or r.get("intermediate_size"))
+    inter = next((v for k in ("moe_intermediate_size", "intermediate_size_moe", "expert_ffn_hidden_size")
+                  if (v := _size(r.get(k), i))), dense)
     one = 3 * h * inter
     if t.model_type == "gpt_oss":
         one += 2 * inter + h  # gate_up and down biases per expert
@@ -103,7 +113,7 @@ def _mlp(t: TextConfig, i: int) -> tuple[int, int, int]:
     elif r.get("shared_expert_intermediate_size"):
         shared = 3 * h * int(r["shared_expert_intermediate_size"]) + h  # its sigmoid gate
     elif t.model_type.startswith("llama4"):
-        shared = 3 * h * int(r.get("intermediate_size") or inter)
+        shared = 3 * h * dense
     experts = t.experts * one
     return experts + router + shared, t.experts_per_token * one + router + shared, experts
 
