@@ -107,6 +107,23 @@ def run_all(args, probs: dict[str, Problem], wanted: list[str], scenarios: list[
     return fronts, runs
 
 
+def keep_trials(args, runs: list[dict]) -> None:
+    """Every study's trials (the noise cells' picks can be recomputed from them under other rules)."""
+    import gzip
+
+    stem = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
+        "tuning_efficiency" + ("-quick" if args.quick else ""))
+    fields = ("params", "feasible", "values", "screened", "accelerator_s", "booted", "key", "confirm")
+    doc = {"quick": args.quick, "warmup_error": args.warmup_error,
+           "runs": [{**{k: r[k] for k in ("problem", "scenario", "contender", "seed")},
+                     "trials": [{"status": getattr(t["status"], "value", t["status"]),
+                                 **{k: t.get(k) for k in fields}} for t in r["trials"]]}
+                    for r in runs if "error" not in r]}
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(f"{stem}-trials.json.gz", "wt") as f:
+        json.dump(finite(doc), f, default=str)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="coarser spaces, 4 seeds, 30 trials, random/tpe/full")
@@ -123,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-error", type=float, default=0.15, help="sigma of the real/predicted warmup factor")
     ap.add_argument("--jobs", type=int, default=mp.cpu_count())
     ap.add_argument("--out", help="output stem (default benchmarks/results/tuning_efficiency[-quick])")
+    ap.add_argument("--keep-trials", action="store_true",
+                    help="also write every study's trials to STEM-trials.json.gz (benchmarks/pick_regret_sources.py "
+                         "reads them)")
     ap.add_argument("--no-shared-cache", action="store_true",
                     help="skip the shared-recipe-cache mode (full method, nominal scenario)")
     ap.add_argument("--only-shared-cache", action="store_true",
@@ -153,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         return shared_cache_only(args, probs, [k for k in wanted if k != "upgrade"], seeds, log, t0, c0)
     fronts, runs = run_all(args, probs, wanted, scenarios, names, seeds, log) if wanted else ({}, [])
     res = collect(args, probs, wanted, scenarios, fronts, runs, len(seeds))
+    if args.keep_trials:
+        keep_trials(args, runs)
     if fitted:
         res["fitted"] = fitted_problem.run(args, names, seeds, log, run_all)
     cache_md = ""
