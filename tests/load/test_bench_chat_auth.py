@@ -156,6 +156,26 @@ def test_chat_without_a_tokenizer_says_the_length_is_not_controlled(tmp_path, ca
     assert d["tuner_chat_prompts"]["sized_by"] is None
 
 
+def test_chat_without_a_tokenizer_on_disk_is_sized_by_the_servers(tokenizer_dir, tmp_path, capsys):
+    """The client has no tokenizer (a served name, no cache) and the server answers /tokenize: the text is
+    sized by the server's tokenizer, as tokenizer.json would size it (vLLM's client would download it)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    with ServerThread(FakeServerConfig(model="m", tokenizer_dir=str(tokenizer_dir))) as srv:
+        code = _bench(srv, tmp_path, "--backend", "openai-chat", "--model", "m", "--num-prompts", "12",
+                      "--random-input-len", "96", "--random-output-len", "4", "--random-range-ratio", "0.25")
+        texts = _texts(srv)
+    err = capsys.readouterr().err
+    assert code == 0 and "not controlled" not in err
+    assert sum("sizing them with the server's /tokenize" in line for line in err.splitlines()) == 1
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["completed"] == 12 and d["tuner_chat_prompts"]["tokenizer_check"].startswith("no tokenizer offline")
+    own = [len(tok.encode(t, add_special_tokens=False).ids) for t in texts]
+    assert all(72 - 1 - 2 <= o <= 120 - 1 + 2 for o in own), own  # the input length less the BOS, as vLLM sizes
+    assert len(set(own)) > 3  # the range ratio varied them
+
+
 # ------------------------------------------------------------------ aliases and keys
 
 

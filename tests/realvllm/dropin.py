@@ -84,6 +84,10 @@ def chat_backend_and_server_learned_vocabulary(shared_server, tmp_path):
     assert chat.returncode == 0, chat.stdout[-3000:] + chat.stderr[-3000:]
     _, d = _one(tmp_path / "chat")
     assert d["completed"] == 8 and d["output_lens"] == [8] * 8
+    # --model is the served name, so no tokenizer on disk: the server's /tokenize sized the text (31 tokens
+    # and the BOS), and its chat template added about a dozen (by hand: 42-44 for a 32-token input)
+    assert d["tuner_chat_prompts"]["tokenizer_check"].startswith("no tokenizer offline"), d["tuner_chat_prompts"]
+    assert all(36 <= n <= 50 for n in d["input_lens"]), d["input_lens"]
     # the Responses API: typed events, the usage in response.completed (input_tokens: the chat template's too)
     responses = _run([*bucket_tuner(), "bench", "--backend", "openai-responses", "--endpoint", "/v1/responses",
                       "--model", SERVED, "--base-url", s.base_url, "--num-prompts", "8", "--random-input-len", "32",

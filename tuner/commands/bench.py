@@ -320,6 +320,7 @@ async def _bench(args) -> tuple[dict, object]:
     from ..load.client import LoadGenerator, ReadyCheckFailed
     from ..load.datasets import build_workload
     from ..load.metrics import rescale_time
+    from ..load.servertok import server_only
 
     base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
     headers = parse_pairs(args.header, "--header")
@@ -353,7 +354,14 @@ async def _bench(args) -> tuple[dict, object]:
     chat = sizer = None
     if gen.text_prompts and not text_dataset:
         if vocab is None or vocab.folder is None:
-            print(UNCONTROLLED.format(name=args.tokenizer or args.model), file=sys.stderr)
+            sizer = None if sized_by_workload else await asyncio.to_thread(
+                server_only, base_url, gen.model, args.tokenizer or args.model, gen.headers)
+            if sizer is None:
+                print(UNCONTROLLED.format(name=args.tokenizer or args.model), file=sys.stderr)
+            else:
+                print(sizer.note, file=sys.stderr)
+                chat = ChatText(None, sizer.tokenizer, sizer.num_special, sizer.ids)
+                gen.prompt_text = chat.text
         else:  # the server's /tokenize says whether tokenizer.json counts as the server (and vLLM's client) does
             sizer = await asyncio.to_thread(choose_sizer, vocab, base_url, gen.model, gen.headers,
                                             args.random_input_len, args.seed)

@@ -11,8 +11,9 @@ tuner.load.servertok chose: ``tokenizer.json`` read by the ``tokenizers`` librar
 own when the two disagree (transformers rebuilds some tokenizer classes); appended ids are drawn
 from the non-special ids (vLLM draws from the whole vocabulary, special ids included).
 
-Without a tokenizer a chat prompt is synthetic words (tuner.load.client.synthetic_text) whose token
-count depends on the server's tokenizer: :data:`UNCONTROLLED` says so, once per run.
+Without a tokenizer on disk the server's /tokenize and /detokenize size the text (servertok.server_only);
+a server without them leaves synthetic words (tuner.load.client.synthetic_text) whose token count
+depends on the server's tokenizer: :data:`UNCONTROLLED` says so, once per run.
 """
 
 from __future__ import annotations
@@ -34,17 +35,24 @@ UNCONTROLLED = ("chat prompts: no tokenizer found offline for {name!r}, so their
 
 class ChatText:
     """``text(ids)``: a text of ``len(ids) - num_special`` tokens by ``tok`` (default: the vocabulary's
-    ``tokenizer.json``); ``tok`` has ``encode(text)`` and ``decode(ids)`` (tuner.load.servertok)."""
+    ``tokenizer.json``); ``tok`` has ``encode(text)`` and ``decode(ids)`` (tuner.load.servertok).
+    ``ids``: with no vocabulary on disk (the server's tokenizer alone), the ids text is drawn from; a
+    prompt's ids are mapped into them, so every id decodes."""
 
-    def __init__(self, vocab: Vocab, tok=None, num_special: int | None = None) -> None:
-        if vocab.folder is None:
-            raise ValueError("ChatText needs a tokenizer read from a folder")
+    def __init__(self, vocab: Vocab | None, tok=None, num_special: int | None = None,
+                 ids: Sequence[int] = ()) -> None:
+        if tok is None and (vocab is None or vocab.folder is None):
+            raise ValueError("ChatText needs a tokenizer read from a folder, or the server's")
         self.tok = tok if tok is not None else LocalTokenizer(vocab)
         self.num_special = int(self.tok.num_special() if num_special is None else num_special)
-        allowed = np.arange(vocab.size, dtype=np.int64)
-        if vocab.special_ids:
-            allowed = np.setdiff1d(allowed, np.fromiter(vocab.special_ids, dtype=np.int64))
+        if ids:
+            allowed = np.asarray(sorted(set(ids)), dtype=np.int64)
+        else:
+            allowed = np.arange(vocab.size, dtype=np.int64)
+            if vocab.special_ids:
+                allowed = np.setdiff1d(allowed, np.fromiter(vocab.special_ids, dtype=np.int64))
         self._allowed = allowed
+        self._mapped = bool(ids)
         self.mismatch = 0  # tokens over (+) or under (-) the targets after the retries, as vLLM counts
 
     def target(self, n_ids: int) -> int:
@@ -54,6 +62,8 @@ class ChatText:
     def text(self, ids: Sequence[int]) -> str:
         target = self.target(len(ids))
         seq = [int(i) for i in ids[:target]]
+        if self._mapped:
+            seq = self._allowed[np.asarray(seq, dtype=np.int64) % len(self._allowed)].tolist()
         # vLLM uses its dataset's generator; ours is seeded by the ids, so a prompt is the same every run
         rng = np.random.default_rng(zlib.crc32(np.asarray(seq, dtype=np.int64).tobytes()))
         extra = lambda k: self._allowed[rng.integers(0, len(self._allowed), size=k)].tolist()  # noqa: E731

@@ -148,6 +148,29 @@ class Choice:
     num_special: int
     checked: str                # how the local tokenizer was checked against the server
     note: str | None = None     # said once on stderr when the server's tokenizer is used
+    ids: tuple[int, ...] = ()   # no tokenizer offline: ids the server's tokenizer is known to have
+
+
+SAMPLE_TEXT = " ".join(f"{w}{i}" for i in range(64) for w in (
+    "the", "model", "serves", "tokens", "batch", "bucket", "warm", "graph", "cache", "prompt"))
+
+
+def server_only(base_url: str, model: str, name: str, headers: Mapping[str, str] | None = None) -> Choice | None:
+    """No tokenizer on disk: the server's /tokenize and /detokenize size chat text (vLLM's client would have
+    downloaded the tokenizer, which we never do); the ids a sample text encodes to are the ids text is drawn
+    from. None when the server has no usable /tokenize."""
+    server = ServerTokenizer(base_url, model, headers)
+    try:
+        n = server.num_special()
+        ids = tuple(sorted(set(server.encode(SAMPLE_TEXT))))
+        server.decode(list(ids[:8]))
+    except NoServerTokenizer:
+        return None
+    if len(ids) < 2:
+        return None
+    note = (f"chat prompts: no tokenizer found offline for {name!r}; sizing them with the server's /tokenize "
+            "and /detokenize (give --tokenizer PATH to size them offline)")
+    return Choice(server, n, "no tokenizer offline: sized by the server's /tokenize", note, ids)
 
 
 def choose(local: LocalTokenizer, server: ServerTokenizer | None, texts: Sequence[str] = ()) -> Choice:
