@@ -123,3 +123,29 @@ def test_custom_jsonl_output_tokens_and_override(tmp_path):
     assert sorted(w.lengths()[1]) == [3, 4, 5, 6]
     w = build_workload(_args(dataset_name="custom", dataset_path=p, num_prompts=4))
     assert w.lengths()[1] == [256] * 4
+
+
+def test_mistrals_tekken_json_alone_gives_the_vocabulary_and_its_special_ids(tmp_path, monkeypatch):
+    """A Mistral repository that ships tekken.json and no tokenizer.json: vLLM's MistralTokenizer has
+    config.default_vocab_size ids, the first config.default_num_special_tokens of them special."""
+    import json
+
+    from tuner.load.tokenizer import discover_vocab
+    from tuner.vocabulary.errors import UserError
+
+    folder = tmp_path / "Magistral"
+    folder.mkdir()
+    (folder / "tekken.json").write_text(json.dumps({"config": {
+        "pattern": ".", "num_vocab_tokens": 150000, "default_vocab_size": 131072,
+        "default_num_special_tokens": 1000, "version": "v7"}, "vocab": [], "special_tokens": []}))
+    vocab = discover_vocab(None, str(folder))
+    assert vocab.size == 131072 and vocab.special_ids == frozenset(range(1000))
+    assert vocab.folder is None and "tekken" in vocab.source  # its text is sized by the server, not here
+    cache = tmp_path / "hub" / "models--mistralai--Magistral" / "snapshots" / "abc"
+    cache.mkdir(parents=True)
+    (cache / "tekken.json").write_text((folder / "tekken.json").read_text())
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert discover_vocab("mistralai/Magistral").size == 131072
+    (folder / "tekken.json").write_text("{}")
+    with pytest.raises(UserError, match="not a readable tekken.json"):
+        discover_vocab(str(folder))

@@ -21,7 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..vocabulary.errors import UserError
+
 TOKENIZER_FILE = "tokenizer.json"
+TEKKEN_FILE = "tekken.json"  # Mistral's own format (mistral_common), which some Mistral repositories ship alone
 PROBE_MAX_ID = 1 << 22  # larger than any vocabulary in use (~4 M ids)
 _OOV = re.compile(r"token id[^\d-]{0,20}(-?\d+)\D{0,40}out of (?:the )?vocab", re.IGNORECASE)
 
@@ -53,12 +56,17 @@ def hf_cache_dirs() -> list[Path]:
     return dirs
 
 
+def _has_tokenizer(folder: Path) -> bool:
+    return (folder / TOKENIZER_FILE).is_file() or (folder / TEKKEN_FILE).is_file()
+
+
 def find_tokenizer_dir(name: str) -> Path | None:
-    """A folder holding ``tokenizer.json`` for ``name``: the path itself, or its newest cached snapshot."""
+    """A folder holding ``tokenizer.json`` (or Mistral's ``tekken.json``) for ``name``: the path itself, or its
+    newest cached snapshot."""
     path = Path(name).expanduser()
-    if path.is_file() and path.name == TOKENIZER_FILE:
+    if path.is_file() and path.name in (TOKENIZER_FILE, TEKKEN_FILE):
         return path.parent
-    if (path / TOKENIZER_FILE).is_file():
+    if _has_tokenizer(path):
         return path
     if name.count("/") != 1 or path.exists():
         return None
@@ -68,18 +76,35 @@ def find_tokenizer_dir(name: str) -> Path | None:
         ref = cache / repo_dir / "refs" / "main"
         if ref.is_file():
             cand = snaps / ref.read_text().strip()
-            if (cand / TOKENIZER_FILE).is_file():
+            if _has_tokenizer(cand):
                 return cand
-        found = sorted((p for p in snaps.glob("*") if (p / TOKENIZER_FILE).is_file()),
+        found = sorted((p for p in snaps.glob("*") if _has_tokenizer(p)),
                        key=lambda p: p.stat().st_mtime, reverse=True) if snaps.is_dir() else []
         if found:
             return found[0]
     return None
 
 
+def load_tekken(file: Path) -> Vocab:
+    """Mistral's tekken.json as vLLM's MistralTokenizer reads it (mistral_common's Tekkenizer): the vocabulary
+    is ``config.default_vocab_size`` ids, of which the first ``config.default_num_special_tokens`` are special.
+    No folder: its text is not read here (chat text is then sized by the server)."""
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))["config"]
+        size, special = int(config["default_vocab_size"]), int(config["default_num_special_tokens"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{file}: not a readable tekken.json ({type(e).__name__}: {e})") from None
+    if not 0 <= special < size:
+        raise UserError(f"{file}: {special} special tokens in a vocabulary of {size}")
+    return Vocab(size=size, special_ids=frozenset(range(special)), source=f"tekken {file}")
+
+
 def load_vocab(folder: Path) -> Vocab:
     """The base vocabulary size and special ids of the tokenizer in ``folder`` (read offline)."""
     from tokenizers import Tokenizer  # light (a Rust wheel, no torch); imported only when needed
+
+    if not (folder / TOKENIZER_FILE).is_file() and (folder / TEKKEN_FILE).is_file():
+        return load_tekken(folder / TEKKEN_FILE)
 
     tok = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
     size = tok.get_vocab_size(with_added_tokens=False)
