@@ -61,8 +61,8 @@ from .workload import RequestSpec, Workload
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
-# flavour -> (stream kind (sse.py), default path, the ending vLLM's client requires of the URL)
 LORA_ASSIGNMENTS = ("random", "round-robin")  # vllm bench serve's --lora-assignment
+# flavour -> (stream kind (sse.py), default path, the ending vLLM's client requires of the URL)
 _ROUTES = {"openai": ("completions", COMPLETIONS_PATH, "completions"),
            "vllm": ("completions", COMPLETIONS_PATH, "completions"),
            "openai-chat": ("chat", CHAT_PATH, "chat/completions"),
