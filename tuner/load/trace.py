@@ -241,7 +241,7 @@ def _row(path: Path, line: int, row: Mapping[str, Any], said: Mapping[str, str] 
 
 
 def _renaming(labels: Mapping[str, str] | None) -> dict[str, str]:
-    """The file's known name -> vLLM's, for the labels that differ from vLLM's defaults."""
+    """The file's own field name -> vLLM's field, for the labels that differ from vLLM's defaults."""
     out = {}
     for known, name in (labels or {}).items():
         if known not in TRACE_LABELS:
