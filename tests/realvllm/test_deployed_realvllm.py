@@ -527,16 +527,20 @@ class TestFromConfigFile:
         assert d["completed"] == v["completed"] == 40
         _parity("chat 40 x 128 (model 2: ChatML, no BOS, vocab 3000; no --model, alias)", d, v)
 
-    def test_chat_without_a_tokenizer_says_its_length_is_not_controlled(self, study, config_server, tmp_path):
+    def test_chat_without_a_tokenizer_on_disk_is_sized_by_the_servers(self, study, config_server, tmp_path):
+        """An alias with no tokenizer on the client's disk: the genuine server's /tokenize and /detokenize size
+        the text (64 tokens, ChatML adds no BOS), its template adds its own, and one line says so."""
         root = study.root
         run = _run([*bucket_tuner(), "bench", *_chat_line(config_server.base_url, ALIAS2, 4, 64, 4, tmp_path)],
                    server_env(root / "n1"))
         assert run.returncode == 0, run.stderr[-2000:]
-        said = [line for line in run.stderr.splitlines() if "not controlled" in line]
-        assert len(said) == 1 and repr(ALIAS2) in said[0]
+        said = [line for line in run.stderr.splitlines() if "sizing them with the server's /tokenize" in line]
+        assert len(said) == 1 and repr(ALIAS2) in said[0] and "not controlled" not in run.stderr
         d = _result(tmp_path)
-        _FIGURES.append(f"chat without a tokenizer (4 x 64 asked): {d['total_input_tokens'] / 4:.0f} input tokens "
-                        "per request, said once on stderr")
+        assert d["tuner_chat_prompts"]["tokenizer_check"].startswith("no tokenizer offline")
+        assert 64 <= d["total_input_tokens"] / 4 <= 64 + 24, d["total_input_tokens"]
+        _FIGURES.append(f"chat without a tokenizer on disk (4 x 64 asked): {d['total_input_tokens'] / 4:.0f} input "
+                        "tokens per request, sized by the server's /tokenize")
 
     def test_a_killed_tuner_leaves_no_vllm_process(self, config_server):
         """SIGKILL to the tuner while its `vllm serve` (API server -> EngineCore -> Worker, +

