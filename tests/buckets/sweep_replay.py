@@ -6,15 +6,18 @@ Shared by tests/buckets/test_sweep.py and the maintainer tool tools/bucket_sweep
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
+
+import orjson
 
 from tuner.buckets import BucketConfigError, ServerConfig, get_profile
 
 
 def compact_sha(buckets) -> str:
-    return hashlib.sha256(json.dumps([list(b) for b in buckets], separators=(",", ":")).encode()).hexdigest()
+    """sha256 of the list as compact JSON ([[1,2],[3,4]]); orjson writes the same bytes as json.dumps with
+    compact separators, about ten times faster (the sweeps hash ~900 lists of up to thousands of buckets)."""
+    return hashlib.sha256(orjson.dumps(list(buckets))).hexdigest()
 
 
 def row_config(inputs: dict, bucket_file_dir: str | None = None) -> ServerConfig:
@@ -38,10 +41,10 @@ def row_config(inputs: dict, bucket_file_dir: str | None = None) -> ServerConfig
 
 
 def _differs(ours: list, expected: dict, what: str) -> str | None:
-    ours = [list(b) for b in ours]
+    ours = list(ours)
     if len(ours) != expected["count"]:
         return f"{what}: {len(ours)} buckets, upstream {expected['count']}"
-    if "buckets" in expected and ours != expected["buckets"]:
+    if "buckets" in expected and [list(b) for b in ours] != expected["buckets"]:
         return f"{what}: lists differ"
     if compact_sha(ours) != expected["sha256"]:
         return f"{what}: sha256 differs"
