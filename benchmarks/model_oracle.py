@@ -37,6 +37,9 @@ KNOWN = {
     "gemma3n": "the last num_kv_shared_layers layers read an earlier layer's cache (kv_sharing_target_layer_name): "
                "no cache of their own",
     "gemma3n_text": "as gemma3n",
+    "mamba": "attention-free: refused on purpose, nothing to size by a KV cache",
+    "mamba2": "as mamba",
+    "falcon_mamba": "as mamba",
     "nemotron_h": "transformers 5 spells the attention blocks full_attention, which vLLM's count by block type "
                   "(attention) does not match; its model builds them",
 }
@@ -109,12 +112,12 @@ def main(argv: list[str] | None = None) -> int:
             theirs = json.loads(line)
             row = rows[Path(theirs["folder"]).name]
             if "error" in theirs:
-                row["vllm_error"] = theirs["error"][:200]
+                row["vllm_error"] = theirs["error"].replace(tmp + "/", "")[:200]
                 continue
             try:
                 mine = ours(theirs["folder"])
             except Exception as exc:  # noqa: BLE001 - a family we refuse is a row, not a crash
-                row["ours_error"] = f"{type(exc).__name__}: {exc}"[:200]
+                row["ours_error"] = f"{type(exc).__name__}: {exc}".replace(tmp + "/", "")[:200]
                 continue
             from tuner.models import resolve
 
