@@ -103,26 +103,20 @@ def test_vllm_command_line_with_host_port_save_result_label_and_metadata(sim_ser
         assert label in out
 
 
-def test_vllm_chat_command_line_with_save_detailed_and_result_filename(sim_server, tmp_path):
-    code = main(["bench", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--model", "llama",
+@pytest.mark.parametrize("backend, endpoint", [("openai-chat", "/v1/chat/completions"),
+                                               ("openai-responses", "/v1/responses")])
+def test_vllm_text_command_lines_with_save_detailed_and_result_filename(sim_server, tmp_path, backend, endpoint):
+    code = main(["bench", "--backend", backend, "--endpoint", endpoint, "--model", "llama",
                  "--base-url", sim_server, "--num-prompts", "6", "--random-input-len", "50",
                  "--random-output-len", "5", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
-                 "--result-filename", "chat.json", "--disable-tqdm"])
+                 "--result-filename", "text.json", "--disable-tqdm"])
     assert code == 0
-    d = json.loads((tmp_path / "chat.json").read_text())
+    d = json.loads((tmp_path / "text.json").read_text())
     assert d["completed"] == 6 and d["output_lens"] == [5] * 6 and all(d["generated_texts"])
-    assert d["backend"] == "openai-chat" and d["tuner_endpoint"].endswith("/v1/chat/completions")
+    assert d["backend"] == backend and d["tuner_endpoint"].endswith(endpoint)
 
 
-def test_vllm_responses_command_line_and_the_sims_responses_route(sim_server, tmp_path):
-    code = main(["bench", "--backend", "openai-responses", "--endpoint", "/v1/responses", "--model", "llama",
-                 "--base-url", sim_server, "--num-prompts", "6", "--random-input-len", "50",
-                 "--random-output-len", "5", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
-                 "--result-filename", "responses.json", "--disable-tqdm"])
-    assert code == 0
-    d = json.loads((tmp_path / "responses.json").read_text())
-    assert d["completed"] == 6 and d["output_lens"] == [5] * 6 and all(d["generated_texts"])
-    assert d["backend"] == "openai-responses" and d["tuner_endpoint"].endswith("/v1/responses")
+def test_the_sims_responses_route_answers_and_refuses_as_vllm_does(sim_server):
     # the route itself, as vLLM answers it: a whole response without stream; its refusals
     url = sim_server + "/v1/responses"
     status, whole = _post(url, {"model": "llama", "input": [{"role": "user", "content": "three words here"}],

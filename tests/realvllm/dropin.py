@@ -73,29 +73,31 @@ def vllm_command_line_verbatim_matches_vllms_client(shared_server, vllm_env, tmp
     # The ratio is a measured figure (printed with the tier's figures), not asserted: a test never asserts
     # speed, and on a shared 2-core machine one client's run can be slowed by anything else running.
 
+def _text_bench(base_url, model, backend, endpoint, out, env) -> dict:
+    """8 requests of 32 in / 8 out through a text API (chat or responses); the detailed result."""
+    from .test_realvllm import bucket_tuner
+
+    run = _run([*bucket_tuner(), "bench", "--backend", backend, "--endpoint", endpoint, "--model", model,
+                "--base-url", base_url, "--num-prompts", "8", "--random-input-len", "32", "--random-output-len", "8",
+                "--max-concurrency", "4", "--save-result", "--save-detailed", "--result-dir", str(out),
+                "--disable-tqdm"], env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    _, d = _one(out)
+    assert d["completed"] == 8 and d["output_lens"] == [8] * 8 and all(d["generated_texts"])
+    return d
+
+
 def chat_backend_and_server_learned_vocabulary(shared_server, tmp_path):
     from .test_realvllm import SERVED, bucket_tuner, server_env
 
     s, env = shared_server, server_env(tmp_path / "client")
-    chat = _run([*bucket_tuner(), "bench", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-                 "--model", SERVED, "--base-url", s.base_url, "--num-prompts", "8", "--random-input-len", "32",
-                 "--random-output-len", "8", "--max-concurrency", "4", "--save-result", "--save-detailed",
-                 "--result-dir", str(tmp_path / "chat"), "--disable-tqdm"], env)
-    assert chat.returncode == 0, chat.stdout[-3000:] + chat.stderr[-3000:]
-    _, d = _one(tmp_path / "chat")
-    assert d["completed"] == 8 and d["output_lens"] == [8] * 8
+    d = _text_bench(s.base_url, SERVED, "openai-chat", "/v1/chat/completions", tmp_path / "chat", env)
     # --model is the served name, so no tokenizer on disk: the server's /tokenize sized the text (31 tokens
     # and the BOS), and its chat template added about a dozen (by hand: 42-44 for a 32-token input)
     assert d["tuner_chat_prompts"]["tokenizer_check"].startswith("no tokenizer offline"), d["tuner_chat_prompts"]
     assert all(36 <= n <= 50 for n in d["input_lens"]), d["input_lens"]
     # the Responses API: typed events, the usage in response.completed (input_tokens: the chat template's too)
-    responses = _run([*bucket_tuner(), "bench", "--backend", "openai-responses", "--endpoint", "/v1/responses",
-                      "--model", SERVED, "--base-url", s.base_url, "--num-prompts", "8", "--random-input-len", "32",
-                      "--random-output-len", "8", "--max-concurrency", "4", "--save-result", "--save-detailed",
-                      "--result-dir", str(tmp_path / "responses"), "--disable-tqdm"], env)
-    assert responses.returncode == 0, responses.stdout[-3000:] + responses.stderr[-3000:]
-    _, r = _one(tmp_path / "responses")
-    assert r["completed"] == 8 and r["output_lens"] == [8] * 8 and all(r["generated_texts"])
+    r = _text_bench(s.base_url, SERVED, "openai-responses", "/v1/responses", tmp_path / "responses", env)
     # the same prompts in the same chat template; vLLM 0.32's responses route renders one token more on
     # this model (42 -> 43, by hand), so the prompt is the same text, not another draw
     assert all(0 <= b - a <= 2 for a, b in zip(d["input_lens"], r["input_lens"])), (d["input_lens"], r["input_lens"])
