@@ -113,6 +113,27 @@ def test_recorder_timing_definitions_with_synthetic_clock():
     assert out.chunks == 3 and out.done_received and out.generated_text == " a b c"
 
 
+@pytest.mark.parametrize("keep_text", [True, False])
+def test_a_reasoning_models_chat_chunks_are_timed_and_only_the_answer_kept(keep_text):
+    """Qwen3, DeepSeek-R1, gpt-oss behind a reasoning parser: the thinking streams in delta.reasoning (vLLM
+    0.32; reasoning_content before) with content null. vLLM's client times those chunks as tokens (the
+    server is decoding) and keeps only content as text; so do we."""
+    chunk = lambda delta: "data: " + json.dumps({"choices": [{"index": 0, "delta": delta}]})  # noqa: E731
+    rec = StreamRecorder(start=0.0, kind="chat", keep_text=keep_text)
+    for line, ts in [(chunk({"role": "assistant", "content": ""}), 1.0),
+                     (chunk({"reasoning": "Let me", "content": None}), 1.5),
+                     (chunk({"reasoning_content": " think", "content": None}), 2.0),
+                     (chunk({"content": "Paris"}), 2.5),
+                     ('data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}', 2.6),
+                     ("data: [DONE]", 2.7)]:
+        rec.on_lines([line.encode()], ts)  # the client's path: unparsed token chunks when no text is kept
+    out = RequestOutcome(index=0, prompt_len=7, expected_output_len=3)
+    out.absorb(rec)
+    assert out.ttft == pytest.approx(1.0) and out.itl == pytest.approx([0.5, 0.5, 0.5])
+    assert out.latency == pytest.approx(2.5) and out.output_tokens == 3
+    assert out.generated_text == ("Paris" if keep_text else "")
+
+
 def test_recorder_without_usage_counts_chunks_and_rejects_bad_json():
     rec = StreamRecorder(start=0.0)
     feed(rec, [('data:{"choices":[{"text":"x"}]}', 1.0), ('data: {"choices":[{"text":"y"}]}', 2.0)])
