@@ -162,6 +162,24 @@ def test_insecure_reaches_a_server_with_a_self_signed_certificate(tmp_path, caps
     async def models(request):
         return web.json_response({"object": "list", "data": [{"id": "m", "root": "m"}]})
 
+    async def chat(request):  # one chunk per token; usage counts the text's words
+        body = await request.json()
+        words = len(body["messages"][0]["content"][0]["text"].split())
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for _ in range(body["max_completion_tokens"]):
+            await resp.write(b'data: {"choices":[{"index":0,"delta":{"content":" t"}}]}\n\n')
+        usage = {"prompt_tokens": words, "completion_tokens": body["max_completion_tokens"]}
+        await resp.write(f'data: {json.dumps({"choices": [], "usage": usage})}\n\ndata: [DONE]\n\n'.encode())
+        return resp
+
+    async def tokenize(request):  # a word-level tokenizer: one id per word (its letters' sum), no specials
+        body = await request.json()
+        return web.json_response({"tokens": [sum(map(ord, w)) % 997 + 3 for w in body["prompt"].split()]})
+
+    async def detokenize(request):
+        return web.json_response({"prompt": " ".join(f"w{i}" for i in (await request.json())["tokens"])})
+
     loop, started, port = asyncio.new_event_loop(), threading.Event(), find_free_port()
 
     def serve():
@@ -169,6 +187,9 @@ def test_insecure_reaches_a_server_with_a_self_signed_certificate(tmp_path, caps
         app = web.Application()
         app.router.add_post("/v1/completions", completions)
         app.router.add_get("/v1/models", models)
+        app.router.add_post("/v1/chat/completions", chat)
+        app.router.add_post("/tokenize", tokenize)
+        app.router.add_post("/detokenize", detokenize)
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(cert, key)
         runner = web.AppRunner(app)
@@ -190,6 +211,13 @@ def test_insecure_reaches_a_server_with_a_self_signed_certificate(tmp_path, caps
         main([*common, "--result-file", str(tmp_path / "refused.json")])
         refused = json.loads((tmp_path / "refused.json").read_text())
         assert refused["completed"] == 0 and all("certificate verify failed" in e.lower() for e in refused["errors"])
+        # chat text sized by the server's /tokenize over the same unverified connection
+        capsys.readouterr()
+        assert main([*common, "--backend", "openai-chat", "--insecure", "--random-input-len", "12",
+                     "--result-file", str(tmp_path / "chat.json")]) == 0
+        assert "sizing them with the server's /tokenize" in capsys.readouterr().err
+        chat = json.loads((tmp_path / "chat.json").read_text())
+        assert chat["completed"] == 3 and chat["input_lens"] == [12, 12, 12]
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)

@@ -355,7 +355,7 @@ async def _bench(args) -> tuple[dict, object]:
     if gen.text_prompts and not text_dataset:
         if vocab is None or vocab.folder is None:
             sizer = None if sized_by_workload else await asyncio.to_thread(
-                server_only, base_url, gen.model, args.tokenizer or args.model, gen.headers)
+                server_only, base_url, gen.model, args.tokenizer or args.model, gen.headers, not args.insecure)
             if sizer is None:
                 print(UNCONTROLLED.format(name=args.tokenizer or args.model), file=sys.stderr)
             else:
@@ -364,7 +364,7 @@ async def _bench(args) -> tuple[dict, object]:
                 gen.prompt_text = chat.text
         else:  # the server's /tokenize says whether tokenizer.json counts as the server (and vLLM's client) does
             sizer = await asyncio.to_thread(choose_sizer, vocab, base_url, gen.model, gen.headers,
-                                            args.random_input_len, args.seed)
+                                            args.random_input_len, args.seed, not args.insecure)
             if sizer.note:
                 print(sizer.note, file=sys.stderr)
             if not sized_by_workload:

@@ -116,7 +116,7 @@ class VllmText:
 
 
 def choose_sizer(vocab: Vocab, base_url: str | None, model: str | None, headers=None, input_len: int = 64,
-                 seed: int = 0):
+                 seed: int = 0, verify_tls: bool = True):
     """The tokenizer chat text is sized with (tuner.load.servertok.Choice): ``tokenizer.json`` when the
     server at ``base_url`` counts a few prompts sized by it (and the specials it adds) the same, else
     the server's own. Blocking (HTTP): run it in a thread from async code."""
@@ -124,7 +124,7 @@ def choose_sizer(vocab: Vocab, base_url: str | None, model: str | None, headers=
     from .workload import RandomWorkload
 
     local = LocalTokenizer(vocab)
-    server = ServerTokenizer(base_url, model or "", headers) if base_url else None
+    server = ServerTokenizer(base_url, model or "", headers, verify_tls=verify_tls) if base_url else None
     probe = RandomWorkload(max(16, int(input_len)), 1, num_prompts=CHECKED_PROMPTS, seed=seed, vocab_size=vocab.size,
                            reserved_ids=0, excluded_ids=vocab.special_ids)
     sample = ChatText(vocab, local)

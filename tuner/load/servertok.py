@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -76,7 +77,7 @@ class ServerTokenizer:
     """vLLM's /tokenize (``add_special_tokens`` false) and /detokenize for ``model``."""
 
     def __init__(self, base_url: str, model: str, headers: Mapping[str, str] | None = None,
-                 timeout_s: float = TIMEOUT_S) -> None:
+                 timeout_s: float = TIMEOUT_S, verify_tls: bool = True) -> None:
         url = urllib.parse.urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"base_url must be http(s)://host[:port], got {base_url!r}")
@@ -85,13 +86,22 @@ class ServerTokenizer:
         self.headers = {**(headers or {}), "Content-Type": "application/json"}
         self.timeout_s = timeout_s
         self._local = threading.local()
+        self.verify_tls = verify_tls  # False: bench --insecure (a self-signed certificate)
         self.source = f"server {base_url}/tokenize"
 
     def _conn(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cls = http.client.HTTPSConnection if self._url.scheme == "https" else http.client.HTTPConnection
-            conn = self._local.conn = cls(self._url.hostname, self._url.port, timeout=self.timeout_s)
+            if self._url.scheme == "https":
+                context = None
+                if not self.verify_tls:  # asked for: the certificate is not checked, as aiohttp's ssl=False
+                    context = ssl.create_default_context()
+                    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+                conn = http.client.HTTPSConnection(self._url.hostname, self._url.port, timeout=self.timeout_s,
+                                                   context=context)
+            else:
+                conn = http.client.HTTPConnection(self._url.hostname, self._url.port, timeout=self.timeout_s)
+            self._local.conn = conn
         return conn
 
     def _post(self, path: str, body: dict) -> dict:
@@ -155,11 +165,12 @@ SAMPLE_TEXT = " ".join(f"{w}{i}" for i in range(64) for w in (
     "the", "model", "serves", "tokens", "batch", "bucket", "warm", "graph", "cache", "prompt"))
 
 
-def server_only(base_url: str, model: str, name: str, headers: Mapping[str, str] | None = None) -> Choice | None:
+def server_only(base_url: str, model: str, name: str, headers: Mapping[str, str] | None = None,
+                verify_tls: bool = True) -> Choice | None:
     """No tokenizer on disk: the server's /tokenize and /detokenize size chat text (vLLM's client would have
     downloaded the tokenizer, which we never do); the ids a sample text encodes to are the ids text is drawn
     from. None when the server has no usable /tokenize."""
-    server = ServerTokenizer(base_url, model, headers)
+    server = ServerTokenizer(base_url, model, headers, verify_tls=verify_tls)
     try:
         n = server.num_special()
         ids = tuple(sorted(set(server.encode(SAMPLE_TEXT))))
