@@ -101,10 +101,9 @@ def load_tekken(file: Path) -> Vocab:
 
 def load_vocab(folder: Path) -> Vocab:
     """The base vocabulary size and special ids of the tokenizer in ``folder`` (read offline)."""
-    from tokenizers import Tokenizer  # light (a Rust wheel, no torch); imported only when needed
-
     if not (folder / TOKENIZER_FILE).is_file() and (folder / TEKKEN_FILE).is_file():
         return load_tekken(folder / TEKKEN_FILE)
+    from tokenizers import Tokenizer  # light (a Rust wheel, no torch); imported only when needed
 
     tok = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
     size = tok.get_vocab_size(with_added_tokens=False)

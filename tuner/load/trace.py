@@ -87,8 +87,6 @@ class TraceWorkload(Workload):
         path = Path(path)
         try:
             rows = list(_read_trace_rows(path, _renaming(labels)))
-        except UnicodeDecodeError as e:
-            raise TraceFormatError(f"{path}: not UTF-8 text (byte {e.start}); a trace is CSV or JSONL") from None
         except csv.Error as e:
             raise TraceFormatError(f"{path}: not readable as CSV ({e})") from None
         except RecursionError:
