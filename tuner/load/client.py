@@ -188,34 +188,30 @@ class LoadGenerator:
     def payload(self, spec: RequestSpec) -> dict[str, Any]:
         """The request body (a dict; :meth:`body` is what is sent)."""
         body: dict[str, Any] = {"model": self._models.get(spec.index, self.model)}
-        if self.kind == "responses":
-            if spec.images:
-                raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")
-            prompt = spec.prompt
-            body["input"] = prompt if isinstance(prompt, str) else self.prompt_text(prompt)
-            body["max_output_tokens"] = spec.output_len
-            body["stream"] = True
-            body["store"] = False  # vLLM's client: a server storing responses would grow over the run
-            if self.ignore_eos:
-                body["ignore_eos"] = True
-            body.update(self.extra_body)
-            return body
-        if self.chat:
+        if spec.images and not self.chat:
+            raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")
+        text = None
+        if self.text_prompts:  # chat and responses send text; a text dataset's as it is, token ids made text
             prompt = spec.prompt
             text = prompt if isinstance(prompt, str) else self.prompt_text(prompt)
+        if self.kind == "responses":
+            body["input"] = text
+            body["max_output_tokens"] = spec.output_len
+        elif self.chat:
             # vLLM's _get_chat_content: the text part, then the images (mm_position "last")
             parts = [{"type": "text", "text": text}, *(im.content_part() for im in spec.images)]
             body["messages"] = [{"role": "user", "content": parts}]
             body["max_completion_tokens"] = spec.output_len
         else:
-            if spec.images:
-                raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")
             body["prompt"] = spec.prompt_array
             body["max_tokens"] = spec.output_len
             if self.logprobs is not None:
                 body["logprobs"] = self.logprobs
         body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
+        if self.kind == "responses":
+            body["store"] = False  # vLLM's client: a server storing responses would grow over the run
+        else:
+            body["stream_options"] = {"include_usage": True}
         if self.ignore_eos:
             body["ignore_eos"] = True
         body.update(self.extra_body)
