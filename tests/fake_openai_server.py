@@ -100,6 +100,7 @@ def _token_text(i: int, b: Behaviour) -> str:
 
 CHAT_TEMPLATE = "<s>{role}: {content}\n"  # the real-vLLM tier's tiny model's template, per message
 GENERATION_PROMPT = "assistant: "
+THINKING_OFF = "<think></think>"  # what a Qwen3-style template appends under enable_thinking=False
 
 
 def chat_prompt_text(messages) -> str | None:
@@ -169,7 +170,15 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
         body = await request.json()
         if body.get("model") != config.model:
             return error(404, f"The model `{body.get('model')}` does not exist.")
-        ids = tok.encode(body["prompt"], add_special_tokens=bool(body.get("add_special_tokens", True))).ids
+        if "messages" in body:  # vLLM's chat form: the template rendered, no specials added (the template has them)
+            text = chat_prompt_text(body["messages"])
+            if text is None:
+                return error(400, "malformed messages")
+            if (body.get("chat_template_kwargs") or {}).get("enable_thinking") is False:
+                text += THINKING_OFF
+            ids = tok.encode(text, add_special_tokens=bool(body.get("add_special_tokens", False))).ids
+        else:
+            ids = tok.encode(body["prompt"], add_special_tokens=bool(body.get("add_special_tokens", True))).ids
         return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": config.max_model_len})
 
     async def detokenize(request: web.Request) -> web.Response:

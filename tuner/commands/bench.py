@@ -71,6 +71,12 @@ def register(sub) -> None:
     s.add_argument("--no-ignore-eos", action="store_true", help="ours: do not send ignore_eos")
     s.add_argument("--request-timeout", type=duration, default=1800.0, metavar="S",
                    help=f"ours: per request ({DURATION_HELP}; default 30m)")
+    s.add_argument("--skip-chat-template", action="store_true",
+                   help="custom: send each prompt as written (vLLM's client, and ours, otherwise send it rendered "
+                        "in the model's chat template; ours has the server render it, through /tokenize)")
+    s.add_argument("--chat-template-kwargs", type=_json_object, metavar="JSON",
+                   help="custom: keyword arguments of that rendering, e.g. '{\"enable_thinking\": false}' (the "
+                        "server's own template of chat requests takes them in --extra-body's chat_template_kwargs)")
     s.add_argument("--trust-remote-code", action="store_true",
                    help="accepted for vLLM's command lines; no code is ever loaded (tokenizer.json only)")
     s.add_argument("--tokenizer-mode", default="auto", help="accepted for vLLM's command lines; tokenizer.json is read")
@@ -370,8 +376,9 @@ async def _bench(args) -> tuple[dict, object]:
             if not sized_by_workload:
                 chat = ChatText(vocab, sizer.tokenizer, sizer.num_special)
                 gen.prompt_text = chat.text
+    template, rendering = await _custom_template(args, base_url, gen)
     try:
-        workload = await asyncio.to_thread(build_workload, args, vocab, sizer)  # random-mm may ask the server
+        workload = await asyncio.to_thread(build_workload, args, vocab, sizer, template)  # random-mm may ask the server
     except ValueError as e:
         raise UsageError(str(e)) from None
     if not gen.chat and workload.image_count():
@@ -408,7 +415,31 @@ async def _bench(args) -> tuple[dict, object]:
              f"({chat.num_special}); the server's chat template adds its own", "mismatch_tokens": chat.mismatch,
              "special_tokens": chat.num_special, "tokenizer_check": sizer.checked}
             if chat is not None else {"sized_by": None, "text_tokens": "not controlled (synthetic words)"})
+    if rendering is not None:
+        data["tuner_custom_prompts"] = {"chat_template": rendering}
     return data, result
+
+
+async def _custom_template(args, base_url: str, gen):
+    """The chat template custom prompts are rendered in (vLLM's client renders them unless --skip-chat-template),
+    and what the result file says of it; (None, None) for other datasets."""
+    from ..load.servertok import chat_template
+
+    if args.dataset_name != "custom":
+        if args.chat_template_kwargs:
+            print("--chat-template-kwargs: only custom prompts are rendered by the client; for the server's template "
+                  "of chat requests pass --extra-body '{\"chat_template_kwargs\": ...}'", file=sys.stderr)
+        return None, None
+    if args.skip_chat_template:
+        return None, "not applied (--skip-chat-template): prompts sent as written"
+    template, why = await asyncio.to_thread(chat_template, base_url, gen.model, gen.headers, not args.insecure,
+                                            args.chat_template_kwargs)
+    if template is None:
+        print(f"custom prompts: sent as written, not in the model's chat template as vLLM's client sends them: "
+              f"the server cannot render it ({why}); --skip-chat-template sends them as written on purpose",
+              file=sys.stderr)
+        return None, f"not applied: the server's /tokenize cannot render it ({why})"
+    return template, "rendered by the server (/tokenize with the message, /detokenize), as vLLM's client renders it"
 
 
 def _auth() -> dict:

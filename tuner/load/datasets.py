@@ -122,7 +122,10 @@ def sharegpt(path: Path, num: int, seed: int, count: Callable[[str], int] | None
 
 
 def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
-           output_len: int | None, shuffle: bool = True, oversample: bool = True) -> TextWorkload:
+           output_len: int | None, shuffle: bool = True, oversample: bool = True, template=None) -> TextWorkload:
+    """vLLM's custom JSONL ({"prompt": ..., "output_tokens": ...} per line). ``template`` (a
+    tuner.load.servertok.ChatTemplate): each prompt is sent rendered in the model's chat template, as
+    vLLM's client sends it unless --skip-chat-template; counted by the local tokenizer, else the server's."""
     rows = []
     try:
         lines = read_text(path, "--dataset-path", errors="strict").lines()
@@ -142,7 +145,11 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
     random.seed(seed)
     if shuffle:
         random.shuffle(items)
-    for item in items[:num]:
+    items = items[:num]
+    if template is not None:
+        rendered = template.render_all([item["prompt"] for item in items], counted=count is None)
+        items = [{**item, "prompt": text, "_tokens": n} for item, (text, n) in zip(items, rendered)]
+    for item in items:
         if output_len is None or output_len == -1:
             if "output_tokens" not in item:
                 raise ValueError(f"{path}: an entry lacks 'output_tokens' and --custom-output-len is -1")
@@ -150,7 +157,8 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
         else:
             n_out = output_len
         prompt = item["prompt"]
-        rows.append((prompt, (count or (lambda t: max(1, len(t.split()))))(prompt), n_out))
+        n_in = item.get("_tokens") or (count or (lambda t: max(1, len(t.split()))))(prompt)
+        rows.append((prompt, n_in, n_out))
     rows = _take(rows, num, seed, oversample)
     return TextWorkload([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], str(path),
                         "custom", seed)
@@ -189,10 +197,12 @@ def check_dataset_name(name: str) -> None:
                      + f" (choose from {', '.join(DATASETS)})")
 
 
-def build_workload(args, vocab=None, sizer=None) -> Workload:
+def build_workload(args, vocab=None, sizer=None, template=None) -> Workload:
     """The workload the flags describe; ``vocab`` (a tuner.load.tokenizer.Vocab) when one was discovered;
     ``sizer`` (a tuner.load.servertok.Choice) for chat text: its specials come off the sampled input
     lengths, and random-mm sizes its text with its tokenizer.
+
+    ``template`` (tuner.load.servertok.ChatTemplate): custom prompts are rendered in it (bench, as vLLM's client).
 
     ``--vocab-size`` wins over a discovered vocabulary; with neither, our default size is used
     (the caller decides whether to discover or probe first). Raises ValueError naming the bad flag.
@@ -219,7 +229,7 @@ def build_workload(args, vocab=None, sizer=None) -> Workload:
         raise ValueError(f"--{'' if timed else 'no-'}self-timed is only for --dataset-name timed_trace or trace "
                          f"(their timestamps), not {name}")
     if name in ("trace", "timed_trace", "sharegpt", "custom"):
-        return _from_file(args, name, num, vocab, ids)
+        return _from_file(args, name, num, vocab, ids, template)
     if args.dataset_path is not None and name in ("random", "random-mm", "fixed"):
         raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
                          "or custom for a file)")
@@ -238,7 +248,7 @@ def build_workload(args, vocab=None, sizer=None) -> Workload:
                           special_tokens=sizer.num_special if sizer is not None else 0, **ids)
 
 
-def _from_file(args, name: str, num: int | None, vocab, ids: dict) -> Workload:
+def _from_file(args, name: str, num: int | None, vocab, ids: dict, template=None) -> Workload:
     """The workload of a dataset file: a trace of lengths, or texts (ShareGPT, custom JSONL)."""
     if args.dataset_path is None:
         raise ValueError(f"--dataset-name {name} needs --dataset-path FILE")
@@ -259,7 +269,7 @@ def _from_file(args, name: str, num: int | None, vocab, ids: dict) -> Workload:
         return sharegpt(args.dataset_path, n, args.seed, count,
                         getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None), **order)
     out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
-    return custom(args.dataset_path, n, args.seed, count, out, **order)
+    return custom(args.dataset_path, n, args.seed, count, out, template=template, **order)
 
 
 def random_mm(args, vocab, num: int, sizer=None):

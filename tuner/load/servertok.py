@@ -139,6 +139,16 @@ class ServerTokenizer:
             raise NoServerTokenizer("/detokenize answered without 'prompt'")
         return out["prompt"]
 
+    def encode_chat(self, text: str, template_kwargs: Mapping | None = None) -> list[int]:
+        """The ids of ``text`` as one user message in the server's chat template, with the generation prompt."""
+        body = {"model": self.model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
+        if template_kwargs:
+            body["chat_template_kwargs"] = dict(template_kwargs)
+        tokens = self._post("/tokenize", body).get("tokens")
+        if not isinstance(tokens, list):
+            raise NoServerTokenizer("/tokenize answered without 'tokens'")
+        return [int(t) for t in tokens]
+
     def num_special(self) -> int:
         """What the server's tokenizer adds to a text (its num_special_tokens_to_add)."""
         return len(self.encode("a", True)) - len(self.encode("a", False))
@@ -207,3 +217,41 @@ def choose(local: LocalTokenizer, server: ServerTokenizer | None, texts: Sequenc
             f"({'; '.join(why)}; transformers rebuilds some tokenizer classes): sizing them with the "
             "server's /tokenize and /detokenize, as vLLM's client counts them")
     return Choice(server, theirs, "differs from the server's /tokenize: sized by the server", note)
+
+
+class ChatTemplate:
+    """vLLM's custom dataset renders each prompt in the model's chat template on the client
+    (``apply_chat_template([user message], add_generation_prompt=True, tokenize=False, **kwargs)``, unless
+    ``--skip-chat-template``) and sends that text, to the chat API too, whose server templates it again.
+    We have no template engine, so the server renders it: /tokenize with the message, /detokenize the ids.
+    ``count``: the rendered text's tokens with the tokenizer's specials added, as vLLM's ``prompt_len``."""
+
+    def __init__(self, server: ServerTokenizer, template_kwargs: Mapping | None = None, workers: int = 8) -> None:
+        self.server = server
+        self.template_kwargs = dict(template_kwargs or {})
+        self.workers = workers
+
+    def render(self, text: str, counted: bool = False) -> tuple[str, int | None]:
+        """The rendered text, and (``counted``) its tokens with the specials added."""
+        out = self.server.decode(self.server.encode_chat(text, self.template_kwargs))
+        return out, len(self.server.encode(out, True)) if counted else None
+
+    def render_all(self, texts: Sequence[str], counted: bool = False) -> list[tuple[str, int | None]]:
+        """Every text rendered, a few requests at a time (one keep-alive connection per worker thread)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(texts)))) as pool:
+            return list(pool.map(lambda t: self.render(t, counted), texts))
+
+
+def chat_template(base_url: str, model: str, headers: Mapping[str, str] | None = None, verify_tls: bool = True,
+                  template_kwargs: Mapping | None = None) -> tuple[ChatTemplate | None, str]:
+    """The server's chat template for custom prompts, or None and why (no /tokenize that renders messages)."""
+    template = ChatTemplate(ServerTokenizer(base_url, model, headers, verify_tls=verify_tls), template_kwargs)
+    try:
+        rendered, _ = template.render("Hi")
+    except NoServerTokenizer as e:
+        return None, str(e)
+    if "Hi" not in rendered:
+        return None, f"its chat template rendered a test message without the message's text ({rendered[:80]!r})"
+    return template, ""
