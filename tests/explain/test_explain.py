@@ -193,6 +193,35 @@ def test_simulated_startup_of_every_release(profile):
     assert x.reading.unread == 0, x.reading.unread_examples
 
 
+def test_unread_counts_the_records_no_rule_reads_and_not_the_multi_line_ones():
+    """A record with vLLM's prefix that no rule reads is unread, whatever its words (the count was once
+    taken on the message after the prefix was cut off, and stayed 0); the lines of a traceback, vllm-
+    gaudi's omitted rows and the Habana runtime's error burst are read as one record each; a record
+    read on purpose as nothing (a banner, the sampler warm-up's settings) is not unread."""
+    new = "INFO 01-01 00:00:01 [foo.py:1] Something totally new 42 GiB"
+    x = explain([
+        "INFO 01-01 00:00:00 [core.py:10] Traceback (most recent call last):",
+        'ERROR 01-01 00:00:00 [core.py:10]   File "/x/hpu_worker.py", line 3, in warm',
+        "ERROR 01-01 00:00:00 [core.py:10]     self.warm()",
+        "ERROR 01-01 00:00:00 [core.py:10] RuntimeError: boom",
+        "[19:08:34.164951][GC                    ][error][tid:44F8A] Failed to load tpc kernel for node: TPC634",
+        "[19:08:34.165002][SYN_RECIPE    ][error][tid:44F8A] compileGraph: Can not compile graph",
+        "INFO 01-01 00:00:01 [hpu_model_runner.py:4674] temp=0.7, top_p=0.9, top_k=50, batch_changed=False",
+        new,
+        "(Worker_TP0 pid=7) WARNING 01-01 00:00:02 [bar.py:9] An unknown warning about the HPU",
+    ])
+    assert x.reading.unread == 2
+    assert x.reading.unread_examples == [new, "(Worker_TP0 pid=7) WARNING 01-01 00:00:02 [bar.py:9] An unknown "
+                                              "warning about the HPU"]
+
+
+def test_fork_v0_cache_engine_line_gives_the_kv_cache_size():
+    x = explain(["INFO 09-30 14:31:52 habana_executor.py:87] # HPU blocks: 3184, # CPU blocks: 256",
+                 "INFO 09-30 14:31:53 habana_worker.py:212] Initializing cache engine took 49.75 GiB of device "
+                 "memory (65.4 GiB/94.62 GiB used) and 1.978 GiB of host memory (538.9 GiB/1007 GiB used)"])
+    assert x.memory.kv_cache == round(49.75 * 2**30) and x.memory.kv_blocks == 3184 and x.reading.unread == 0
+
+
 # --- the command -------------------------------------------------------------------------------
 
 def _cli(*args, stdin=None):

@@ -83,7 +83,8 @@ EXPECTED = {
     "fork-1.18_pr345_bucket_cfg_markdown_bold.log": dict(
         release="vllm-fork 1.18 (v0, 2-D buckets)", profiles=("fork-1.18",), engine="v0",
         # read through the ** the author wrapped each line in; the 11th variable is cut mid-name
-        variables={**FORK_VARS_DEFAULT, "VLLM_PROMPT_BS_BUCKET_MAX": 64, "VLLM_DECODE_BS_BUCKET_MAX": 64}),
+        variables={**FORK_VARS_DEFAULT, "VLLM_PROMPT_BS_BUCKET_MAX": 64, "VLLM_DECODE_BS_BUCKET_MAX": 64},
+        unread=1),                    # the last variable's line, cut inside its name
     "fork-1.18_pr345_buckets_cut.log": dict(
         release="vllm-fork 1.18 (v0, 2-D buckets)", profiles=("fork-1.18",), engine="v0",
         buckets={"prompt": 31, "decode": 112}, omitted={"prompt": (25, 4096)}, kv_blocks=3184),
@@ -105,7 +106,7 @@ EXPECTED = {
     "fork-1.19_issue462_docker_timestamps.log": dict(
         release="vllm-fork 1.19-1.21 (v0, 2-D buckets)", profiles=FORK_2D, engine="v0",
         variables={**FORK_VARS_DEFAULT, "VLLM_PROMPT_BS_BUCKET_MAX": 256, "VLLM_DECODE_BS_BUCKET_MAX": 256},
-        buckets={"decode": 416}),
+        buckets={"decode": 416}, unread=1),   # a variable's line, cut inside its name
     "fork-1.19_opea1119_spawnprocess_traceback_cut.log": dict(
         release="unknown (no vLLM lines recognised)", profiles=(), engine=None,
         problems=[("traceback", "traceback cut before its exception line; last frame _initialize_kv_caches "
@@ -130,11 +131,13 @@ EXPECTED = {
                    "VLLM_DECODE_BLOCK_BUCKET_STEP": 128, "VLLM_DECODE_BLOCK_BUCKET_MAX": 4096},
         bucket_config={"prompt": {"bs": (1, 32, 256), "seq": (128, 128, 1024)},
                        "decode": {"bs": (1, 32, 256), "block": (128, 128, 4096)}},
-        weights_gib=79.41, tagged_processes=7),   # pids 876..882 (the driver's lines are not in the excerpt)
+        weights_gib=79.41, tagged_processes=7,   # pids 876..882 (the driver's lines are not in the excerpt)
+        unread=1),                    # a backend line cut inside its name ("Using HPUA")
     "fork-1.20_pr880_spec_decode_rank0_assertion.log": dict(
         release=GAUDI_V0, profiles=(), engine="v0", weights_gib=round(238.9 / 1024, 2),
         problems=[("traceback", "AssertionError: HabanaWorker.determine_num_available_blocks needs to be called "
-                   "before warming up the model.", 4)]),
+                   "before warming up the model.", 4)],
+        unread=1),                    # the speculative-decoding line, cut at the paste's end
     "fork-1.21_erag84_v0_engine_wrapped.log": dict(
         release="vllm-fork (v0), fork-1.21.0, fork-1.21.2 by its version", profiles=("fork-1.21.0", "fork-1.21.2"),
         engine="v0", version="0.7.2"),   # device_config=hpu; vLLM 0.7.2 is the base of both 1.21 releases
@@ -154,7 +157,8 @@ EXPECTED = {
     "plugin_issue1331_qwen35_tp8_sampler_warmup_hang.log": dict(
         release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1", tagged_processes=2),
     "plugin_issue891_gptoss_runtime_dump.log": dict(
-        release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1"),
+        release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1",
+        unread=1),                    # the dump's last row, cut before its value
     "plugin_pr192_caret_ansi_warmup_traceback.log": dict(
         release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1", tagged_processes=1,
         problems=[("traceback", "traceback cut before its exception line; last frame warmup_graphs "

@@ -171,7 +171,7 @@ def read_log(lines: Iterable[str]) -> LogReading:
         for event in events:
             ranked.append((TimedEvent(number, _event_time(event, stamp, last, t0), event, line), rank))
         _keep_settings(reading, message or "")
-        if not events:
+        if not events and not watcher.absorbed:
             _count_unread(reading, prefix, message, line)
     for event in watcher.flush():
         ranked.append((TimedEvent(reading.lines, last, event, ""), None))
@@ -190,8 +190,12 @@ def read_log(lines: Iterable[str]) -> LogReading:
 
 def _count_unread(reading: LogReading, prefix, message: str | None, line: str) -> None:
     """A line that yielded no event: counted when it looks like a log record we should have read."""
-    blank_record = prefix is not None and prefix.level is not None and not (message or "").strip()
-    if not blank_record and _LOOKS_LOGGED.search(message or line) and not _UNINTERESTING.search(message or line):
+    logged = prefix is not None and prefix.level is not None
+    if logged and not (message or "").strip():
+        return  # a record with no message
+    if prefix is not None and (prefix.source or "").startswith("habana:"):
+        return  # the runtime's error burst: its verdict line is the one reported (logparse.message)
+    if (logged or _LOOKS_LOGGED.search(line)) and not _UNINTERESTING.search(message or line):
         reading.unread += 1
         if len(reading.unread_examples) < 5:
             reading.unread_examples.append(line[:200])
@@ -241,15 +245,30 @@ def _keep_one_rank(reading: LogReading, ranked: list[tuple[TimedEvent, str | Non
 
 
 # Records every vLLM startup prints that carry nothing a bucket-tuner user needs (kept out of the
-# unread count so that it measures what we fail to read, not what we chose to ignore).
+# unread count so that it measures what we fail to read, not what we chose to ignore). Named one by one:
+# a broad word ("HPU", "VLLM_") would hide the records we should read and do not.
 _UNINTERESTING = re.compile(
     r"non-default args|Available routes|Route: |Started server process|Waiting for application|"
     r"Automatically detected platform|Using .* backend|Chunked prefill|Initializing a V\d LLM engine|"
     r"Loading safetensors|Starting to load model|Loading weights took|Resolved architecture|"
     r"HTTP Request:|GET /|POST /|\"GET |\"POST |default_chat_template|No chat template|Supported_tasks|"
-    r"Using max model len|This model|torch.compile|Dynamo|Compil|cudagraph|CUDA graph|"
-    r"Waiting for|world_size|distributed_init|PyTorch|Habana|HPU|hpu|environment|VLLM_|"
-    r"tokenizer|Tokenizer|Detected|sampling|Sampling|generation config|Default sampling")
+    r"Using max model len|This model|torch.compile|Dynamo|cudagraph|CUDA graph|"
+    r"Waiting for|world_size|distributed_init|"
+    r"tokenizer|Tokenizer|Detected|sampling|Sampling|generation config|Default sampling|"
+    # vLLM 0.1x+ start: its banner, the host's limits, plugins and optional libraries it looked for
+    r"[█▀▄]|Found ulimit|Final IR op priority|Available plugins for group|^- \w+ -> |Triton is installed|"
+    r"Triton not installed|Failed to import from vllm\._C|NIXL|UCX_|Using model weights format|"
+    r"Using supplied chat template|Profiler enabled for|is already registered, and will be overwritten|"
+    r"Triton|LD_PRELOAD|OpenMP thread binding|^\s*(?:local_rank|reserved_cpus|VLLM_CPU_OMP_THREADS_BIND)=|"
+    r"Model Runner V2|Reducing Torch threads|oneDNN|All plugins in this group|Platform plugin \w+ is activated|"
+    r"Pin memory is not supported|Loading weights on hpu|Wrapping in HPU Graph took|"
+    r"Inductor compilation was disabled|is assigned as DP rank|KV cache layout|Supported tasks|Scale-out endpoints|"
+    # v0 executor: the cache engine and its warm-up together (the cache's own size is its worker's line)
+    r"init_cache_engine took|"
+    # vllm-gaudi's sampler warm-up, one line per sampling setting it compiles
+    r"^temp=[\d.]+, top_p=|"
+    # the headers of vllm-hpu-extension's runtime dump (its key: value rows are read)
+    r"^(?:User flags|Environment|Features):\s*$")
 
 
 def _summary_of(events: list[TimedEvent]) -> WatchSummary:

@@ -269,6 +269,14 @@ def _kv_available(m):
     return KvCacheSize(memory=parse_bytes(m["mem"]))
 
 
+# vllm-fork v0 habana_worker: "Initializing cache engine took 23.73 GiB of device memory (39.2 GiB/94.62 GiB
+# used) and -1.238 MiB of host memory (..)": the KV cache's allocation (its executor's later
+# "init_cache_engine took" adds the warm-up's graphs)
+@_rule(rf"^Initializing cache engine took (?P<mem>{_B}) of device memory")
+def _kv_fork_v0(m):
+    return KvCacheSize(device="HPU", memory=parse_bytes(m["mem"]))
+
+
 # --- warm-up (spec D.6, D.7) -----------------------------------------------------------------------
 
 _WARMUP_KV = re.compile(rf"\b(\w+):({_B}|\S+)")

@@ -165,6 +165,9 @@ class LogWatcher:
         self._line_bar_end: float | None = None   # tqdm elapsed of the last redraw in the line being read
         self._clock = clock
         self._tracebacks_open: dict[tuple, tuple[LogPrefix, list[str]]] = {}
+        # the last fed chunk had a line taken into a multi-line record (a traceback, vllm-gaudi's omitted
+        # rows): read, though no event came of it yet (explain does not count it as unread)
+        self.absorbed = False
         self.paste = PasteLayer()  # a pasted log's own prefix on every line, learned as it is read
         self._omitted_open: tuple[LogPrefix, list[str]] | None = None
         self._stage = "startup"
@@ -213,6 +216,7 @@ class LogWatcher:
             return []
         now = self._clock() if t is None else t
         events: list[Event] = []
+        self.absorbed = False
         for line_text in line.rstrip("\r\n").split("\n"):
             for physical in _records(self._join_bar(line_text)):
                 ends = [m["el"] for m in TQDM_WARMUP.finditer(physical) if m["el"] is not None]
@@ -280,6 +284,7 @@ class LogWatcher:
         if self._omitted_open is not None:
             if prefix.level is None and _PAREN_ROW.match(msg.strip()):
                 self._omitted_open[1].append(msg.strip())
+                self.absorbed = True
                 return []
             events.extend(self._close_omitted())
         key = (prefix.process, prefix.pid, prefix.level is None)
@@ -287,15 +292,19 @@ class LogWatcher:
             done, consumed = self._continue_traceback(key, prefix, msg)
             events.extend(done)
             if consumed:
+                self.absorbed = True
                 return events
         if msg.strip() == _TRACEBACK_START:
             self._tracebacks_open[key] = (prefix, [msg.strip()])
+            self.absorbed = True
             return events
         if _FRAME.match(msg) or (prefix.level in ("ERROR", "CRITICAL") and msg[:1] in (" ", "\t") and msg.strip()):
             self._tracebacks_open[key] = (prefix, [msg])   # a traceback whose first line is not in the log
+            self.absorbed = True
             return events
         if _OMITTED_HEADER.match(msg.strip()):
             self._omitted_open = (prefix, [msg.strip()])
+            self.absorbed = True
             return events
         event = _parse_message(prefix, msg)
         if isinstance(event, WarmupProgress):
