@@ -156,6 +156,8 @@ EXPECTED = {
         release=GAUDI_V0, profiles=(), engine="v0", problems=[("traceback", "NotImplementedError", 8)]),
     "plugin_issue1331_qwen35_tp8_sampler_warmup_hang.log": dict(
         release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1", tagged_processes=2),
+    "plugin_issue86_qwen3coder_tp8_plugin_loader.log": dict(   # known by its plugin loader's lines alone
+        release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1"),
     "plugin_issue891_gptoss_runtime_dump.log": dict(
         release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1",
         unread=1),                    # the dump's last row, cut before its value

@@ -82,6 +82,9 @@ def _v1_engine_signs(events: list, reading: LogReading) -> list[str]:
         signs.append("'Initializing a V1 LLM engine' line")
     if any(isinstance(e, ConfigValue) and e.name == "engine_version" and e.value.strip() == "v1" for e in events):
         signs.append("runtime dump engine_version: v1")
+    plugin = next((e for e in events if isinstance(e, EngineInfo) and e.plugin and e.platform == "hpu"), None)
+    if plugin is not None:
+        signs.append(f"platform plugin {plugin.plugin} loaded for hpu (vllm-gaudi, a V1-only plugin)")
     if any(p.startswith(("EngineCore", "Worker_TP")) for p in reading.processes):
         signs.append("v1 engine process tags (EngineCore / Worker_TP)")
     return signs

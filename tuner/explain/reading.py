@@ -260,7 +260,7 @@ _UNINTERESTING = re.compile(
     r"Triton not installed|Failed to import from vllm\._C|NIXL|UCX_|Using model weights format|"
     r"Using supplied chat template|Profiler enabled for|is already registered, and will be overwritten|"
     r"Triton|LD_PRELOAD|OpenMP thread binding|^\s*(?:local_rank|reserved_cpus|VLLM_CPU_OMP_THREADS_BIND)=|"
-    r"Model Runner V2|Reducing Torch threads|oneDNN|All plugins in this group|Platform plugin \w+ is activated|"
+    r"Model Runner V2|Reducing Torch threads|oneDNN|All plugins in this group|"
     r"Pin memory is not supported|Loading weights on hpu|Wrapping in HPU Graph took|"
     r"Inductor compilation was disabled|is assigned as DP rank|KV cache layout|Supported tasks|Scale-out endpoints|"
     # v0 executor: the cache engine and its warm-up together (the cache's own size is its worker's line)

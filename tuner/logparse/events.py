@@ -381,11 +381,13 @@ class ServerListening(Event):
 class EngineInfo(Event):
     """`Automatically detected platform cpu.`, `vLLM API server version X`, the banner's `version X`,
     `Initializing a V1 LLM engine (v0.32.0) with config: ..` (fork 1.17/1.18: `Initializing an LLM engine
-    (v0.5.3.post1) ..`). `engine` is "v0" / "v1" when the line names it."""
+    (v0.5.3.post1) ..`), an out-of-tree platform plugin loaded (vllm-gaudi's). `engine` is "v0" / "v1" when
+    the line names it."""
 
     version: str | None = None
     platform: str | None = None
     engine: str | None = None
+    plugin: str | None = None   # `Platform plugin hpu is activated`, `- hpu -> vllm_gaudi:register`: its name
 
 
 @dataclass(frozen=True)

@@ -426,6 +426,14 @@ def _platform(m):
     return EngineInfo(platform=m["p"])
 
 
+# vLLM's plugin loader: "Platform plugin hpu is activated", and its list "- hpu -> vllm_gaudi:register"
+# (the vllm-gaudi plugin; vllm-fork builds have hpu built in and print "detected platform hpu")
+@_rule(r"^Platform plugin (?P<p>\w+) is activated|^- (?P<q>\w+) -> (?P<mod>\w+):register\b")
+def _platform_plugin(m):
+    name = m["p"] or m["q"]
+    return EngineInfo(platform=name, plugin=m["mod"] or name)
+
+
 # "vLLM API server version X"; v1 "Initializing a V1 LLM engine (v0.32.0) with config: .."; the ASCII-art
 # banner " ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0" (anchored: the art is block characters and blanks)
 @_rule(r"vLLM API server version (?P<v>\d[\w.+\-]*)"
