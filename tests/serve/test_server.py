@@ -564,6 +564,36 @@ def test_a_free_port_is_one_no_outgoing_connection_can_take():
     assert all(10000 <= p < low and not port_in_use(p) for p in ports), ports
 
 
+def test_a_server_started_in_another_thread_never_makes_a_chosen_port_look_taken(tmp_path):
+    """Parallel slots: a child forked while another thread's port probe is bound holds a copy of that probe
+    until it execs, so the port just chosen read as in use (a spurious PORT_IN_USE, about 1% of probes beside
+    three threads starting processes, before ports.PROBE_LOCK). Bounded: 3 s of probes."""
+    stop = threading.Event()
+
+    def starter(i: int) -> None:
+        n = 0
+        while not stop.is_set():
+            srv = ServerProcess(records_dir=tmp_path / f"run{i}-{n}")
+            srv.start(["/bin/true"], {"PATH": "/usr/bin:/bin"}, tmp_path / f"t{i}.log")
+            srv.stop(grace_int_s=2, grace_term_s=2, grace_kill_s=2)
+            n += 1
+
+    threads = [threading.Thread(target=starter, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    taken = probes = 0
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            probes += 1
+            taken += port_in_use(find_free_port())
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert probes > 100 and taken == 0, (taken, probes)
+
+
 BAR_SCRIPT = r"""
 import sys, time
 print("INFO 01-01 00:00:00 [hpu_model_runner.py:1] Warming up", flush=True)

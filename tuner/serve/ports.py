@@ -14,12 +14,17 @@ from pathlib import Path
 
 from .procgroup import _read
 
+# Held while a probe socket is bound, and by whoever starts a process (process.ServerProcess.start): a
+# child forked in another thread while a probe is bound holds a copy of it until it execs, and the
+# probe's port then reads as in use to the slot that just chose it (a spurious PORT_IN_USE).
+PROBE_LOCK = threading.Lock()
+
 
 def port_in_use(port: int, host: str = "0.0.0.0") -> bool:
     """True if anything holds the port. The wildcard address clashes with a holder on any address,
     and there is deliberately no SO_REUSEADDR/SO_REUSEPORT: vLLM binds with both long before it
     listens, and a cooperative bind would succeed right next to it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    with PROBE_LOCK, socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, port))
         except OSError:
@@ -44,7 +49,7 @@ def find_free_port(host: str = "127.0.0.1") -> int:
             if attempt < 150 and high > low:
                 port = rng.randint(low, high)
             else:  # the range is crowded or there is none: whatever the kernel hands out
-                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                with PROBE_LOCK, socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                     s.bind((host, 0))
                     port = s.getsockname()[1]
             if port not in _HANDED_OUT and not port_in_use(port):

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ..vocabulary.errors import Stopped
 from ..vocabulary.errors.hangup import detach_dead_outputs
-from .ports import _foreign_listeners, port_in_use
+from .ports import PROBE_LOCK, _foreign_listeners, port_in_use
 from .procgroup import (
     _DEAD,
     _boot_id,
@@ -200,10 +200,11 @@ class ServerProcess:
                 self._early = (OutcomeKind.PORT_IN_USE, f"port {port} was in use before start")
             else:
                 try:
-                    self.proc = subprocess.Popen(
-                        argv, env={str(k): str(v) for k, v in env.items()}, cwd=cwd,
-                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                        start_new_session=True)
+                    with PROBE_LOCK:  # no other thread's port probe is bound while the child is forked
+                        self.proc = subprocess.Popen(
+                            argv, env={str(k): str(v) for k, v in env.items()}, cwd=cwd,
+                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
                 except OSError as e:  # e.g. vllm not installed: an Outcome, not an exception
                     self._early = (OutcomeKind.BOOT_FAILURE, f"could not start {argv[0]!r}: {e}")
             if self._early:

@@ -25,6 +25,8 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
+from .ports import PROBE_LOCK
+
 log = logging.getLogger(__name__)
 
 RELEASE = b"q"
@@ -45,9 +47,10 @@ class Guard:
             argv += ["--log", str(log_path)]
         try:
             # Own session: a terminal's Ctrl-C or a signal to the tuner's group never reaches it.
-            self.proc = subprocess.Popen(argv, stdin=read_end, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, start_new_session=True,
-                                         cwd=Path(__file__).resolve().parent.parent)
+            with PROBE_LOCK:  # see ports.PROBE_LOCK
+                self.proc = subprocess.Popen(argv, stdin=read_end, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL, start_new_session=True,
+                                             cwd=Path(__file__).resolve().parent.parent)
         except BaseException:
             os.close(self._write_end)
             raise
