@@ -271,3 +271,18 @@ def test_model_predictions_are_calibrated_with_the_log_itself():
                             (("--model-shape", "llama-3.1-8b", "--tensor-parallel-size", "0"), "-size")):
         bad = _cli(str(F117), *bad_args)
         assert bad.returncode == 2 and named in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_vllm_gaudi_multimodal_warmup_by_resolution_is_the_plugins():
+    """vllm-gaudi's multimodal warm-up names its modality and each image resolution (the fork's has neither):
+    the release is the plugin's, not a 2-D fork's; each step's shape carries the resolution; the explicit
+    resolutions line is read."""
+    from tuner.logparse import ConfigValue
+
+    x = explain([x for x in (LOG_SAMPLES / "vllm-gaudi_docs_multimodal_warmup.log").read_text().splitlines()
+                 if not x.startswith("# SOURCE")])
+    assert x.release.family == "vllm-gaudi plugin (v1)" and x.release.engine == "v1"
+    assert [s.shape for s in x.timeline.steps] == [(1, 0, 864, 480), (1, 0, 1024, 768), (1, 0, 768, 1024)]
+    values = {t.event.name: t.event.value for t in x.reading.events if isinstance(t.event, ConfigValue)}
+    assert values["multimodal_warmup_resolutions"] == "[(864, 480, None), (1024, 768, 2), (768, 1024, (1, 20))]"
+    assert x.reading.unread == 0

@@ -552,7 +552,7 @@ def test_vllm_gaudi_memory_split_and_blocks():
                 extra=(("shared_blocks", "3"), ("unique_blocks", "2"), ("causal", "True")))),
     ("[Warmup][Graph/Multimodal(image)][2/5] batch_size:1 seq_len:0 resolution:448X448 free_mem:50 GiB",
      WarmupStep(phase="multimodal", graph=True, index=2, total=5, batch_size=1, seq_len=0, free_mem=50 * GiB,
-                extra=(("resolution", "448X448"),))),
+                extra=(("modality", "image"), ("resolution", "448X448")))),
     ("Using 10.5 GiB/60.2 GiB of free device memory for HPUGraphs, 3.15 GiB                             for prompt "
      "and 7.35 GiB for decode (VLLM_GRAPH_PROMPT_RATIO=0.3)",
      GraphBudget(graph_memory=gib(10.5), free_memory=gib(60.2), prompt=gib(3.15), decode=gib(7.35),

@@ -70,7 +70,7 @@ def _config_width(configs: list[BucketConfig]) -> int | None:
 
 def _step_width(steps: list[WarmupStep]) -> int | None:
     """Bucket dimensions from eager warm-up lines: query_len only in 3-D warm-ups."""
-    eager = [s for s in steps if s.batch_size is not None]
+    eager = [s for s in steps if s.batch_size is not None and s.phase in ("prompt", "decode")]
     if not eager:
         return None
     return 3 if any(s.query_len is not None for s in eager) else 2
@@ -82,6 +82,11 @@ def _v1_engine_signs(events: list, reading: LogReading) -> list[str]:
         signs.append("'Initializing a V1 LLM engine' line")
     if any(isinstance(e, ConfigValue) and e.name == "engine_version" and e.value.strip() == "v1" for e in events):
         signs.append("runtime dump engine_version: v1")
+    modality = next((dict(e.extra)["modality"] for e in events
+                     if isinstance(e, WarmupStep) and e.phase == "multimodal" and "modality" in dict(e.extra)), None)
+    if modality is not None:
+        signs.append(f"multimodal warm-up per modality ('Graph/Multimodal({modality})', vllm-gaudi's; the fork's "
+                     "has no modality)")
     plugin = next((e for e in events if isinstance(e, EngineInfo) and e.plugin and e.platform == "hpu"), None)
     if plugin is not None:
         signs.append(f"platform plugin {plugin.plugin} loaded for hpu (vllm-gaudi, a V1-only plugin)")

@@ -287,11 +287,12 @@ def _warmup_step(m):
     label = m["phase"].strip()
     graph = label.lower().startswith("graph/")
     base = label.split("/", 1)[1] if graph else label
+    modality = re.search(r"\((?P<m>[^)]*)\)", base)
     base = re.sub(r"\(.*\)", "", base).strip().lower()
     phase = "unified" if base.startswith("unified") else base
     ints: dict[str, int] = {}
     free = None
-    extra = []
+    extra = [("modality", modality["m"].strip())] if modality and phase == "multimodal" else []
     for key, value in _WARMUP_KV.findall(m["rest"]):
         if key == "free_mem":
             free = _bytes_or_none(value) if _BYTES_RE.match(value) else None
@@ -304,6 +305,13 @@ def _warmup_step(m):
         extra.append(("causal", str(causal.group(1) == "causal")))
     return WarmupStep(phase=phase, graph=graph, index=int(m["i"]), total=int(m["n"]),
                       free_mem=free, extra=tuple(extra), **ints)
+
+
+# vllm-gaudi (2026-07+) with VLLM_MULTIMODAL_RESOLUTIONS: "Using explicit multimodal warmup resolutions (width,
+# height, count[None=max|N=pin|(lo,hi)=range]): [(864, 480, None), (1024, 768, 2), (768, 1024, (1, 20))]"
+@_rule(r"^Using explicit multimodal warmup resolutions .*?\):\s*(?P<v>\[.*\])\s*$")
+def _mm_resolutions(m):
+    return ConfigValue(name="multimodal_warmup_resolutions", value=m["v"])
 
 
 # vllm-gaudi tqdm bars: warmup_graphs() `tqdm(desc=f'{phase} warmup processing: ', unit="item")` with the postfix

@@ -22,6 +22,7 @@ timed steps. Pure: no I/O, no clocks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -144,10 +145,12 @@ class Run:
 
 def step_shape(e: WarmupStep) -> tuple[int, ...]:
     """The bucket a warm-up line names: its dimensions as logged (unified attention adds shared and
-    unique blocks)."""
+    unique blocks, vllm-gaudi's multimodal warm-up the image's width and height)."""
     dims = tuple(v for v in (e.batch_size, e.seq_len, e.query_len, e.num_blocks) if v is not None)
-    blocks = dict(e.extra)
-    return dims + tuple(int(blocks[k]) for k in ("shared_blocks", "unique_blocks") if blocks.get(k, "").isdigit())
+    extra = dict(e.extra)
+    resolution = re.fullmatch(r"(\d+)[xX](\d+)", extra.get("resolution", ""))
+    return (dims + tuple(int(extra[k]) for k in ("shared_blocks", "unique_blocks") if extra.get(k, "").isdigit())
+            + (tuple(int(x) for x in resolution.groups()) if resolution else ()))
 
 
 def step_of(e: Event) -> tuple[str, int, int, tuple[int, ...]] | None:
