@@ -158,6 +158,9 @@ EXPECTED = {
         release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1", tagged_processes=2),
     "plugin_issue86_qwen3coder_tp8_plugin_loader.log": dict(   # known by its plugin loader's lines alone
         release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1"),
+    "plugin_issue891_gptoss_command_wrapped.log": dict(
+        release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1",
+        unread=1),                    # a record cut right after its date ("INFO 01-")
     "plugin_issue891_gptoss_runtime_dump.log": dict(
         release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1",
         unread=1),                    # the dump's last row, cut before its value

@@ -36,6 +36,7 @@ from ..logparse import (
 from ..logparse.prefix import split_prefix
 from ..logparse.runs import Run
 from ..logparse.steptimes import StepTimes, events_of, is_elision, read_step_times
+from .command import CommandCollector
 
 # Events every tensor-parallel rank prints once per rank; only the leading process's copy counts.
 _PER_RANK = (BucketConfig, GeneratedBuckets, OmittedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
@@ -69,6 +70,7 @@ class LogReading:
     primary: Run | None = None           # the run the summary and the timeline describe
     log_summary: WatchSummary | None = None   # the whole log, every run fed to one watcher
     settings_text: list[str] = field(default_factory=list)   # engine config / server argument lines
+    command_settings: str | None = None  # the pasted launch command's settings (command.py), as `name=value`
 
     def of_type(self, kind) -> list[TimedEvent]:
         return [e for e in self.events if isinstance(e.event, kind)]
@@ -136,11 +138,13 @@ def read_log(lines: Iterable[str]) -> LogReading:
     last: float | None = None
     processes: dict[str, None] = {}
     ranked: list[tuple[TimedEvent, str | None]] = []
+    command = CommandCollector()
     for number, raw in enumerate(lines, start=1):
         reading.lines += 1
         if not isinstance(raw, str):
             continue
         line = raw.rstrip("\r\n")
+        command.feed(line)
         if not line.strip():
             continue
         if is_elision(line):
@@ -184,6 +188,7 @@ def read_log(lines: Iterable[str]) -> LogReading:
     reading.log_summary = _summary_of(reading.events)
     reading.summary = _summary_of(reading.run_events()) if len(reading.runs) > 1 else reading.log_summary
     reading.processes = list(processes)
+    reading.command_settings = command.settings()
     reading.last_time_s = last
     return reading
 

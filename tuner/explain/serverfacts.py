@@ -3,8 +3,9 @@
 Read from the engine's config line (`Initializing an LLM engine (..) with config: model='..',
 dtype=torch.bfloat16, max_seq_len=.., tensor_parallel_size=8, ..`), the API server's arguments
 (`non-default args: {..}`, `args: Namespace(..)`), the worker tags of the ranks (`Worker_TP7`,
-`(VllmWorkerProcess pid=..)`: a lower bound when the paste is cut), the device memory the Gaudi lines
-report (`(14.97 GiB/94.62 GiB used)`) and the extension's runtime dump (`hw: gaudi3`).
+`(VllmWorkerProcess pid=..)`: a lower bound when the paste is cut), the launch command pasted above the
+log (command.py), the device memory the Gaudi lines report (`(14.97 GiB/94.62 GiB used)`) and the
+extension's runtime dump (`hw: gaudi3`).
 """
 
 from __future__ import annotations
@@ -77,10 +78,14 @@ def _tp_from_ranks(reading: LogReading) -> tuple[int | None, str | None]:
 
 
 def server_facts(reading: LogReading) -> ServerFacts:
-    texts = reading.settings_text
-    tp = _int(_setting(texts, "tensor_parallel_size"))
+    # the engine's own lines first; a command pasted above the log where they do not say
+    texts = reading.settings_text + ([reading.command_settings] if reading.command_settings else [])
+    tp = _int(_setting(reading.settings_text, "tensor_parallel_size"))
+    why = "tensor_parallel_size in the engine's settings" if tp is not None else None
+    if tp is None and reading.command_settings:
+        tp = _int(_setting([reading.command_settings], "tensor_parallel_size"))
+        why = "--tensor-parallel-size in the pasted command" if tp is not None else None
     exact = tp is not None
-    why = "tensor_parallel_size in the engine's settings" if exact else None
     if tp is None:
         tp, why = _tp_from_ranks(reading)
     eager = _setting(texts, "enforce_eager", r"(True|False)")

@@ -1,0 +1,87 @@
+r"""The launch command a user pasted above the log (`vllm serve MODEL --tensor-parallel-size 8 \`, one flag
+per line, `python -m vllm.entrypoints.openai.api_server ...`, a `docker run ... vllm serve ...`): the server's
+settings as the command gives them, for the server facts a log without its engine config line lacks.
+
+Issue pastes often carry the command and then a failure long before the engine prints its settings; the
+command is then the only place the tensor-parallel size, the model or max_num_seqs are said. The engine's
+own lines win where both speak (serverfacts.py reads the command last).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+# the start of a command: vLLM's CLI, its API server module, or a line that is only flags (the paste began
+# inside the command)
+_START = re.compile(r"(?:^|[\s$#>])(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entrypoints\.\S+)")
+_FLAG_LINE = re.compile(r"^\s*--[a-z][\w-]*(?:[ =]\S+)?\s*\\?\s*$")
+_PROMPT = re.compile(r"^\s*(?:[$#>]\s+|```\w*\s*$)")  # a shell prompt or a code fence before the text
+MAX_LINES = 80
+# the rest of a command line a terminal wrapped at its width: flags again, the first maybe cut ("-num-seqs 128")
+_WRAPPED = re.compile(r"^-?[\w-]*\s+\S+(?:\s+--[a-z][\w-]*(?:[ =]\S+)?)+\s*$|^--?[a-z][\w-]*\s+\S+\s*$")
+WRAP_WIDTH = 60  # a line shorter than this was not wrapped by a terminal
+
+# vLLM's flag -> the setting name the engine's config line uses (serverfacts reads `name=value`)
+FLAGS = {
+    "tensor-parallel-size": "tensor_parallel_size", "tp": "tensor_parallel_size",
+    "max-model-len": "max_model_len", "max-num-seqs": "max_num_seqs",
+    "max-num-batched-tokens": "max_num_batched_tokens", "block-size": "block_size", "dtype": "dtype",
+    "model": "model", "enforce-eager": "enforce_eager", "gpu-memory-utilization": "gpu_memory_utilization",
+}
+_SWITCHES = {"enforce-eager"}
+
+
+class CommandCollector:
+    """Fed the log's lines one by one; keeps the first pasted launch command (its continuation lines joined)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.open = False      # the last kept line ended with a backslash: the command goes on
+        self.done = False
+
+    def feed(self, line: str) -> None:
+        if self.done:
+            return
+        text = _PROMPT.sub("", line).rstrip()
+        starts = _START.search(text) is not None or (not self.parts and _FLAG_LINE.match(text) is not None)
+        if self.parts and not self.open and _WRAPPED.match(text) and len(self.parts[-1]) >= WRAP_WIDTH:
+            self.parts[-1] += text  # a terminal wrapped the long command line, inside a word ("--max" "-num-seqs")
+            return
+        if self.open or starts or (self.parts and _FLAG_LINE.match(text)):
+            self.parts.append(text[:-1] if text.endswith("\\") else text)
+            self.open = text.endswith("\\")
+            self.done = len(self.parts) >= MAX_LINES
+        elif self.parts:
+            self.done = True
+
+    def settings(self) -> str | None:
+        return command_settings(" ".join(self.parts)) if self.parts else None
+
+
+def command_settings(command: str) -> str | None:
+    """`name=value` for each setting the command gives (the engine config line's names), or None."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unbalanced quote in a cut paste
+        words = command.split()
+    found: dict[str, str] = {}
+    for i, word in enumerate(words):
+        if word == "serve" and i > 0 and words[i - 1].endswith("vllm") and i + 1 < len(words) \
+                and not words[i + 1].startswith("-"):
+            found.setdefault("model", words[i + 1])
+        if not word.startswith("-"):
+            continue
+        name, eq, value = word.lstrip("-").partition("=")
+        name = name.replace("_", "-")
+        if name not in FLAGS:
+            continue
+        if name in _SWITCHES:
+            found[FLAGS[name]] = "True"
+        elif eq:
+            found[FLAGS[name]] = value
+        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+            found[FLAGS[name]] = words[i + 1]
+    if not found:
+        return None
+    return "pasted command: " + " ".join(f"{k}='{v}'" if k == "model" else f"{k}={v}" for k, v in found.items())
