@@ -74,6 +74,11 @@ FORK_VARS_DEFAULT = {"VLLM_PROMPT_BS_BUCKET_MIN": 1, "VLLM_PROMPT_BS_BUCKET_STEP
 
 # file -> the facts read by hand off the log (everything not named is absent from the log)
 EXPECTED = {
+    "fork-0.7.2_vllm13053_llama32_vision_egg_traceback_cut.log": dict(   # known by its egg path alone
+        release="vllm-fork (v0), fork-1.21.0, fork-1.21.2 by its version", profiles=("fork-1.21.0", "fork-1.21.2"),
+        engine="v0", version="0.7.2+gaudi000",
+        problems=[("traceback", "traceback cut before its exception line; last frame __init__ "
+                   "(executor_base.py:51)", 15)]),
     "fork-1.17_pr147_startup_cut.log": dict(
         release="vllm-fork 1.17 (v0, 2-D buckets)", profiles=("fork-1.17",), engine="v0",
         buckets={"prompt": 24, "decode": 48},

@@ -54,7 +54,10 @@ class ReleaseGuess:
 # runtime dump, the plugin's platform), and the Habana runtime logger ("habana:<module>").
 _GAUDI_SOURCES = re.compile(r"^(?:habana_|hpu_|hpu\.py$|runtime\.py$|exponential\.py$|linear\.py$|"
                             r"padding_aware\.py$|habana:)")
-_GAUDI_TEXT = re.compile(r"hpu_model_runner\.py|hpu_worker\.py|habana_|vllm_gaudi|vllm_hpu_extension")
+# in a traceback's text: Gaudi's own modules, HPU attention classes, or an egg/wheel of a fork build
+# ("vllm-0.7.2+gaudi000-py3.10.egg", "vllm-0.6.6.post1+gaudi000")
+_GAUDI_TEXT = re.compile(r"hpu_model_runner\.py|hpu_worker\.py|habana_|vllm_gaudi|vllm_hpu_extension|"
+                         r"HPUAttention|/vllm-\d[\w.]*\+gaudi\d+")
 
 
 def _config_width(configs: list[BucketConfig]) -> int | None:
@@ -256,8 +259,13 @@ def _detect_release(reading: LogReading) -> ReleaseGuess:  # noqa: C901 (one tes
     if v1_signs and gaudi:
         return ReleaseGuess("vllm-gaudi plugin (v1)", PLUGIN, "v1", version, tuple(v1_signs))
     if gaudi:
-        return ReleaseGuess(GAUDI_V0, (), "v0", version,
-                            ("Gaudi runner / Habana runtime lines without bucket lines",))
+        from .releasesigns import log_versions
+
+        built = None if version else next(iter(log_versions(reading)), None)  # a traceback's egg/wheel path
+        why = ("Gaudi runner / Habana runtime lines without bucket lines",) if sources else ()
+        if built:
+            why += (f"a Gaudi build's path in a traceback (vllm-{built})",)
+        return ReleaseGuess(GAUDI_V0, (), "v0", version or built, why or ("a traceback through Gaudi's code",))
     if version or sources:
         return ReleaseGuess("generic vLLM (no Gaudi bucketing lines)", (), named_engine, version,
                             (f"vLLM {version}",) if version else ())

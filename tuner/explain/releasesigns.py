@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..buckets import detect
 from ..buckets.base import linear_range
-from ..logparse import BucketVariable, ConfigValue, EngineInfo, OmittedBuckets
+from ..logparse import BucketVariable, ConfigValue, EngineInfo, OmittedBuckets, Traceback
 from .reading import LogReading
 
 
@@ -86,14 +86,14 @@ def version_sign(version: str) -> list[Sign]:
     return out
 
 
-def _versions(reading: LogReading) -> list[str]:
+def log_versions(reading: LogReading) -> list[str]:
     """vLLM versions the log prints: the engine/API server lines, else the egg paths of a traceback."""
     events = [t.event for t in reading.events]
     found = [e.version for e in events if isinstance(e, EngineInfo) and e.version]
     if found:
         return found[:1]
-    for t in reading.events:
-        m = _EGG_VERSION.search(t.text)
+    for t in reading.events:  # a traceback is one event, read whole (its line is where it ended)
+        m = _EGG_VERSION.search(t.event.text if isinstance(t.event, Traceback) else t.text)
         if m:
             return [m.group(1)]
     return []
@@ -174,7 +174,7 @@ def release_signs(reading: LogReading, *, fork: bool, plugin: bool = False) -> l
     build = build_sign(reading)
     if build is not None:
         signs.append(build if fork else Sign(build.text.split(":")[0] + " (a plugin build: names no profile)", None))
-    for version in _versions(reading):
+    for version in log_versions(reading):
         if fork:
             signs += version_sign(version)
         else:
