@@ -286,3 +286,13 @@ def test_vllm_gaudi_multimodal_warmup_by_resolution_is_the_plugins():
     values = {t.event.name: t.event.value for t in x.reading.events if isinstance(t.event, ConfigValue)}
     assert values["multimodal_warmup_resolutions"] == "[(864, 480, None), (1024, 768, 2), (768, 1024, (1, 20))]"
     assert x.reading.unread == 0
+
+
+def test_the_engines_start_time_and_address_are_said():
+    x = explain(["INFO 04-09 00:49:01 llm_engine.py:431] init engine (profile, create kv cache, warmup model) took "
+                 "32.75 seconds",
+                 "INFO 04-09 00:49:01 api_server.py:937] Starting vLLM API server on http://0.0.0.0:8688"])
+    assert "The engine's start (profiling, KV cache, warm-up) took 33 s; it then served at http://0.0.0.0:8688." \
+        in render_text(x).replace("\n  ", " ")
+    doc = to_json(x)["warmup"]
+    assert doc["engine_init_s"] == 32.75 and doc["listening_url"] == "http://0.0.0.0:8688"

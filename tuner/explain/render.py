@@ -112,6 +112,11 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
         top = max(phase_times, key=lambda p: p.seconds)
         if whole > 0:
             out.append(f"{top.name.capitalize()} took {top.seconds / whole * 100:.0f}% of the timed warm-up.")
+    if s.engine_init_s is not None:
+        out.append(f"The engine's start (profiling, KV cache, warm-up) took {_secs(s.engine_init_s)}"
+                   + (f"; it then served at {s.listening_url}." if s.listening_url else "."))
+    elif s.listening_url:
+        out.append(f"The server came up at {s.listening_url}.")
     if x.memory.kv_blocks is not None:
         out.append(f"The KV cache holds {x.memory.kv_blocks} blocks"
                    + (f" ({_gib(x.memory.kv_cache)})." if x.memory.kv_cache else "."))
@@ -339,6 +344,7 @@ def to_json(x: Explanation) -> dict:
                    "slowest": [{"phase": st.phase, "index": st.index, "total": st.total, "shape": list(st.shape),
                                 "seconds": st.seconds, "line": st.line_no} for st in x.timeline.slowest],
                    "skipped": x.timeline.skipped, "skip_evidence": x.timeline.skip_evidence,
+                   "engine_init_s": s.engine_init_s, "listening_url": s.listening_url,
                    "run": x.timeline.primary,
                    "runs": [{"index": r.index, "first_line": r.first_line, "last_line": r.last_line, "start": r.start,
                              "why": r.why, "bucket_lines_from": r.lender, "warmup_steps": r.steps,
