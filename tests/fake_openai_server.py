@@ -42,6 +42,7 @@ from aiohttp import web
 MODEL = "fake-model"
 LOG_KEY: web.AppKey[list] = web.AppKey("log", list)
 STATS_KEY: web.AppKey[dict] = web.AppKey("stats", dict)
+PROFILE_KEY: web.AppKey[list] = web.AppKey("profile", list)  # the profiler calls, in order
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class FakeServerConfig:
     api_key: str | None = None  # like vllm serve --api-key: /v1/* without "Bearer <key>" gets 401
     tokenizer_dir: str | None = None  # counts chat prompts with this tokenizer.json (else one token per word)
     max_model_len: int | None = None  # prompt + output tokens beyond this: HTTP 400, as vLLM
+    profiler: bool = False  # like vllm serve --profiler-config: /start_profile and /stop_profile exist
 
     def behaviour_for(self, prompt_len: int) -> Behaviour:
         return self.by_prompt_len.get(prompt_len, self.default)
@@ -337,6 +339,14 @@ def build_app(config: FakeServerConfig, log: list[RequestRecord] | None = None) 
     if tok is not None:
         app.router.add_post("/tokenize", tokenize)
         app.router.add_post("/detokenize", detokenize)
+    if config.profiler:
+        async def profile(request: web.Request) -> web.Response:
+            app[PROFILE_KEY].append(request.path)
+            return web.Response(status=200)
+
+        app[PROFILE_KEY] = []
+        app.router.add_post("/start_profile", profile)
+        app.router.add_post("/stop_profile", profile)
     return app
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -100,6 +101,27 @@ def register(sub) -> None:
     r.add_argument("--ramp-up-strategy", choices=("linear", "exponential"))
     r.add_argument("--ramp-up-start-rps", type=int)
     r.add_argument("--ramp-up-end-rps", type=int)
+    v = p.add_argument_group("more of vllm bench serve")
+    v.add_argument("--probe-request-rate", type=float, default=0.0, metavar="RPS",
+                   help="send one-token 'Hi' probes at this rate beside the run, outside --max-concurrency, and "
+                        "report their end-to-end latency apart (how the load stalls an unrelated request)")
+    v.add_argument("--profile", action="store_true",
+                   help="POST /start_profile before the run and /stop_profile after it (the server needs "
+                        "--profiler-config)")
+    v.add_argument("--plot-timeline", action="store_true",
+                   help="write <result name>.timeline.html: each request's TTFT and inter-token gaps")
+    v.add_argument("--timeline-itl-thresholds", default="25,50", metavar="MS,MS",
+                   help="the timeline's gap colours: below, between and above these ms (default 25,50)")
+    v.add_argument("--plot-dataset-stats", action="store_true",
+                   help="write <result name>.dataset_stats.html: prompt/output token counts (vLLM: a .png "
+                        "drawn with matplotlib)")
+    for flag in ("--use-beam-search", "--no-stream", "--enable-multimodal-chat", "--custom-ensure-client-side-data"):
+        v.add_argument(flag, action="store_true", help=_ACCEPTED[flag])
+    v.add_argument("--skip-tokenizer-init", action="store_true",
+                   help="refused: vLLM's client then sends one-token requests for its datasets")
+    for flag, takes in _OTHER_DATASETS_FLAGS.items():  # of datasets vLLM has and we refuse (the refusal says why)
+        v.add_argument(flag, **({"action": "store_true"} if takes is None else {"metavar": takes}),
+                       help=argparse.SUPPRESS)
     o = p.add_argument_group("ours")
     o.add_argument("--result-file", type=Path, help="also write the detailed result JSON to this exact path")
     o.add_argument("--time-scale", type=float, default=1.0,
@@ -179,6 +201,30 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--metric-percentiles", default="99", help="comma-separated (default 99, as vLLM)")
 
 
+# vLLM flags that change nothing here, and why (said in --help)
+_ACCEPTED = {
+    "--use-beam-search": "accepted: vllm bench serve parses it and sends nothing for it",
+    "--no-stream": "accepted: vLLM's way of loading a Hugging Face dataset; local files are read whole",
+    "--enable-multimodal-chat": "accepted: it shapes vLLM's hf and custom_image datasets, which are not offered here",
+    "--custom-ensure-client-side-data": "accepted: it shapes vLLM's custom_image dataset, not offered here",
+}
+# the flags of vLLM 0.32's datasets this client refuses (--dataset-name says why): taken, so that a
+# vLLM command line reaches that sentence instead of "unrecognized arguments"; None: a switch
+_OTHER_DATASETS_FLAGS = {
+    **{f"--hf-{x}": x.upper() for x in ("name", "split", "subset", "output-len")},
+    **{f"--prefix-repetition-{x}": "N" for x in ("prefix-len", "suffix-len", "num-prefixes", "output-len")},
+    "--spec-bench-output-len": "N", "--spec-bench-category": "NAME", "--speed-bench-output-len": "N",
+    "--speed-bench-category": "NAME", "--speed-bench-dataset-subset": "NAME", "--blazedit-min-distance": "X",
+    "--blazedit-max-distance": "X", "--asr-max-audio-len-sec": "SEC", "--asr-min-audio-len-sec": "SEC",
+    "--bfcl-categories": "NAMES", "--random-batch-size": "N", "--no-reranker": None,
+}
+
+
+def _other_dataset_flags(args) -> list[str]:
+    """Flags of vLLM's other datasets given with one of ours: ignored, and said so."""
+    return [f for f in _OTHER_DATASETS_FLAGS if getattr(args, f[2:].replace("-", "_"), None) not in (None, False)]
+
+
 def _mm_flag(parser_name: str):
     """An argparse type running tuner.load.multimodal's parser (vLLM's semantics; the error names the value)."""
     def parse(text: str):
@@ -237,6 +283,22 @@ def parse_pairs(items: list[str] | None, flag: str) -> dict[str, str]:
 
 def _check(args) -> None:
     from ..load.metrics import PERCENTILE_METRICS, QUEUE_METRICS
+    from ..load.plots import parse_thresholds
+
+    if args.skip_tokenizer_init:
+        raise UsageError("--skip-tokenizer-init: not supported: vLLM's client then has no tokenizer and sends every "
+                         "request of its datasets as a one-token prompt for one token, which measures no bucket; "
+                         "leave it out (this client's completions prompts are token ids already, so a server "
+                         "started with --skip-tokenizer-init is served as it is)")
+    if not args.probe_request_rate >= 0:
+        raise UsageError(f"--probe-request-rate must be 0 (off) or more requests/s, got {args.probe_request_rate}")
+    try:
+        args.itl_thresholds_ms = parse_thresholds(args.timeline_itl_thresholds)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    for flag in _other_dataset_flags(args):
+        print(f"{flag}: only vLLM's dataset of that name reads it; ignored with --dataset-name {args.dataset_name}",
+              file=sys.stderr)
 
     if not 0 < args.time_scale <= 1:
         raise UsageError(f"--time-scale must be in (0, 1], got {args.time_scale}")
@@ -390,12 +452,14 @@ async def _bench(args) -> tuple[dict, object]:
             "num_prompts": args.num_prompts if args.num_prompts is not None else workload.num_prompts,
             "metadata": parse_pairs(args.metadata, "--metadata")}
     try:
-        result = await gen.run(workload, request_rate=args.request_rate, burstiness=args.burstiness,
-                               warmup_requests=args.num_warmups or 0,
-                               goodput_slos=goodput,
-                               percentiles=parse_percentiles(args.metric_percentiles), seed=args.seed,
-                               time_scale=args.time_scale, percentile_metrics=args.percentile_metrics_list,
-                               ramp_up=ramp, ready_check_timeout_s=args.ready_check_timeout_sec, run_info=info)
+        async with _profiling(args, base_url, {**_auth(), **headers}):
+            result = await gen.run(workload, request_rate=args.request_rate, burstiness=args.burstiness,
+                                   warmup_requests=args.num_warmups or 0,
+                                   goodput_slos=goodput,
+                                   percentiles=parse_percentiles(args.metric_percentiles), seed=args.seed,
+                                   time_scale=args.time_scale, percentile_metrics=args.percentile_metrics_list,
+                                   ramp_up=ramp, ready_check_timeout_s=args.ready_check_timeout_sec, run_info=info,
+                                   probe_rate=args.probe_request_rate)
     except ReadyCheckFailed as e:
         raise UsageError(f"{e} (is the server up, and are the model and endpoint right?)") from None
     data = rescale_time(result.to_json(detailed=True), args.time_scale)
@@ -418,6 +482,41 @@ async def _bench(args) -> tuple[dict, object]:
     if rendering is not None:
         data["tuner_custom_prompts"] = {"chat_template": rendering}
     return data, result
+
+
+_PROFILER_SAYS = {"start": ("Starting profiler...", "Profiler started"),
+                  "stop": ("Stopping profiler...", "Profiler stopped")}
+
+
+@contextlib.asynccontextmanager
+async def _profiling(args, base_url: str, headers: dict):
+    """vLLM's --profile around the run: POST /start_profile before and /stop_profile after it."""
+    if args.profile:
+        await _profiler(base_url, "start", headers, not args.insecure)
+    yield
+    if args.profile:
+        await _profiler(base_url, "stop", headers, not args.insecure)
+
+
+async def _profiler(base_url: str, verb: str, headers: dict, verify_tls: bool) -> None:
+    """POST /start_profile or /stop_profile, saying so on stdout as vLLM does; a refusal is said on stderr
+    (vLLM prints nothing then) and the run goes on."""
+    import aiohttp
+
+    before, after = _PROFILER_SAYS[verb]
+    print(before)
+    connector = aiohttp.TCPConnector(**({} if verify_tls else {"ssl": False}))
+    try:
+        async with aiohttp.ClientSession(trust_env=False, connector=connector) as s, \
+                s.post(f"{base_url}/{verb}_profile", headers=headers) as resp:
+            if resp.status == 200:
+                print(after)
+                return
+            why = f"HTTP {resp.status} {resp.reason or ''}".strip()
+    except aiohttp.ClientError as e:
+        why = f"{type(e).__name__}: {e}"
+    print(f"--profile: {base_url}/{verb}_profile answered {why} (vllm serve needs --profiler-config for it)",
+          file=sys.stderr)
 
 
 async def _custom_template(args, base_url: str, gen):
@@ -467,6 +566,7 @@ def cmd_bench(args) -> int:
     print_failures(data)
     print_summary(data, args.percentile_metrics_list, parse_percentiles(args.metric_percentiles))
     save_results(args, data)
+    write_plots(args, data)
     return exit_status(data, args.max_failed_ratio if args.fail_on_errors else None)
 
 
@@ -488,9 +588,26 @@ def exit_status(data: dict, max_failed_ratio: float | None) -> int:
     return 1 if over else 0
 
 
-def result_filename(args, data: dict) -> str | None:
-    """vLLM 0.32.0's ``compute_result_filename``: where --save-result / --append-result write."""
-    if not (args.save_result or args.append_result):
+def write_plots(args, data: dict) -> None:
+    """--plot-timeline and --plot-dataset-stats, beside the result file's name (tuner/load/plots.py)."""
+    if not (getattr(args, "plot_timeline", False) or getattr(args, "plot_dataset_stats", False)):
+        return
+    from ..load import plots
+
+    base = Path(result_filename(args, data, for_plots=True))
+    written = []
+    if args.plot_timeline:
+        written.append(plots.write_timeline(data, base.with_suffix(".timeline.html"), args.itl_thresholds_ms))
+    if args.plot_dataset_stats:
+        written.append(plots.write_dataset_stats(data, base.with_suffix(".dataset_stats.html")))
+    for path in written:
+        print(f"plot written to {path}")
+
+
+def result_filename(args, data: dict, for_plots: bool = False) -> str | None:
+    """vLLM 0.32.0's ``compute_result_filename``: where --save-result / --append-result write, and the name
+    the plots are written beside (``for_plots``: vLLM computes it for --plot-timeline too)."""
+    if not (args.save_result or args.append_result or for_plots):
         return None
     base_model_id = args.model.split("/")[-1]
     conc = f"-concurrency{args.max_concurrency}" if args.max_concurrency is not None else ""
@@ -561,6 +678,13 @@ def print_summary(d: dict, metrics=("ttft", "tpot", "itl", "e2el"), percentiles=
     row("Peak output token throughput (tok/s):", d.get("max_output_tokens_per_s", 0.0), "{:<10.2f}")
     row("Peak concurrent requests:", d.get("max_concurrent_requests", 0), "{:<10.2f}")
     row("Total token throughput (tok/s):", d.get("total_token_throughput", 0.0), "{:<10.2f}")
+    if "probe_completed" in d:  # --probe-request-rate, where vLLM prints it
+        print("{s:{c}^{n}}".format(s="Probe Requests", n=50, c="-"))
+        row("Probe requests completed:", d["probe_completed"])
+        row("Probe requests failed:", d["probe_failed"])
+        row("Median probe E2EL (ms):", d["probe_median_e2el_ms"], "{:<10.2f}")
+        row("P99 probe E2EL (ms):", d["probe_p99_e2el_ms"], "{:<10.2f}")
+        row("Max probe E2EL (ms):", d["probe_max_e2el_ms"], "{:<10.2f}")
     heads = {"ttft": ("TTFT", "Time to First Token"), "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
              "itl": ("ITL", "Inter-token Latency"), "e2el": ("E2EL", "End-to-end Latency"),
              "client_queue_time": ("Client Queue Time", "Client-side Queueing"),

@@ -52,6 +52,7 @@ from .metrics import (
     BenchmarkResult,
     RequestOutcome,
     compute_metrics,
+    probe_figures,
     validate_goodput_slos,
 )
 from .options import API_FLAVOURS
@@ -363,6 +364,25 @@ class LoadGenerator:
                 raise ReadyCheckFailed(f"initial test run failed: {out.error}")
             await asyncio.sleep(min(5.0, left))
 
+    async def _probe_loop(self, rate: float, time_scale: float, stop: asyncio.Event,
+                          outs: list[RequestOutcome]) -> None:
+        """vLLM's --probe-request-rate: one-token "Hi" requests for one token, one after another, `rate` a second
+        beside the run and outside --max-concurrency, on a connection pool of their own (vLLM's share the run's,
+        whose --max-concurrency limit can queue them behind it)."""
+        from .datasets import TextPrompt
+
+        body = self.body(RequestSpec(index=-1, prompt_len=1, output_len=1, recipe=TextPrompt("Hi")))
+        interval = time_scale / rate
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(**({} if self.verify_tls else {"ssl": False})),
+                                         trust_env=False, read_bufsize=READ_BUFSIZE) as session:
+            while not stop.is_set():
+                out = RequestOutcome(index=len(outs), prompt_len=1, expected_output_len=1)
+                out.arrival_time = time.perf_counter()
+                await self._stream(session, body, out, f"{self.request_id_prefix}probe-{len(outs)}")
+                outs.append(out)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), interval)
+
     def session(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=self.max_concurrency or 0,
                                          limit_per_host=self.max_concurrency or 0,
@@ -374,9 +394,10 @@ class LoadGenerator:
                   percentiles: Sequence[float] = (50, 90, 99), seed: int | None = None,
                   time_scale: float = 1.0, percentile_metrics: Sequence[str] = PERCENTILE_METRICS + QUEUE_METRICS,
                   ramp_up: tuple[str, float, float] | None = None, ready_check_timeout_s: float = 0.0,
-                  run_info: Mapping[str, Any] | None = None) -> BenchmarkResult:
+                  run_info: Mapping[str, Any] | None = None, probe_rate: float = 0.0) -> BenchmarkResult:
         """``request_rate``, ramp-up rates, trace timestamps and SLOs are in the server's time: against
-        a server compressed by ``time_scale`` they are sent ``1/time_scale`` times faster."""
+        a server compressed by ``time_scale`` they are sent ``1/time_scale`` times faster. ``probe_rate``:
+        vLLM's --probe-request-rate, probes beside the measured run (:meth:`_probe_loop`)."""
         slos = validate_goodput_slos(goodput_slos)
         if not 0 < time_scale <= 1:
             raise ValueError(f"time_scale must be in (0, 1], got {time_scale}")
@@ -394,6 +415,7 @@ class LoadGenerator:
             warmup = {"requests": len(warm_specs), "failed": len(warm_failed), "duration": warm_dur,
                       "errors": [o.error[:ERROR_EXCERPT] for o in warm_failed[:3]]}
             outs, duration = [], 0.0
+            probe_outs: list[RequestOutcome] = []
             if not self._cancelled:
                 done = [0]
 
@@ -403,9 +425,17 @@ class LoadGenerator:
                     if self.on_request_done is not None:
                         self.on_request_done(done[0], len(specs))
 
-                with _progress_bar(len(specs), self.progress) as bar, _frozen_gc():
-                    outs, duration = await self._run_pass(session, specs, self.request_id_prefix,
-                                                          lambda: advance(bar))
+                stop = asyncio.Event()
+                probing = (asyncio.create_task(self._probe_loop(probe_rate, time_scale, stop, probe_outs))
+                           if probe_rate > 0 else None)
+                try:
+                    with _progress_bar(len(specs), self.progress) as bar, _frozen_gc():
+                        outs, duration = await self._run_pass(session, specs, self.request_id_prefix,
+                                                              lambda: advance(bar))
+                finally:
+                    stop.set()
+                    if probing is not None:
+                        await asyncio.gather(probing, return_exceptions=True)
         first_run = first_run_figures(warm_outs, outs, percentiles) if outs else {}
         if self._cancelled and not outs:  # cancelled during the warm pass
             outs = [RequestOutcome(index=s.index, prompt_len=s.prompt_len, expected_output_len=s.output_len,
@@ -424,7 +454,7 @@ class LoadGenerator:
                                     percentile_metrics=percentile_metrics),
             workload=workload.describe(), arrivals=plan.to_dict(), warmup=warmup,
             cancelled=self._cancelled, run_info=info, percentile_metrics=tuple(percentile_metrics),
-            first_run=first_run)
+            first_run=first_run, probes=probe_figures(probe_outs) if probe_rate > 0 else {})
 
 
 class ReadyCheckFailed(Exception):

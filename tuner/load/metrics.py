@@ -240,6 +240,7 @@ class BenchmarkResult:
     # the first requests after ready against the rest (tuner/load/firstrun.py first_run_figures)
     first_run: dict[str, Any] = field(default_factory=dict)
     run_info: dict[str, Any] = field(default_factory=dict)  # api, label, tokenizer_id, metadata, ...
+    probes: dict[str, Any] = field(default_factory=dict)  # --probe-request-rate: probe_figures()
     percentile_metrics: tuple[str, ...] = PERCENTILE_METRICS + QUEUE_METRICS
     date: str = field(default_factory=lambda: datetime.now().strftime("%Y%m%d-%H%M%S"))
 
@@ -310,6 +311,7 @@ class BenchmarkResult:
         })
         r.update(peaks)
         r.update(stats)
+        r.update(self.probes)
         queue = [x.client_queue_time for x in ok]
         incl = [x.latency + x.client_queue_time for x in ok]
         # vLLM reports these two only under --max-concurrency (the second only with a finite rate).
@@ -360,6 +362,18 @@ class BenchmarkResult:
 _RATE_FIELDS = ("request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
                 "max_output_tokens_per_s", "first_output_throughput", "warm_output_throughput")
 _SECONDS_LISTS = ("ttfts", "latencies", "start_times", "queue_times")
+
+
+def probe_figures(probes: list[RequestOutcome]) -> dict[str, Any]:
+    """vLLM 0.32's probe figures (--probe-request-rate): E2E latency of the probes that succeeded, in ms;
+    none when no probe succeeded (vLLM then reports nothing of them either)."""
+    lat = [o.latency for o in probes if o.success]
+    if not lat:
+        return {}
+    return {"probe_completed": len(lat), "probe_failed": len(probes) - len(lat),
+            "probe_median_e2el_ms": float(np.median(lat)) * 1000,
+            "probe_p99_e2el_ms": float(np.percentile(lat, 99)) * 1000,
+            "probe_max_e2el_ms": float(max(lat)) * 1000}
 
 
 def rescale_time(bench: dict[str, Any], time_scale: float) -> dict[str, Any]:
