@@ -451,6 +451,8 @@ async def _bench(args) -> tuple[dict, object]:
     info = {"label": args.label, "model_id": args.model, "tokenizer_id": args.tokenizer or args.model,
             "num_prompts": args.num_prompts if args.num_prompts is not None else workload.num_prompts,
             "metadata": parse_pairs(args.metadata, "--metadata")}
+    if args.probe_request_rate > 0:
+        print(f"Probe request rate: {args.probe_request_rate} req/s")  # vLLM's line
     try:
         async with _profiling(args, base_url, {**_auth(), **headers}):
             result = await gen.run(workload, request_rate=args.request_rate, burstiness=args.burstiness,
