@@ -102,13 +102,18 @@ def chat_backend_and_server_learned_vocabulary(shared_server, tmp_path):
     # this model (42 -> 43, by hand), so the prompt is the same text, not another draw
     assert all(0 <= b - a <= 2 for a, b in zip(d["input_lens"], r["input_lens"])), (d["input_lens"], r["input_lens"])
     # --model is the served name: no tokenizer on disk, so the valid ids come from the server
+    # with vLLM 0.32's probes, profiler calls and timeline on the same run
     probe = _run([*bucket_tuner(), "bench", "--model", SERVED, "--base-url", s.base_url, "--num-prompts", "8",
                   "--random-input-len", "64", "--random-output-len", "8", "--disable-tqdm",
-                  "--result-file", str(tmp_path / "probe.json")], env)
+                  "--result-file", str(tmp_path / "probe.json"), "--probe-request-rate", "20", "--profile",
+                  "--plot-timeline", "--result-dir", str(tmp_path / "plots"), "--result-filename", "run.json"], env)
     assert probe.returncode == 0, probe.stdout[-3000:] + probe.stderr[-3000:]
     d = json.loads((tmp_path / "probe.json").read_text())
     assert d["completed"] == 8 and d["tuner_vocab"]["vocab_size"] == 2048
     assert "the server rejects ids from 2048 on" in probe.stderr
+    assert d["probe_completed"] >= 1 and d["probe_failed"] == 0 and "Probe requests completed:" in probe.stdout
+    assert "/start_profile answered HTTP 404" in probe.stderr  # this server runs without --profiler-config
+    assert (tmp_path / "plots" / "run.timeline.html").is_file()
 
 def server_error_gives_exit_1_and_the_servers_message(shared_server, tmp_path):
     from .test_realvllm import _FIGURES, SERVED, bucket_tuner, server_env
