@@ -78,15 +78,29 @@ def test_skip_chat_template_sends_the_prompts_as_written(tmp_path):
     assert d["tuner_custom_prompts"]["chat_template"].startswith("not applied (--skip-chat-template)")
 
 
-def test_a_server_without_tokenize_gets_the_prompts_as_written_and_says_so(sim_server, tmp_path, capsys):  # noqa: F811
-    assert main(["bench", "--base-url", sim_server, "--model", "llama", "--dataset-name", "custom",
-                 "--dataset-path", str(_dataset(tmp_path)), "--num-prompts", "3", "--disable-tqdm",
-                 "--result-file", str(tmp_path / "r.json")]) == 0
+def test_a_server_without_tokenize_gets_the_prompts_as_written_and_says_so(tmp_path, capsys):
+    with ServerThread(FakeServerConfig(model="m", accept_text=True)) as srv:  # no tokenizer: no /tokenize
+        assert _bench(srv, tmp_path, "--model", "m", "--dataset-name", "custom", "--dataset-path",
+                      str(_dataset(tmp_path)), "--num-prompts", "3") == 0
+        sent = sorted(r.body["prompt"] for r in srv.log)
     err = capsys.readouterr().err
     assert err.count("custom prompts: sent as written, not in the model's chat template") == 1
-    assert "/tokenize answered HTTP 404" in err
+    assert "/tokenize answered HTTP 404" in err and sent == sorted(PROMPTS)
     assert json.loads((tmp_path / "r.json").read_text())["tuner_custom_prompts"]["chat_template"].startswith(
         "not applied: the server's /tokenize cannot render it")
+
+
+def test_the_simulator_renders_its_own_template(sim_server, tmp_path, capsys):  # noqa: F811
+    """The simulator serves /tokenize too (tuner/sim/tokens.py): its template is 4 tokens around each message."""
+    assert main(["bench", "--base-url", sim_server, "--model", "llama", "--dataset-name", "custom",
+                 "--dataset-path", str(_dataset(tmp_path)), "--num-prompts", "3", "--custom-output-len", "-1",
+                 "--disable-tqdm", "--save-detailed", "--result-file", str(tmp_path / "r.json")]) == 0
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["tuner_custom_prompts"]["chat_template"].startswith("rendered by the server")
+    from tuner.sim.http import count_text_tokens
+
+    assert sorted(d["input_lens"]) == sorted(4 + count_text_tokens(t) for t in PROMPTS)
+    assert "sent as written" not in capsys.readouterr().err
 
 
 def test_template_kwargs_outside_custom_point_at_extra_body(sim_server, tmp_path, capsys):  # noqa: F811

@@ -25,6 +25,7 @@ from .clocks import LiveDriver
 from .faults import Faults
 from .frames import ChoiceFrames, ResponsesFrames
 from .images import ImageError, message_images
+from .tokens import SimTokenizer, render_chat
 
 _WORDS = (" the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on", " was",
           " be", " by", " at", " this", " from", " or", " an", " data", " model", " time", " value")
@@ -122,6 +123,7 @@ class SimHTTP:
         self.version = version
         self.access_log = access_log  # callable(line) for uvicorn-style request lines
         self.api_keys = {f"Bearer {k}" for k in api_keys or ()}  # vLLM's --api-key / VLLM_API_KEY
+        self.tokens = SimTokenizer(vocab)
         self.requests_seen = 0
         self.success = 0
         self.hist = {"ttft": Histogram(), "itl": Histogram(), "e2e": Histogram(),
@@ -138,6 +140,8 @@ class SimHTTP:
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/responses", self.responses)
+        app.router.add_post("/tokenize", self.tokenize)
+        app.router.add_post("/detokenize", self.detokenize)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/version", self.version_route)
         return app
@@ -175,6 +179,42 @@ class SimHTTP:
                   "parent": self.names[0], "max_model_len": None, "permission": []}
                  for n, path in self.adapters.items()]
         return web.json_response({"object": "list", "data": data})
+
+    # -- vLLM's /tokenize and /detokenize (tokens.py) -----------------------------------------------
+    async def _tokens_body(self, request: web.Request) -> dict | web.Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "Invalid JSON body", "BadRequestError")
+        if not isinstance(body, dict):
+            return _error(400, "The request body must be a JSON object", "BadRequestError")
+        model = body.get("model") or self.names[0]
+        if model not in self.names and model not in self.adapters:
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+        return body
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = await self._tokens_body(request)
+        if isinstance(body, web.Response):
+            return body
+        text = render_chat(body["messages"]) if "messages" in body else body.get("prompt")
+        if not isinstance(text, str):
+            return _error(400, "give a 'prompt' string or chat 'messages'", "BadRequestError")
+        ids = self.tokens.encode(text)
+        return web.json_response({"count": len(ids), "max_model_len": self.max_model_len, "tokens": ids,
+                                  "token_strs": None})
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        body = await self._tokens_body(request)
+        if isinstance(body, web.Response):
+            return body
+        ids = body.get("tokens")
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            return _error(400, "'tokens' must be a list of token ids", "BadRequestError")
+        try:
+            return web.json_response({"prompt": self.tokens.decode(ids)})
+        except ValueError as e:
+            return _error(400, str(e), "BadRequestError")
 
     # -- completions ------------------------------------------------------------------------------
     async def completions(self, request: web.Request) -> web.StreamResponse:
