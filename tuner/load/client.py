@@ -57,7 +57,7 @@ from .metrics import (
 )
 from .options import API_FLAVOURS
 from .sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
-from .workload import RequestSpec, Workload
+from .workload import RequestSpec, TextPrompt, Workload
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
@@ -369,8 +369,6 @@ class LoadGenerator:
         """vLLM's --probe-request-rate: one-token "Hi" requests for one token, one after another, `rate` a second
         beside the run and outside --max-concurrency, on a connection pool of their own (vLLM's share the run's,
         whose --max-concurrency limit can queue them behind it)."""
-        from .datasets import TextPrompt
-
         body = self.body(RequestSpec(index=-1, prompt_len=1, output_len=1, recipe=TextPrompt("Hi")))
         interval = time_scale / rate
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(**({} if self.verify_tls else {"ssl": False})),

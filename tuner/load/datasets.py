@@ -22,20 +22,15 @@ import numpy as np
 
 from ..vocabulary.textfile import read_text
 from .trace import TRACE_LABELS, TraceWorkload
-from .workload import DEFAULT_RESERVED_IDS, DEFAULT_VOCAB_SIZE, FixedWorkload, RandomWorkload, RequestSpec, Workload
-
-
-@dataclass(frozen=True)
-class TextPrompt:
-    """A literal text prompt (the recipe interface of tuner.load.workload.PromptRecipe)."""
-
-    text: str
-
-    def build(self) -> str:
-        return self.text
-
-    def build_array(self) -> str:  # sent as is: a text prompt
-        return self.text
+from .workload import (
+    DEFAULT_RESERVED_IDS,
+    DEFAULT_VOCAB_SIZE,
+    FixedWorkload,
+    RandomWorkload,
+    RequestSpec,
+    TextPrompt,
+    Workload,
+)
 
 
 @dataclass

@@ -154,6 +154,19 @@ class PromptRecipe:
         return self.build_array().tolist()
 
 
+@dataclass(frozen=True)
+class TextPrompt:
+    """A literal text prompt (the recipe interface of tuner.load.workload.PromptRecipe)."""
+
+    text: str
+
+    def build(self) -> str:
+        return self.text
+
+    def build_array(self) -> str:  # sent as is: a text prompt
+        return self.text
+
+
 @dataclass
 class RequestSpec:
     """One request to send: its exact prompt length, the output length and when to send it.
