@@ -99,3 +99,14 @@ def test_flags_that_change_nothing_are_accepted_and_the_refused_one_says_why(tmp
     # a vLLM dataset's own flags reach the sentence that refuses the dataset, not "unrecognized arguments"
     assert main(["bench", "--dataset-name", "hf", "--hf-name", "x", "--hf-split", "train"]) == 2
     assert "--dataset-name hf: not supported" in capsys.readouterr().err
+
+
+def test_a_plot_that_cannot_be_written_is_said_and_the_result_stands(tmp_path, capsys):
+    res = tmp_path / "res"
+    res.mkdir()
+    (res / "run.timeline.html").mkdir()  # a folder where the plot's file would go
+    with ServerThread(FakeServerConfig(model="m")) as srv:
+        assert _bench(srv, tmp_path, "--model", "m", *RUN, "--plot-timeline", "--save-result",
+                      "--result-dir", str(res), "--result-filename", "run.json") == 0
+    assert json.loads((res / "run.json").read_text())["completed"] == 12
+    assert f"--plot-timeline: could not write {res / 'run.timeline.html'}: Is a directory" in capsys.readouterr().err

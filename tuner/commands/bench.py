@@ -492,12 +492,15 @@ _PROFILER_SAYS = {"start": ("Starting profiler...", "Profiler started"),
 
 @contextlib.asynccontextmanager
 async def _profiling(args, base_url: str, headers: dict):
-    """vLLM's --profile around the run: POST /start_profile before and /stop_profile after it."""
+    """vLLM's --profile around the run: POST /start_profile before and /stop_profile after it (after a run
+    that failed too: a profiler left running would fill the server's disk)."""
     if args.profile:
         await _profiler(base_url, "start", headers, not args.insecure)
-    yield
-    if args.profile:
-        await _profiler(base_url, "stop", headers, not args.insecure)
+    try:
+        yield
+    finally:
+        if args.profile:
+            await _profiler(base_url, "stop", headers, not args.insecure)
 
 
 async def _profiler(base_url: str, verb: str, headers: dict, verify_tls: bool) -> None:
@@ -597,13 +600,20 @@ def write_plots(args, data: dict) -> None:
     from ..load import plots
 
     base = Path(result_filename(args, data, for_plots=True))
-    written = []
+    todo = []
     if args.plot_timeline:
-        written.append(plots.write_timeline(data, base.with_suffix(".timeline.html"), args.itl_thresholds_ms))
+        todo.append(("--plot-timeline", base.with_suffix(".timeline.html"),
+                     lambda path: plots.write_timeline(data, path, args.itl_thresholds_ms)))
     if args.plot_dataset_stats:
-        written.append(plots.write_dataset_stats(data, base.with_suffix(".dataset_stats.html")))
-    for path in written:
-        print(f"plot written to {path}")
+        todo.append(("--plot-dataset-stats", base.with_suffix(".dataset_stats.html"),
+                     lambda path: plots.write_dataset_stats(data, path)))
+    for flag, path, write in todo:
+        try:
+            write(path)
+        except OSError as e:  # the run and its result file stand; the plot is said to be missing
+            print(f"{flag}: could not write {path}: {e.strerror or e}", file=sys.stderr)
+        else:
+            print(f"plot written to {path}")
 
 
 def result_filename(args, data: dict, for_plots: bool = False) -> str | None:

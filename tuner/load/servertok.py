@@ -224,7 +224,8 @@ class ChatTemplate:
     (``apply_chat_template([user message], add_generation_prompt=True, tokenize=False, **kwargs)``, unless
     ``--skip-chat-template``) and sends that text, to the chat API too, whose server templates it again.
     We have no template engine, so the server renders it: /tokenize with the message, /detokenize the ids.
-    ``count``: the rendered text's tokens with the tokenizer's specials added, as vLLM's ``prompt_len``."""
+    ``render(text, counted=True)`` also counts the rendered text's tokens with the tokenizer's specials
+    added, as vLLM's ``prompt_len`` (for a client with no tokenizer of its own)."""
 
     def __init__(self, server: ServerTokenizer, template_kwargs: Mapping | None = None, workers: int = 8) -> None:
         self.server = server
