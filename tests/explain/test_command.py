@@ -65,3 +65,9 @@ def test_a_command_alone_names_the_server():
     assert (x.server.tp, x.server.tp_exact, x.server.model, x.server.max_model_len, x.server.enforce_eager) == \
         (2, True, "Qwen/Qwen3-30B-A3B", 8192, True)
     assert x.server.tp_evidence == "--tensor-parallel-size in the pasted command"
+
+
+def test_a_log_record_naming_vllm_serve_is_no_command():
+    hint = "WARNING 01-27 11:07:39 [api_server.py:1] Use `vllm serve --tensor-parallel-size 2` to start it"
+    assert _settings([hint, "vllm serve m --tensor-parallel-size 4", RECORD]) == \
+        "pasted command: model='m' tensor_parallel_size=4"

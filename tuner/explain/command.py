@@ -18,6 +18,7 @@ _START = re.compile(r"(?:^|[\s$#>])(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entry
 _FLAG_LINE = re.compile(r"^\s*--[a-z][\w-]*(?:[ =]\S+)?\s*\\?\s*$")
 _PROMPT = re.compile(r"^\s*(?:[$#>]\s+|```\w*\s*$)")  # a shell prompt or a code fence before the text
 MAX_LINES = 80
+_RECORD = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d")
 # the rest of a command line a terminal wrapped at its width: flags again, the first maybe cut ("-num-seqs 128")
 _WRAPPED = re.compile(r"^-?[\w-]*\s+\S+(?:\s+--[a-z][\w-]*(?:[ =]\S+)?)+\s*$|^--?[a-z][\w-]*\s+\S+\s*$")
 WRAP_WIDTH = 60  # a line shorter than this was not wrapped by a terminal
@@ -44,6 +45,9 @@ class CommandCollector:
         if self.done:
             return
         text = _PROMPT.sub("", line).rstrip()
+        if _RECORD.search(text):  # a log record that names `vllm serve` (a hint, a warning) is no command
+            self.done = self.done or bool(self.parts)
+            return
         starts = _START.search(text) is not None or (not self.parts and _FLAG_LINE.match(text) is not None)
         if self.parts and not self.open and _WRAPPED.match(text) and len(self.parts[-1]) >= WRAP_WIDTH:
             self.parts[-1] += text  # a terminal wrapped the long command line, inside a word ("--max" "-num-seqs")
