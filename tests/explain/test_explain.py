@@ -296,3 +296,31 @@ def test_the_engines_start_time_and_address_are_said():
         in render_text(x).replace("\n  ", " ")
     doc = to_json(x)["warmup"]
     assert doc["engine_init_s"] == 32.75 and doc["listening_url"] == "http://0.0.0.0:8688"
+
+
+def test_the_2025_vllm_hpu_plugin_on_vllms_v0_engine_is_not_read_as_vllm_gaudi():
+    """HabanaAI/vllm-hpu-extension's README log of the `vllm_hpu` plugin (vllm-gaudi's predecessor): vLLM fell
+    back to its V0 engine; the extension's flags name the device; the chunked-prefill line the token budget;
+    Python's ImportError at exit is no failure of the server."""
+    x = explain([
+        "INFO 06-05 01:12:17 [__init__.py:33] - hpu -> vllm_hpu:register",
+        "INFO 06-05 01:12:17 [__init__.py:234] Platform plugin hpu is activated",
+        "INFO 06-05 01:12:27 [arg_utils.py:1594] hpu is experimental on VLLM_USE_V1=1. Falling back to V0 Engine.",
+        "INFO 06-07 01:38:36 [config.py:2176] Chunked prefill is enabled with max_num_batched_tokens=8192.",
+        "Detected flags: [-compile_one_hot -cpu -flex_attention -fp32_softmax +fsdpa -gaudi -gaudi2 +gaudi3]",
+        "Exception ignored in: <function Foo.__del__ at 0x7f>",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/x.py", line 1, in __del__',
+        "ImportError: sys.meta_path is None, Python is likely shutting down",
+    ])
+    assert x.release.engine == "v0" and "vllm-gaudi" not in x.release.family
+    assert (x.server.device, x.server.max_num_batched_tokens) == ("gaudi3", 8192)
+    assert x.server.device_evidence == "the extension's flags: +gaudi3"
+    assert not x.problems and x.reading.unread == 0, x.reading.unread_examples
+
+
+def test_a_v1_engines_cache_in_tokens_gives_its_blocks_with_the_block_size():
+    x = explain(["INFO 05-05 16:13:01 [core.py:1] Initializing a V1 LLM engine (v0.6.3.dev3763) with config: "
+                 "model='m', dtype=torch.bfloat16, max_seq_len=8000, tensor_parallel_size=1, block_size=128",
+                 "INFO 05-05 16:13:14 [kv_cache_utils.py:578] GPU KV cache size: 468,736 tokens"])
+    assert x.memory.kv_blocks == 468736 // 128

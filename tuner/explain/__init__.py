@@ -61,9 +61,9 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
     every = bucket_phases(reading)
     phases = [p for p in every if p.count_from in ("bucket list", "config")
               or (p.count_from == "graph summary" and p.listed == p.count)]   # every bucket listed
-    memory = memory_view(reading)
-    tl = timeline(reading)
     facts = server_facts(reading)
+    memory = memory_view(reading, facts.block_size)
+    tl = timeline(reading)
     omitted = reading.summary.omitted.get("prompt")
     opts = dict(advise_opts or {})
     for key, logged in (("max_model_len", facts.max_model_len), ("max_num_seqs", facts.max_num_seqs),

@@ -81,6 +81,7 @@ def _step_width(steps: list[WarmupStep]) -> int | None:
 
 def _v1_engine_signs(events: list, reading: LogReading) -> list[str]:
     signs = []
+    named_v0 = next((e for e in events if isinstance(e, EngineInfo) and e.engine == "v0"), None)
     if any(isinstance(e, EngineInfo) and e.engine == "v1" for e in events):
         signs.append("'Initializing a V1 LLM engine' line")
     if any(isinstance(e, ConfigValue) and e.name == "engine_version" and e.value.strip() == "v1" for e in events):
@@ -90,9 +91,10 @@ def _v1_engine_signs(events: list, reading: LogReading) -> list[str]:
     if modality is not None:
         signs.append(f"multimodal warm-up per modality ('Graph/Multimodal({modality})', vllm-gaudi's; the fork's "
                      "has no modality)")
-    plugin = next((e for e in events if isinstance(e, EngineInfo) and e.plugin and e.platform == "hpu"), None)
-    if plugin is not None:
-        signs.append(f"platform plugin {plugin.plugin} loaded for hpu (vllm-gaudi, a V1-only plugin)")
+    # vllm-gaudi's plugin (V1 only); its 2025 predecessor `vllm_hpu` ran vLLM's V0 engine ("Falling back to V0")
+    plugin = next((e for e in events if isinstance(e, EngineInfo) and e.plugin == "vllm_gaudi"), None)
+    if plugin is not None and named_v0 is None:
+        signs.append("platform plugin vllm_gaudi loaded for hpu (vllm-gaudi, a V1-only plugin)")
     if any(p.startswith(("EngineCore", "Worker_TP")) for p in reading.processes):
         signs.append("v1 engine process tags (EngineCore / Worker_TP)")
     return signs
@@ -354,7 +356,9 @@ class MemoryView:
     warmup_allocated: int | None = None
 
 
-def memory_view(reading: LogReading) -> MemoryView:
+def memory_view(reading: LogReading, block_size: int | None = None) -> MemoryView:
+    """The memory figures the log gives; `block_size` (the engine's settings): the KV blocks of a v1
+    engine that only says its cache in tokens ("GPU KV cache size: 468,736 tokens")."""
     s = reading.summary
     events = [t.event for t in reading.events]
     profiling = next((e for e in events if isinstance(e, ProfilingRun)), None)
@@ -366,7 +370,9 @@ def memory_view(reading: LogReading) -> MemoryView:
         profiling_peak=profiling.device_memory if profiling else None,
         free_after_profiling=split.free if split else None,
         kv_cache=kv,
-        kv_blocks=s.hpu_blocks if s.hpu_blocks is not None else (s.usable_blocks.usable if s.usable_blocks else None),
+        kv_blocks=(s.hpu_blocks if s.hpu_blocks is not None else s.usable_blocks.usable if s.usable_blocks
+                   else s.kv_cache.tokens // block_size if s.kv_cache and s.kv_cache.tokens and block_size
+                   else None),
         graph_reserved=split.graph_reserved if split else None,
         graph_reserved_fraction=split.graph_reserved_fraction if split else None,
         gpu_memory_utilization=split.gpu_memory_utilization if split else None,
@@ -420,10 +426,17 @@ def _root_tracebacks(timed: list) -> list:
     return [t for t in timed if not isinstance(t.event, Traceback) or id(t) in keep]
 
 
+# Python's own noise at interpreter exit (a __del__ that imports while the process shuts down): not the
+# server's failure, whatever stopped it
+_EXIT_NOISE = re.compile(r"sys\.meta_path is None, Python is likely shutting down")
+
+
 def problems(reading: LogReading) -> list[Problem]:
     out = []
     for t in _root_tracebacks(reading.problems):
         e = t.event
+        if isinstance(e, Traceback) and _EXIT_NOISE.search(e.message or ""):
+            continue
         if isinstance(e, OutOfMemory):
             out.append(Problem("oom", f"{e.kind}: {e.message}", t.line_no, t.text))
         elif isinstance(e, Traceback):

@@ -257,9 +257,10 @@ _UNINTERESTING = re.compile(
     r"Automatically detected platform|Using .* backend|Chunked prefill|Initializing a V\d LLM engine|"
     r"Loading safetensors|Starting to load model|Loading weights took|Resolved architecture|"
     r"HTTP Request:|GET /|POST /|\"GET |\"POST |default_chat_template|No chat template|Supported_tasks|"
+    r"^Detected flags: \[|"  # vllm-hpu-extension's capability flags: read for the device (serverfacts)
     r"Using max model len|This model|torch.compile|Dynamo|cudagraph|CUDA graph|"
     r"Waiting for|world_size|distributed_init|"
-    r"tokenizer|Tokenizer|Detected|sampling|Sampling|generation config|Default sampling|"
+    r"tokenizer|Tokenizer|sampling|Sampling|generation config|Default sampling|"
     # vLLM 0.1x+ start: its banner, the host's limits, plugins and optional libraries it looked for
     r"[█▀▄]|Found ulimit|Final IR op priority|Available plugins for group|^- \w+ -> |Triton is installed|"
     r"Triton not installed|Failed to import from vllm\._C|NIXL|UCX_|Using model weights format|"
@@ -268,6 +269,7 @@ _UNINTERESTING = re.compile(
     r"Model Runner V2|Reducing Torch threads|oneDNN|All plugins in this group|"
     r"Pin memory is not supported|Loading weights on hpu|Wrapping in HPU Graph took|"
     r"Inductor compilation was disabled|is assigned as DP rank|KV cache layout|Supported tasks|Scale-out endpoints|"
+    r"Disabled the custom all-reduce kernel|^Methods [\w,]+ not implemented in <|"
     # v0 executor: the cache engine and its warm-up together (the cache's own size is its worker's line)
     r"init_cache_engine took|"
     # vllm-gaudi's sampler warm-up, one line per sampling setting it compiles
@@ -286,4 +288,5 @@ def _summary_of(events: list[TimedEvent]) -> WatchSummary:
 
 
 # Lines that carry the server's settings: the engine's config line, the API server's arguments.
-_SETTINGS = re.compile(r"with config: |non-default args: |args: Namespace\(")
+_SETTINGS = re.compile(r"with config: |non-default args: |args: Namespace\(|^Detected flags: \[|"
+                       r"^Chunked prefill is enabled with max_num_batched_tokens=")

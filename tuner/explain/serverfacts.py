@@ -52,11 +52,19 @@ _USED = re.compile(r"/(\d+(?:\.\d+)?) GiB used\)")
 _DEVICES = ((28.0, 34.0, "gaudi1"), (90.0, 100.0, "gaudi2"), (118.0, 135.0, "gaudi3"))
 
 
+# vllm-hpu-extension's capabilities: "Detected flags: [-compile_one_hot -cpu ... -gaudi -gaudi2 +gaudi3]"
+_FLAGS = re.compile(r"Detected flags: \[[^\]]*?\+(gaudi[23]?)\b")
+
+
 def _device(reading: LogReading) -> tuple[str | None, str | None]:
     for t in reading.events:
         e = t.event
         if isinstance(e, ConfigValue) and e.name == "hw" and e.value.strip().startswith("gaudi"):
             return e.value.strip(), f"runtime dump hw: {e.value.strip()}"
+    for text in reading.settings_text:
+        m = _FLAGS.search(text)
+        if m:
+            return ("gaudi1" if m.group(1) == "gaudi" else m.group(1)), f"the extension's flags: +{m.group(1)}"
     for text in [t.text for t in reading.events] + reading.settings_text:
         m = _USED.search(text)
         if m:

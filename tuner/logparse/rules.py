@@ -434,6 +434,13 @@ def _platform(m):
     return EngineInfo(platform=m["p"])
 
 
+# vLLM 0.8-0.9 on an out-of-tree platform without V1 support: "hpu is experimental on VLLM_USE_V1=1. Falling
+# back to V0 Engine." (the 2025 vllm_hpu plugin)
+@_rule(r"\bFalling back to V0 Engine\b")
+def _v0_fallback(m):
+    return EngineInfo(engine="v0")
+
+
 # vLLM's plugin loader: "Platform plugin hpu is activated", and its list "- hpu -> vllm_gaudi:register"
 # (the vllm-gaudi plugin; vllm-fork builds have hpu built in and print "detected platform hpu")
 @_rule(r"^Platform plugin (?P<p>\w+) is activated|^- (?P<q>\w+) -> (?P<mod>\w+):register\b")
