@@ -150,3 +150,17 @@ def test_docker_stamps_give_fractional_resolution():
     st = _times(lines)
     assert st.resolution_s < 1.0
     assert [round(iv.seconds, 2) for iv in st.run.intervals[:2]] == [1.1, 1.1]
+
+
+def test_a_second_start_with_other_settings_is_another_run_before_any_warm_up():
+    """vllm-fork PR #206's two starts, the second with another --max-num-batched-tokens: the same bucket
+    configs, lists of other lengths, no warm-up line between them; the time only moves forward."""
+    cfg = ("INFO 08-27 {} habana_model_runner.py:532] Prompt bucket config (min, step, max_warmup) bs:[1, 32, 64], "
+           "seq:[128, 128, 1024]")
+    gen = "INFO 08-27 {} habana_model_runner.py:545] Generated {} prompt buckets: [(1, 128), (1, 256)]"
+    x = read_log([cfg.format("14:48:57"), gen.format("14:48:57", 23), cfg.format("14:54:41"),
+                  gen.format("14:54:41", 52)])
+    assert [(r.first_line, r.why) for r in x.runs] == [
+        (1, "start of the log"), (4, "52 prompt buckets generated after 23 (another start, with other settings)")]
+    # the same list again (the plugin's runner building its lists anew) stays one start
+    assert len(read_log([gen.format("14:48:57", 23), gen.format("14:48:58", 23)]).runs) == 1

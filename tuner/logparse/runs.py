@@ -9,8 +9,8 @@ restarts. Figures of two starts must never be added together, so the events are 
 - time goes backwards (more than a few seconds: ranks print the same second out of order);
 - startup lines (engine, weights, memory) come after warm-up lines or "Warmup finished";
 - a process prints a phase's bucket config or list again after warm-up lines, or a config with other
-  values (the same config and lists again before any warm-up line are the plugin's runner building its
-  lists anew: one start);
+  values, or a list of another length (the same config and lists again before any warm-up line are the
+  plugin's runner building its lists anew: one start);
 - a warm-up step count goes back (step 1 again after step 7), counts out of another total, or warm-up
   continues after it finished.
 
@@ -208,6 +208,7 @@ class _RunState:
         self.last_time: float | None = None
         self.printed: set = set()  # bucket lines: (kind, phase, process)
         self.configs: dict = {}  # (kind, phase, process) -> the config's dimensions
+        self.counts: dict = {}  # (kind, phase, process) -> the count of its generated list
         self.seen: dict[str, tuple[int, int]] = {}  # warm-up key -> (last index, total)
         self.last_step: tuple[str, int] | None = None
         self.warmup = False
@@ -222,6 +223,9 @@ class _RunState:
             return f"the {e.phase} buckets printed again after warm-up lines (another start)"
         if isinstance(e, BucketConfig) and self.configs.get(_bucket_line(e), e.dims) != e.dims:
             return f"the {e.phase} buckets printed again with another config (another start)"
+        if isinstance(e, GeneratedBuckets) and self.counts.get(_bucket_line(e), e.count) != e.count:
+            return (f"{e.count} {e.phase} buckets generated after {self.counts[_bucket_line(e)]} "
+                    "(another start, with other settings)")
         step = step_of(e)
         if step is not None:
             key, idx, tot, _ = step
@@ -243,6 +247,8 @@ class _RunState:
             run.bucket_lines = True
         if isinstance(e, BucketConfig):
             self.configs[_bucket_line(e)] = e.dims
+        if isinstance(e, GeneratedBuckets):
+            self.counts[_bucket_line(e)] = e.count
         step = step_of(e)
         if step is not None:
             key, index, total, shape = step
