@@ -324,3 +324,14 @@ def test_a_v1_engines_cache_in_tokens_gives_its_blocks_with_the_block_size():
                  "model='m', dtype=torch.bfloat16, max_seq_len=8000, tensor_parallel_size=1, block_size=128",
                  "INFO 05-05 16:13:14 [kv_cache_utils.py:578] GPU KV cache size: 468,736 tokens"])
     assert x.memory.kv_blocks == 468736 // 128
+
+
+def test_a_config_without_its_list_leaves_the_count_unknown_not_zero():
+    """A paste cut after the bucket configs (an `oc logs` of a fork 1.18 pod that ends in the weights load):
+    the count is unknown, and the log may be cut as well as stopped."""
+    x = explain(["INFO 09-23 10:00:00 habana_model_runner.py:99] Prompt bucket config (min, step, max_warmup) "
+                 "bs:[1, 32, 64], seq:[128, 128, 1024]"])
+    text = render_text(x)
+    assert "the log ends before the lists (a cut paste, or a server that stopped there)" in text.replace("\n  ", " ")
+    assert re.search(r"\n  prompt +\? +0 +config\n", text)
+    assert to_json(x)["buckets"]["prompt"]["count"] is None

@@ -74,7 +74,8 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
         out.append("The bucket configs are logged but the bucket lists are not in this excerpt: how many buckets "
                    "warmed up is unknown.")
     elif x.phases and not counts:
-        out.append("The bucket configs are logged but no bucket list: the server stopped before generating them.")
+        out.append("The bucket configs are logged but no bucket list: the log ends before the lists (a cut paste, "
+                   "or a server that stopped there); how many buckets is unknown.")
     elif counts:
         buckets = " and ".join(f"{n} {ph}" for ph, n in counts.items())
         if total is not None:
@@ -187,7 +188,8 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
     if x.phases or x.counted:
         lines += ["", "Buckets", f"  {'phase':<9}{'count':>6}{'omitted':>9}{'graphs':>8}  count from"]
         for p in x.phases + x.counted:
-            lines.append(f"  {p.phase:<9}{p.count:>6}{p.omitted:>9}{'' if p.captured is None else p.captured:>8}"
+            count = "?" if p.count_from == "config" else p.count  # a config alone does not say how many
+            lines.append(f"  {p.phase:<9}{count:>6}{p.omitted:>9}{'' if p.captured is None else p.captured:>8}"
                          f"  {p.count_from}")
             rng = ", ".join(f"{d} {lo}..{hi}" for d, (lo, hi) in zip(p.dims, p.ranges))
             if rng and p.complete:
@@ -331,7 +333,8 @@ def to_json(x: Explanation) -> dict:
                     "given": x.release.given, "inputs": {k: (list(v) if isinstance(v, tuple) else v)
                                                          for k, v in x.release.inputs}},
         "summary": plain_words(x),
-        "buckets": {p.phase: {"count": p.count, "count_from": p.count_from, "dims": list(p.dims),
+        "buckets": {p.phase: {"count": None if p.count_from == "config" else p.count, "count_from": p.count_from,
+                              "dims": list(p.dims),
                               "ranges": [list(r) for r in p.ranges] if p.complete else None,
                               "listed": p.listed, "list_complete": p.complete,
                               "listed_ranges": [list(r) for r in p.ranges],
