@@ -335,3 +335,25 @@ def test_a_config_without_its_list_leaves_the_count_unknown_not_zero():
     assert "the log ends before the lists (a cut paste, or a server that stopped there)" in text.replace("\n  ", " ")
     assert re.search(r"\n  prompt +\? +0 +config\n", text)
     assert to_json(x)["buckets"]["prompt"]["count"] is None
+
+
+def test_the_error_records_printed_with_a_traceback_are_one_failure():
+    """vllm-gaudi PR #823's crash: v1's scheduler dump and "EngineCore encountered a fatal error." come with
+    the traceback in the same second from the same process; vllm-fork PR #924 restates the exception first.
+    One failure each, named by the traceback's exception."""
+    p = "(EngineCore_DP0 pid=262909) ERROR 01-13 14:23:52 [core.py:881] "
+    x = explain(["(EngineCore_DP0 pid=262909) ERROR 01-13 14:23:52 [dump_input.py:81] Dumping scheduler stats: "
+                 "SchedulerStats(num_running_reqs=79)",
+                 p + "EngineCore encountered a fatal error.", p + "Traceback (most recent call last):",
+                 p + '  File "/x/vllm/v1/engine/core.py", line 872, in run_engine_core',
+                 p + "    engine_core.run_busy_loop()",
+                 p + "RuntimeError: Worker failed with error 'Encoder cache miss'"])
+    assert [(q.kind, q.message) for q in x.problems] == [
+        ("traceback", "RuntimeError: Worker failed with error 'Encoder cache miss'")]
+    y = explain(["ERROR 03-18 03:55:59 engine.py:139] AssertionError()",
+                 "ERROR 03-18 03:55:59 engine.py:139] Traceback (most recent call last):",
+                 'ERROR 03-18 03:55:59 engine.py:139]   File "/w/vllm/engine/llm_engine.py", line 1386, in step',
+                 "ERROR 03-18 03:55:59 engine.py:139]     outputs = self.model_executor.execute_model(",
+                 "ERROR 03-18 03:55:59 engine.py:139] AssertionError",
+                 "ERROR 03-18 03:56:30 api_server.py:9] another failure, later"])
+    assert [q.kind for q in y.problems] == ["traceback", "error"]

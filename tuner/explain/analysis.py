@@ -423,7 +423,13 @@ def _root_tracebacks(timed: list) -> list:
            and (t.event.prefix.process, t.event.prefix.pid, t.event.prefix.timestamp) not in stated]
     if cut and not whole:
         keep.add(id(cut[-1]))
-    return [t for t in timed if not isinstance(t.event, Traceback) or id(t) in keep]
+    # the ERROR records a process prints with a whole traceback, in its second (the exception restated, "EngineCore
+    # encountered a fatal error.", v1's scheduler and input dumps): one failure, which the traceback names
+    told = {(t.event.prefix.process, t.event.prefix.pid, t.event.prefix.timestamp) for t in whole
+            if t.event.prefix.timestamp}
+    return [t for t in timed if (id(t) in keep if isinstance(t.event, Traceback) else
+                                 not (isinstance(t.event, ErrorLine) and (t.event.prefix.process, t.event.prefix.pid,
+                                                                         t.event.prefix.timestamp) in told))]
 
 
 # Python's own noise at interpreter exit (a __del__ that imports while the process shuts down): not the
