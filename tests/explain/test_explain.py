@@ -357,3 +357,15 @@ def test_the_error_records_printed_with_a_traceback_are_one_failure():
                  "ERROR 03-18 03:55:59 engine.py:139] AssertionError",
                  "ERROR 03-18 03:56:30 api_server.py:9] another failure, later"])
     assert [q.kind for q in y.problems] == ["traceback", "error"]
+
+
+def test_v0_multiprocessing_exit_lines_are_the_shutdown():
+    from tuner.logparse import Milestone
+
+    x = explain(["INFO 06-26 17:36:37 [multiproc_worker_utils.py:139] Terminating local vLLM worker processes",
+                 "(VllmWorkerProcess pid=54969) INFO 06-26 17:36:37 [multiproc_worker_utils.py:261] Worker exiting",
+                 "WARNING 06-07 01:38:36 [arg_utils.py:1638] Detected VLLM_USE_V1=1 with hpu. Usage should be "
+                 "considered experimental. Please report any issues on Github."])
+    assert [t.event.name for t in x.reading.events if isinstance(t.event, Milestone)] == [
+        "shutdown", "shutdown", "v1_on_hpu_experimental"]
+    assert x.reading.unread == 0

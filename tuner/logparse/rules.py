@@ -506,6 +506,10 @@ _MILESTONES = [
     (r"Compiling model again due to a load failure", "compile_cache_miss"),
     (r"^Waiting for connections to close", "shutdown_waiting_connections"),
     (r"^\[shutdown\] (?P<d>.*)$|^Shutting down$|^Application shutdown complete", "shutdown"),
+    # v0's multiprocessing executor at exit: the driver, then each worker
+    (r"^(?P<d>Terminating local vLLM worker processes|Worker exiting)$", "shutdown"),
+    # vLLM 0.8-0.9 on hpu with VLLM_USE_V1=1 (the fork's own V1 engine, the 2025 vllm_hpu plugin)
+    (r"^Detected VLLM_USE_V1=1 with hpu", "v1_on_hpu_experimental"),
 ]
 for _pattern, _name in _MILESTONES:
     _rule(_pattern)(lambda m, _name=_name: Milestone(name=_name, detail=m.groupdict().get("d") or ""))
