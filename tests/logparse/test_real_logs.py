@@ -79,6 +79,12 @@ EXPECTED = {
         engine="v0", version="0.7.2+gaudi000",
         problems=[("traceback", "traceback cut before its exception line; last frame __init__ "
                    "(executor_base.py:51)", 15)]),
+    "fork-1.17_pr206_two_starts_token_budget.log": dict(   # the figures are the second start's, never added
+        release="vllm-fork 1.17 (v0, 2-D buckets)", profiles=("fork-1.17",), engine="v0", version="0.5.3.post1",
+        buckets={"prompt": 52, "decode": 95},
+        bucket_config={"prompt": {"bs": (1, 32, 64), "seq": (128, 128, 1024)},
+                       "decode": {"bs": (1, 128, 256), "seq": (128, 128, 2048)}},
+        weights_gib=0.23),
     "fork-1.17_pr147_startup_cut.log": dict(
         release="vllm-fork 1.17 (v0, 2-D buckets)", profiles=("fork-1.17",), engine="v0",
         buckets={"prompt": 24, "decode": 48},
@@ -173,6 +179,11 @@ EXPECTED = {
         release="vllm-gaudi plugin (v1)", profiles=PLUGIN, engine="v1", tagged_processes=1,
         problems=[("traceback", "traceback cut before its exception line; last frame warmup_graphs "
                    "(hpu_model_runner.py:3327)", 10)]),
+    "plugin_pr823_engine_core_fatal_error.log": dict(   # one failure: the dump and fatal-error records are its
+        release="generic vLLM (no Gaudi bucketing lines)", profiles=(), engine=None, tagged_processes=1,
+        problems=[("traceback", "RuntimeError: Worker failed with error 'Encoder cache miss for "
+                   "9def2746268d93d5b729bcf246ccb1ddfa4af2391dff4854a97c2c5c99e7967b.', please check the stack trace "
+                   "above for the root cause", 27)]),
     "plugin_pr818_qwen25vl_wrapped_lines_traceback.log": dict(
         release="vllm-gaudi plugin (v1, 3-D buckets)", profiles=PLUGIN, engine="v1",
         version="0.14.0rc1.dev165+gb3a2bdf1a.d20260113", buckets={"prompt": 96}, tagged_processes=1,

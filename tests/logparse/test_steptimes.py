@@ -161,6 +161,6 @@ def test_a_second_start_with_other_settings_is_another_run_before_any_warm_up():
     x = read_log([cfg.format("14:48:57"), gen.format("14:48:57", 23), cfg.format("14:54:41"),
                   gen.format("14:54:41", 52)])
     assert [(r.first_line, r.why) for r in x.runs] == [
-        (1, "start of the log"), (4, "52 prompt buckets generated after 23 (another start, with other settings)")]
+        (1, "start of the log"), (3, "52 prompt buckets generated after 23 (another start, with other settings)")]
     # the same list again (the plugin's runner building its lists anew) stays one start
     assert len(read_log([gen.format("14:48:57", 23), gen.format("14:48:58", 23)]).runs) == 1

@@ -190,15 +190,25 @@ def split_runs(events: Sequence[tuple[int, float | None, Event]]) -> list[Run]:
     for pos, (line_no, t, e) in enumerate(events):
         why = state.breaks(line_no, t, e) if runs else "start of the log"
         if why:
-            runs.append(Run(len(runs), pos, pos, line_no, line_no, why))
+            # a list of another length: the new start began with the config it printed again just before it
+            begin = state.reprinted_config(e) if runs else None
+            begin = pos if begin is None else begin
+            if begin < pos:
+                runs[-1].end, runs[-1].last_line = begin, events[begin - 1][0]
+            runs.append(Run(len(runs), begin, begin, events[begin][0], events[begin][0], why))
             state = _RunState()
-        run = runs[-1]
-        run.end, run.last_line = pos + 1, line_no
-        if t is not None:
-            run.start_s = t if run.start_s is None else min(run.start_s, t)
-            run.end_s = t if run.end_s is None else max(run.end_s, t)
-        state.add(run, line_no, t, e)
+            for moved in range(begin, pos):
+                _extend(runs[-1], state, moved, *events[moved])
+        _extend(runs[-1], state, pos, line_no, t, e)
     return _lend(runs)
+
+
+def _extend(run: Run, state: _RunState, pos: int, line_no: int, t: float | None, e: Event) -> None:
+    run.end, run.last_line = pos + 1, line_no
+    if t is not None:
+        run.start_s = t if run.start_s is None else min(run.start_s, t)
+        run.end_s = t if run.end_s is None else max(run.end_s, t)
+    state.add(run, line_no, t, e, pos)
 
 
 class _RunState:
@@ -209,6 +219,8 @@ class _RunState:
         self.printed: set = set()  # bucket lines: (kind, phase, process)
         self.configs: dict = {}  # (kind, phase, process) -> the config's dimensions
         self.counts: dict = {}  # (kind, phase, process) -> the count of its generated list
+        self.config_pos: dict = {}  # (kind, phase, process) -> where its config was last printed
+        self.list_pos: dict = {}  # (kind, phase, process) -> where its list was last printed
         self.seen: dict[str, tuple[int, int]] = {}  # warm-up key -> (last index, total)
         self.last_step: tuple[str, int] | None = None
         self.warmup = False
@@ -239,7 +251,16 @@ class _RunState:
                     return f"{key} {idx}/{tot} again after {index}/{total} (a restart)"
         return None
 
-    def add(self, run: Run, line_no: int, t: float | None, e: Event) -> None:
+    def reprinted_config(self, e: Event) -> int | None:
+        """Where the config of `e`'s phase was printed again since its list (the position of that line), when
+        `e` is a list of another length: that config is the new start's first line."""
+        key = ("BucketConfig", *_bucket_line(e)[1:]) if isinstance(e, GeneratedBuckets) else None
+        if key is None or _bucket_line(e) not in self.counts or self.counts[_bucket_line(e)] == e.count:
+            return None
+        pos, listed = self.config_pos.get(key), self.list_pos.get(_bucket_line(e))
+        return pos if pos is not None and listed is not None and pos > listed else None
+
+    def add(self, run: Run, line_no: int, t: float | None, e: Event, pos: int = 0) -> None:
         if t is not None:
             self.last_time = t if self.last_time is None else max(self.last_time, t)
         if _bucket_line(e) is not None:
@@ -247,8 +268,10 @@ class _RunState:
             run.bucket_lines = True
         if isinstance(e, BucketConfig):
             self.configs[_bucket_line(e)] = e.dims
+            self.config_pos[_bucket_line(e)] = pos
         if isinstance(e, GeneratedBuckets):
             self.counts[_bucket_line(e)] = e.count
+            self.list_pos[_bucket_line(e)] = pos
         step = step_of(e)
         if step is not None:
             key, index, total, shape = step
