@@ -369,3 +369,17 @@ def test_v0_multiprocessing_exit_lines_are_the_shutdown():
     assert [t.event.name for t in x.reading.events if isinstance(t.event, Milestone)] == [
         "shutdown", "shutdown", "v1_on_hpu_experimental"]
     assert x.reading.unread == 0
+
+
+def test_the_forks_own_v1_runner_states_its_flags_and_bucketing():
+    """HabanaAI/vllm-fork's examples/lmcache/log_cpu.txt (2025, the fork's V1 runner): HpuEnvFlags say the
+    warm-up is skipped; 'Bucketing is ON.'; the KV connector's and LMCache's own lines carry nothing of buckets."""
+    from tuner.logparse import Milestone
+
+    x = explain(["INFO 05-05 16:13:09 [hpu_model_runner.py:178] HpuEnvFlags VLLM_SKIP_WARMUP: True",
+                 "INFO 05-05 16:13:09 [hpu_model_runner.py:681] Bucketing is ON.",
+                 "INFO 05-05 16:13:14 [hpu_model_runner.py:1832] Wrapping in HPUGraph took 0.0000 GB",
+                 "\x1b[32;20m[2025-05-05 16:13:06,230] LMCache INFO:\x1b[0m Creating LMCacheEngine instance"])
+    assert x.timeline.skip_evidence == "HpuEnvFlags VLLM_SKIP_WARMUP: True"
+    assert [t.event.detail for t in x.reading.events if isinstance(t.event, Milestone)] == ["ON"]
+    assert x.reading.unread == 0, x.reading.unread_examples

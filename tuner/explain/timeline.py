@@ -154,6 +154,8 @@ def _skip_evidence(reading: LogReading) -> str | None:
         e = t.event
         if isinstance(e, ConfigValue) and e.name == "skip_warmup" and e.value.strip().lower() in _TRUE:
             return f"runtime dump skip_warmup: {e.value.strip()}"
+        if isinstance(e, ConfigValue) and e.name == "VLLM_SKIP_WARMUP" and e.value.strip().lower() in _TRUE:
+            return f"HpuEnvFlags VLLM_SKIP_WARMUP: {e.value.strip()}"
         if isinstance(e, BucketVariable) and e.name == "VLLM_SKIP_WARMUP" and str(e.value).strip().lower() in _TRUE:
             return f"VLLM_SKIP_WARMUP={e.value}"
     return None

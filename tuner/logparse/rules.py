@@ -434,6 +434,13 @@ def _platform(m):
     return EngineInfo(platform=m["p"])
 
 
+# the fork's own V1 runner (2025, vllm/v1/worker/hpu_model_runner.py) states its environment flags:
+# "HpuEnvFlags VLLM_SKIP_WARMUP: True"
+@_rule(r"^HpuEnvFlags (?P<name>VLLM_\w+): (?P<value>\S+)\s*$")
+def _hpu_env_flag(m):
+    return ConfigValue(name=m["name"], value=m["value"])
+
+
 # vLLM 0.8-0.9 on an out-of-tree platform without V1 support: "hpu is experimental on VLLM_USE_V1=1. Falling
 # back to V0 Engine." (the 2025 vllm_hpu plugin)
 @_rule(r"\bFalling back to V0 Engine\b")
@@ -510,6 +517,7 @@ _MILESTONES = [
     (r"^(?P<d>Terminating local vLLM worker processes|Worker exiting)$", "shutdown"),
     # vLLM 0.8-0.9 on hpu with VLLM_USE_V1=1 (the fork's own V1 engine, the 2025 vllm_hpu plugin)
     (r"^Detected VLLM_USE_V1=1 with hpu", "v1_on_hpu_experimental"),
+    (r"^Bucketing is (?P<d>ON|OFF)\.", "bucketing"),  # the fork's own V1 runner
 ]
 for _pattern, _name in _MILESTONES:
     _rule(_pattern)(lambda m, _name=_name: Milestone(name=_name, detail=m.groupdict().get("d") or ""))
