@@ -383,3 +383,9 @@ def test_the_forks_own_v1_runner_states_its_flags_and_bucketing():
     assert x.timeline.skip_evidence == "HpuEnvFlags VLLM_SKIP_WARMUP: True"
     assert [t.event.detail for t in x.reading.events if isinstance(t.event, Milestone)] == ["ON"]
     assert x.reading.unread == 0, x.reading.unread_examples
+
+
+def test_a_warm_up_without_compile_only_mode_is_said():
+    x = explain(["WARNING 09-06 17:06:43 habana_model_runner.py:1419] Cannot use PT_COMPILE_ONLY_MODE. Warmup time "
+                 "will be negatively impacted. Please update Gaudi Software Suite."])
+    assert "could not use PT_COMPILE_ONLY_MODE" in render_text(x).replace("\n  ", " ")
