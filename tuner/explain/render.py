@@ -115,7 +115,7 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
             out.append(f"{top.name.capitalize()} took {top.seconds / whole * 100:.0f}% of the timed warm-up.")
     if any(getattr(t.event, "name", None) == "no_compile_only_mode" for t in x.reading.events):
         out.append("The server could not use PT_COMPILE_ONLY_MODE (its Gaudi software is too old): its warm-up "
-                   "runs each graph instead of only compiling it, so it takes longer than the model predicts.")
+                   "runs each graph instead of only compiling it, which takes longer.")
     if s.engine_init_s is not None:
         out.append(f"The engine's start (profiling, KV cache, warm-up) took {_secs(s.engine_init_s)}"
                    + (f"; it then served at {s.listening_url}." if s.listening_url else "."))
