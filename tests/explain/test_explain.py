@@ -389,3 +389,15 @@ def test_a_warm_up_without_compile_only_mode_is_said():
     x = explain(["WARNING 09-06 17:06:43 habana_model_runner.py:1419] Cannot use PT_COMPILE_ONLY_MODE. Warmup time "
                  "will be negatively impacted. Please update Gaudi Software Suite."])
     assert "could not use PT_COMPILE_ONLY_MODE" in render_text(x).replace("\n  ", " ")
+
+
+@pytest.mark.parametrize("lines, family", [
+    (["INFO 01-21 06:55:07 [__init__.py:217] Platform plugin hpu is activated"], "vllm-gaudi plugin (v1)"),
+    (["INFO 08-26 14:56:36 [__init__.py:38] - hpu -> vllm_gaudi:register"], "vllm-gaudi plugin (v1)"),
+    (["INFO 06-05 01:12:17 [__init__.py:33] - hpu -> vllm_hpu:register",
+      "INFO 06-05 01:12:17 [__init__.py:234] Platform plugin hpu is activated"],
+     None),  # the 2025 vllm_hpu plugin: not vllm-gaudi (its own family is not modelled: noted)
+])
+def test_the_plugin_loader_lines_name_the_plugin(lines, family):
+    got = explain(lines).release.family
+    assert got == family if family else "vllm-gaudi" not in got

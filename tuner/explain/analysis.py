@@ -92,9 +92,9 @@ def _v1_engine_signs(events: list, reading: LogReading) -> list[str]:
         signs.append(f"multimodal warm-up per modality ('Graph/Multimodal({modality})', vllm-gaudi's; the fork's "
                      "has no modality)")
     # vllm-gaudi's plugin (V1 only); its 2025 predecessor `vllm_hpu` ran vLLM's V0 engine ("Falling back to V0")
-    plugin = next((e for e in events if isinstance(e, EngineInfo) and e.plugin == "vllm_gaudi"), None)
-    if plugin is not None and named_v0 is None:
-        signs.append("platform plugin vllm_gaudi loaded for hpu (vllm-gaudi, a V1-only plugin)")
+    plugins = {e.plugin for e in events if isinstance(e, EngineInfo) and e.plugin and e.platform == "hpu"}
+    if plugins and "vllm_hpu" not in plugins and named_v0 is None:  # "activated" alone names no module
+        signs.append("platform plugin loaded for hpu (vllm-gaudi, a V1-only plugin)")
     if any(p.startswith(("EngineCore", "Worker_TP")) for p in reading.processes):
         signs.append("v1 engine process tags (EngineCore / Worker_TP)")
     return signs
