@@ -501,3 +501,21 @@ def test_bad_arguments_fail_before_any_request():
     with pytest.raises(ValueError, match="goodput"):
         run(run_benchmark("http://127.0.0.1:1", "m", FixedWorkload(1, 1, 1), goodput_slos={"x": 1},
                           progress=False))
+
+
+def test_a_cancelled_run_does_not_wait_for_a_probe_in_flight():
+    """--probe-request-rate: a probe the server holds (60 s here) is cancelled with the run, not awaited;
+    the run's timeout (30 s) would fail the test if it were."""
+    async def main():
+        cfg = FakeServerConfig(default=Behaviour(token_delay_s=0.05), accept_text=True,
+                               by_prompt_len={1: Behaviour(hang_s=60)})  # the probe ("Hi", one token) hangs
+        async with FakeOpenAIServer(cfg) as srv:
+            gen = LoadGenerator(srv.base_url, srv.model, max_concurrency=2, progress=False)
+            task = asyncio.create_task(gen.run(FixedWorkload(10, 1000, 5), probe_rate=5))
+            while not any(r.prompt_len == 1 for r in srv.log):  # the probe is in flight
+                await asyncio.sleep(0.01)
+            await gen.cancel_all()
+            return await task
+
+    res = run(main(), timeout=30)
+    assert res.cancelled and res.probes == {}  # no probe finished: none reported, as vLLM reports none

@@ -433,6 +433,8 @@ class LoadGenerator:
                 finally:
                     stop.set()
                     if probing is not None:
+                        if self._cancelled:  # a stopped run does not wait for a probe in flight
+                            probing.cancel()
                         await asyncio.gather(probing, return_exceptions=True)
         first_run = first_run_figures(warm_outs, outs, percentiles) if outs else {}
         if self._cancelled and not outs:  # cancelled during the warm pass
