@@ -401,3 +401,12 @@ def test_a_warm_up_without_compile_only_mode_is_said():
 def test_the_plugin_loader_lines_name_the_plugin(lines, family):
     got = explain(lines).release.family
     assert got == family if family else "vllm-gaudi" not in got
+
+
+def test_the_forks_weights_load_is_timed_from_its_loader_line():
+    """The fork prints no load time (vllm-fork #710's paste: 12:46:06 to 12:46:13)."""
+    x = explain(["INFO 01-20 12:46:06 loader.py:381] Loading weights on hpu...",
+                 "INFO 01-20 12:46:13 hpu_model_runner.py:790] Loading model weights took in total 19.97 GiB of device "
+                 "memory (19.97 GiB/94.62 GiB used) and 1.5 GiB of host memory (7.1 GiB/1007 GiB used)"])
+    assert [(p.name, p.seconds) for p in x.timeline.phases] == [("load weights", 7.0)]
+    assert x.reading.unread == 0

@@ -267,7 +267,7 @@ _UNINTERESTING = re.compile(
     r"Using supplied chat template|Profiler enabled for|is already registered, and will be overwritten|"
     r"Triton|LD_PRELOAD|OpenMP thread binding|^\s*(?:local_rank|reserved_cpus|VLLM_CPU_OMP_THREADS_BIND)=|"
     r"Model Runner V2|Reducing Torch threads|oneDNN|All plugins in this group|"
-    r"Pin memory is not supported|Loading weights on hpu|Wrapping in HPU ?Graph took|Core engine process \d+ ready|"
+    r"Pin memory is not supported|Wrapping in HPU ?Graph took|Core engine process \d+ ready|"
     r"Downcasting torch\.\w+ to torch\.|Initializing KVConnectorBase|"
     r"\] LMCache (?:INFO|WARNING|DEBUG):|"  # LMCache's own logger (a KV offload connector): nothing of buckets
     r"Inductor compilation was disabled|is assigned as DP rank|KV cache layout|Supported tasks|Scale-out endpoints|"

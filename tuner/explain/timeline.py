@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..logparse import BucketVariable, ConfigValue, ModelLoaded, ProfilingRun
+from ..logparse import BucketVariable, ConfigValue, Milestone, ModelLoaded, ProfilingRun
 from ..logparse.runs import Run
 from ..logparse.steptimes import Interval
 from .phasetimes import PhaseTime, phase_figures
@@ -99,6 +99,8 @@ def timeline(reading: LogReading) -> Timeline:
                  and t.event.seconds is not None), None)
     if model:
         tl.phases.append(PhaseTime("load weights", model.event.seconds))
+    elif (took := _weights_load_s(reading)) is not None:
+        tl.phases.append(PhaseTime("load weights", took))
     if prof:
         tl.phases.append(PhaseTime("profiling run", prof.event.seconds))
     for run in reading.runs:
@@ -120,6 +122,19 @@ def timeline(reading: LogReading) -> Timeline:
     tl.skipped = tl.skip_evidence is not None and not any(st.run == tl.primary for st in tl.steps)
     tl.complete = tl.complete or s.warmup_skipped     # "Skipping warmup..." ends the warm-up stage
     return tl
+
+
+def _weights_load_s(reading: LogReading) -> float | None:
+    """The fork prints no load time: from its loader's "Loading weights on hpu" to the last "Loading model
+    weights took" after it (whole seconds, as the stamps)."""
+    events = reading.run_events()
+    start = next((t for t in events if isinstance(t.event, Milestone) and t.event.name == "weights_loading"
+                  and t.time_s is not None), None)
+    if start is None:
+        return None
+    ends = [t.time_s for t in events if isinstance(t.event, ModelLoaded) and t.time_s is not None
+            and t.line_no > start.line_no]
+    return max(ends) - start.time_s if ends and max(ends) >= start.time_s else None
 
 
 def _view(reading: LogReading, run: Run) -> RunView:

@@ -518,6 +518,8 @@ _MILESTONES = [
     # vLLM 0.8-0.9 on hpu with VLLM_USE_V1=1 (the fork's own V1 engine, the 2025 vllm_hpu plugin)
     (r"^Detected VLLM_USE_V1=1 with hpu", "v1_on_hpu_experimental"),
     (r"^Bucketing is (?P<d>ON|OFF)\.", "bucketing"),  # the fork's own V1 runner
+    # the fork's loader as the weights load begins (its end: "Loading model weights took in total ..")
+    (r"^Loading weights on hpu\b", "weights_loading"),
 ]
 for _pattern, _name in _MILESTONES:
     _rule(_pattern)(lambda m, _name=_name: Milestone(name=_name, detail=m.groupdict().get("d") or ""))
