@@ -410,3 +410,15 @@ def test_the_forks_weights_load_is_timed_from_its_loader_line():
                  "memory (19.97 GiB/94.62 GiB used) and 1.5 GiB of host memory (7.1 GiB/1007 GiB used)"])
     assert [(p.name, p.seconds) for p in x.timeline.phases] == [("load weights", 7.0)]
     assert x.reading.unread == 0
+
+
+def test_a_v1_engine_on_a_vllm_older_than_the_plugin_is_the_forks_own():
+    """HabanaAI/vllm-fork's examples/lmcache/log_cpu.txt: its V1 engine on vLLM 0.6.3.dev (habana_main);
+    vllm-gaudi needs vLLM 0.10 or later."""
+    x = explain(["INFO 05-05 16:13:01 [core.py:58] Initializing a V1 LLM engine (v0.6.3.dev3763+ge0a0d6599) with "
+                 "config: model='m', device_config=hpu, tensor_parallel_size=1"])
+    assert x.release.family.startswith("vllm-fork's own V1 engine") and x.release.engine == "v1"
+    assert not x.release.profiles
+    y = explain(["INFO 01-21 06:55:30 [core.py:93] Initializing a V1 LLM engine (v0.14.0rc1.dev165) with config: "
+                 "model='m', device_config=hpu"])
+    assert y.release.family == "vllm-gaudi plugin (v1)"

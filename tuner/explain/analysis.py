@@ -110,6 +110,17 @@ def _on_gaudi(events: list, sources: set) -> bool:
 
 INTERIM_FAMILY = "vllm-fork habana_main between 1.17 and 1.18 (v0, 2-D buckets, decode over seq, token budget)"
 GAUDI_V0 = "vllm-fork (v0) on Gaudi, release not named by the log"
+FORK_V1 = "vllm-fork's own V1 engine (habana_main, 2025), release not named by the log"
+
+
+def _before_plugin(version: str | None) -> bool:
+    """A vLLM version older than every vllm-gaudi plugin's base (0.10)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return version is not None and Version(version).release[:2] < (0, 10)
+    except InvalidVersion:
+        return False
 
 
 def detect_release(reading: LogReading, release: str | None = None) -> ReleaseGuess:
@@ -258,6 +269,10 @@ def _detect_release(reading: LogReading) -> ReleaseGuess:  # noqa: C901 (one tes
                                 tuple(evidence + v1_signs))
         return ReleaseGuess("vllm-fork 1.22+ (v0, 3-D buckets)", FORK_3D, "v0", version, tuple(evidence))
     gaudi = _on_gaudi(events, sources)
+    if v1_signs and gaudi and _before_plugin(version):
+        # vllm-gaudi needs vLLM 0.10 or later: a V1 engine on an older vLLM is the fork's own (habana_main, 2025)
+        return ReleaseGuess(FORK_V1, (), "v1", version, tuple(v1_signs) + (f"vLLM {version}, older than any "
+                                                                           "vllm-gaudi plugin's (0.10+)",))
     if v1_signs and gaudi:
         return ReleaseGuess("vllm-gaudi plugin (v1)", PLUGIN, "v1", version, tuple(v1_signs))
     if gaudi:
