@@ -25,7 +25,7 @@ from .clocks import LiveDriver
 from .faults import Faults
 from .frames import ChoiceFrames, ResponsesFrames
 from .images import ImageError, message_images
-from .tokens import SimTokenizer, render_chat
+from .tokens import SimTokenizer, message_texts, render_chat
 
 _WORDS = (" the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on", " was",
           " be", " by", " at", " this", " from", " or", " an", " data", " model", " time", " value")
@@ -41,19 +41,8 @@ def count_text_tokens(text: str) -> int:
 
 def _chat_prompt_tokens(messages) -> int | None:
     """The simulator's token count of a chat prompt: its texts plus 4 per message (role and markers)."""
-    if not isinstance(messages, list) or not messages:
-        return None
-    total = 0
-    for m in messages:
-        if not isinstance(m, dict):
-            return None
-        content = m.get("content")
-        parts = [content] if isinstance(content, str) else [
-            p.get("text", "") for p in content if isinstance(p, dict)] if isinstance(content, list) else None
-        if parts is None:
-            return None
-        total += 4 + sum(count_text_tokens(t) for t in parts)
-    return total
+    texts = message_texts(messages)
+    return None if texts is None else sum(4 + count_text_tokens(text) for _, text in texts)
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
@@ -181,7 +170,8 @@ class SimHTTP:
         return web.json_response({"object": "list", "data": data})
 
     # -- vLLM's /tokenize and /detokenize (tokens.py) -----------------------------------------------
-    async def _tokens_body(self, request: web.Request) -> dict | web.Response:
+    async def _request_body(self, request: web.Request) -> dict | web.Response:
+        """The JSON object a request carries, naming a served model (or none: the first), else the error."""
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -194,7 +184,7 @@ class SimHTTP:
         return body
 
     async def tokenize(self, request: web.Request) -> web.Response:
-        body = await self._tokens_body(request)
+        body = await self._request_body(request)
         if isinstance(body, web.Response):
             return body
         text = render_chat(body["messages"]) if "messages" in body else body.get("prompt")
@@ -205,7 +195,7 @@ class SimHTTP:
                                   "token_strs": None})
 
     async def detokenize(self, request: web.Request) -> web.Response:
-        body = await self._tokens_body(request)
+        body = await self._request_body(request)
         if isinstance(body, web.Response):
             return body
         ids = body.get("tokens")
@@ -229,15 +219,10 @@ class SimHTTP:
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         self.requests_seen += 1
         fault = self.faults.request_fault(self.requests_seen)
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "Invalid JSON body", "BadRequestError")
-        if not isinstance(body, dict):
-            return _error(400, "The request body must be a JSON object", "BadRequestError")
+        body = await self._request_body(request)
+        if isinstance(body, web.Response):
+            return body
         model = body.get("model") or self.names[0]
-        if model not in self.names and model not in self.adapters:
-            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
         stream = bool(body.get("stream"))
         read = await self._input(request, body, api, model, stream)
         if isinstance(read, web.StreamResponse):

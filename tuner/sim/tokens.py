@@ -23,6 +23,7 @@ import string
 import zlib
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+_WORD = re.compile(r"\w+")
 _SYNTHETIC = re.compile(r"t([a-z]{1,6})")
 LONG = 8  # a word longer than this counts twice (count_text_tokens)
 
@@ -84,9 +85,9 @@ class SimTokenizer:
         return " ".join(words)
 
 
-def render_chat(messages) -> str | None:
-    """Chat messages as the simulator's template renders them (None when they are malformed): 4 tokens of
-    markup around each message's text, as http._chat_prompt_tokens counts it."""
+def message_texts(messages) -> list[tuple[str, str]] | None:
+    """(role, text) of each chat message, a list of content parts' texts joined by spaces (which keeps
+    their token count); None when the messages are malformed."""
     if not isinstance(messages, list) or not messages:
         return None
     out = []
@@ -96,7 +97,19 @@ def render_chat(messages) -> str | None:
             content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
         if not isinstance(content, str):
             return None
-        role = str(m.get("role") or "user")
-        role = role[:LONG] if re.fullmatch(r"\w+", role) else "user"
-        out.append(f"[ {role} ] {content} .")
-    return " ".join(out)
+        out.append((str(m.get("role") or "user"), content))
+    return out
+
+
+def render_chat(messages) -> str | None:
+    """Chat messages as the simulator's template renders them (None when they are malformed): 4 tokens of
+    markup around each message's text, as http._chat_prompt_tokens counts it."""
+    texts = message_texts(messages)
+    if texts is None:
+        return None
+    return " ".join(f"[ {_role(role)} ] {text} ." for role, text in texts)
+
+
+def _role(role: str) -> str:
+    """One token: a word of at most LONG characters (a role of other marks renders as user)."""
+    return role[:LONG] if _WORD.fullmatch(role) else "user"
