@@ -141,19 +141,18 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
     if shuffle:
         random.shuffle(items)
     items = items[:num]
-    if template is not None:
-        rendered = template.render_all([item["prompt"] for item in items], counted=count is None)
-        items = [{**item, "prompt": text, "_tokens": n} for item, (text, n) in zip(items, rendered)]
-    for item in items:
+    # (prompt, its tokens when the server counted them)
+    prompts = (template.render_all([item["prompt"] for item in items], counted=count is None)
+               if template is not None else [(item["prompt"], None) for item in items])
+    count = count or (lambda t: max(1, len(t.split())))
+    for item, (prompt, n_in) in zip(items, prompts):
         if output_len is None or output_len == -1:
             if "output_tokens" not in item:
                 raise ValueError(f"{path}: an entry lacks 'output_tokens' and --custom-output-len is -1")
             n_out = int(item["output_tokens"])
         else:
             n_out = output_len
-        prompt = item["prompt"]
-        n_in = item.get("_tokens") or (count or (lambda t: max(1, len(t.split()))))(prompt)
-        rows.append((prompt, n_in, n_out))
+        rows.append((prompt, n_in or count(prompt), n_out))
     rows = _take(rows, num, seed, oversample)
     return TextWorkload([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], str(path),
                         "custom", seed)
