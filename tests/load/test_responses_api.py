@@ -160,7 +160,7 @@ def test_flavour_names_and_endpoints_are_checked():
     with pytest.raises(ValueError, match="does not fit --backend openai-responses"):
         LoadGenerator("http://127.0.0.1:1", "m", api="openai-responses", endpoint="/v1/completions")
     assert LoadGenerator("http://127.0.0.1:1", "m", api="openai-responses").url.endswith("/v1/responses")
-    with pytest.raises(ValueError, match="openai-embeddings is vllm bench serve's pooling"):
-        api_flavour("openai-embeddings")
+    with pytest.raises(ValueError, match="openai-audio is vllm bench serve's speech recognition"):
+        api_flavour("openai-audio")
     with pytest.raises(ValueError, match="'openai-response' is not a backend"):
         api_flavour("openai-response")

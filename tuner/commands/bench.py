@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..load.options import API_FLAVOURS, api_flavour
+from ..load.options import BACKENDS, api_flavour, is_pooling
 from ..load.trace import TRACE_LABELS
 from . import DURATION_HELP, UsageError, check_reachable, duration, parse_key_values, prepare_output
 
@@ -48,14 +48,16 @@ def register(sub) -> None:
     add_workload_flags(p)
     add_load_flags(p)
     s = p.add_argument_group("server (vllm bench serve names)")
-    s.add_argument("--backend", type=_backend, default="openai", metavar="{" + ",".join(API_FLAVOURS) + "}",
+    s.add_argument("--backend", type=_backend, default="openai", metavar="{" + ",".join(BACKENDS) + "}",
                    help="openai/vllm: /v1/completions; openai-chat: /v1/chat/completions (max_completion_tokens); "
-                   "openai-responses: /v1/responses (max_output_tokens)")
+                   "openai-responses: /v1/responses (max_output_tokens); pooling models: openai-embeddings, "
+                   "openai-embeddings-chat and infinity-embeddings (/v1/embeddings), vllm-pooling (/pooling), "
+                   "vllm-rerank (/rerank, with --dataset-name random-rerank)")
     s.add_argument("--base-url", help="server URL (default http://HOST:PORT)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--endpoint", help="API path (default: /v1/completions; /v1/chat/completions for openai-chat, "
-                   "/v1/responses for openai-responses)")
+    s.add_argument("--endpoint", help="API path (default: the backend's: /v1/completions, /v1/chat/completions for "
+                   "openai-chat, /v1/responses, /v1/embeddings, /pooling, /rerank)")
     s.add_argument("--header", nargs="*", metavar="KEY=VALUE", help="extra request headers")
     s.add_argument("--model", help="model id (default: the server's first model from /v1/models)")
     s.add_argument("--served-model-name", help="the name sent in requests (default: --model)")
@@ -117,6 +119,12 @@ def register(sub) -> None:
                         "drawn with matplotlib)")
     for flag in ("--use-beam-search", "--no-stream", "--enable-multimodal-chat", "--custom-ensure-client-side-data"):
         v.add_argument(flag, action="store_true", help=_ACCEPTED[flag])
+    v.add_argument("--random-batch-size", type=int, default=1, metavar="N",
+                   help="random and random-rerank: inputs per request of the embeddings or pooling API (a "
+                        "reranker's documents per query; default 1)")
+    v.add_argument("--no-reranker", action="store_true",
+                   help="random-rerank: the model scores pairs as an embedding model does (no query/document "
+                        "separator; the query is one input of each request)")
     v.add_argument("--skip-tokenizer-init", action="store_true",
                    help="refused: vLLM's client then sends one-token requests for its datasets")
     for flag, takes in _OTHER_DATASETS_FLAGS.items():  # of datasets vLLM has and we refuse (the refusal says why)
@@ -201,6 +209,8 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--metric-percentiles", default="99", help="comma-separated (default 99, as vLLM)")
 
 
+# vLLM's sampling parameters, sent to generating backends when given (its args' names)
+SAMPLING = ("top_p", "top_k", "min_p", "temperature", "frequency_penalty", "presence_penalty", "repetition_penalty")
 # vLLM flags that change nothing here, and why (said in --help)
 _ACCEPTED = {
     "--use-beam-search": "accepted: vllm bench serve parses it and sends nothing for it",
@@ -216,7 +226,7 @@ _OTHER_DATASETS_FLAGS = {
     "--spec-bench-output-len": "N", "--spec-bench-category": "NAME", "--speed-bench-output-len": "N",
     "--speed-bench-category": "NAME", "--speed-bench-dataset-subset": "NAME", "--blazedit-min-distance": "X",
     "--blazedit-max-distance": "X", "--asr-max-audio-len-sec": "SEC", "--asr-min-audio-len-sec": "SEC",
-    "--bfcl-categories": "NAMES", "--random-batch-size": "N", "--no-reranker": None,
+    "--bfcl-categories": "NAMES",
 }
 
 
@@ -315,12 +325,56 @@ def _check(args) -> None:
             raise UsageError("with --ramp-up-strategy, do not give --request-rate")
         if args.ramp_up_start_rps is None or args.ramp_up_end_rps is None:
             raise UsageError("--ramp-up-strategy needs --ramp-up-start-rps and --ramp-up-end-rps")
-    metrics = (args.percentile_metrics or "ttft,tpot,itl").split(",")
+    pooling = is_pooling(args.backend)
+    metrics = (args.percentile_metrics or ("e2el" if pooling else "ttft,tpot,itl")).split(",")  # vLLM's defaults
     bad = [m for m in metrics if m not in PERCENTILE_METRICS + QUEUE_METRICS]
     if bad:
         raise UsageError(f"--percentile-metrics: {bad[0]!r} is not one of "
                          f"{','.join(PERCENTILE_METRICS + QUEUE_METRICS)}")
     args.percentile_metrics_list = tuple(metrics)
+    (_check_pooling if pooling else _check_generating)(args, metrics)
+
+
+def _check_generating(args, metrics: list[str]) -> None:
+    """The pooling datasets' flags with a generating backend."""
+    if args.no_reranker:
+        print(f"--no-reranker: only vLLM's dataset random-rerank reads it; ignored with --dataset-name "
+              f"{args.dataset_name}", file=sys.stderr)
+    if args.dataset_name == "random-rerank":
+        raise UsageError("--dataset-name random-rerank: its requests are a query and documents, which only "
+                         "--backend vllm-rerank sends")
+    if args.random_batch_size > 1 and args.dataset_name == "random":
+        raise UsageError(f"--random-batch-size {args.random_batch_size}: a batch of prompts is one request of a "
+                         f"pooling model's API (--backend openai-embeddings, vllm-pooling, ...); --backend "
+                         f"{args.backend} sends one prompt a request")
+
+
+def _check_pooling(args, metrics: list[str]) -> None:
+    """A pooling backend's flags: what its answers can be measured by, and the datasets it sends."""
+    stream = [m for m in metrics if m in ("ttft", "tpot", "itl")]
+    if stream:
+        raise UsageError(f"--percentile-metrics {stream[0]}: --backend {args.backend} answers in one piece, with no "
+                         "token stream; its latency is e2el (and the client queue figures)")
+    if args.goodput:
+        raise UsageError(f"--goodput: vllm bench serve reports no goodput for pooling backends ({args.backend})")
+    if args.plot_timeline:
+        raise UsageError(f"--plot-timeline draws token streams; --backend {args.backend} has none")
+    if args.random_batch_size < 1:
+        raise UsageError(f"--random-batch-size must be at least 1, got {args.random_batch_size}")
+    rerank = args.backend == "vllm-rerank"
+    if rerank != (args.dataset_name == "random-rerank"):
+        raise UsageError("--backend vllm-rerank sends a query and documents: use it with --dataset-name random-rerank"
+                         if rerank else f"--dataset-name random-rerank: its requests are a query and documents, which "
+                         f"only --backend vllm-rerank sends (not {args.backend})")
+    if args.random_batch_size > 1 and args.backend == "openai-embeddings-chat":
+        raise UsageError("--random-batch-size: --backend openai-embeddings-chat sends one conversation a request")
+    if args.random_batch_size > 1 and args.dataset_name not in ("random", "random-rerank"):
+        print(f"--random-batch-size: only the random datasets batch their prompts (vLLM's); --dataset-name "
+              f"{args.dataset_name} sends one a request", file=sys.stderr)
+    given = [f for f in SAMPLING if getattr(args, f) is not None]
+    if given:
+        print(f"--{given[0].replace('_', '-')}: sampling parameters are not sent to a pooling model's API "
+              "(vLLM's client collects none for it)", file=sys.stderr)
 
 
 async def _served_models(base_url: str, headers: dict, needed: bool, verify_tls: bool = True) -> list[dict]:
@@ -400,14 +454,12 @@ async def _bench(args) -> tuple[dict, object]:
         raise UsageError(str(e)) from None
     resolve_model(args, await _served_models(base_url, {**_auth(), **headers}, needed=args.model is None,
                                              verify_tls=not args.insecure))
-    sampling = {k: v for k, v in (("top_p", args.top_p), ("top_k", args.top_k), ("min_p", args.min_p),
-                                  ("temperature", args.temperature),
-                                  ("frequency_penalty", args.frequency_penalty),
-                                  ("presence_penalty", args.presence_penalty),
-                                  ("repetition_penalty", args.repetition_penalty)) if v is not None}
+    pooling = is_pooling(args.backend)  # vLLM's client sends a pooling model no sampling parameters
+    sampling = {} if pooling else {k: getattr(args, k) for k in SAMPLING if getattr(args, k) is not None}
     text_dataset = args.dataset_name in ("sharegpt", "custom")
     sized_by_workload = args.dataset_name == "random-mm"  # its text is drawn with the dataset (vLLM's seed order)
-    ignore_eos = (args.ignore_eos or not text_dataset) and not args.no_ignore_eos
+    # ignore_eos: on for token-id datasets of generating backends, else only when asked
+    ignore_eos = (args.ignore_eos or not (text_dataset or pooling)) and not args.no_ignore_eos
     # --backend is vllm bench serve's name for the API flavour (the client's api), not tune's server launcher
     gen = LoadGenerator(base_url, args.served_model_name or args.model, max_concurrency=args.max_concurrency,
                         request_timeout_s=args.request_timeout * args.time_scale,
@@ -682,13 +734,18 @@ def print_summary(d: dict, metrics=("ttft", "tpot", "itl", "e2el"), percentiles=
         row("Request rate configured (RPS):", d["request_rate"], "{:<10.2f}")
     row("Benchmark duration (s):", d.get("duration", 0.0), "{:<10.2f}")
     row("Total input tokens:", d.get("total_input_tokens"))
-    row("Total generated tokens:", d.get("total_output_tokens"))
+    pooling = "total_input_sequences" in d  # a pooling backend's result: vLLM prints its own rows
+    if not pooling:
+        row("Total generated tokens:", d.get("total_output_tokens"))
     row("Request throughput (req/s):", d.get("request_throughput", 0.0), "{:<10.2f}")
-    if d.get("request_goodput") is not None:
-        row("Request goodput (req/s):", d["request_goodput"], "{:<10.2f}")
-    row("Output token throughput (tok/s):", d.get("output_throughput", 0.0), "{:<10.2f}")
-    row("Peak output token throughput (tok/s):", d.get("max_output_tokens_per_s", 0.0), "{:<10.2f}")
-    row("Peak concurrent requests:", d.get("max_concurrent_requests", 0), "{:<10.2f}")
+    if pooling:
+        row("Input throughput (inputs/s):", d.get("input_sequence_throughput", 0.0), "{:<10.2f}")
+    else:
+        if d.get("request_goodput") is not None:
+            row("Request goodput (req/s):", d["request_goodput"], "{:<10.2f}")
+        row("Output token throughput (tok/s):", d.get("output_throughput", 0.0), "{:<10.2f}")
+        row("Peak output token throughput (tok/s):", d.get("max_output_tokens_per_s", 0.0), "{:<10.2f}")
+        row("Peak concurrent requests:", d.get("max_concurrent_requests", 0), "{:<10.2f}")
     row("Total token throughput (tok/s):", d.get("total_token_throughput", 0.0), "{:<10.2f}")
     if "probe_completed" in d:  # --probe-request-rate, where vLLM prints it
         print("{s:{c}^{n}}".format(s="Probe Requests", n=50, c="-"))

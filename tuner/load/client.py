@@ -52,10 +52,12 @@ from .metrics import (
     BenchmarkResult,
     RequestOutcome,
     compute_metrics,
+    compute_pooling_metrics,
     probe_figures,
     validate_goodput_slos,
 )
-from .options import API_FLAVOURS
+from .options import BACKENDS
+from .pooling import ID_KINDS, POOLING_ROUTES, pooling_payload, spec_inputs
 from .sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
 from .workload import RequestSpec, TextPrompt, Workload
 
@@ -67,7 +69,7 @@ LORA_ASSIGNMENTS = ("random", "round-robin")  # vllm bench serve's --lora-assign
 _ROUTES = {"openai": ("completions", COMPLETIONS_PATH, "completions"),
            "vllm": ("completions", COMPLETIONS_PATH, "completions"),
            "openai-chat": ("chat", CHAT_PATH, "chat/completions"),
-           "openai-responses": ("responses", RESPONSES_PATH, "responses")}
+           "openai-responses": ("responses", RESPONSES_PATH, "responses"), **POOLING_ROUTES}
 _loads = orjson.loads  # orjson: ~3x faster per chunk than json (the client's hot path), and encodes
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY  # numpy id arrays directly (a 128k-token prompt in ~1 ms)
 
@@ -137,10 +139,12 @@ class LoadGenerator:
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
-        if api not in API_FLAVOURS:  # said as "backend": the name bench's flag and tuner.bench() take
-            raise ValueError(f"backend must be one of {', '.join(API_FLAVOURS)}, got {api!r}")
+        if api not in BACKENDS:  # said as "backend": the name bench's flag and tuner.bench() take
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {api!r}")
         self.api = api
         self.kind, default_path, ending = _ROUTES[api]
+        self.pooling = api in POOLING_ROUTES  # one JSON answer, no stream (tuner/load/pooling.py)
+        self._send = self._pooled if self.pooling else self._stream
         self.chat = self.kind == "chat"  # the only flavour that carries images
         endpoint = endpoint or default_path
         if not endpoint.endswith(ending):
@@ -173,8 +177,9 @@ class LoadGenerator:
 
     @property
     def text_prompts(self) -> bool:
-        """Whether prompts are sent as text (chat and responses: the server's chat template wraps them)."""
-        return self.kind != "completions"
+        """Whether prompts are sent as text (chat and responses: the server's chat template wraps them; rerank
+        and Infinity take no token ids)."""
+        return self.kind not in ("completions", *ID_KINDS)
 
     def assign_adapters(self, indices: Sequence[int], seed: int) -> None:
         """vLLM's --lora-modules: each request names one adapter as its model, drawn at random (seeded) or in
@@ -188,7 +193,14 @@ class LoadGenerator:
 
     def payload(self, spec: RequestSpec) -> dict[str, Any]:
         """The request body (a dict; :meth:`body` is what is sent)."""
-        body: dict[str, Any] = {"model": self._models.get(spec.index, self.model)}
+        model = self._models.get(spec.index, self.model)
+        if self.pooling:
+            if spec.images:
+                raise ValueError(f"request {spec.index} carries images: the {self.api} backend sends text")
+            extra = {"ignore_eos": True} if self.ignore_eos and self.kind != "rerank" else {}  # vLLM's
+            return pooling_payload(self.kind, model, spec.prompt if self.text_prompts else spec.prompt_array,
+                                   self.prompt_text, {**extra, **self.extra_body})
+        body: dict[str, Any] = {"model": model}
         if spec.images and not self.chat:
             raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")
         text = None
@@ -240,7 +252,7 @@ class LoadGenerator:
             if body is None:  # a big run: encode in a thread, so other streams' stamps are not held up
                 body = await asyncio.to_thread(self.body, spec)
             async with sem:
-                await self._stream(session, body, out, request_id)
+                await self._send(session, body, out, request_id)
         except asyncio.CancelledError:
             if not out.start_time:
                 out.fail("cancelled", "cancelled while waiting for a concurrency slot")
@@ -259,13 +271,7 @@ class LoadGenerator:
                                     timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)) as resp:
                 out.http_status = resp.status
                 if resp.status != 200:
-                    text = (await _read_excerpt(resp)).decode("utf-8", "replace")
-                    try:
-                        message = error_text(json.loads(text))
-                    except ValueError:
-                        message = text.strip()
-                    out.fail(f"http {resp.status}", auth_refusal(resp.status)
-                             or f"HTTP {resp.status}: {message or resp.reason or ''}".strip())
+                    await _refused(resp, out, self.pooling)
                     return
                 splitter = SSELineSplitter()
                 feed, on_lines = splitter.feed_bytes, rec.on_lines
@@ -300,12 +306,52 @@ class LoadGenerator:
             out.absorb(rec)
             out.fail(type(e).__name__, f"{type(e).__name__}: {e}"[: 2 * ERROR_EXCERPT])
 
+    async def _pooled(self, session: aiohttp.ClientSession, body: bytes, out: RequestOutcome,
+                      request_id: str) -> None:
+        """One pooling request (vLLM's _run_pooling_request): latency = the whole answer read; the prompt
+        tokens from its usage. An answer without the embeddings, data or ranking asked for is a failure."""
+        headers = {**self.headers, "x-request-id": request_id}
+        out.start_time = time.perf_counter()
+        out.client_queue_time = out.start_time - out.arrival_time
+        resp: aiohttp.ClientResponse | None = None
+        try:
+            async with session.post(self.url, data=body, headers=headers,
+                                    timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)) as resp:
+                out.http_status = resp.status
+                if resp.status != 200:
+                    await _refused(resp, out, self.pooling)
+                    return
+                raw = await resp.read()
+            out.latency = out.ttft = time.perf_counter() - out.start_time
+            try:
+                answer = _loads(raw)
+            except ValueError:
+                out.fail("bad answer", f"HTTP 200 but the answer is not JSON: {raw[:ERROR_EXCERPT]!r}")
+                return
+            what = "results" if self.kind == "rerank" else "data"
+            if not isinstance(answer, dict) or not answer.get(what):
+                out.fail("bad answer", f"HTTP 200 but the answer carries no {what!r}: {raw[:ERROR_EXCERPT]!r}")
+                return
+            usage = answer.get("usage") or {}
+            if isinstance(usage, dict) and usage.get("prompt_tokens") is not None:
+                out.prompt_len = int(usage["prompt_tokens"])
+            out.success = True
+        except asyncio.CancelledError:
+            out.fail("cancelled", "cancelled while in flight")
+            if resp is not None:
+                resp.close()
+            raise
+        except asyncio.TimeoutError:
+            out.fail("timeout", f"timeout: no complete response within {self.request_timeout_s} s")
+        except Exception as e:  # noqa: BLE001 - every failure is recorded, none is fatal
+            out.fail(type(e).__name__, f"{type(e).__name__}: {e}"[: 2 * ERROR_EXCERPT])
+
     async def _run_pass(self, session: aiohttp.ClientSession, specs: list[RequestSpec], prefix: str,
                         progress_cb=None) -> tuple[list[RequestOutcome], float]:
         """Dispatch ``specs`` at their send offsets; return outcomes (in spec order) and duration."""
         sem = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else contextlib.nullcontext()
         outs = [RequestOutcome(index=s.index, prompt_len=s.prompt_len, expected_output_len=s.output_len,
-                               scheduled_offset=s.send_offset_s) for s in specs]
+                               scheduled_offset=s.send_offset_s, inputs=spec_inputs(self.kind, s)) for s in specs]
         # Bodies are encoded before any clock starts: all of them up front when they fit in memory,
         # else each one off the event loop before its request is timed.
         prebuilt = (sum(s.prompt_len for s in specs) <= PREBUILD_MAX_TOKENS
@@ -347,7 +393,7 @@ class LoadGenerator:
         spec = RequestSpec(index=0, prompt_len=len(prompt), output_len=max_tokens, recipe=_FixedPrompt(prompt))
         out = RequestOutcome(index=0, prompt_len=len(prompt), expected_output_len=max_tokens)
         out.arrival_time = time.perf_counter()
-        await self._stream(session, self.body(spec), out, f"{self.request_id_prefix}probe")
+        await self._send(session, self.body(spec), out, f"{self.request_id_prefix}probe")
         return None if out.success else out.error
 
     async def wait_ready(self, session: aiohttp.ClientSession, spec: RequestSpec, timeout_s: float) -> None:
@@ -356,7 +402,7 @@ class LoadGenerator:
         while True:
             out = RequestOutcome(index=0, prompt_len=spec.prompt_len, expected_output_len=spec.output_len)
             out.arrival_time = time.perf_counter()
-            await self._stream(session, self.body(spec), out, f"{self.request_id_prefix}ready")
+            await self._send(session, self.body(spec), out, f"{self.request_id_prefix}ready")
             if out.success:
                 return
             left = deadline - time.monotonic()
@@ -376,7 +422,7 @@ class LoadGenerator:
             while not stop.is_set():
                 out = RequestOutcome(index=len(outs), prompt_len=1, expected_output_len=1)
                 out.arrival_time = time.perf_counter()
-                await self._stream(session, body, out, f"{self.request_id_prefix}probe-{len(outs)}")
+                await self._send(session, body, out, f"{self.request_id_prefix}probe-{len(outs)}")
                 outs.append(out)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval)
@@ -450,11 +496,12 @@ class LoadGenerator:
             model=self.model, endpoint=self.url, request_rate=request_rate, burstiness=burstiness,
             max_concurrency=self.max_concurrency, percentiles=tuple(percentiles), goodput_slos=slos,
             duration=duration, outcomes=outs,
-            metrics=compute_metrics(outs, duration, percentiles, slos, time_scale=time_scale,
-                                    percentile_metrics=percentile_metrics),
+            metrics=(compute_pooling_metrics(outs, duration, percentiles, percentile_metrics) if self.pooling
+                     else compute_metrics(outs, duration, percentiles, slos, time_scale=time_scale,
+                                          percentile_metrics=percentile_metrics)),
             workload=workload.describe(), arrivals=plan.to_dict(), warmup=warmup,
             cancelled=self._cancelled, run_info=info, percentile_metrics=tuple(percentile_metrics),
-            first_run=first_run, probes=probe_figures(probe_outs) if probe_rate > 0 else {})
+            first_run=first_run, probes=probe_figures(probe_outs) if probe_rate > 0 else {}, pooling=self.pooling)
 
 
 class ReadyCheckFailed(Exception):
@@ -485,6 +532,27 @@ def synthetic_text(ids: Sequence[int]) -> str:
     """A text prompt of about len(ids) words, distinct per id sequence (chat without a tokenizer)."""
     n = len(_WORDS)
     return " ".join(_WORDS[int(i) % n] + ("" if int(i) < n else str(int(i) // n % 97)) for i in ids)
+
+
+# A route the server does not have (FastAPI's and aiohttp's 404 bodies): vLLM registers only the APIs of the
+# tasks its model supports, so a pooling model has no generating API and a generating model no pooling one.
+_NO_ROUTE = ("Not Found", "404: Not Found")
+_ROUTE_HINT = {True: "no such route: is the server serving a pooling model (vllm serve ... --runner pooling)?",
+               False: "no such route: a pooling model's server has no generating API; load it with --backend "
+                      "openai-embeddings, vllm-pooling or vllm-rerank"}
+
+
+async def _refused(resp: aiohttp.ClientResponse, out: RequestOutcome, pooling: bool) -> None:
+    """A non-200 answer recorded as the failure it says (the server's own message when it gave one)."""
+    text = (await _read_excerpt(resp)).decode("utf-8", "replace")
+    try:
+        message = error_text(json.loads(text))
+    except ValueError:
+        message = text.strip()
+    if resp.status == 404 and message in _NO_ROUTE:
+        message = f"{message} ({_ROUTE_HINT[pooling]})"
+    out.fail(f"http {resp.status}", auth_refusal(resp.status)
+             or f"HTTP {resp.status}: {message or resp.reason or ''}".strip())
 
 
 async def _read_excerpt(resp: aiohttp.ClientResponse) -> bytes:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary.textfile import read_text
+from .pooling import BatchedWorkload, RerankWorkload
 from .trace import TRACE_LABELS, TraceWorkload
 from .workload import (
     DEFAULT_RESERVED_IDS,
@@ -161,7 +162,7 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
 # ---- From command-line arguments (bench and tune share the flags)
 
 DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
-DATASETS = ("random", "random-mm", "fixed", "trace", "timed_trace", "sharegpt", "custom")
+DATASETS = ("random", "random-mm", "random-rerank", "fixed", "trace", "timed_trace", "sharegpt", "custom")
 # vLLM 0.32's other --dataset-name values, and why they are not offered: bucket tuning needs the request
 # lengths the server will see, and each of these needs what this client does not have (a chat template,
 # text generation, the Hugging Face hub) to produce them.
@@ -172,7 +173,6 @@ UNSUPPORTED_DATASETS = {
               "150 --random-prefix-len 200 (sonnet's defaults)",
     "burstgpt": f"it replays BurstGPT's lengths as generated text; {_LENGTHS}, or a trace from its CSV",
     "hf": f"it downloads datasets from the Hugging Face hub, which this tool never does; {_LENGTHS}",
-    "random-rerank": "rerank requests do not exist in this client",
     "prefix_repetition": f"its repeated prefixes are text; {_LENGTHS} with --random-prefix-len",
     "spec_bench": f"it downloads its questions; {_LENGTHS}",
 }
@@ -228,18 +228,26 @@ def build_workload(args, vocab=None, sizer=None, template=None) -> Workload:
         raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
                          "or custom for a file)")
     num = DEFAULT_NUM_PROMPTS if num is None else num
+    batch = getattr(args, "random_batch_size", None) or 1  # vLLM's: random and random-rerank read it
+    if name == "random-rerank":
+        return RerankWorkload(args.random_input_len, num, batch, _ratio(args.random_range_ratio),
+                              reranker=not getattr(args, "no_reranker", False), seed=args.seed, ids=ids)
     if name == "random-mm":
         return random_mm(args, vocab, num, sizer)
     if name == "fixed":
         return FixedWorkload(args.random_input_len, args.random_output_len, num_prompts=num, seed=args.seed, **ids)
-    ratio = args.random_range_ratio
+    workload = RandomWorkload(args.random_input_len, args.random_output_len,
+                              range_ratio=_ratio(args.random_range_ratio), num_prompts=num, seed=args.seed,
+                              prefix_len=args.random_prefix_len,
+                              special_tokens=sizer.num_special if sizer is not None else 0, **ids)
+    return BatchedWorkload(workload, batch) if batch > 1 else workload
+
+
+def _ratio(text) -> float:
     try:
-        ratio = float(ratio)
+        return float(text)
     except (TypeError, ValueError):
-        raise ValueError(f"--random-range-ratio must be a number in [0, 1), got {ratio!r}") from None
-    return RandomWorkload(args.random_input_len, args.random_output_len, range_ratio=ratio, num_prompts=num,
-                          seed=args.seed, prefix_len=args.random_prefix_len,
-                          special_tokens=sizer.num_special if sizer is not None else 0, **ids)
+        raise ValueError(f"--random-range-ratio must be a number in [0, 1), got {text!r}") from None
 
 
 def _from_file(args, name: str, num: int | None, vocab, ids: dict, template=None) -> Workload:

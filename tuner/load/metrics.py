@@ -64,6 +64,7 @@ class RequestOutcome:
     error: str = ""
     failure_reason: str = ""         # short category for the summary
     stream_errors: list[str] = field(default_factory=list)
+    inputs: int = 1                  # a pooling request's inputs (vLLM's num_input_sequences)
 
     def fail(self, reason: str, message: str) -> None:
         self.success, self.failure_reason, self.error = False, reason, message
@@ -218,6 +219,33 @@ def compute_metrics(outcomes: Sequence[RequestOutcome], duration: float,
     return out
 
 
+def compute_pooling_metrics(outcomes: Sequence[RequestOutcome], duration: float,
+                            percentiles: Sequence[float] = (50, 90, 99),
+                            percentile_metrics: Sequence[str] = ("e2el",)) -> dict[str, Any]:
+    """vLLM's ``calculate_metrics_for_embeddings`` (pooling backends): inputs and tokens a second, and end-to-end
+    latency, the only time a pooling answer has (its TTFT, TPOT and ITL are not figures)."""
+    ok = [o for o in outcomes if o.success]
+    total_in = sum(o.prompt_len for o in ok)
+    inputs = sum(o.inputs for o in ok)
+
+    def per_s(x: float) -> float:
+        return x / duration if duration > 0 else 0.0
+
+    out: dict[str, Any] = {
+        "duration": duration,
+        "completed": len(ok),
+        "failed": len(outcomes) - len(ok),
+        "total_input_tokens": total_in,
+        "total_input_sequences": inputs,
+        "request_throughput": per_s(len(ok)),
+        "input_sequence_throughput": per_s(inputs),
+        "total_token_throughput": per_s(total_in),
+    }
+    if "e2el" in percentile_metrics:
+        out.update(summary_stats("e2el", [o.latency for o in ok], percentiles))
+    return out
+
+
 # ---- Result
 
 
@@ -242,6 +270,7 @@ class BenchmarkResult:
     run_info: dict[str, Any] = field(default_factory=dict)  # api, label, tokenizer_id, metadata, ...
     probes: dict[str, Any] = field(default_factory=dict)  # --probe-request-rate: probe_figures()
     percentile_metrics: tuple[str, ...] = PERCENTILE_METRICS + QUEUE_METRICS
+    pooling: bool = False  # a pooling backend's run: vLLM's pooling result keys (no tokens generated)
     date: str = field(default_factory=lambda: datetime.now().strftime("%Y%m%d-%H%M%S"))
 
     def __getattr__(self, name: str) -> Any:  # result.output_throughput etc.
@@ -298,17 +327,21 @@ class BenchmarkResult:
         peaks = {k: m.pop(k) for k in peak_keys if k in m}
         stats = {k: m.pop(k) for k in list(m) if k.endswith("_ms")}
         r.update(m)
-        r.update({
-            "input_lens": [x.prompt_len for x in o],
-            "output_lens": [x.output_tokens if x.success else 0 for x in o],
-            "ttfts": [x.ttft for x in o],
-            "itls": [list(x.itl) for x in o],
-            "latencies": [x.latency for x in o],
-            "start_times": [x.start_time for x in o],
-            "queue_times": [x.client_queue_time for x in o],
-            "generated_texts": [x.generated_text for x in o],
-            "errors": [x.error for x in o],
-        })
+        if self.pooling:  # vLLM's pooling result: no output, no stream
+            r.update({"input_lens": [x.prompt_len for x in o], "latencies": [x.latency for x in o],
+                      "queue_times": [x.client_queue_time for x in o], "errors": [x.error for x in o]})
+        else:
+            r.update({
+                "input_lens": [x.prompt_len for x in o],
+                "output_lens": [x.output_tokens if x.success else 0 for x in o],
+                "ttfts": [x.ttft for x in o],
+                "itls": [list(x.itl) for x in o],
+                "latencies": [x.latency for x in o],
+                "start_times": [x.start_time for x in o],
+                "queue_times": [x.client_queue_time for x in o],
+                "generated_texts": [x.generated_text for x in o],
+                "errors": [x.error for x in o],
+            })
         r.update(peaks)
         r.update(stats)
         r.update(self.probes)
@@ -323,7 +356,7 @@ class BenchmarkResult:
         if not detailed:
             for k in ("input_lens", "output_lens", "start_times", "ttfts", "itls",
                       "generated_texts", "errors"):
-                r.pop(k)
+                r.pop(k, None)
         lag = [x.dispatch_offset - x.scheduled_offset for x in o if x.sent]
         r.update({
             "tuner_metric_definitions": "vllm bench serve (vllm/benchmarks/serve.py); ITL per chunk; "
@@ -338,6 +371,14 @@ class BenchmarkResult:
                                                                self.percentiles),
             "tuner_send_lag": summary_stats("send_lag", lag, self.percentiles),
             "tuner_failures": self.failure_summary(),
+            "tuner_warmup": self.warmup,
+            "tuner_cancelled": self.cancelled,
+        })
+        if self.pooling:
+            r["tuner_metric_definitions"] = ("vllm bench serve's pooling metrics (calculate_metrics_for_embeddings): "
+                                             "latency = the whole answer read; input tokens from its usage")
+            return r
+        r.update({
             "tuner_max_concurrent_requests_vllm_0_32": peak_concurrency_1s_buckets(o),
             "tuner_peak_definitions": "max_output_tokens_per_s: vLLM 0.32.0 (1-second buckets of chunk "
                                       "arrivals); max_concurrent_requests: vLLM main after 0.32.0 (exact "
@@ -347,8 +388,6 @@ class BenchmarkResult:
             "tuner_token_chunks": sum(x.chunks for x in ok),
             "tuner_streams_without_done": sum(1 for x in ok if not x.done_received),
             "tuner_stream_error_events": sum(len(x.stream_errors) for x in o),
-            "tuner_warmup": self.warmup,
-            "tuner_cancelled": self.cancelled,
             "tuner_first_run": self.first_run or None,
         })
         return r
@@ -359,8 +398,9 @@ class BenchmarkResult:
 
 # ---- Time-scaled servers
 
-_RATE_FIELDS = ("request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
-                "max_output_tokens_per_s", "first_output_throughput", "warm_output_throughput")
+_RATE_FIELDS = ("request_throughput", "request_goodput", "input_sequence_throughput", "output_throughput",
+                "total_token_throughput", "max_output_tokens_per_s", "first_output_throughput",
+                "warm_output_throughput")
 _SECONDS_LISTS = ("ttfts", "latencies", "start_times", "queue_times")
 
 

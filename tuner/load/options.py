@@ -9,21 +9,32 @@ from dataclasses import dataclass
 # The API flavour a request speaks: vllm bench serve's --backend names of the generating APIs (the first
 # two are the same). The client's routes: tuner/load/client.py.
 API_FLAVOURS = ("openai", "vllm", "openai-chat", "openai-responses")
-# vllm bench serve's other backends (0.32): no token stream, so no TTFT, TPOT or output throughput to tune by
-NOT_STREAMED = ("openai-audio", "openai-embeddings", "openai-embeddings-chat", "openai-embeddings-clip",
-                "openai-embeddings-vlm2vec", "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling",
-                "vllm-rerank")
+# vllm bench serve's pooling backends (0.32's POOLING_BACKENDS, text ones): one answer, no token stream, so
+# end-to-end latency, requests and inputs a second are the figures (vLLM's EmbedBenchmarkMetrics)
+POOLING_FLAVOURS = ("openai-embeddings", "openai-embeddings-chat", "infinity-embeddings", "vllm-pooling",
+                    "vllm-rerank")
+BACKENDS = API_FLAVOURS + POOLING_FLAVOURS
+# vLLM's other backends, and why this client does not offer them
+NOT_OFFERED = {
+    "openai-audio": "speech recognition backend (audio datasets)",
+    "openai-embeddings-clip": "image-embedding backend (CLIP: image-only requests from vLLM's image datasets)",
+    "openai-embeddings-vlm2vec": "image-embedding backend (VLM2Vec: image requests from vLLM's image datasets)",
+    "infinity-embeddings-clip": "image-embedding backend for Infinity servers (CLIP)",
+}
+
+
+def is_pooling(name: str) -> bool:
+    return name in POOLING_FLAVOURS
 
 
 def api_flavour(name: str) -> str:
-    """--backend's value checked: a flavour, or one sentence saying why vLLM's other backends are not here."""
-    if name in API_FLAVOURS:
+    """--backend's value checked: a backend offered, or one sentence saying why vLLM's others are not here."""
+    if name in BACKENDS:
         return name
-    if name in NOT_STREAMED:
-        what = "speech recognition" if name == "openai-audio" else "pooling (embeddings, scores)"
-        raise ValueError(f"{name} is vllm bench serve's {what} backend, which is not offered here: bucket-tuner "
-                         f"measures streamed generation ({', '.join(API_FLAVOURS)})")
-    raise ValueError(f"{name!r} is not a backend; choose one of {', '.join(API_FLAVOURS)}")
+    if name in NOT_OFFERED:
+        raise ValueError(f"{name} is vllm bench serve's {NOT_OFFERED[name]}, which is not offered here; "
+                         f"choose one of {', '.join(BACKENDS)}")
+    raise ValueError(f"{name!r} is not a backend; choose one of {', '.join(BACKENDS)}")
 
 
 @dataclass

@@ -63,6 +63,7 @@ class ServerInputs:
     prefix_caching: bool | None = None
     max_num_prefill_seqs: int | None = None
     limit_mm_per_prompt: str | None = None  # --limit-mm-per-prompt as given (JSON): the vision warm-up reads it
+    pooling: bool = False  # a pooling model (--runner pooling, --convert embed): no decode phase, no decode buckets
 
 
 class CostModel:
@@ -174,7 +175,7 @@ def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, 
         block_size=inputs.block_size, max_num_seqs=limits.max_num_seqs, max_model_len=mml,
         max_num_batched_tokens=limits.max_num_batched_tokens,
         num_hpu_blocks=max(1, num_blocks), env=dict(env), prefix_caching=inputs.prefix_caching,
-        max_num_prefill_seqs=inputs.max_num_prefill_seqs,
+        max_num_prefill_seqs=inputs.max_num_prefill_seqs, pooling=inputs.pooling,
     )
 
 

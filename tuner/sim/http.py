@@ -122,13 +122,16 @@ class SimHTTP:
         self.stopped = asyncio.Event()  # set at shutdown: stalled streams end then
         self.created = int(time.time())
 
-    def app(self) -> web.Application:
+    def app(self, generate: bool = True) -> web.Application:
+        """The routes; ``generate`` False: a pooling model's server, without the generating APIs (vLLM registers
+        the routes of the tasks a model supports; tuner/sim/pooling.py adds its own)."""
         app = web.Application(middlewares=[self._log_middleware, self._auth_middleware])
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
-        app.router.add_post("/v1/completions", self.completions)
-        app.router.add_post("/v1/chat/completions", self.chat_completions)
-        app.router.add_post("/v1/responses", self.responses)
+        if generate:
+            app.router.add_post("/v1/completions", self.completions)
+            app.router.add_post("/v1/chat/completions", self.chat_completions)
+            app.router.add_post("/v1/responses", self.responses)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/detokenize", self.detokenize)
         app.router.add_get("/metrics", self.metrics)
@@ -170,7 +173,7 @@ class SimHTTP:
         return web.json_response({"object": "list", "data": data})
 
     # -- vLLM's /tokenize and /detokenize (tokens.py) -----------------------------------------------
-    async def _request_body(self, request: web.Request) -> dict | web.Response:
+    async def request_body(self, request: web.Request) -> dict | web.Response:
         """The JSON object a request carries, naming a served model (or none: the first), else the error."""
         try:
             body = await request.json()
@@ -184,7 +187,7 @@ class SimHTTP:
         return body
 
     async def tokenize(self, request: web.Request) -> web.Response:
-        body = await self._request_body(request)
+        body = await self.request_body(request)
         if isinstance(body, web.Response):
             return body
         text = render_chat(body["messages"]) if "messages" in body else body.get("prompt")
@@ -195,7 +198,7 @@ class SimHTTP:
                                   "token_strs": None})
 
     async def detokenize(self, request: web.Request) -> web.Response:
-        body = await self._request_body(request)
+        body = await self.request_body(request)
         if isinstance(body, web.Response):
             return body
         ids = body.get("tokens")
@@ -219,7 +222,7 @@ class SimHTTP:
     async def _generate(self, request: web.Request, api: str) -> web.StreamResponse:
         self.requests_seen += 1
         fault = self.faults.request_fault(self.requests_seen)
-        body = await self._request_body(request)
+        body = await self.request_body(request)
         if isinstance(body, web.Response):
             return body
         model = body.get("model") or self.names[0]
@@ -319,7 +322,7 @@ class SimHTTP:
     def _text(self, rid: str, index: int) -> str:
         return _WORDS[(zlib.crc32(rid.encode()) + index * 7) % len(_WORDS)]
 
-    def _observe(self, arrival: float, times: list[float], prompt_len: int) -> None:
+    def observe(self, arrival: float, times: list[float], prompt_len: int) -> None:
         if not times:
             return
         self.success += 1
@@ -340,7 +343,7 @@ class SimHTTP:
                 break
             else:
                 return _error(500, value or "request aborted", "InternalServerError")
-        self._observe(live.sim.arrival, times, live.sim.prompt_len)
+        self.observe(live.sim.arrival, times, live.sim.prompt_len)
         return web.json_response(frames.whole("".join(self._text(live.rid, i) for i in range(len(times)))))
 
     async def _stream(self, request, live, frames, fault: str | None):
@@ -368,7 +371,7 @@ class SimHTTP:
             if stall_after is not None:
                 await self.stopped.wait()
                 return resp
-            self._observe(live.sim.arrival, times, live.sim.prompt_len)
+            self.observe(live.sim.arrival, times, live.sim.prompt_len)
             text = "".join(self._text(live.rid, i) for i in range(len(times)))
             await resp.write("".join(m + "\n\n" for m in frames.closing(text)).encode())
             await resp.write_eof()

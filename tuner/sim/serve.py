@@ -33,6 +33,7 @@ from .faults import ENV_VAR as FAULT_ENV
 from .faults import from_env as fault_specs_from_env
 from .http import SimHTTP
 from .logfmt import SimLog
+from .pooling import PoolingFront, is_pooling
 from .recipe_cache import RecipeCache
 from .startup import LOG_STYLES, VERSIONS, SimTime, emit, startup_events, store_recipe
 
@@ -88,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="items per prompt per modality, as vLLM takes it ('{\"image\": 2}' or "
                    "'{\"image\": {\"count\": 2, \"width\": 1280, \"height\": 720}}'): the release warms the "
                    "image encoder only for a modality named here")
+    p.add_argument("--runner", choices=("auto", "generate", "pooling", "draft"), default="auto",
+                   help="pooling: serve a pooling model (embeddings, scores) instead of generating")
+    p.add_argument("--convert", choices=("auto", "none", "embed", "classify", "reward"), default="auto",
+                   help="embed/classify/reward: serve the model converted to a pooling model")
+    p.add_argument("--task", default=None, help="older vLLM's name of the same (embed, classify, score, ...)")
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--api-key", nargs="+", default=None,
                    help="require one of these keys on /v1 routes (else $VLLM_API_KEY), as vLLM does")
@@ -140,7 +146,8 @@ def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
     inputs = ServerInputs(block_size=args.block_size, max_num_seqs=args.max_num_seqs,
                           max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
                           prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs,
-                          limit_mm_per_prompt=args.limit_mm_per_prompt)
+                          limit_mm_per_prompt=args.limit_mm_per_prompt,
+                          pooling=is_pooling(args.runner, args.convert, args.task))
     return sim, inputs
 
 
@@ -302,7 +309,10 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
                     access_log=None if args.disable_log_requests else log.raw,
                     api_keys=args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else []),
                     tower=pred.vision.tower if pred.vision is not None else None, adapters=args.adapters)
-    runner = web.AppRunner(front.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    app = front.app(generate=not pred.config.pooling)
+    if pred.config.pooling:
+        PoolingFront(front).add_routes(app.router)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     driver.start()
     sock.listen(1024)

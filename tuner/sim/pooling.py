@@ -1,0 +1,214 @@
+"""The API of a simulated pooling model (`vllm serve --runner pooling`, `--convert embed`, old `--task embed`):
+/v1/embeddings (and /v2/embed), /pooling, /rerank (/v1/rerank, /v2/rerank) and /score (/v1/score), answered in
+vLLM 0.32's shapes (vllm/entrypoints/pooling/*/protocol.py). A pooling model serves only these; a generating
+model serves none of them (vLLM registers the routes of the tasks a model supports: the others are 404).
+
+Each input is one prefill of its tokens and no decode: the engine runs it as a request for one token, so
+prompt buckets, batching and the queue cost what they cost a prefill. A reranker's input is the query, a
+separator and the document. Vectors and scores are deterministic per input (a hash), not meaningful.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import zlib
+
+from aiohttp import web
+
+from .http import _chat_prompt_tokens, _error, count_text_tokens
+
+EMBED_DIM = 16  # the simulated embedding's width
+# vLLM's `--task` (before `--runner`/`--convert`) values of a pooling model
+POOLING_TASKS = frozenset({"embed", "embedding", "classify", "score", "reward", "encode"})
+
+
+def is_pooling(runner: str | None, convert: str | None, task: str | None) -> bool:
+    """vLLM's flags naming a pooling model: --runner pooling, --convert embed/classify/reward, --task embed..."""
+    return runner == "pooling" or convert in ("embed", "classify", "reward") or task in POOLING_TASKS
+
+
+def _vector(key: str) -> list[float]:
+    seed = zlib.crc32(key.encode())
+    return [((seed >> (i % 24)) % 1000) / 1000.0 - 0.5 for i in range(EMBED_DIM)]
+
+
+class PoolingFront:
+    """The pooling routes of a SimHTTP (its model names, token counter, faults and engine driver)."""
+
+    def __init__(self, http) -> None:
+        self.http = http
+
+    def add_routes(self, router) -> None:
+        for path in ("/v1/embeddings", "/v2/embed"):
+            router.add_post(path, self.embeddings)
+        router.add_post("/pooling", self.pooling)
+        for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+            router.add_post(path, self.rerank)
+        for path in ("/score", "/v1/score"):
+            router.add_post(path, self.score)
+
+    # -- what a request asks ------------------------------------------------------------------------
+    def _lengths(self, body: dict) -> list[int] | web.Response:
+        """Tokens of each input of an embeddings or pooling request (input, or chat messages)."""
+        if "messages" in body:
+            messages = body["messages"]
+            convs = messages if isinstance(messages, list) and messages and isinstance(messages[0], list) \
+                else [messages]
+            counts = [_chat_prompt_tokens(m) for m in convs]
+            if None in counts:
+                return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
+            return counts
+        value = body.get("input")
+        if isinstance(value, str) and value:
+            return [count_text_tokens(value)]
+        if isinstance(value, list) and value:
+            if all(_is_id(t) for t in value):
+                return self._ids([value])
+            if all(isinstance(t, str) and t for t in value):
+                return [count_text_tokens(t) for t in value]
+            if all(isinstance(p, list) and p and all(_is_id(t) for t in p) for p in value):
+                return self._ids(value)
+        return _error(400, "input must be a non-empty string, a list of strings, a list of token ids or a list "
+                      "of such lists", "BadRequestError")
+
+    def _ids(self, prompts: list[list[int]]) -> list[int] | web.Response:
+        bad = [t for p in prompts for t in p if not 0 <= t < self.http.vocab]
+        if bad:
+            return _error(400, f"Token id {max(bad) if max(bad) >= self.http.vocab else min(bad)} is out of "
+                          "vocabulary", "BadRequestError")
+        return [len(p) for p in prompts]
+
+    def _fit(self, lengths: list[int], body: dict) -> list[int] | web.Response:
+        """vLLM's truncate_prompt_tokens: -1 cuts each input to the model's length, k to k tokens; without it an
+        input longer than the model takes is refused."""
+        cut = body.get("truncate_prompt_tokens")
+        limit = self.http.max_model_len
+        if cut is not None:
+            if not _is_id(cut) or cut < -1:
+                return _error(400, f"truncate_prompt_tokens must be -1 or more, got {cut!r}", "BadRequestError")
+            if cut > limit:
+                return _error(400, f"truncate_prompt_tokens value ({cut}) is greater than max_model_len ({limit}). "
+                              "Please, select a smaller truncation size.", "BadRequestError")
+            return [min(n, limit if cut == -1 else cut) for n in lengths]
+        longest = max(lengths)
+        if longest > limit:
+            return _error(400, f"This model's maximum context length is {limit} tokens. However, you requested "
+                          f"{longest} tokens in the input for embedding generation. Please reduce the length of "
+                          "the input.", "BadRequestError")
+        return lengths
+
+    # -- running it ---------------------------------------------------------------------------------
+    async def _run(self, request: web.Request, lengths: list[int] | web.Response,
+                   body: dict) -> tuple[list[int], str] | web.Response:
+        """Each input through the engine as one prefill; (tokens per input, model) or the refusal."""
+        http = self.http
+        http.requests_seen += 1
+        fault = http.faults.request_fault(http.requests_seen)
+        if isinstance(lengths, web.Response):
+            return lengths
+        lengths = self._fit(lengths, body)
+        if isinstance(lengths, web.Response):
+            return lengths
+        if fault == "http-500":
+            return _error(500, "Internal Server Error", "InternalServerError")
+        if http.stopped.is_set():
+            return _error(503, "The server is shutting down", "ServiceUnavailableError")
+        rid = uuid.uuid4().hex
+        lives = [http.driver.submit(f"{rid}-{i}", max(1, n), 1) for i, n in enumerate(lengths)]
+        done = 0
+        try:
+            for live in lives:
+                times = []
+                while True:
+                    kind, value, t = await live.events.get()
+                    if kind == "token":
+                        times.append(t)
+                    elif kind == "done":
+                        break
+                    else:
+                        return _error(500, value or "request aborted", "InternalServerError")
+                http.observe(live.sim.arrival, times, live.sim.prompt_len)
+                done += 1
+        finally:
+            for live in lives[done:]:  # a client gone or a failure: free what is still queued
+                http.driver.cancel(live.rid)
+        return lengths, body.get("model") or http.names[0]
+
+    @staticmethod
+    def _usage(tokens: int) -> dict:
+        return {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0, "prompt_tokens_details": None}
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        body = await self.http.request_body(request)
+        if isinstance(body, web.Response):
+            return body
+        ran = await self._run(request, self._lengths(body), body)
+        if isinstance(ran, web.Response):
+            return ran
+        lengths, model = ran
+        data = [{"index": i, "object": "embedding", "embedding": _vector(f"{model}{i}{n}")}
+                for i, n in enumerate(lengths)]
+        return web.json_response({"id": f"embd-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
+                                  "model": model, "data": data, "usage": self._usage(sum(lengths))})
+
+    async def pooling(self, request: web.Request) -> web.Response:
+        body = await self.http.request_body(request)
+        if isinstance(body, web.Response):
+            return body
+        ran = await self._run(request, self._lengths(body), body)
+        if isinstance(ran, web.Response):
+            return ran
+        lengths, model = ran
+        data = [{"index": i, "object": "pooling", "data": _vector(f"{model}{i}{n}")} for i, n in enumerate(lengths)]
+        return web.json_response({"id": f"pool-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
+                                  "model": model, "data": data, "usage": self._usage(sum(lengths))})
+
+    def _pairs(self, first, second) -> tuple[list[str], list[int]] | web.Response:
+        """The documents and each pair's tokens (query, separator, document) of a rerank or score request."""
+        docs = second if isinstance(second, list) else [second]
+        if not isinstance(first, str) or not first or not docs or not all(isinstance(d, str) for d in docs):
+            return _error(400, "give a text query and one or more text documents", "BadRequestError")
+        q = count_text_tokens(first)
+        return docs, [q + 1 + count_text_tokens(d) for d in docs]
+
+    async def rerank(self, request: web.Request) -> web.Response:
+        body = await self.http.request_body(request)
+        if isinstance(body, web.Response):
+            return body
+        pairs = self._pairs(body.get("query"), body.get("documents"))
+        if isinstance(pairs, web.Response):
+            return pairs
+        docs, lengths = pairs
+        ran = await self._run(request, lengths, body)
+        if isinstance(ran, web.Response):
+            return ran
+        lengths, model = ran
+        results = sorted(({"index": i, "document": {"text": d, "multi_modal": None},
+                           "relevance_score": _vector(f"{body['query']}{d}")[0] + 0.5}
+                          for i, d in enumerate(docs)), key=lambda r: -r["relevance_score"])
+        top_n = body.get("top_n") or 0
+        return web.json_response({"id": f"rerank-{uuid.uuid4().hex}", "model": model,
+                                  "usage": {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths)},
+                                  "results": results[:top_n] if top_n else results})
+
+    async def score(self, request: web.Request) -> web.Response:
+        body = await self.http.request_body(request)
+        if isinstance(body, web.Response):
+            return body
+        first = body.get("text_1", body.get("queries"))
+        pairs = self._pairs(first, body.get("text_2", body.get("items", body.get("documents"))))
+        if isinstance(pairs, web.Response):
+            return pairs
+        docs, lengths = pairs
+        ran = await self._run(request, lengths, body)
+        if isinstance(ran, web.Response):
+            return ran
+        lengths, model = ran
+        data = [{"index": i, "object": "score", "score": _vector(f"{first}{d}")[0] + 0.5} for i, d in enumerate(docs)]
+        return web.json_response({"id": f"score-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
+                                  "model": model, "data": data, "usage": self._usage(sum(lengths))})
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
