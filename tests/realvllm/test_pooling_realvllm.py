@@ -40,7 +40,8 @@ def test_embeddings_rerank_and_pooling_on_a_genuine_embedding_model(embedding_se
     s = embedding_server
     emb = _bench(s, tmp_path, "emb", "--backend", "openai-embeddings", "--num-prompts", "24",
                  "--random-input-len", "64", "--random-batch-size", "3", "--max-concurrency", "2")
-    assert (emb["completed"], emb["failed"], emb["total_input_tokens"], emb["total_input_sequences"]) == (8, 0, 1536, 24)
+    figures = ("completed", "failed", "total_input_tokens", "total_input_sequences")
+    assert tuple(emb[k] for k in figures) == (8, 0, 1536, 24)
     assert emb["input_lens"] == [192] * 8 and emb["p99_e2el_ms"] > 0
     pool = _bench(s, tmp_path, "pool", "--backend", "vllm-pooling", "--num-prompts", "4", "--random-input-len", "32")
     assert (pool["completed"], pool["total_input_tokens"]) == (4, 128)

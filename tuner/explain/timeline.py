@@ -93,12 +93,15 @@ def timeline(reading: LogReading) -> Timeline:
     s = reading.summary
     primary = reading.primary
     tl.primary = primary.index if primary else None
-    model = next((t for t in reading.run_events() if isinstance(t.event, ModelLoaded)
-                  and t.event.seconds is not None), None)
+    # vLLM's loader times building the model and loading its weights apart: the phase is both (the first of each)
+    loads: dict[str, float] = {}
+    for t in reading.run_events():
+        if isinstance(t.event, ModelLoaded) and t.event.seconds is not None:
+            loads.setdefault(t.event.part, t.event.seconds)
     prof = next((t for t in reading.run_events() if isinstance(t.event, ProfilingRun)
                  and t.event.seconds is not None), None)
-    if model:
-        tl.phases.append(PhaseTime("load weights", model.event.seconds))
+    if loads:
+        tl.phases.append(PhaseTime("load weights", sum(loads.values())))
     elif (took := _weights_load_s(reading)) is not None:
         tl.phases.append(PhaseTime("load weights", took))
     if prof:

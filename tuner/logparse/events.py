@@ -185,10 +185,12 @@ class HpuBlocks(Event):
 class ModelLoaded(Event):
     """Gaudi fork `Loading model weights took in total 14.97 GiB of device memory (..)`; vllm-gaudi
     `Loading model weights took 14.9634 GB`; vLLM `Loading weights took 3.21 seconds`,
-    `Model loading took 14.99 GiB and 5.6 seconds`; vLLM v1 `Initializing model took 0.17 seconds`."""
+    `Model loading took 14.99 GiB and 5.6 seconds`; vLLM v1 `Initializing model took 0.17 seconds` (``part``
+    "init": building the model, before its weights are loaded, timed apart by the same loader)."""
 
     device_memory: int | None = None
     seconds: float | None = None
+    part: str = "weights"
 
 
 @dataclass(frozen=True)

@@ -221,9 +221,9 @@ def _model_loaded_plugin(m):
 
 
 # vLLM loaders: "Loading weights took %.2f seconds"; v1 base_loader "Initializing model took %f seconds"
-@_rule(r"^(?:Loading weights|Initializing model) took (?P<s>\d+(?:\.\d+)?) s(?:econds)?\b")
+@_rule(r"^(?P<what>Loading weights|Initializing model) took (?P<s>\d+(?:\.\d+)?) s(?:econds)?\b")
 def _weights_time(m):
-    return ModelLoaded(seconds=float(m["s"]))
+    return ModelLoaded(seconds=float(m["s"]), part="init" if m["what"] == "Initializing model" else "weights")
 
 
 # vLLM runners: "Model loading took %.4f GiB and %.6f seconds" (newer: "GiB memory and .. seconds")

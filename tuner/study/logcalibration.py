@@ -340,12 +340,21 @@ def _startup_observations(x: Explanation, st, pred, notes: list[str]) -> list[tu
     if run is None:
         return []
     timed = [t for t in x.reading.events if t.time_s is not None and run.first_line <= t.line_no <= run.last_line]
-    loaded = next((t for t in timed if isinstance(t.event, ModelLoaded)), None)
+    loads = [t for t in timed if isinstance(t.event, ModelLoaded)]
+    # vLLM's loader builds the model ("Initializing model took") before it loads the weights: the weights' line
+    loaded = next((t for t in loads if t.event.part == "weights"), loads[0] if loads else None)
     split = next((t for t in timed if isinstance(t.event, MemorySplit)), None)
     tick = st.resolution_s
     pair = math.sqrt(2 * tick**2 / 6)  # two truncated stamps
     out = []
-    if loaded is not None:
+    took = {}  # the loader's own figures, when it times itself (vLLM's base and default loaders)
+    for t in loads:
+        if t.event.seconds is not None:
+            took.setdefault(t.event.part, t.event.seconds)
+    if "weights" in took and pred.load_seconds > 0 and (secs := sum(took.values())) > 0:
+        out.append((Observation({"load": 1.0}, math.log(secs / pred.load_seconds), pair / max(secs, tick)),
+                    f"weights loaded in {secs:.0f} s (the loader's own figure; predicted {pred.load_seconds:.0f} s)"))
+    elif loaded is not None:
         starts = [t for t in timed if t.line_no < loaded.line_no and (
             isinstance(t.event, (BucketConfig, BucketVariable, GeneratedBuckets))
             or (isinstance(t.event, Milestone) and t.event.name == "attention_backend"))]
