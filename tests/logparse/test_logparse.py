@@ -478,10 +478,11 @@ def test_real_vllm_cpu_startup():
     s = w.summary()
     assert (s.engine_version, s.platform) == ("0.32.0", None)
     assert [e.version for e in of_type(events, EngineInfo)] == ["0.32.0", "0.32.0"]   # banner, engine config
-    assert s.model_loaded == ModelLoaded(seconds=0.170913, prefix=s.model_loaded.prefix, part="init")  # built, dummy weights
+    # built in 0.17 s; dummy weights: no load line
+    assert s.model_loaded == ModelLoaded(seconds=0.170913, prefix=s.model_loaded.prefix, part="init")
     assert of_type(events, ProfilingRun)[0].seconds == 0.21
     assert s.kv_cache == KvCacheSize(device="CPU", tokens=2_097_152, memory=GiB, max_concurrency=1024.0,
-                                     prefix=s.kv_cache.prefix)
+                                     per_request=2048, prefix=s.kv_cache.prefix)
     assert s.engine_init_s == 15.71
     assert [m.name for m in of_type(events, Milestone)] == [
         "compile_warmup", "compile_cache_miss", "compile_warmup_done"]

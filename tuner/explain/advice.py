@@ -142,7 +142,10 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
             assumed.append(f"max_num_batched_tokens={budget} (inferred: the log omits {omitted} prompt buckets "
                            "without printing the budget; the largest batch x length it kept)")
         elif prompt is not None and prompt.complete and prompt.max_tokens:
-            budget = max(prompt.max_tokens, mml)
+            # prompt buckets with a context dimension are chunks of a prefill (v1): the budget may be below
+            # max_model_len; without one a prompt is prefilled whole, so the budget holds the longest
+            chunked = len(prompt.dims) >= 3
+            budget = prompt.max_tokens if chunked else max(prompt.max_tokens, mml)
             assumed.append(f"max_num_batched_tokens={budget} (the largest batch x length among the logged "
                            "prompt buckets)")
         else:

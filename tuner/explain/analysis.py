@@ -364,6 +364,9 @@ class MemoryView:
     free_after_profiling: int | None = None
     kv_cache: int | None = None
     kv_blocks: int | None = None
+    kv_tokens: int | None = None  # v1's "KV cache size: N tokens"
+    max_concurrency: float | None = None  # requests of `concurrency_for` tokens the cache holds at once
+    concurrency_for: int | None = None
     graph_reserved: int | None = None
     graph_reserved_fraction: float | None = None
     gpu_memory_utilization: float | None = None
@@ -388,6 +391,9 @@ def memory_view(reading: LogReading, block_size: int | None = None) -> MemoryVie
         kv_blocks=(s.hpu_blocks if s.hpu_blocks is not None else s.usable_blocks.usable if s.usable_blocks
                    else s.kv_cache.tokens // block_size if s.kv_cache and s.kv_cache.tokens and block_size
                    else None),
+        kv_tokens=s.kv_cache.tokens if s.kv_cache else None,
+        max_concurrency=s.kv_cache.max_concurrency if s.kv_cache else None,
+        concurrency_for=s.kv_cache.per_request if s.kv_cache else None,
         graph_reserved=split.graph_reserved if split else None,
         graph_reserved_fraction=split.graph_reserved_fraction if split else None,
         gpu_memory_utilization=split.gpu_memory_utilization if split else None,

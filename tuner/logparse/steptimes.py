@@ -58,7 +58,7 @@ class Interval:
     seconds: float | None
     first: int | None  # position of the first step it spans in the order used (None: unknown)
     stop: int | None  # one past the last position it spans
-    kind: str  # "step" | "gap" | "dropped"
+    kind: str  # "step" | "gap" (lines left out) | "bar" (a progress bar's counts) | "dropped"
     elided: bool = False  # an elision marker lies inside it
     note: str = ""
     run: int = 0  # the run it belongs to
@@ -75,8 +75,8 @@ class Interval:
 
     @property
     def timed(self) -> bool:
-        """A step or a gap: seconds the log really shows, over the steps in `spans`."""
-        return self.kind in ("step", "gap")
+        """A step, a gap or a bar's stretch: seconds the log really shows, over the steps in `spans`."""
+        return self.kind in ("step", "gap", "bar")
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -290,8 +290,10 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
             add(b, nxt, secs, first, stop, "dropped", elided,
                 f"{where}: {stop - first} steps within {within} (logged together, not timed)")
         else:
-            cause = "an elision" if elided else "lines left out"
-            add(b, nxt, max(0.0, secs), first, stop, "gap", elided,
+            # a progress bar to its next count or its end: the release logs no line per step (not a cut log)
+            barred = b.bar and (isinstance(nxt, EndLine) and nxt.kind == "bar" or getattr(nxt, "bar", False))
+            cause = "an elision" if elided else "a progress bar: no line per step" if barred else "lines left out"
+            add(b, nxt, max(0.0, secs), first, stop, "bar" if barred and not elided else "gap", elided,
                 f"{where}: {stop - first} steps in {secs:.0f} s ({cause}); kept as one sample over the steps it spans")
     return out
 

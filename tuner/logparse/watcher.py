@@ -20,6 +20,7 @@ from .events import (
     CompileTime,
     EngineInfo,
     EngineInitialized,
+    EngineStats,
     ErrorLine,
     Event,
     ExponentialOverride,
@@ -193,9 +194,10 @@ class LogWatcher:
         self._finished: WarmupFinished | None = None
         self._skipped = False
         self._not_warmed: dict[tuple, NotWarmedUp] = {}
-        self._not_prepared: list[BucketNotPrepared] = []
+        self._not_prepared: dict[tuple, BucketNotPrepared] = {}
         self._preempt_events = 0
         self._preempt_cumulative = 0
+        self._preempt_interval = 0  # summed over v1's stats lines
         self._step_compiles = [0, 0, 0]  # under load: steps that compiled, graphs compiled; any stage: graphs
         self._oom: OutOfMemory | None = None
         self._oom_stage: str | None = None
@@ -476,7 +478,11 @@ class LogWatcher:
         self._not_warmed.setdefault((e.phase, e.shape), e)
 
     def _on_not_prepared(self, e: BucketNotPrepared, t):
-        self._not_prepared.append(e)
+        # once per shape, as not-warmed-up ones: every tensor-parallel rank prints its own copy
+        self._not_prepared.setdefault((e.phase, e.requested, e.new_bucket), e)
+
+    def _on_stats(self, e: EngineStats, t):
+        self._preempt_interval += e.preemptions  # v1 counts them per stats interval
 
     def _on_preemption(self, e: Preemption, t):
         self._preempt_events += 1
@@ -526,7 +532,7 @@ class LogWatcher:
         StepGraphCompilation: _on_step_compile,
         OutOfMemory: _on_oom, ErrorLine: _on_error, Traceback: _on_traceback,
         ServerListening: _on_listening, EngineInfo: _on_engine, EngineInitialized: _on_engine_init,
-        CompileTime: _on_compile, Milestone: _on_milestone,
+        CompileTime: _on_compile, Milestone: _on_milestone, EngineStats: _on_stats,
     }
 
     # -- output ----------------------------------------------------------------------------------
@@ -557,7 +563,7 @@ class LogWatcher:
 
     @property
     def preemptions(self) -> int:
-        return max(self._preempt_events, self._preempt_cumulative)
+        return max(self._preempt_events, self._preempt_cumulative, self._preempt_interval)
 
     @property
     def compilations_under_load(self) -> int:
@@ -582,7 +588,7 @@ class LogWatcher:
             warmup_steps={k: (p.completed, p.total) for k, p in self._phases.items()},
             graph_captured=dict(self._captured), warmup_finished=self._finished,
             warmup_skipped=self._skipped, not_warmed_up=self.not_warmed_up,
-            buckets_not_prepared=tuple(self._not_prepared), preemptions=self.preemptions,
+            buckets_not_prepared=tuple(self._not_prepared.values()), preemptions=self.preemptions,
             oom=self._oom, oom_stage=self._oom_stage, errors=tuple(self._errors),
             tracebacks=tuple(self._tracebacks), listening_url=self._url,
             startup_complete=self._startup_complete, engine_version=self._version,

@@ -95,7 +95,7 @@ def warmup_evidence(st: StepTimes, pred: StartupPrediction, total: bool = True) 
         phase_total[n] = phase_total.get(n, 0.0) + s
     tick = st.resolution_s
     floor = MIN_TICKS * tick
-    kept: list[Interval] = [iv for iv in run.intervals if iv.kind in ("step", "gap") and iv.stop <= len(secs)]
+    kept: list[Interval] = [iv for iv in run.intervals if iv.timed and iv.stop <= len(secs)]
     # Contiguous intervals of the same corrections make one group; a group too short to time alone then
     # joins a contiguous neighbour (the one before it, else the one after), mixing their corrections.
     groups: list[_Group] = []

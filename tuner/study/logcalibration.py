@@ -98,7 +98,9 @@ def settings_from_log(x: Explanation, server_defaults: dict[str, Any], release: 
         omitted = x.reading.summary.omitted.get("prompt")
         cfg, assumed = server_from_log(by_phase, m.kv_blocks, block_size=int(server.get("block_size", 128)),
                                        max_model_len=server.get("max_model_len"), max_num_seqs=None,
-                                       max_num_batched_tokens=server.get("max_num_batched_tokens"),
+                                       # the study's, else the engine's own line (as explain's rebuild reads it)
+                                       max_num_batched_tokens=(server.get("max_num_batched_tokens")
+                                                               or x.server.max_num_batched_tokens),
                                        token_budget=omitted.token_budget if omitted else None)
         server["max_num_seqs"] = cfg.max_num_seqs
         notes += [a for a in assumed if a.startswith("max_num_seqs")]
