@@ -62,3 +62,41 @@ def test_load_preemptions_bars_fallbacks_and_kv_tokens(capsys):
     assert "missing" not in text and "elided" not in text
     assert "4 request(s) were preempted" in text
     assert "1,681,152 tokens: 205.22 requests of 8,192 tokens at once" in text.replace("\n  ", " ")
+
+
+# vllm-gaudi main's other warm-ups and runtime lines, one line each from its format strings (file:line at 091bbadd)
+POOLING_RUN = """\
+(EngineCore_DP0 pid=90) INFO 08-21 10:00:59 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: \
+model='BAAI/bge-m3', tensor_parallel_size=1, dtype=torch.bfloat16, max_seq_len=8192
+(EngineCore_DP0 pid=90) WARNING 08-21 10:01:12 [common.py:138] VLLM_EXPONENTIAL_BUCKETING is deprecated and will be \
+removed in a future release. Use VLLM_BUCKETING_STRATEGY='exp'|'lin'|'pad' instead.
+(EngineCore_DP0 pid=90) WARNING 08-21 10:01:12 [common.py:147] Overriding bucketing strategy \
+ExponentialBucketingStrategy with LinearBucketingStrategy due to VLLM_EXPONENTIAL_BUCKETING=false
+(EngineCore_DP0 pid=90) INFO 08-21 10:01:12 [hpu_model_runner.py:5243] Starting pooler warmup with prompt buckets: \
+[(1, 128, 0), (1, 256, 0), (1, 512, 0)]
+(EngineCore_DP0 pid=90) INFO 08-21 10:01:12 [hpu_model_runner.py:5255] Warmup: bs=1, query_len=512, num_blocks=0, \
+total_tokens=512
+(EngineCore_DP0 pid=90) INFO 08-21 10:01:20 [hpu_model_runner.py:5341] Pooler warmup completed successfully
+(EngineCore_DP0 pid=90) INFO 08-21 10:01:20 [defragmentation.py:238] Warming up defragmenter with thresholds: \
+[8, 16, 32, 64, 128, 256, 512]
+(EngineCore_DP0 pid=90) INFO 08-21 10:01:23 [defragmentation.py:249] Defragmenter warmup completed successfully
+(EngineCore_DP0 pid=90) INFO 08-21 10:01:24 [hpu_model_runner.py:6308] Warmup finished in 12 secs, allocated 1.5 GiB \
+of device memory
+(APIServer pid=80) INFO 08-21 10:01:30 [api_server.py:1] Starting vLLM server on http://0.0.0.0:8000
+(EngineCore_DP0 pid=90) WARNING 08-21 10:07:03 [hpu_worker.py:763] [HPUWorker.execute_model] graph compilation \
+detected: [('TotalNumberOfGraphCompilations', 2), ('TotalGraphCompilationTime', 412.6)]
+"""
+
+
+def test_pooler_and_defragmenter_warmups_are_phases_and_serving_compiles_are_counted(tmp_path, capsys):
+    log = tmp_path / "pooling.log"
+    log.write_text(POOLING_RUN)
+    assert main(["explain", str(log), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    phases = {p["name"]: p["seconds"] for p in d["warmup"]["phases"]}
+    assert phases == {"pooler warmup": 8, "defragmenter warmup": 3}
+    assert d["reading"]["unread"] == 0
+    assert d["runtime"]["graphs_compiled_while_serving"] == 2
+    assert main(["explain", str(LOG), "--json"]) == 0
+    main_phases = [p["name"] for p in json.loads(capsys.readouterr().out)["warmup"]["phases"]]
+    assert main_phases == ["load weights", "sampler warmup", "prompt warmup", "decode warmup"]  # in the order run

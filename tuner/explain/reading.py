@@ -277,7 +277,12 @@ _UNINTERESTING = re.compile(
     # vllm-gaudi's sampler warm-up, one line per sampling setting it compiles
     r"^temp=[\d.]+, top_p=|"
     # the headers of vllm-hpu-extension's runtime dump (its key: value rows are read)
-    r"^(?:User flags|Environment|Features):\s*$")
+    r"^(?:User flags|Environment|Features):\s*$|"
+    # vllm-gaudi's platform on every start: its memory workaround, the worker start method, vLLM's compile pipeline
+    # off (the HPU compiles its own way), the host threads for the load; a banner of stars around a warning
+    r"This is a workaround! Please check the NOTE|VLLM_WORKER_MULTIPROC_METHOD=fork might cause|"
+    r"Forcing CompilationMode|^Setting OMP_NUM_THREADS to|^Compilation took [\d.]+ GB|^\*{10,}\s*$|"
+    r"Detected the chat template content format")
 
 
 def _summary_of(events: list[TimedEvent]) -> WatchSummary:

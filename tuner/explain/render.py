@@ -245,7 +245,7 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
     if tl.skipped:
         lines += ["", f"Warm-up skipped: {tl.skip_evidence}"]
     s = x.reading.summary
-    if s.not_warmed_up or s.buckets_not_prepared or s.preemptions:
+    if s.not_warmed_up or s.buckets_not_prepared or s.preemptions or s.compilations_under_load:
         lines += ["", "At runtime"]
         lines += [f"  not warmed up: {n.phase} {n.shape}" for n in s.not_warmed_up[:10]]
         if len(s.not_warmed_up) > 10:
@@ -254,6 +254,8 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
                   for b in s.buckets_not_prepared[:5]]
         if s.preemptions:
             lines.append(f"  preemptions: {s.preemptions}")
+        if s.compilations_under_load:
+            lines.append(f"  graphs compiled while serving: {s.compilations_under_load}")
     if x.problems:
         lines += ["", "Errors"]
         for p in x.problems[:10]:
@@ -365,7 +367,10 @@ def to_json(x: Explanation) -> dict:
         "runtime": {"not_warmed_up": [{"phase": n.phase, "shape": list(n.shape)} for n in s.not_warmed_up],
                     "buckets_not_prepared": [{"phase": b.phase, "requested": list(b.requested),
                                               "new_bucket": list(b.new_bucket)} for b in s.buckets_not_prepared],
-                    "preemptions": s.preemptions},
+                    "preemptions": s.preemptions,
+                    # the bridge's graph-compilation lines (fork: VLLM_HPU_LOG_STEP_GRAPH_COMPILATION, vllm-gaudi:
+                    # PT_HPU_METRICS_GC_DETAILS): graphs compiled once the server was up
+                    "graphs_compiled_while_serving": s.compilations_under_load},
         "errors": [{"kind": p.kind, "message": p.message, "line": p.line_no} for p in x.problems],
         "advice": {"profile": x.advice.profile, "server": x.advice.server, "assumptions": x.advice.assumptions,
                    "alternatives": [{"name": a.name, "description": a.description, "strategy": a.strategy,

@@ -116,6 +116,7 @@ def timeline(reading: LogReading) -> Timeline:
                           run.index, st.line_no) for st in run.steps]
         if primary is not None and run.index == primary.index:
             tl.phases += view.phases
+            _add_stage_phases(reading, run, tl.phases)
     if reading.step_times is not None:
         tl.notes = list(reading.step_times.notes)
     if s.warmup_finished:
@@ -125,6 +126,29 @@ def timeline(reading: LogReading) -> Timeline:
     tl.skipped = tl.skip_evidence is not None and not any(st.run == tl.primary for st in tl.steps)
     tl.complete = tl.complete or s.warmup_skipped     # "Skipping warmup..." ends the warm-up stage
     return tl
+
+
+# vllm-gaudi's warm-up stages without a line per step: (start, end milestones, phase name)
+_STAGES = (("sampler_warmup", "sampler_warmup_done", "sampler warmup"),
+           ("pooler_warmup", "pooler_warmup_done", "pooler warmup"),
+           ("defragmenter_warmup", "defragmenter_warmup_done", "defragmenter warmup"))
+
+
+def _add_stage_phases(reading: LogReading, run, phases: list[PhaseTime]) -> None:
+    """The sampler's, pooler's and defragmenter's warm-ups, from their start line to their 'completed
+    successfully' (the first of each in the run, timed at both ends), before or after the bucket phases as
+    they ran."""
+    events = [t for t in reading.events[run.first:run.end] if isinstance(t.event, Milestone) and t.time_s is not None]
+    first_step = min((st.line_no for st in run.steps), default=None)
+    for start_name, end_name, label in _STAGES:
+        start = next((t for t in events if t.event.name == start_name), None)
+        end = next((t for t in events if start and t.event.name == end_name and t.line_no > start.line_no), None)
+        if start is None or end is None or end.time_s < start.time_s:
+            continue
+        phase = PhaseTime(label, end.time_s - start.time_s)
+        before = first_step is not None and end.line_no < first_step
+        phases.insert(next((i for i, p in enumerate(phases) if p.keys), len(phases)) if before else len(phases),
+                      phase)
 
 
 def _weights_load_s(reading: LogReading) -> float | None:

@@ -339,13 +339,15 @@ class StepGraphCompilation(Event):
     `VLLM_HPU_STEP_GRAPH_COMPILATION: <stats>, is_prompt: True, num_seqs: 4, max_context_len: 900,
     max_num_blocks 8`. <stats> is the bridge's metric_localcontext("graph_compilation").stats(),
     printed as a list of (name, value) pairs whose first value is the number of graphs compiled in
-    that engine step (the fork tests `stats()[0][1] > 0`); the second is the total compile time."""
+    that engine step (the fork tests `stats()[0][1] > 0`); the second is the total compile time.
+    vllm-gaudi (PT_HPU_METRICS_GC_DETAILS=1): `[HPUWorker.execute_model] graph compilation detected: <stats>`,
+    without the step's shape (None)."""
 
     compilations: int
-    is_prompt: bool
-    num_seqs: int
-    max_context_len: int
-    max_num_blocks: int
+    is_prompt: bool | None = None
+    num_seqs: int | None = None
+    max_context_len: int | None = None
+    max_num_blocks: int | None = None
     total_time: float | None = None   # the bridge's figure, in its own unit
     stats: tuple[tuple[str, str], ...] = ()
 

@@ -399,6 +399,18 @@ def _step_graph_compilation(m):
                                 total_time=total, stats=pairs)
 
 
+# vllm-gaudi's worker (track_graph_compile, PT_HPU_METRICS_GC_DETAILS=1): the same bridge stats, no shape
+@_rule(r"^\[(?P<where>[\w.]+)\] graph compilation detected: (?P<stats>\[.*\])")
+def _plugin_graph_compilation(m):
+    pairs = tuple((a["name"], a["value"].strip()) for a in _STAT_PAIR.finditer(m["stats"]))
+    try:
+        count = int(float(pairs[0][1]))
+        total = float(pairs[1][1]) if len(pairs) > 1 else None
+    except (IndexError, ValueError):
+        return None
+    return StepGraphCompilation(compilations=count, total_time=total, stats=pairs)
+
+
 @_rule(r"\b(?P<phase>Prompt|Decode) bucket for \((?P<req>[^()]*(?:\([^()]*\)[^()]*)*)\) was not prepared\. "
        r"Adding new bucket: \((?P<new>[^()]*(?:\([^()]*\)[^()]*)*)\)")
 def _not_prepared(m):
@@ -508,6 +520,19 @@ _MILESTONES = [
     (r"^Using (?P<d>(?:HPU|Habana)\w*Attention) backend", "attention_backend"),
     (r"^Warming up sampler with batch sizes: (?P<d>\[[^\]]*\])|^Starting sampler warmup", "sampler_warmup"),
     (r"^Sampler warmup completed successfully", "sampler_warmup_done"),
+    # vllm-gaudi's other warm-ups: a pooling model's (its prompt buckets, a line per step: bs, query, blocks,
+    # tokens) and the KV defragmenter's (a graph per threshold)
+    (r"^Starting pooler warmup with prompt buckets: (?P<d>.*)$", "pooler_warmup"),
+    (r"^Warmup: (?P<d>bs=\d+, query_len=\d+, num_blocks=\d+, total_tokens=\d+)", "pooler_warmup_step"),
+    (r"^Pooler warmup completed successfully", "pooler_warmup_done"),
+    (r"^Warming up defragmenter with thresholds: (?P<d>.*)$", "defragmenter_warmup"),
+    (r"^Defragmenter warmup completed successfully", "defragmenter_warmup_done"),
+    (r"^Skipping defragmenter warmup, (?P<d>.*)$", "defragmenter_warmup_skipped"),
+    # vllm-gaudi's bucketing: a strategy other than the one configured (the deprecated switch), merged prefill
+    (r"^Overriding bucketing strategy (?P<d>\w+ with \w+ due to VLLM_EXPONENTIAL_BUCKETING=\w+)", "strategy_override"),
+    (r"^VLLM_EXPONENTIAL_BUCKETING is deprecated", "exponential_bucketing_deprecated"),
+    (r"^Merged prefill is enabled!|^Overriding prompt bucketing settings!", "merged_prefill"),
+    (r"^(?P<d>prompt (?:bs|query|ctx) cfg: \(.*\) -> \(.*\))", "merged_prefill_config"),
     (r"^Running validation warmup|^Validation warmup: (?P<d>.*)$", "validation_warmup"),
     (r"^Validation warmup complete\.", "validation_warmup_done"),
     (r"^Cannot use PT_COMPILE_ONLY_MODE", "no_compile_only_mode"),
