@@ -198,6 +198,7 @@ CASES = [
     Case(["export", "ok", "--max-warmup", "1s"], 2, "would admit it"),
     Case([*TUNE, "--warmup-budget", "1h30"], 2, "'1h30' is not a duration"),
     Case([*TUNE, "--dataset-name", "sonnet"], 2, "--dataset-name sonnet: not supported: vLLM builds"),
+    Case([*TUNE, "--dataset-name", "random-rerank"], 2, "load a pooling model's rerank API with bucket-tuner bench"),
     Case([*TUNE, "--dataset-name", "randm"], 2, "did you mean random?"),
     Case([*TUNE, "--percentile-metrics", "tpot,itl"], 2, "the study needs ttft"),
     Case([*TUNE, "--percentile-metrics", "ttft,ttfb"], 2, "'ttfb' is not one of"),

@@ -360,6 +360,9 @@ def _workload(args):
     from ..load.datasets import build_workload
     from ..load.tokenizer import discover_vocab
 
+    if args.dataset_name == "random-rerank":  # bench's, for a pooling model's rerank API
+        raise UsageError("--dataset-name random-rerank: a study measures a generating model's streamed load; load a "
+                         "pooling model's rerank API with bucket-tuner bench --backend vllm-rerank")
     vocab = discover_vocab(args.tokenizer, args.model) if args.vocab_size is None else None
     if args.dataset_name == "random-mm":  # a study's load client sends images as vLLM's openai-chat does
         from argparse import Namespace
