@@ -15,19 +15,25 @@ from tuner.serve.process import ServerProcess
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
 
-@pytest.fixture
-def sim_server(tmp_path):
+def running_sim(tmp_path, name: str = "llama", time_scale: str = "0.2", *extra: str):
+    """The simulator serving `name` (llama-3.1-8b's shape) on loopback until the generator is closed; its stop
+    is checked clean."""
     port = find_free_port()
-    argv = [sys.executable, "-m", "tuner.sim", "llama", "--sim-model", "llama-3.1-8b", "--host", "127.0.0.1",
+    argv = [sys.executable, "-m", "tuner.sim", name, "--sim-model", "llama-3.1-8b", "--host", "127.0.0.1",
             "--port", str(port),
             "--release", "gaudi-main", "--max-num-seqs", "16", "--max-model-len", "1024",
-            "--sim-time-scale", "0.2", "--sim-startup-time-scale", "0.002"]
+            "--sim-time-scale", time_scale, "--sim-startup-time-scale", "0.002", *extra]
     with ServerProcess(records_dir=tmp_path / "run") as srv:
         srv.start(argv, {"PATH": "/usr/bin:/bin"}, tmp_path / "server.log", port=port)
         outcome = srv.wait_ready(f"http://127.0.0.1:{port}", boot_timeout_s=30, warmup_timeout_s=30)
         assert outcome.ok, outcome.reason
         yield f"http://127.0.0.1:{port}"
     assert srv.stop_report.clean
+
+
+@pytest.fixture
+def sim_server(tmp_path):
+    yield from running_sim(tmp_path)
 
 
 def test_bench_prints_vllm_labels_and_writes_vllm_json(sim_server, tmp_path, capsys):

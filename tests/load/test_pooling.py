@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.load.test_bench_cli import sim_server  # noqa: F401
+from tests.load.test_bench_cli import running_sim, sim_server  # noqa: F401
 from tuner.cli import main
 from tuner.load.client import LoadGenerator
 from tuner.load.metrics import RequestOutcome, compute_pooling_metrics
 from tuner.load.pooling import BatchedWorkload, RerankWorkload, spec_inputs
 from tuner.load.workload import FixedWorkload
-from tuner.serve.ports import find_free_port
-from tuner.serve.process import ServerProcess
 
 DATA = Path(__file__).parent / "data"
 
@@ -115,17 +112,7 @@ def test_flags_a_pooling_run_cannot_honour_are_refused_before_any_request(argv, 
 @pytest.fixture(scope="module")
 def pooling_sim(tmp_path_factory):
     """The simulator serving a pooling model (vllm serve --runner pooling)."""
-    tmp = tmp_path_factory.mktemp("pool")
-    port = find_free_port()
-    argv = [sys.executable, "-m", "tuner.sim", "emb", "--sim-model", "llama-3.1-8b", "--host", "127.0.0.1",
-            "--port", str(port), "--release", "gaudi-main", "--max-num-seqs", "16", "--max-model-len", "1024",
-            "--sim-time-scale", "0.05", "--sim-startup-time-scale", "0.002", "--runner", "pooling"]
-    with ServerProcess(records_dir=tmp / "run") as srv:
-        srv.start(argv, {"PATH": "/usr/bin:/bin"}, tmp / "server.log", port=port)
-        outcome = srv.wait_ready(f"http://127.0.0.1:{port}", boot_timeout_s=30, warmup_timeout_s=30)
-        assert outcome.ok, outcome.reason
-        yield f"http://127.0.0.1:{port}"
-    assert srv.stop_report.clean
+    yield from running_sim(tmp_path_factory.mktemp("pool"), "emb", "0.05", "--runner", "pooling")
 
 
 RUN = ["--model", "emb", "--vocab-size", "5000", "--time-scale", "0.05", "--disable-tqdm"]

@@ -260,15 +260,12 @@ class LoadGenerator:
 
     async def _stream(self, session: aiohttp.ClientSession, body: bytes, out: RequestOutcome,
                       request_id: str) -> None:
-        headers = {**self.headers, "x-request-id": request_id}
-        out.start_time = time.perf_counter()
-        out.client_queue_time = out.start_time - out.arrival_time
+        request = self._post(session, body, out, request_id)
         rec = StreamRecorder(out.start_time, self.kind, self.keep_text)
         resp: aiohttp.ClientResponse | None = None
         perf_counter = time.perf_counter
         try:
-            async with session.post(self.url, data=body, headers=headers,
-                                    timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)) as resp:
+            async with request as resp:
                 out.http_status = resp.status
                 if resp.status != 200:
                     await _refused(resp, out, self.pooling)
@@ -306,17 +303,23 @@ class LoadGenerator:
             out.absorb(rec)
             out.fail(type(e).__name__, f"{type(e).__name__}: {e}"[: 2 * ERROR_EXCERPT])
 
+    def _post(self, session: aiohttp.ClientSession, body: bytes, out: RequestOutcome, request_id: str):
+        """The POST of one request (to enter with ``async with``), its clock started now: vLLM's start, just
+        before the request is sent."""
+        headers = {**self.headers, "x-request-id": request_id}
+        out.start_time = time.perf_counter()
+        out.client_queue_time = out.start_time - out.arrival_time
+        return session.post(self.url, data=body, headers=headers,
+                            timeout=aiohttp.ClientTimeout(total=self.request_timeout_s))
+
     async def _pooled(self, session: aiohttp.ClientSession, body: bytes, out: RequestOutcome,
                       request_id: str) -> None:
         """One pooling request (vLLM's _run_pooling_request): latency = the whole answer read; the prompt
         tokens from its usage. An answer without the embeddings, data or ranking asked for is a failure."""
-        headers = {**self.headers, "x-request-id": request_id}
-        out.start_time = time.perf_counter()
-        out.client_queue_time = out.start_time - out.arrival_time
+        request = self._post(session, body, out, request_id)
         resp: aiohttp.ClientResponse | None = None
         try:
-            async with session.post(self.url, data=body, headers=headers,
-                                    timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)) as resp:
+            async with request as resp:
                 out.http_status = resp.status
                 if resp.status != 200:
                     await _refused(resp, out, self.pooling)

@@ -162,6 +162,10 @@ def peak_concurrency_1s_buckets(outcomes: Sequence[RequestOutcome]) -> int:
     return int(conc.max())
 
 
+def _per_second(count: float, duration: float) -> float:
+    return count / duration if duration > 0 else 0.0  # a run cancelled before it began has no duration
+
+
 def compute_metrics(outcomes: Sequence[RequestOutcome], duration: float,
                     percentiles: Sequence[float] = (50, 90, 99),
                     goodput_slos: Mapping[str, float] | None = None, *, time_scale: float = 1.0,
@@ -196,8 +200,8 @@ def compute_metrics(outcomes: Sequence[RequestOutcome], duration: float,
                 good += 1
     peak_tok, peak_conc = peak_output_and_concurrency(outcomes)
 
-    def per_s(x: float) -> float:  # a run cancelled before it began has no duration
-        return x / duration if duration > 0 else 0.0
+    def per_s(x: float) -> float:
+        return _per_second(x, duration)
 
     out: dict[str, Any] = {
         "duration": duration,
@@ -229,7 +233,7 @@ def compute_pooling_metrics(outcomes: Sequence[RequestOutcome], duration: float,
     inputs = sum(o.inputs for o in ok)
 
     def per_s(x: float) -> float:
-        return x / duration if duration > 0 else 0.0
+        return _per_second(x, duration)
 
     out: dict[str, Any] = {
         "duration": duration,

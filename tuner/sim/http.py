@@ -333,7 +333,9 @@ class SimHTTP:
             self.hist["itl"].observe(b - a)
         self.hist["e2e"].observe(times[-1] - arrival)
 
-    async def _complete(self, live, frames) -> web.Response:
+    async def finish(self, live) -> list[float] | web.Response:
+        """A request run to its end without a stream: its tokens' times (observed in the metrics), or the 500
+        an aborted request gets."""
         times = []
         while True:
             kind, value, t = await live.events.get()
@@ -344,6 +346,12 @@ class SimHTTP:
             else:
                 return _error(500, value or "request aborted", "InternalServerError")
         self.observe(live.sim.arrival, times, live.sim.prompt_len)
+        return times
+
+    async def _complete(self, live, frames) -> web.Response:
+        times = await self.finish(live)
+        if isinstance(times, web.Response):
+            return times
         return web.json_response(frames.whole("".join(self._text(live.rid, i) for i in range(len(times)))))
 
     async def _stream(self, request, live, frames, fault: str | None):

@@ -119,16 +119,9 @@ class PoolingFront:
         done = 0
         try:
             for live in lives:
-                times = []
-                while True:
-                    kind, value, t = await live.events.get()
-                    if kind == "token":
-                        times.append(t)
-                    elif kind == "done":
-                        break
-                    else:
-                        return _error(500, value or "request aborted", "InternalServerError")
-                http.observe(live.sim.arrival, times, live.sim.prompt_len)
+                failed = await http.finish(live)
+                if isinstance(failed, web.Response):
+                    return failed
                 done += 1
         finally:
             for live in lives[done:]:  # a client gone or a failure: free what is still queued
@@ -140,19 +133,14 @@ class PoolingFront:
         return {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0, "prompt_tokens_details": None}
 
     async def embeddings(self, request: web.Request) -> web.Response:
-        body = await self.http.request_body(request)
-        if isinstance(body, web.Response):
-            return body
-        ran = await self._run(request, self._lengths(body), body)
-        if isinstance(ran, web.Response):
-            return ran
-        lengths, model = ran
-        data = [{"index": i, "object": "embedding", "embedding": _vector(f"{model}{i}{n}")}
-                for i, n in enumerate(lengths)]
-        return web.json_response({"id": f"embd-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
-                                  "model": model, "data": data, "usage": self._usage(sum(lengths))})
+        return await self._vectors(request, "embd", "embedding", "embedding")
 
     async def pooling(self, request: web.Request) -> web.Response:
+        return await self._vectors(request, "pool", "pooling", "data")
+
+    async def _vectors(self, request: web.Request, id_prefix: str, kind: str, field: str) -> web.Response:
+        """A vector per input: vLLM's embeddings answer (object "embedding", the vector in "embedding") or its
+        pooling answer ("pooling", in "data")."""
         body = await self.http.request_body(request)
         if isinstance(body, web.Response):
             return body
@@ -160,9 +148,10 @@ class PoolingFront:
         if isinstance(ran, web.Response):
             return ran
         lengths, model = ran
-        data = [{"index": i, "object": "pooling", "data": _vector(f"{model}{i}{n}")} for i, n in enumerate(lengths)]
-        return web.json_response({"id": f"pool-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
-                                  "model": model, "data": data, "usage": self._usage(sum(lengths))})
+        data = [{"index": i, "object": kind, field: _vector(f"{model}{i}{n}")} for i, n in enumerate(lengths)]
+        return web.json_response({"id": f"{id_prefix}-{uuid.uuid4().hex}", "object": "list",
+                                  "created": int(time.time()), "model": model, "data": data,
+                                  "usage": self._usage(sum(lengths))})
 
     def _pairs(self, first, second) -> tuple[list[str], list[int]] | web.Response:
         """The documents and each pair's tokens (query, separator, document) of a rerank or score request."""
