@@ -332,10 +332,13 @@ def _check(args) -> None:
         raise UsageError(f"--percentile-metrics: {bad[0]!r} is not one of "
                          f"{','.join(PERCENTILE_METRICS + QUEUE_METRICS)}")
     args.percentile_metrics_list = tuple(metrics)
-    (_check_pooling if pooling else _check_generating)(args, metrics)
+    if pooling:
+        _check_pooling(args, metrics)
+    else:
+        _check_generating(args)
 
 
-def _check_generating(args, metrics: list[str]) -> None:
+def _check_generating(args) -> None:
     """The pooling datasets' flags with a generating backend."""
     if args.no_reranker:
         print(f"--no-reranker: only vLLM's dataset random-rerank reads it; ignored with --dataset-name "

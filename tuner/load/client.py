@@ -57,7 +57,7 @@ from .metrics import (
     validate_goodput_slos,
 )
 from .options import BACKENDS
-from .pooling import ID_KINDS, POOLING_ROUTES, pooling_payload, spec_inputs
+from .pooling import ID_KINDS, POOLING_ROUTES, BatchRecipe, pooling_payload, spec_inputs
 from .sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
 from .workload import RequestSpec, TextPrompt, Workload
 
@@ -199,7 +199,7 @@ class LoadGenerator:
                 raise ValueError(f"request {spec.index} carries images: the {self.api} backend sends text")
             extra = {"ignore_eos": True} if self.ignore_eos and self.kind != "rerank" else {}  # vLLM's
             return pooling_payload(self.kind, model, spec.prompt if self.text_prompts else spec.prompt_array,
-                                   self.prompt_text, {**extra, **self.extra_body})
+                                   isinstance(spec.recipe, BatchRecipe), self.prompt_text, {**extra, **self.extra_body})
         body: dict[str, Any] = {"model": model}
         if spec.images and not self.chat:
             raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")

@@ -53,11 +53,10 @@ def spec_inputs(kind: str, spec: RequestSpec) -> int:
     return 1
 
 
-def pooling_payload(kind: str, model: str, prompt: Any, text_of: Callable[[Any], str],
+def pooling_payload(kind: str, model: str, prompt: Any, batch: bool, text_of: Callable[[Any], str],
                     extra: dict[str, Any]) -> dict[str, Any]:
-    """The request body of one pooling request. ``prompt``: token ids, a text, or a batch (a list of
-    either); ``text_of`` makes a text of token ids for the kinds that send text."""
-    batch = isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], (int, np.integer))
+    """The request body of one pooling request. ``prompt``: token ids or a text, or with ``batch`` (a
+    BatchRecipe's) a list of them; ``text_of`` makes a text of token ids for the kinds that send text."""
 
     def text(p: Any) -> str:
         return p if isinstance(p, str) else text_of(p)
