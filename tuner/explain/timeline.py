@@ -93,11 +93,7 @@ def timeline(reading: LogReading) -> Timeline:
     s = reading.summary
     primary = reading.primary
     tl.primary = primary.index if primary else None
-    # vLLM's loader times building the model and loading its weights apart: the phase is both (the first of each)
-    loads: dict[str, float] = {}
-    for t in reading.run_events():
-        if isinstance(t.event, ModelLoaded) and t.event.seconds is not None:
-            loads.setdefault(t.event.part, t.event.seconds)
+    loads = loader_seconds(reading.run_events())
     prof = next((t for t in reading.run_events() if isinstance(t.event, ProfilingRun)
                  and t.event.seconds is not None), None)
     if loads:
@@ -149,6 +145,16 @@ def _add_stage_phases(reading: LogReading, run, phases: list[PhaseTime]) -> None
         before = first_step is not None and end.line_no < first_step
         phases.insert(next((i for i, p in enumerate(phases) if p.keys), len(phases)) if before else len(phases),
                       phase)
+
+
+def loader_seconds(events) -> dict[str, float]:
+    """The loader's own times, by part: vLLM's times building the model ("init") and loading its weights
+    ("weights") apart; the first figure of each (the load is both)."""
+    out: dict[str, float] = {}
+    for t in events:
+        if isinstance(t.event, ModelLoaded) and t.event.seconds is not None:
+            out.setdefault(t.event.part, t.event.seconds)
+    return out
 
 
 def _weights_load_s(reading: LogReading) -> float | None:

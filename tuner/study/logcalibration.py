@@ -22,6 +22,7 @@ from typing import Any
 
 from ..explain import Explanation, explain
 from ..explain.advice import env_from_configs, server_from_log, strategy_from_configs
+from ..explain.timeline import loader_seconds
 from ..logparse import GraphBudget
 from ..logparse.steptimes import events_of, line_ranges, read_step_times
 from ..perfmodel import Corrections
@@ -349,10 +350,7 @@ def _startup_observations(x: Explanation, st, pred, notes: list[str]) -> list[tu
     tick = st.resolution_s
     pair = math.sqrt(2 * tick**2 / 6)  # two truncated stamps
     out = []
-    took = {}  # the loader's own figures, when it times itself (vLLM's base and default loaders)
-    for t in loads:
-        if t.event.seconds is not None:
-            took.setdefault(t.event.part, t.event.seconds)
+    took = loader_seconds(loads)  # the loader's own figures, when it times itself (vLLM's base and default loaders)
     if "weights" in took and pred.load_seconds > 0 and (secs := sum(took.values())) > 0:
         out.append((Observation({"load": 1.0}, math.log(secs / pred.load_seconds), pair / max(secs, tick)),
                     f"weights loaded in {secs:.0f} s (the loader's own figure; predicted {pred.load_seconds:.0f} s)"))
