@@ -100,3 +100,19 @@ def test_pooler_and_defragmenter_warmups_are_phases_and_serving_compiles_are_cou
     assert main(["explain", str(LOG), "--json"]) == 0
     main_phases = [p["name"] for p in json.loads(capsys.readouterr().out)["warmup"]["phases"]]
     assert main_phases == ["load weights", "sampler warmup", "prompt warmup", "decode warmup"]  # in the order run
+
+
+def test_developer_mode_step_lines_keep_the_bars_phase_times(capsys):
+    """VLLM_DEVELOPER_MODE adds a bare line per step (no timestamp) inside each bar: the bars still time the
+    phases, as without them (130 untimed rows and no prompt or decode phase before)."""
+    assert main(["explain", str(LOG.with_name(LOG.stem + "_devmode.log")), "--json"]) == 0
+    dev = json.loads(capsys.readouterr().out)
+    plain = json.loads(_explain(capsys, "--json"))
+
+    def phases(d):
+        return [(p["name"], p["seconds"], p.get("steps")) for p in d["warmup"]["phases"]]
+
+    assert phases(dev) == phases(plain)
+    assert ("prompt warmup", 192.0, 72) in phases(dev) and ("decode warmup", 106.0, 58) in phases(dev)
+    assert [iv["kind"] for iv in dev["warmup"]["intervals"]] == ["bar", "bar"]
+    assert dev["reading"]["unread"] == 0

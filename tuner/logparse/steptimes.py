@@ -247,7 +247,13 @@ def _resolution(times: list[float]) -> float:
 
 def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: float) -> list[Interval]:
     """Consecutive boundaries of one run (warm-up lines and the end lines after the first of them)."""
-    bounds: list[StepLine | EndLine] = sorted([*run.steps, *run.ends], key=lambda b: b.line_no)
+    # vllm-gaudi's developer mode prints a bare line per step (no timestamp: tqdm.write) inside the timed
+    # progress bar of its phase: the bar clocks the phase, the bare lines only name the buckets
+    clocked = ({s.key for s in run.steps if s.bar and s.time_s is not None}
+               | {e.phase for e in run.ends if e.kind == "bar" and e.time_s is not None})
+    bounds: list[StepLine | EndLine] = sorted(
+        [s for s in run.steps if s.bar or s.time_s is not None or s.key not in clocked] + list(run.ends),
+        key=lambda b: b.line_no)
     out: list[Interval] = []
 
     def add(b: StepLine, nxt, secs, first, stop, kind, elided=False, note=""):
@@ -292,7 +298,9 @@ def _intervals(run: Run, order: StepOrder, elisions: list[int], resolution: floa
         else:
             # a progress bar to its next count or its end: the release logs no line per step (not a cut log)
             barred = b.bar and (isinstance(nxt, EndLine) and nxt.kind == "bar" or getattr(nxt, "bar", False))
-            cause = "an elision" if elided else "a progress bar: no line per step" if barred else "lines left out"
+            bare = barred and any(b.line_no < s.line_no < nxt.line_no for s in run.steps if s.time_s is None)
+            cause = ("an elision" if elided else "a progress bar; its step lines carry no time" if bare
+                     else "a progress bar: no line per step" if barred else "lines left out")
             add(b, nxt, max(0.0, secs), first, stop, "bar" if barred and not elided else "gap", elided,
                 f"{where}: {stop - first} steps in {secs:.0f} s ({cause}); kept as one sample over the steps it spans")
     return out
