@@ -116,3 +116,20 @@ def test_developer_mode_step_lines_keep_the_bars_phase_times(capsys):
     assert ("prompt warmup", 192.0, 72) in phases(dev) and ("decode warmup", 106.0, 58) in phases(dev)
     assert [iv["kind"] for iv in dev["warmup"]["intervals"]] == ["bar", "bar"]
     assert dev["reading"]["unread"] == 0
+
+
+def test_an_oom_during_warm_up_is_one_failure_named_with_its_step(capsys):
+    """A worker's device OOM, re-raised by the engine core and the API server, was 5 errors (the traceback and
+    the OOM reading of each line, and each re-raise) and a summary saying only that the log ends."""
+    oom = LOG.with_name(LOG.stem + "_oom_warmup.log")
+    assert main(["explain", str(oom), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [(e["kind"], e["line"]) for e in d["errors"]] == [("oom", 159)]
+    assert d["errors"][0]["restated_at"] == [164, 168]
+    assert "PT_DEVMEM Allocation failed" in d["errors"][0]["message"]
+    assert main(["explain", str(oom)]) == 0
+    text = capsys.readouterr().out.replace("\n  ", " ")
+    assert "Warm-up failed during decode 22/58 (72 prompt and 58 decode buckets generated): device out of memory" \
+        in text
+    assert "1 error(s), first at line 159 (restated at lines 164, 168)" in text
+    assert "The log ends before warm-up finished" not in text

@@ -408,6 +408,7 @@ class Problem:
     message: str
     line_no: int
     line: str
+    restated: tuple[int, ...] = ()  # lines where another process re-raised it (its message inside theirs)
 
 
 # Graph compiler failures: the Habana bridge's "Graph compile failed. synStatus=..", the recipe
@@ -458,6 +459,31 @@ def _root_tracebacks(timed: list) -> list:
 _EXIT_NOISE = re.compile(r"sys\.meta_path is None, Python is likely shutting down")
 
 
+# vLLM's words for "a process below me failed" (v1's API server and engine core): the root cause is above
+_CONSEQUENCE = re.compile(r"See root cause above|Engine core initialization failed|EngineCore encountered a fatal "
+                          r"error|Engine process failed to start|EngineDeadError", re.I)
+_EXC_TYPE = re.compile(r"^(?:device|host|kv_cache)?:?\s*(?:[\w.]*(?:Error|Exception|Exit|Interrupt)|Exception):\s*")
+
+
+def _folded(found: list[Problem]) -> list[Problem]:
+    """One entry per failure. A traceback whose exception is an out-of-memory is that OOM (one line, two
+    readings); a process that re-raises what a worker raised (v1: the engine core's "Call to
+    initialize_from_config method failed: <the worker's message>", the API server's "Engine core initialization
+    failed. See root cause above") restates it: its line is kept as where it was restated."""
+    oom_lines = {p.line_no for p in found if p.kind == "oom"}
+    found = [p for p in found if not (p.kind == "traceback" and p.line_no in oom_lines)]
+    out: list[Problem] = []
+    for p in found:
+        root = next((r for r in out if len(core := _EXC_TYPE.sub("", r.message)) >= 20 and core in p.message), None)
+        if root is None and out and _CONSEQUENCE.search(p.message):
+            root = out[-1]
+        if root is None:
+            out.append(p)
+        else:
+            out[out.index(root)] = replace(root, restated=(*root.restated, p.line_no))
+    return out
+
+
 def problems(reading: LogReading) -> list[Problem]:
     out = []
     for t in _root_tracebacks(reading.problems):
@@ -472,7 +498,7 @@ def problems(reading: LogReading) -> list[Problem]:
         else:
             kind = "compile" if _COMPILE_FAILED.search(e.message) else "error"
             out.append(Problem(kind, e.message, t.line_no, t.text))
-    return out
+    return _folded(out)
 
 
 def warmup_finished_event(reading: LogReading) -> WarmupFinished | None:

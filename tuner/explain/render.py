@@ -18,6 +18,37 @@ def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**30:.2f} GiB"
 
 
+def _restated(p) -> str:
+    return f" (restated at line{'s' if len(p.restated) > 1 else ''} {', '.join(map(str, p.restated))})" \
+        if p.restated else ""
+
+
+def _failed_step(x):
+    """(the step, the failure) when the primary run's warm-up stopped at an error: the step the error ended."""
+    tl = x.timeline
+    run = tl.primary if tl.primary is not None else 0
+    iv = next((iv for iv in tl.intervals if iv.run == run and iv.end is not None
+               and getattr(iv.end, "kind", None) == "failed"), None)
+    if iv is None or not x.problems:
+        return None
+    after = [p for p in x.problems if p.line_no >= iv.end.line_no]
+    return iv.start.label, (after or x.problems)[0]
+
+
+def _failure_words(p) -> str:
+    if p.kind == "oom":
+        what = p.message.split(":", 1)[0]
+        return f"{what} out of memory (line {p.line_no}: {_clip(p.message.split(':', 1)[-1].strip())})"
+    return f"{p.kind} at line {p.line_no}: {_clip(p.message)}"
+
+
+def _clip(text: str, width: int = 120) -> str:
+    """At most about `width` characters, cut between words (never inside a number)."""
+    if len(text) <= width:
+        return text
+    return text[:width].rsplit(" ", 1)[0] + " ..."
+
+
 def _secs(s: float | None) -> str:
     if s is None:
         return "?"
@@ -82,6 +113,9 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
             out.append(f"Warm-up took {_secs(total)} for {buckets} buckets.")
         elif tl.skipped:
             out.append(f"Warm-up was skipped ({tl.skip_evidence}): {buckets} buckets will compile on first use.")
+        elif (failed := _failed_step(x)) is not None:
+            out.append(f"Warm-up failed during {failed[0]} ({buckets} buckets generated): "
+                       f"{_failure_words(failed[1])}.")
         else:
             out.append(f"The log ends before warm-up finished ({buckets} buckets generated).")
     elif tl.skipped:
@@ -132,8 +166,9 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
     if s.preemptions:
         out.append(f"{s.preemptions} request(s) were preempted for lack of KV cache.")
     if x.problems:
-        out.append(f"{len(x.problems)} error(s), first at line {x.problems[0].line_no}: "
-                   f"{x.problems[0].message[:120]}")
+        first = x.problems[0]
+        out.append(f"{len(x.problems)} error(s), first at line {first.line_no}{_restated(first)}: "
+                   f"{_clip(first.message)}")
     if x.advice.rebuild_mismatch:
         out.append(f"Check failed: {x.advice.rebuild_mismatch}.")
     best = _best_alternative(x)
@@ -259,7 +294,7 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
     if x.problems:
         lines += ["", "Errors"]
         for p in x.problems[:10]:
-            lines += _wrap(f"line {p.line_no} [{p.kind}]: {p.message}", "  ")
+            lines += _wrap(f"line {p.line_no} [{p.kind}]: {p.message}{_restated(p)}", "  ")
     adv = x.advice
     if adv.alternatives:
         paced = any(a.predicted_warmup_s is not None for a in adv.alternatives)
@@ -371,7 +406,8 @@ def to_json(x: Explanation) -> dict:
                     # the bridge's graph-compilation lines (fork: VLLM_HPU_LOG_STEP_GRAPH_COMPILATION, vllm-gaudi:
                     # PT_HPU_METRICS_GC_DETAILS): graphs compiled once the server was up
                     "graphs_compiled_while_serving": s.compilations_under_load},
-        "errors": [{"kind": p.kind, "message": p.message, "line": p.line_no} for p in x.problems],
+        "errors": [{"kind": p.kind, "message": p.message, "line": p.line_no, "restated_at": list(p.restated)}
+                   for p in x.problems],
         "advice": {"profile": x.advice.profile, "server": x.advice.server, "assumptions": x.advice.assumptions,
                    "alternatives": [{"name": a.name, "description": a.description, "strategy": a.strategy,
                                      "env": a.env, "prompt_buckets": a.prompt_buckets,
