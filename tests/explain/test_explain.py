@@ -237,8 +237,8 @@ def test_cli_text_fits_80_columns_and_json_is_documented(tmp_path):
     assert all(len(x) <= WIDTH for x in lines if not x.lstrip().startswith("bucket-tuner tune")), \
         [x for x in lines if len(x) > WIDTH]
     doc = json.loads(_cli("--json", "-", stdin=F117.read_text()).stdout)
-    assert set(doc) == {"source", "release", "summary", "buckets", "memory_bytes", "warmup", "runtime", "errors",
-                        "advice", "reading", "server"}
+    assert set(doc) == {"source", "release", "summary", "buckets", "memory_bytes", "warmup", "runtime", "notices",
+                        "errors", "advice", "reading", "server"}
     assert doc["buckets"]["prompt"]["count"] == 24 and doc["memory_bytes"]["kv_blocks"] == 1519
     assert doc["warmup"]["total_s"] == 49
 

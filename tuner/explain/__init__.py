@@ -5,6 +5,7 @@
                  (runs, gaps, elisions and drops are read there, once, for explain and calibration alike)
     serverfacts.py  tensor-parallel size, model, dtype, device as the log states them
     analysis.py  release, buckets per phase, memory split, problems
+    notices.py   what the server did other than asked, or of its setup (dtype fallback, hybrid KV cut, ...)
     releasesigns.py  the release signs beside the bucket lines' shape: versions, token-budget lines, formats
     timeline.py  the warm-up timeline of each start: phase figures, slowest steps, skipped or not
     advice.py    what other settings would build and cost, predicted from the log's own pace
@@ -27,6 +28,7 @@ from .analysis import (
     memory_view,
     problems,
 )
+from .notices import Notice, notices
 from .reading import LogReading, read_log
 from .serverfacts import ServerFacts, server_facts
 from .timeline import Timeline, timeline
@@ -46,6 +48,7 @@ class Explanation:
     # phases whose bucket count the log states without listing the buckets (the steps' [i/N], "captured:N
     # (100.0%)" without its list): shown and counted, but nothing to rebuild settings from, so not in `phases`
     counted: list[PhaseBuckets] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
 
     @property
     def bucket_counts(self) -> dict[str, int]:
@@ -73,7 +76,7 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
     adv = advise(release, phases, tl, memory.kv_blocks, omitted.token_budget if omitted else None,
                  log_path=None if source == "-" else source, omitted=omitted.count if omitted else 0, **opts)
     return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv, facts,
-                       [p for p in every if p not in phases])
+                       [p for p in every if p not in phases], notices(reading))
 
 
 __all__ = ["Explanation", "explain", "read_log"]

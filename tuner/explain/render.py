@@ -279,8 +279,14 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
                 lines += textwrap.wrap(note, WIDTH, initial_indent="    - ", subsequent_indent="      ")
     if tl.skipped:
         lines += ["", f"Warm-up skipped: {tl.skip_evidence}"]
+    setup = [n for n in x.notices if not n.serving]
+    if setup:
+        lines += ["", "Server notices"]
+        for n in setup:
+            lines += _wrap(f"line {n.line_no}: {n.words}", "  ")
     s = x.reading.summary
-    if s.not_warmed_up or s.buckets_not_prepared or s.preemptions or s.compilations_under_load:
+    serving = [n for n in x.notices if n.serving]
+    if s.not_warmed_up or s.buckets_not_prepared or s.preemptions or s.compilations_under_load or serving:
         lines += ["", "At runtime"]
         lines += [f"  not warmed up: {n.phase} {n.shape}" for n in s.not_warmed_up[:10]]
         if len(s.not_warmed_up) > 10:
@@ -291,6 +297,8 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
             lines.append(f"  preemptions: {s.preemptions}")
         if s.compilations_under_load:
             lines.append(f"  graphs compiled while serving: {s.compilations_under_load}")
+    lines += [ln for n in serving for ln in _wrap(f"line {n.line_no}: {n.words}" + (f" ({n.count} times)" if n.count > 1
+                                                                                   else ""), "  ")]
     if x.problems:
         lines += ["", "Errors"]
         for p in x.problems[:10]:
@@ -406,6 +414,8 @@ def to_json(x: Explanation) -> dict:
                     # the bridge's graph-compilation lines (fork: VLLM_HPU_LOG_STEP_GRAPH_COMPILATION, vllm-gaudi:
                     # PT_HPU_METRICS_GC_DETAILS): graphs compiled once the server was up
                     "graphs_compiled_while_serving": s.compilations_under_load},
+        "notices": [{"kind": n.kind, "line": n.line_no, "words": n.words, "values": n.values, "count": n.count,
+                     "serving": n.serving} for n in x.notices],
         "errors": [{"kind": p.kind, "message": p.message, "line": p.line_no, "restated_at": list(p.restated)}
                    for p in x.problems],
         "advice": {"profile": x.advice.profile, "server": x.advice.server, "assumptions": x.advice.assumptions,

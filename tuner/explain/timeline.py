@@ -124,21 +124,27 @@ def timeline(reading: LogReading) -> Timeline:
     return tl
 
 
-# vllm-gaudi's warm-up stages without a line per step: (start, end milestones, phase name)
-_STAGES = (("sampler_warmup", "sampler_warmup_done", "sampler warmup"),
-           ("pooler_warmup", "pooler_warmup_done", "pooler warmup"),
-           ("defragmenter_warmup", "defragmenter_warmup_done", "defragmenter warmup"))
+def _milestone(name: str):
+    return lambda e: isinstance(e, Milestone) and e.name == name
+
+
+# vllm-gaudi's start-up stages without a line per step: (its start, its end, phase name); the INC (FP8)
+# quantisation of the weights on the device ends with its memory line
+_STAGES = ((_milestone("inc_prepare"), lambda e: isinstance(e, ModelLoaded) and e.part == "inc", "INC quantisation"),
+           (_milestone("sampler_warmup"), _milestone("sampler_warmup_done"), "sampler warmup"),
+           (_milestone("pooler_warmup"), _milestone("pooler_warmup_done"), "pooler warmup"),
+           (_milestone("defragmenter_warmup"), _milestone("defragmenter_warmup_done"), "defragmenter warmup"))
 
 
 def _add_stage_phases(reading: LogReading, run, phases: list[PhaseTime]) -> None:
     """The sampler's, pooler's and defragmenter's warm-ups, from their start line to their 'completed
     successfully' (the first of each in the run, timed at both ends), before or after the bucket phases as
     they ran."""
-    events = [t for t in reading.events[run.first:run.end] if isinstance(t.event, Milestone) and t.time_s is not None]
+    events = [t for t in reading.events[run.first:run.end] if t.time_s is not None]
     first_step = min((st.line_no for st in run.steps), default=None)
-    for start_name, end_name, label in _STAGES:
-        start = next((t for t in events if t.event.name == start_name), None)
-        end = next((t for t in events if start and t.event.name == end_name and t.line_no > start.line_no), None)
+    for starts, ends, label in _STAGES:
+        start = next((t for t in events if starts(t.event)), None)
+        end = next((t for t in events if start and ends(t.event) and t.line_no > start.line_no), None)
         if start is None or end is None or end.time_s < start.time_s:
             continue
         phase = PhaseTime(label, end.time_s - start.time_s)

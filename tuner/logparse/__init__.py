@@ -66,6 +66,7 @@ from .events import (
     Preemption,
     ProfilingRun,
     ServerListening,
+    ServerNotice,
     SkipWarmup,
     StepGraphCompilation,
     Traceback,
@@ -90,5 +91,5 @@ __all__ = [
     "HpuBlocks", "ModelLoaded", "ProfilingRun", "KvCacheSize", "WarmupStep", "WarmupProgress",
     "GraphBudget", "GraphCaptured", "WarmupFinished", "SkipWarmup", "NotWarmedUp",
     "BucketNotPrepared", "StepGraphCompilation", "Preemption", "OutOfMemory", "ServerListening", "EngineInfo",
-    "EngineInitialized", "CompileTime", "EngineStats", "Milestone", "Traceback", "ErrorLine",
+    "EngineInitialized", "CompileTime", "EngineStats", "Milestone", "ServerNotice", "Traceback", "ErrorLine",
 ]

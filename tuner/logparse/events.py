@@ -427,6 +427,19 @@ class EngineStats(Event):
 
 
 @dataclass(frozen=True)
+class ServerNotice(Event):
+    """A line saying the server does other than it was asked, or a fact of its setup a reader of the warm-up
+    needs (vllm-gaudi's platform, worker and runner; the Habana bridge's banner). ``kind`` names it (see
+    rules._NOTICES); ``values`` holds the figures the line gives, by name, as printed."""
+
+    kind: str
+    values: tuple[tuple[str, str], ...] = ()
+
+    def get(self, name: str, default: str = "") -> str:
+        return dict(self.values).get(name, default)
+
+
+@dataclass(frozen=True)
 class Milestone(Event):
     """Marker lines without numbers that still tell where start-up is. Names: sampler_warmup,
     sampler_warmup_done, validation_warmup, validation_warmup_done, no_compile_only_mode,

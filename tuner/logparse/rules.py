@@ -35,6 +35,7 @@ from .events import (
     Preemption,
     ProfilingRun,
     ServerListening,
+    ServerNotice,
     SkipWarmup,
     StepGraphCompilation,
     UsableBlocks,
@@ -552,3 +553,48 @@ _MILESTONES = [
 ]
 for _pattern, _name in _MILESTONES:
     _rule(_pattern)(lambda m, _name=_name: Milestone(name=_name, detail=m.groupdict().get("d") or ""))
+
+
+# Lines that change what the server does from what it was asked, or state a fact of its setup, with the
+# figures they carry (named groups). Sources: vllm-gaudi main @091bbadd (platform.py, v1/worker/hpu_worker.py,
+# v1/worker/hpu_model_runner.py, extension/bucketing/*) and the Habana PT bridge's banner (a bare print at
+# worker start, fork and plugin builds alike). Read by explain's notices (tuner/explain/notices.py).
+_NOTICES = [
+    (r"^The HPU backend currently does not support (?P<asked>[\w.]+)\. Using (?P<used>\w+) instead", "dtype_fallback"),
+    (r"^Using Contiguous PA, disabling prefix caching", "contiguous_pa"),
+    (r"^HPU hybrid cache: reducing available KV cache memory by (?P<pct>\d+(?:\.\d+)?)% \(factor=(?P<factor>[\d.]+)\)",
+     "hybrid_kv_reduced"),
+    (r"^Hybrid model \((?P<kind>[^)]*)\): adjusted usable KV cache from (?P<before>.+?) to (?P<after>.+?) \(",
+     "hybrid_kv_adjusted"),
+    (r"^GDN layers detected \((?P<n>\d+)\): (?P<flags>.*)$", "gdn_layers"),
+    (r"^Multimodal bucket ?: (?P<list>\[.*\])", "multimodal_buckets"),
+    (r"^No multimodal warmup resolutions for this native-resolution vision tower", "multimodal_runtime_compiles"),
+    (r"^Multimodal warmup will compile over (?P<n>\d+) (?P<what>\w+) graphs", "multimodal_graphs"),
+    (r"^It's only recommended to use VLLM_PROMPT_QUERY_BUCKET_MIN=1", "query_min_1"),
+    (r"^Invalid VLLM_GRAPH_RESERVED_MEM value, using default (?P<value>\S+)", "graph_reserved_invalid"),
+    (r"^use_sliding_window (?P<on>True|False), slice_size (?P<slice>\d+), threshold (?P<threshold>\d+)",
+     "sliding_window"),
+    (r"^Profiling enabled\. Traces will be saved to: (?P<path>\S+)", "profiling"),
+    (r"^\[HPU\] INC quantization detected", "inc"),
+    (rf"^Loading drafter model weights took (?P<mem>{_B})", "drafter_weights"),
+    # while serving: a request past the largest prepared bucket, capped (the "was not prepared" line is read)
+    (r"^Fallback ctx (?P<ctx>\d+) exceeds max prepared decode bucket ctx (?P<max>\d+)", "decode_ctx_capped"),
+    (r"^Fallback prompt ctx (?P<ctx>\d+) exceeds theoretical max (?P<max>\d+)", "prompt_ctx_capped"),
+    (r"^block_bucket_size \((?P<ctx>\d+)\) exceeds total KV blocks \((?P<max>\d+)\)", "blocks_capped"),
+    (rf"^(?P<what>Moving model to CPU for sleep mode|Discarding KV cache for sleep mode|Waking up model, moving it "
+     rf"back to HPU|Waking up KV cache, reinitializing it) took (?P<mem>-?{_B})", "sleep_mode"),
+    # the Habana bridge's banner: lazy mode (HPU graphs) or not, its recipe cache, the host
+    (r"^\s*PT_HPU_LAZY_MODE = (?P<value>\S*)\s*$", "lazy_mode"),
+    (r"^\s*PT_HPU_RECIPE_CACHE_CONFIG = (?P<value>\S*)\s*$", "recipe_cache"),
+    (r"^Num CPU Cores : (?P<n>\d+)", "host_cores"),
+    (r"^CPU RAM\s*: (?P<kb>\d+) KB", "host_ram"),
+]
+for _pattern, _kind in _NOTICES:
+    _rule(_pattern)(lambda m, _kind=_kind: ServerNotice(
+        kind=_kind, values=tuple((k, v) for k, v in m.groupdict().items() if v is not None)))
+# vllm-gaudi's INC (FP8) path loads the weights to the host, then quantises them on the device: the device
+# weights are the second figure ("Preparing model with INC took %.4f GB")
+_rule(r"^Preparing model with INC\.\.$")(lambda m: Milestone(name="inc_prepare"))
+_rule(rf"^Preparing model with INC took (?P<mem>{_B})")(
+    lambda m: ModelLoaded(device_memory=parse_bytes(m["mem"]), part="inc"))
+
