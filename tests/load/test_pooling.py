@@ -168,3 +168,73 @@ def test_a_pooling_backend_against_a_generating_model_is_named_too(sim_server, t
                  "--result-file", str(tmp_path / "r.json")]) == 0
     errors = json.loads((tmp_path / "r.json").read_text())["errors"]
     assert errors and all("is the server serving a pooling model" in e for e in errors)
+
+
+def _post(url: str, body: dict) -> tuple[int, dict, bytes]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def test_every_encoding_a_client_asks_for(pooling_sim):
+    """vLLM 0.32's encodings of a vector (the OpenAI client asks for base64 unless told otherwise); the width is
+    the model's hidden size (llama-3.1-8b's 4096), as vLLM's embedding_size."""
+    url, ids = pooling_sim + "/v1/embeddings", [[5, 6, 7], [8, 9]]
+    status, _, raw = _post(url, {"model": "emb", "input": ids})
+    floats = [d["embedding"] for d in json.loads(raw)["data"]]
+    assert status == 200 and [len(v) for v in floats] == [4096, 4096]
+    status, _, raw = _post(url, {"model": "emb", "input": ids, "encoding_format": "base64"})
+    b64 = [np.frombuffer(__import__("base64").b64decode(d["embedding"]), np.float32) for d in json.loads(raw)["data"]]
+    assert status == 200 and all(np.array_equal(a, np.float32(b)) for a, b in zip(b64, floats))
+    for dtype, width in (("float16", 2), ("bfloat16", 2), ("fp8_e4m3", 1), ("fp8_e5m2", 1)):
+        _, _, raw = _post(url, {"model": "emb", "input": ids, "encoding_format": "base64", "embed_dtype": dtype})
+        sizes = [len(__import__("base64").b64decode(d["embedding"])) for d in json.loads(raw)["data"]]
+        assert sizes == [4096 * width] * 2
+    status, headers, raw = _post(url, {"model": "emb", "input": ids, "encoding_format": "bytes", "endianness": "big"})
+    meta = json.loads(headers["metadata"])
+    assert status == 200 and headers["Content-Type"] == "application/octet-stream" and len(raw) == 2 * 4096 * 4
+    assert meta["usage"] == {"prompt_tokens": 5, "total_tokens": 5}
+    assert [(m["start"], m["end"], m["shape"]) for m in meta["data"]] == [(0, 16384, [4096]), (16384, 32768, [4096])]
+    assert np.array_equal(np.frombuffer(raw[16384:], ">f4"), np.float32(floats[1]))
+    status, headers, raw = _post(pooling_sim + "/pooling", {"model": "emb", "input": ids,
+                                                            "encoding_format": "bytes_only"})
+    assert status == 200 and "metadata" not in headers and len(raw) == 2 * 4096 * 4
+    status, _, raw = _post(url, {"model": "emb", "input": ids, "encoding_format": "binary"})
+    assert status == 400 and "'binary'" in json.loads(raw)["message"]
+    status, _, raw = _post(url, {"model": "emb", "input": ids, "dimensions": 256})
+    assert status == 400 and "does not support Matryoshka embeddings" in json.loads(raw)["message"]
+
+
+def test_matryoshka_widths_come_from_the_config_or_hf_overrides():
+    from types import SimpleNamespace
+
+    from tuner.sim.serve import hf_overrides, pooling_front
+
+    model = SimpleNamespace(matryoshka=False, matryoshka_dimensions=(), embedding_size=1024, hidden=1024)
+    listed = pooling_front(None, model, hf_overrides('{"matryoshka_dimensions": [256, 512]}'))
+    assert listed.width == 1024 and listed._width({"dimensions": 256}, "m") == 256
+    assert "only supports Matryoshka dimensions [256, 512], got 300" in listed._width({"dimensions": 300}, "m").text
+    free = pooling_front(None, model, hf_overrides('{"is_matryoshka": true}'))
+    assert free._width({"dimensions": 300}, "m") == 300 and "range [1, 1024]" in free._width({"dimensions": 2000},
+                                                                                             "m").text
+    assert pooling_front(None, model, {})._width({}, "m") == 1024
+    with pytest.raises(ValueError, match="--hf-overrides"):
+        hf_overrides("[1, 2]")
+
+
+@pytest.mark.parametrize("encoding", ["bytes", "bytes_only", "base64"])
+def test_bench_reads_binary_and_base64_answers_as_vllms_client(pooling_sim, tmp_path, encoding):
+    """vLLM's client reads a binary answer's usage from its metadata header ("bytes") or counts the tokens it sent
+    ("bytes_only"): the same figures as a JSON answer's."""
+    path = tmp_path / "r.json"
+    assert main(["bench", "--base-url", pooling_sim, *RUN, "--backend", "openai-embeddings", "--num-prompts", "6",
+                 "--random-input-len", "32", "--random-batch-size", "2", "--result-file", str(path),
+                 "--extra-body", json.dumps({"encoding_format": encoding})]) == 0
+    d = json.loads(path.read_text())
+    assert (d["completed"], d["failed"], d["total_input_tokens"]) == (3, 0, 6 * 32)

@@ -325,14 +325,19 @@ class LoadGenerator:
                     await _refused(resp, out, self.pooling)
                     return
                 raw = await resp.read()
+                metadata = resp.headers.get("metadata")
             out.latency = out.ttft = time.perf_counter() - out.start_time
+            binary = self.kind != "rerank" and self.extra_body.get("encoding_format") in ("bytes", "bytes_only")
             try:
-                answer = _loads(raw)
+                # vLLM's binary answers: the vectors' bytes, what is where (and the usage) in a `metadata` header
+                # ("bytes"), or nothing but the bytes ("bytes_only": the tokens are the ones sent)
+                answer = (_loads(metadata) if metadata else {"data": [raw] if raw else []}) if binary else _loads(raw)
             except ValueError:
-                out.fail("bad answer", f"HTTP 200 but the answer is not JSON: {raw[:ERROR_EXCERPT]!r}")
+                what = "its metadata header" if binary else "the answer"
+                out.fail("bad answer", f"HTTP 200 but {what} is not JSON: {(metadata or raw)[:ERROR_EXCERPT]!r}")
                 return
             what = "results" if self.kind == "rerank" else "data"
-            if not isinstance(answer, dict) or not answer.get(what):
+            if not isinstance(answer, dict) or not answer.get(what) or binary and not raw:
                 out.fail("bad answer", f"HTTP 200 but the answer carries no {what!r}: {raw[:ERROR_EXCERPT]!r}")
                 return
             usage = answer.get("usage") or {}

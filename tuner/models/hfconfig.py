@@ -102,6 +102,11 @@ class TextConfig:
     fork_mrope: bool = False  # vllm-fork's uses_mrope: the top-level config only (see mrope_of)
     # (KV heads, head size) of each layer that keeps a cache, when the layers differ (layer_kv); else ()
     layer_kv: tuple[tuple[int, int], ...] = ()
+    # a pooling model's vector as vLLM's ModelConfig gives it: embedding_size (the config's, else its hidden
+    # size; a sentence-transformers Dense head is not read) and is_matryoshka / matryoshka_dimensions
+    embedding_size: int = 0
+    matryoshka: bool = False
+    matryoshka_dimensions: tuple[int, ...] = ()
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         # vLLM's get_num_kv_heads: MLA decodes as MQA (one latent); otherwise heads split across ranks and
@@ -306,6 +311,9 @@ def _read(config: dict, where: str) -> TextConfig:
         config_model_type=str(config.get("model_type") or model_type),
         mrope=mrope_of(config), fork_mrope=mrope_of(config, fork=True),
         layer_kv=() if mla else layer_kv(t, model_type, kinds, int(kv), head_size, shared),
+        embedding_size=int(config.get("embedding_size") or hidden),
+        matryoshka=bool(config.get("matryoshka_dimensions")) or bool(config.get("is_matryoshka")),
+        matryoshka_dimensions=tuple(int(d) for d in config.get("matryoshka_dimensions") or ()),
     )
 
 

@@ -58,6 +58,10 @@ class ModelShape:
     vision: dict | None = field(default=None, repr=False, hash=False, compare=False)
     mrope: bool = False
     fork_mrope: bool = False
+    # a pooling model's vector (hfconfig.TextConfig): its width and the widths a request may ask for
+    embedding_size: int = 0
+    matryoshka: bool = False
+    matryoshka_dimensions: tuple[int, ...] = ()
     config_model_type: str = ""  # the config's top-level model_type (vLLM's hf_config.model_type)
     layer_kv: tuple[tuple[int, int], ...] = ()  # (KV heads, head size) per cached layer, when they differ
 
@@ -167,6 +171,7 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         expert_params=counted.experts, embedding_params=counted.embedding, vision_params=counted.vision,
         sliding_window=t.sliding_window, quantization=method, stored_bytes=stored_bytes, multimodal=t.multimodal,
         model_type=t.model_type, vision=t.vision, mrope=t.mrope, fork_mrope=t.fork_mrope,
-        config_model_type=t.config_model_type,
+        config_model_type=t.config_model_type, embedding_size=t.embedding_size or t.hidden, matryoshka=t.matryoshka,
+        matryoshka_dimensions=t.matryoshka_dimensions,
     )
 

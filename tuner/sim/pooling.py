@@ -10,15 +10,16 @@ separator and the document. Vectors and scores are deterministic per input (a ha
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 import zlib
 
 from aiohttp import web
 
+from . import encoding
 from .http import _chat_prompt_tokens, _error, count_text_tokens
 
-EMBED_DIM = 16  # the simulated embedding's width
 # vLLM's `--task` (before `--runner`/`--convert`) values of a pooling model
 POOLING_TASKS = frozenset({"embed", "embedding", "classify", "score", "reward", "encode"})
 
@@ -28,16 +29,26 @@ def is_pooling(runner: str | None, convert: str | None, task: str | None) -> boo
     return runner == "pooling" or convert in ("embed", "classify", "reward") or task in POOLING_TASKS
 
 
-def _vector(key: str) -> list[float]:
+def _vector(key: str, width: int = 16) -> list[float]:
     seed = zlib.crc32(key.encode())
-    return [((seed >> (i % 24)) % 1000) / 1000.0 - 0.5 for i in range(EMBED_DIM)]
+    return [((seed >> (i % 24)) % 1000) / 1000.0 - 0.5 for i in range(width)]
+
+
+def _score(key: str) -> float:
+    return _vector(key, 1)[0] + 0.5
 
 
 class PoolingFront:
-    """The pooling routes of a SimHTTP (its model names, token counter, faults and engine driver)."""
+    """The pooling routes of a SimHTTP (its model names, token counter, faults and engine driver).
 
-    def __init__(self, http) -> None:
+    ``width``: the model's embedding size (vLLM: the config's embedding_size, else its hidden size);
+    ``matryoshka``: whether a request may ask for fewer ``dimensions`` (the config's is_matryoshka, or its
+    matryoshka_dimensions: then only those)."""
+
+    def __init__(self, http, width: int = 16, matryoshka: bool | list[int] = False) -> None:
         self.http = http
+        self.width = width
+        self.matryoshka = matryoshka
 
     def add_routes(self, router) -> None:
         for path in ("/v1/embeddings", "/v2/embed"):
@@ -138,20 +149,65 @@ class PoolingFront:
     async def pooling(self, request: web.Request) -> web.Response:
         return await self._vectors(request, "pool", "pooling", "data")
 
+    def _width(self, body: dict, model: str) -> int | web.Response:
+        """The vector's width: the model's, or the `dimensions` asked of a Matryoshka model (vLLM's checks)."""
+        dims = body.get("dimensions")
+        if dims is None:
+            return self.width
+        if not self.matryoshka:
+            return _error(400, f"Model {model!r} does not support Matryoshka embeddings; dimensions must be unset "
+                          f"(received dimensions={dims}).", "BadRequestError")
+        if not _is_id(dims) or not 1 <= dims <= self.width:
+            return _error(400, f"Model {model!r} only supports dimensions in range [1, {self.width}], got {dims}.",
+                          "BadRequestError")
+        if isinstance(self.matryoshka, list) and dims not in self.matryoshka:
+            return _error(400, f"Model {model!r} only supports Matryoshka dimensions {self.matryoshka}, got {dims}.",
+                          "BadRequestError")
+        return dims
+
     async def _vectors(self, request: web.Request, id_prefix: str, kind: str, field: str) -> web.Response:
         """A vector per input: vLLM's embeddings answer (object "embedding", the vector in "embedding") or its
-        pooling answer ("pooling", in "data")."""
+        pooling answer ("pooling", in "data"), in the encoding asked (tuner/sim/encoding.py)."""
         body = await self.http.request_body(request)
         if isinstance(body, web.Response):
             return body
+        refused = encoding.check(body)
+        if refused:
+            return _error(400, refused, "BadRequestError")
+        width = self._width(body, body.get("model") or self.http.names[0])
+        if isinstance(width, web.Response):
+            return width
         ran = await self._run(request, self._lengths(body), body)
         if isinstance(ran, web.Response):
             return ran
         lengths, model = ran
-        data = [{"index": i, "object": kind, field: _vector(f"{model}{i}{n}")} for i, n in enumerate(lengths)]
-        return web.json_response({"id": f"{id_prefix}-{uuid.uuid4().hex}", "object": "list",
-                                  "created": int(time.time()), "model": model, "data": data,
+        vectors = [_vector(f"{model}{i}{n}", width) for i, n in enumerate(lengths)]
+        rid, created = f"{id_prefix}-{uuid.uuid4().hex}", int(time.time())
+        fmt, dtype, order = (body.get("encoding_format", "float"), body.get("embed_dtype", "float32"),
+                             body.get("endianness", "native"))
+        if fmt in ("bytes", "bytes_only"):
+            return self._bytes(rid, created, model, vectors, lengths, fmt, dtype, order)
+        data = [{"index": i, "object": kind, field: v if fmt == "float" else encoding.vector_base64(v, dtype, order)}
+                for i, v in enumerate(vectors)]
+        return web.json_response({"id": rid, "object": "list", "created": created, "model": model, "data": data,
                                   "usage": self._usage(sum(lengths))})
+
+    def _bytes(self, rid: str, created: int, model: str, vectors: list[list[float]], lengths: list[int], fmt: str,
+               dtype: str, order: str) -> web.Response:
+        """vLLM's binary answer: the vectors' bytes back to back; with "bytes", where each is and the usage in a
+        `metadata` header (a JSON object), with "bytes_only" nothing else."""
+        chunks = [encoding.vector_bytes(v, dtype, order) for v in vectors]
+        headers = {}
+        if fmt == "bytes":
+            items, offset = [], 0
+            for i, (chunk, v) in enumerate(zip(chunks, vectors)):
+                items.append({"index": i, "embed_dtype": dtype, "endianness": order, "start": offset,
+                              "end": offset + len(chunk), "shape": [len(v)]})
+                offset += len(chunk)
+            usage = {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths)}
+            headers["metadata"] = json.dumps({"id": rid, "created": created, "model": model, "data": items,
+                                              "usage": usage})
+        return web.Response(body=b"".join(chunks), headers=headers, content_type="application/octet-stream")
 
     def _pairs(self, first, second) -> tuple[list[str], list[int]] | web.Response:
         """The documents and each pair's tokens (query, separator, document) of a rerank or score request."""
@@ -174,7 +230,7 @@ class PoolingFront:
             return ran
         lengths, model = ran
         results = sorted(({"index": i, "document": {"text": d, "multi_modal": None},
-                           "relevance_score": _vector(f"{body['query']}{d}")[0] + 0.5}
+                           "relevance_score": _score(f"{body['query']}{d}")}
                           for i, d in enumerate(docs)), key=lambda r: -r["relevance_score"])
         top_n = body.get("top_n") or 0
         return web.json_response({"id": f"rerank-{uuid.uuid4().hex}", "model": model,
@@ -194,7 +250,7 @@ class PoolingFront:
         if isinstance(ran, web.Response):
             return ran
         lengths, model = ran
-        data = [{"index": i, "object": "score", "score": _vector(f"{first}{d}")[0] + 0.5} for i, d in enumerate(docs)]
+        data = [{"index": i, "object": "score", "score": _score(f"{first}{d}")} for i, d in enumerate(docs)]
         return web.json_response({"id": f"score-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
                                   "model": model, "data": data, "usage": self._usage(sum(lengths))})
 

@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--convert", choices=("auto", "none", "embed", "classify", "reward"), default="auto",
                    help="embed/classify/reward: serve the model converted to a pooling model")
     p.add_argument("--task", default=None, help="older vLLM's name of the same (embed, classify, score, ...)")
+    p.add_argument("--hf-overrides", default=None, metavar="JSON",
+                   help="keys set over the model's config.json, as vLLM's (read: embedding_size, is_matryoshka, "
+                        "matryoshka_dimensions of a pooling model)")
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--api-key", nargs="+", default=None,
                    help="require one of these keys on /v1 routes (else $VLLM_API_KEY), as vLLM does")
@@ -171,6 +174,27 @@ def lora_modules(values: list[str] | None, enabled: bool) -> dict[str, str]:
     return out
 
 
+def hf_overrides(value: str | None) -> dict:
+    """vLLM's --hf-overrides: a JSON object of config keys."""
+    if value is None:
+        return {}
+    try:
+        out = json.loads(value)
+    except ValueError:
+        out = None
+    if not isinstance(out, dict):
+        raise ValueError(f"--hf-overrides {value!r}: expected a JSON object, e.g. '{{\"is_matryoshka\": true}}'")
+    return out
+
+
+def pooling_front(front: SimHTTP, model, overrides: dict) -> PoolingFront:
+    """The pooling routes, with the vector width and Matryoshka widths of the model's config (and overrides)."""
+    dims = overrides.get("matryoshka_dimensions", list(model.matryoshka_dimensions))
+    matryoshka = bool(dims) or bool(overrides.get("is_matryoshka", model.matryoshka))
+    width = int(overrides.get("embedding_size") or model.embedding_size or model.hidden)
+    return PoolingFront(front, width, [int(d) for d in dims] if dims else matryoshka)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -189,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         release = get_profile(args.sim_release).name
         hardware = hardware_corrections(args.sim_hardware)
         args.adapters = lora_modules(args.lora_modules, args.enable_lora)
+        args.overrides = hf_overrides(args.hf_overrides)
     except (FaultError, ValueError) as e:
         parser.error(str(e))  # exits 2
     env = dict(os.environ)
@@ -311,7 +336,7 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
                     tower=pred.vision.tower if pred.vision is not None else None, adapters=args.adapters)
     app = front.app(generate=not pred.config.pooling)
     if pred.config.pooling:
-        PoolingFront(front).add_routes(app.router)
+        pooling_front(front, model_for(pred.sim.model), args.overrides).add_routes(app.router)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     driver.start()
