@@ -54,3 +54,36 @@ def test_embeddings_rerank_and_pooling_on_a_genuine_embedding_model(embedding_se
     # a generating API on a pooling model: vLLM has no such route, and the failure says which backends to use
     gen = _bench(s, tmp_path, "gen", "--num-prompts", "2", "--random-input-len", "16", "--random-output-len", "2")
     assert gen["failed"] == 2 and all("--backend openai-embeddings" in e for e in gen["errors"])
+
+
+def test_vector_encodings_answer_as_the_simulator_answers_them(embedding_server, tmp_path):
+    """The genuine server's base64, bytes and bytes_only answers have the shapes the simulator gives
+    (tests/load/test_pooling.py checks the simulator's), and bench reads each as vLLM's client does."""
+    import base64
+    import urllib.request
+
+    from .test_realvllm import _NO_PROXY
+
+    def post(body: dict):
+        req = urllib.request.Request(embedding_server.base_url + "/v1/embeddings",
+                                     json.dumps({"model": SERVED, "input": [[5, 6, 7], [8, 9]], **body}).encode(),
+                                     {"Content-Type": "application/json"})
+        with _NO_PROXY.open(req, timeout=60) as resp:
+            return resp.status, resp.headers, resp.read()
+
+    hidden = 128  # the tier's tiny Llama: vLLM's embedding_size is its hidden size
+    _, _, raw = post({"encoding_format": "base64", "embed_dtype": "bfloat16"})
+    assert [len(base64.b64decode(d["embedding"])) for d in json.loads(raw)["data"]] == [hidden * 2] * 2
+    status, headers, raw = post({"encoding_format": "bytes"})
+    meta = json.loads(headers["metadata"])
+    assert status == 200 and len(raw) == 2 * hidden * 4 and set(meta) == {"id", "created", "model", "data", "usage"}
+    assert [(m["start"], m["end"], list(m["shape"])) for m in meta["data"]] == [(0, hidden * 4, [hidden]),
+                                                                               (hidden * 4, hidden * 8, [hidden])]
+    assert set(meta["data"][0]) == {"index", "embed_dtype", "endianness", "start", "end", "shape"}
+    assert meta["usage"]["prompt_tokens"] == 5
+    status, headers, raw = post({"encoding_format": "bytes_only"})
+    assert status == 200 and "metadata" not in headers and len(raw) == 2 * hidden * 4
+    for encoding in ("bytes", "bytes_only"):
+        d = _bench(embedding_server, tmp_path, encoding, "--backend", "openai-embeddings", "--num-prompts", "4",
+                   "--random-input-len", "32", "--extra-body", json.dumps({"encoding_format": encoding}))
+        assert (d["completed"], d["failed"], d["total_input_tokens"]) == (4, 0, 128), encoding

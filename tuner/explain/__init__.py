@@ -27,6 +27,7 @@ from .analysis import (
     detect_release,
     memory_view,
     problems,
+    reserve_hint,
 )
 from .notices import Notice, notices
 from .reading import LogReading, read_log
@@ -75,6 +76,7 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
             opts[key] = logged     # the engine's own settings line beats a guess from the buckets
     adv = advise(release, phases, tl, memory.kv_blocks, omitted.token_budget if omitted else None,
                  log_path=None if source == "-" else source, omitted=omitted.count if omitted else 0, **opts)
+    adv.graph_reserve = reserve_hint(memory, tl.complete and not tl.skipped)
     return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv, facts,
                        [p for p in every if p not in phases], notices(reading))
 

@@ -73,6 +73,7 @@ class Advice:
     # the engine's rebuild of the logged settings against the logged lists: None when they agree (or
     # nothing was rebuilt), else what differs, said wherever the advice is shown
     rebuild_mismatch: str | None = None
+    graph_reserve: object | None = None  # analysis.ReserveHint: the graph reserve the warm-up left unused
 
 
 def _max_of(phases: dict[str, PhaseBuckets], phase: str, dim_index: int) -> int | None:

@@ -3,6 +3,7 @@ and what went wrong (the warm-up timeline is timeline.py). Pure functions of a `
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -400,6 +401,39 @@ def memory_view(reading: LogReading, block_size: int | None = None) -> MemoryVie
         graphs_used=sum(used) if used else None,
         warmup_allocated=s.warmup_finished.device_memory if s.warmup_finished else None,
     )
+
+
+@dataclass(frozen=True)
+class ReserveHint:
+    """The HPU-graph reserve the warm-up left unused, and what a smaller VLLM_GRAPH_RESERVED_MEM gives the KV
+    cache: the reserve is that fraction of the usable memory, the rest of which becomes KV blocks."""
+
+    used: int            # what the warm-up's graphs took (the larger of the capture summaries and its total)
+    reserved: int
+    fraction: float
+    suggested: float     # the used memory and a quarter more, in the server's own hundredths
+    freed: int
+    extra_blocks: int | None
+
+
+HEADROOM = 1.25   # graphs compiled while serving (a bucket not warmed up) need room in the reserve too
+
+
+def reserve_hint(m: MemoryView, warmup_complete: bool) -> ReserveHint | None:
+    """Only for a finished warm-up that used under 60% of its reserve (a partial one has not used it all yet)."""
+    used = max((v for v in (m.graphs_used, m.warmup_allocated) if v), default=None)
+    if not warmup_complete or not used or not m.graph_reserved or not m.graph_reserved_fraction:
+        return None
+    if used >= 0.6 * m.graph_reserved:
+        return None
+    usable = m.graph_reserved / m.graph_reserved_fraction
+    suggested = max(0.01, math.ceil(used * HEADROOM / usable * 100) / 100)
+    if suggested >= m.graph_reserved_fraction:
+        return None
+    freed = int((m.graph_reserved_fraction - suggested) * usable)
+    per_block = m.kv_cache / m.kv_blocks if m.kv_cache and m.kv_blocks else None
+    return ReserveHint(used, m.graph_reserved, m.graph_reserved_fraction, suggested, freed,
+                       int(freed // per_block) if per_block else None)
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,11 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
                    f"{_clip(first.message)}")
     if x.advice.rebuild_mismatch:
         out.append(f"Check failed: {x.advice.rebuild_mismatch}.")
+    if (r := x.advice.graph_reserve) is not None:
+        out.append(f"Advice: the warm-up's graphs used {_gib(r.used)} of the {_gib(r.reserved)} reserved for them "
+                   f"(VLLM_GRAPH_RESERVED_MEM={r.fraction:g}); VLLM_GRAPH_RESERVED_MEM={r.suggested:g} would give "
+                   f"the KV cache {_gib(r.freed)} more" + (f", about {r.extra_blocks} blocks" if r.extra_blocks else "")
+                   + " (keeping a quarter more than was used for graphs compiled while serving).")
     best = _best_alternative(x)
     if best is not None:
         base = _as_logged(x)
@@ -428,7 +433,8 @@ def to_json(x: Explanation) -> dict:
                                      "error": a.error, "unusable": a.unusable,
                                      "gaps": list(a.gaps), "raised": list(a.raised)} for a in x.advice.alternatives],
                    "predicted_by": x.advice.predicted_by, "rebuild_mismatch": x.advice.rebuild_mismatch,
-                   "tune_command": x.advice.tune_command, "notes": x.advice.notes},
+                   "tune_command": x.advice.tune_command, "notes": x.advice.notes,
+                   "graph_reserve": vars(x.advice.graph_reserve) if x.advice.graph_reserve else None},
         "reading": {"lines": rd.lines, "events": len(rd.events), "unread": rd.unread,
                     "unread_examples": rd.unread_examples, "duplicate_rank_lines": rd.duplicate_rank_lines,
                     "processes": rd.processes, "leader": rd.leader},
