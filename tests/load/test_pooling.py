@@ -99,7 +99,9 @@ def test_pooling_figures_are_vllms_embeddings_metrics():
     (["--random-batch-size", "4"], "--backend openai sends one prompt a request"),
     (["--backend", "openai-embeddings-chat", "--random-batch-size", "2"], "one conversation a request"),
     (["--backend", "openai-embeddings", "--plot-timeline"], "draws token streams"),
-    (["--backend", "openai-embeddings-clip"], "image-embedding backend"),
+    (["--backend", "openai-audio"], "speech recognition backend"),
+    (["--backend", "openai-embeddings-vlm2vec", "--random-batch-size", "2"], "one conversation a request"),
+    (["--backend", "openai-embeddings-clip", "--dataset-name", "random-mm"], "use one of ['openai-chat']"),
 ])
 def test_flags_a_pooling_run_cannot_honour_are_refused_before_any_request(argv, said, capsys):
     try:
@@ -238,3 +240,51 @@ def test_bench_reads_binary_and_base64_answers_as_vllms_client(pooling_sim, tmp_
                  "--extra-body", json.dumps({"encoding_format": encoding})]) == 0
     d = json.loads(path.read_text())
     assert (d["completed"], d["failed"], d["total_input_tokens"]) == (3, 0, 6 * 32)
+
+
+def test_the_image_embedding_backends_send_what_vllms_client_sends():
+    """vLLM's _preprocess_clip (an empty text, then the images), _preprocess_vlm2vec (the images first, then its
+    image-only text on even requests, its question form on odd ones) and Infinity's CLIP form (the first image's
+    URL, modality image); without images each is its text backend."""
+    from tuner.load.pooling import VLM2VEC_IMAGE_ONLY, VLM2VEC_WITH_QUESTION, pooling_payload
+
+    image = {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}}
+    clip = pooling_payload("embeddings-clip", "m", [5, 6], False, _text, {}, [image], 3)
+    assert clip["messages"] == [{"role": "user", "content": [{"type": "text", "text": ""}, image]}]
+    assert clip["truncate_prompt_tokens"] == -1
+    even = pooling_payload("embeddings-vlm2vec", "m", [5, 6], False, _text, {}, [image], 2)
+    odd = pooling_payload("embeddings-vlm2vec", "m", [5, 6], False, _text, {}, [image], 3)
+    assert even["messages"][0]["content"] == [image, {"type": "text", "text": VLM2VEC_IMAGE_ONLY}]
+    assert odd["messages"][0]["content"] == [image, {"type": "text", "text": VLM2VEC_WITH_QUESTION + "w5 w6"}]
+    inf = pooling_payload("infinity-clip", "m", [5, 6], False, _text, {}, [image], 0)
+    assert inf == {"model": "m", "input": image["image_url"]["url"], "modality": "image"}
+    text_only = pooling_payload("embeddings-clip", "m", [5, 6], False, _text, {}, [], 0)
+    assert text_only["messages"][0]["content"] == [{"type": "text", "text": "w5 w6"}]
+    assert pooling_payload("infinity-clip", "m", [5, 6], False, _text, {}, [], 0)["input"] == "w5 w6"
+
+
+@pytest.fixture(scope="module")
+def vl_pooling_sim(tmp_path_factory):
+    """The simulator serving a vision-language model as a pooling model (VLM2Vec-style embeddings)."""
+    yield from running_sim(tmp_path_factory.mktemp("vlpool"), "vl", "0.05", "--runner", "pooling", "--sim-model",
+                           "Qwen/Qwen3-VL-8B-Instruct")
+
+
+def test_image_embeddings_of_a_trace_with_images(vl_pooling_sim, tmp_path):
+    """Our trace's images go with the image-embedding backends (vLLM's random-mm does not: its client allows only
+    openai-chat there); each image adds its tokens after the spatial merge, as a chat request's does."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(r) for r in (
+        {"input_len": 20, "output_len": 1, "images": [[64, 64]]}, {"input_len": 25, "output_len": 1},
+        {"input_len": 30, "output_len": 1, "images": [[128, 64]]})) + "\n")
+    run = ["bench", "--base-url", vl_pooling_sim, "--model", "vl", "--disable-tqdm", "--dataset-name", "trace",
+           "--dataset-path", str(trace)]
+    assert main([*run, "--backend", "openai-embeddings-clip", "--result-file", str(tmp_path / "clip.json")]) == 0
+    clip = json.loads((tmp_path / "clip.json").read_text())
+    # an empty text and the image: 4 for the message, the image's tokens (64x64 -> 4 after the merge) and markers
+    assert (clip["completed"], clip["failed"]) == (3, 0) and clip["input_lens"][0] == 4 + 4 + 2
+    assert clip["input_lens"][2] == 4 + 8 + 2                                    # 128x64: 8 tokens
+    assert main([*run, "--backend", "openai-embeddings-vlm2vec", "--result-file", str(tmp_path / "v.json")]) == 0
+    assert json.loads((tmp_path / "v.json").read_text())["failed"] == 0
+    code = main([*run, "--backend", "openai-embeddings-chat", "--result-file", str(tmp_path / "c.json")])
+    assert code == 2  # a text backend: the images are refused before any request

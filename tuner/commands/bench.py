@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from ..load.options import BACKENDS, api_flavour, is_pooling
+from ..load.pooling import IMAGE_KINDS
 from ..load.trace import TRACE_LABELS
 from . import DURATION_HELP, UsageError, check_reachable, duration, parse_key_values, prepare_output
 
@@ -369,8 +370,9 @@ def _check_pooling(args, metrics: list[str]) -> None:
         raise UsageError("--backend vllm-rerank sends a query and documents: use it with --dataset-name random-rerank"
                          if rerank else f"--dataset-name random-rerank: its requests are a query and documents, which "
                          f"only --backend vllm-rerank sends (not {args.backend})")
-    if args.random_batch_size > 1 and args.backend == "openai-embeddings-chat":
-        raise UsageError("--random-batch-size: --backend openai-embeddings-chat sends one conversation a request")
+    if args.random_batch_size > 1 and args.backend in ("openai-embeddings-chat", "openai-embeddings-clip",
+                                                       "openai-embeddings-vlm2vec"):
+        raise UsageError(f"--random-batch-size: --backend {args.backend} sends one conversation a request")
     if args.random_batch_size > 1 and args.dataset_name not in ("random", "random-rerank"):
         print(f"--random-batch-size: only the random datasets batch their prompts (vLLM's); --dataset-name "
               f"{args.dataset_name} sends one a request", file=sys.stderr)
@@ -498,9 +500,10 @@ async def _bench(args) -> tuple[dict, object]:
         workload = await asyncio.to_thread(build_workload, args, vocab, sizer, template)  # random-mm may ask the server
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if not gen.chat and workload.image_count():
+    if not gen.chat and workload.image_count() and gen.kind not in IMAGE_KINDS:
         raise UsageError(f"--dataset-name {args.dataset_name}: its requests carry images, which only "
-                         "--backend openai-chat sends")
+                         "--backend openai-chat (and the image-embedding backends openai-embeddings-clip, "
+                         "openai-embeddings-vlm2vec, infinity-embeddings-clip) send")
     ramp = ((args.ramp_up_strategy, args.ramp_up_start_rps, args.ramp_up_end_rps)
             if args.ramp_up_strategy else None)
     info = {"label": args.label, "model_id": args.model, "tokenizer_id": args.tokenizer or args.model,

@@ -57,7 +57,7 @@ from .metrics import (
     validate_goodput_slos,
 )
 from .options import BACKENDS
-from .pooling import ID_KINDS, POOLING_ROUTES, BatchRecipe, pooling_payload, spec_inputs
+from .pooling import ID_KINDS, IMAGE_KINDS, POOLING_ROUTES, BatchRecipe, pooling_payload, spec_inputs
 from .sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
 from .workload import RequestSpec, TextPrompt, Workload
 
@@ -195,11 +195,13 @@ class LoadGenerator:
         """The request body (a dict; :meth:`body` is what is sent)."""
         model = self._models.get(spec.index, self.model)
         if self.pooling:
-            if spec.images:
-                raise ValueError(f"request {spec.index} carries images: the {self.api} backend sends text")
+            if spec.images and self.kind not in IMAGE_KINDS:
+                raise ValueError(f"request {spec.index} carries images: the {self.api} backend sends text; "
+                                 "images go with openai-embeddings-clip, -vlm2vec or infinity-embeddings-clip")
             extra = {"ignore_eos": True} if self.ignore_eos and self.kind != "rerank" else {}  # vLLM's
             return pooling_payload(self.kind, model, spec.prompt if self.text_prompts else spec.prompt_array,
-                                   isinstance(spec.recipe, BatchRecipe), self.prompt_text, {**extra, **self.extra_body})
+                                   isinstance(spec.recipe, BatchRecipe), self.prompt_text, {**extra, **self.extra_body},
+                                   [im.content_part() for im in spec.images], spec.index)
         body: dict[str, Any] = {"model": model}
         if spec.images and not self.chat:
             raise ValueError(f"request {spec.index} carries images: they need --backend openai-chat")

@@ -12,14 +12,11 @@ API_FLAVOURS = ("openai", "vllm", "openai-chat", "openai-responses")
 # vllm bench serve's pooling backends (0.32's POOLING_BACKENDS, text ones): one answer, no token stream, so
 # end-to-end latency, requests and inputs a second are the figures (vLLM's EmbedBenchmarkMetrics)
 POOLING_FLAVOURS = ("openai-embeddings", "openai-embeddings-chat", "infinity-embeddings", "vllm-pooling",
-                    "vllm-rerank")
+                    "vllm-rerank", "openai-embeddings-clip", "openai-embeddings-vlm2vec", "infinity-embeddings-clip")
 BACKENDS = API_FLAVOURS + POOLING_FLAVOURS
 # vLLM's other backends, and why this client does not offer them
 NOT_OFFERED = {
     "openai-audio": "speech recognition backend (audio datasets)",
-    "openai-embeddings-clip": "image-embedding backend (CLIP: image-only requests from vLLM's image datasets)",
-    "openai-embeddings-vlm2vec": "image-embedding backend (VLM2Vec: image requests from vLLM's image datasets)",
-    "infinity-embeddings-clip": "image-embedding backend for Infinity servers (CLIP)",
 }
 
 

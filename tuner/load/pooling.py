@@ -12,6 +12,11 @@ prompt longer than a small embedding model's context is cut by the server, not r
 * ``infinity-embeddings`` (/v1/embeddings of an Infinity server): ``input``, the text (it takes no ids).
 * ``vllm-rerank`` (/rerank): ``query`` and ``documents``, texts (vLLM's rerank API takes no ids), drawn as
   vLLM's random-rerank dataset draws them (:class:`RerankWorkload`).
+* The image-embedding backends, for a dataset with images (random-mm; without images each is its text
+  backend): ``openai-embeddings-clip`` a user message of an empty text and the images (CLIP embeds an image
+  alone); ``openai-embeddings-vlm2vec`` the images first, then "Represent the given image." (requests of even
+  index) or "Represent the given image with the following question: <prompt>" (odd); ``infinity-embeddings-clip``
+  the first image's URL as ``input`` with ``modality: image`` (an Infinity server's API).
 """
 
 from __future__ import annotations
@@ -29,8 +34,15 @@ POOLING_ROUTES = {"openai-embeddings": ("embeddings", "/v1/embeddings", "embeddi
                   "openai-embeddings-chat": ("embeddings-chat", "/v1/embeddings", "embeddings"),
                   "infinity-embeddings": ("infinity", "/v1/embeddings", "embeddings"),
                   "vllm-pooling": ("pooling", "/pooling", "pooling"),
-                  "vllm-rerank": ("rerank", "/rerank", "rerank")}
+                  "vllm-rerank": ("rerank", "/rerank", "rerank"),
+                  "openai-embeddings-clip": ("embeddings-clip", "/v1/embeddings", "embeddings"),
+                  "openai-embeddings-vlm2vec": ("embeddings-vlm2vec", "/v1/embeddings", "embeddings"),
+                  "infinity-embeddings-clip": ("infinity-clip", "/v1/embeddings", "embeddings")}
 ID_KINDS = ("embeddings", "pooling")  # the kinds whose prompts go as token ids
+IMAGE_KINDS = ("embeddings-clip", "embeddings-vlm2vec", "infinity-clip")  # the kinds that send a request's images
+# vLLM's _preprocess_vlm2vec: the text that goes with the images
+VLM2VEC_IMAGE_ONLY = "Represent the given image."
+VLM2VEC_WITH_QUESTION = "Represent the given image with the following question: "
 
 
 @dataclass(frozen=True)
@@ -53,27 +65,43 @@ def spec_inputs(kind: str, spec: RequestSpec) -> int:
     return 1
 
 
+def _image_prompt(kind: str, text: str, images: list[dict], index: int) -> tuple[str, list[dict]]:
+    """(the text, the content parts in order) an image-embedding backend sends with its images (vLLM's
+    _preprocess_clip and _preprocess_vlm2vec, then _get_chat_content)."""
+    if kind == "embeddings-vlm2vec":
+        text = VLM2VEC_IMAGE_ONLY if index % 2 == 0 else VLM2VEC_WITH_QUESTION + text
+        return text, [*images, {"type": "text", "text": text}]
+    return "", [{"type": "text", "text": ""}, *images]
+
+
 def pooling_payload(kind: str, model: str, prompt: Any, batch: bool, text_of: Callable[[Any], str],
-                    extra: dict[str, Any]) -> dict[str, Any]:
+                    extra: dict[str, Any], images: list[dict] | tuple = (), index: int = 0) -> dict[str, Any]:
     """The request body of one pooling request. ``prompt``: token ids or a text, or with ``batch`` (a
-    BatchRecipe's) a list of them; ``text_of`` makes a text of token ids for the kinds that send text."""
+    BatchRecipe's) a list of them; ``text_of`` makes a text of token ids for the kinds that send text;
+    ``images``: the request's image content parts (image kinds only), ``index`` its number (vlm2vec's text)."""
 
     def text(p: Any) -> str:
         return p if isinstance(p, str) else text_of(p)
 
     body: dict[str, Any] = {"model": model}
-    if kind == "rerank":
+    if images and kind == "infinity-clip":
+        body["input"] = images[0]["image_url"]["url"]
+        body["modality"] = "image"
+    elif images and kind in IMAGE_KINDS:
+        _, parts = _image_prompt(kind, text(prompt[0] if batch else prompt), list(images), index)
+        body["messages"] = [{"role": "user", "content": parts}]
+    elif kind == "rerank":
         parts = prompt if batch else [prompt, prompt]  # a single prompt (a probe): ranked against itself
         body["query"] = text(parts[0])
         body["documents"] = [text(p) for p in parts[1:]]
-    elif kind == "embeddings-chat":
+    elif kind in ("embeddings-chat", "embeddings-clip", "embeddings-vlm2vec"):  # image kinds without images
         first = prompt[0] if batch else prompt
         body["messages"] = [{"role": "user", "content": [{"type": "text", "text": text(first)}]}]
-    elif kind == "infinity":
+    elif kind in ("infinity", "infinity-clip"):
         body["input"] = [text(p) for p in prompt] if batch else text(prompt)
     else:  # embeddings, pooling: token ids as they are (a text prompt, a probe's "Hi", as text)
         body["input"] = prompt
-    if kind != "infinity":
+    if kind not in ("infinity", "infinity-clip"):
         body["truncate_prompt_tokens"] = -1
     body.update(extra)
     return body

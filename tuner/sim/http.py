@@ -255,10 +255,10 @@ class SimHTTP:
         """(prompt tokens, max tokens, image sizes) of a request in its API's fields, or the response that
         refuses it."""
         if api == "chat":
-            chat_input = self._chat_input(body.get("messages"), model)
-            if isinstance(chat_input, web.Response):
-                return chat_input
-            prompt_len, images = chat_input
+            read = self.chat_input(body.get("messages"), model)
+            if isinstance(read, web.Response):
+                return read
+            prompt_len, images = read
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
         elif api == "responses":
             prompt_len = _responses_prompt_tokens(body.get("input"))
@@ -296,7 +296,7 @@ class SimHTTP:
             images = []
         return prompt_len, max_tokens, images
 
-    def _chat_input(self, messages, model: str) -> tuple[int, list] | web.Response:
+    def chat_input(self, messages, model: str) -> tuple[int, list] | web.Response:
         """A chat request's prompt tokens and image sizes, or the 400 a request the simulator cannot serve
         gets. Each image counts its tokens after the spatial merge, between the vision start and end markers."""
         prompt_len = _chat_prompt_tokens(messages)

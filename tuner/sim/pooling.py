@@ -18,7 +18,7 @@ import zlib
 from aiohttp import web
 
 from . import encoding
-from .http import _chat_prompt_tokens, _error, count_text_tokens
+from .http import _error, count_text_tokens
 
 # vLLM's `--task` (before `--runner`/`--convert`) values of a pooling model
 POOLING_TASKS = frozenset({"embed", "embedding", "classify", "score", "reward", "encode"})
@@ -60,28 +60,37 @@ class PoolingFront:
             router.add_post(path, self.score)
 
     # -- what a request asks ------------------------------------------------------------------------
-    def _lengths(self, body: dict) -> list[int] | web.Response:
-        """Tokens of each input of an embeddings or pooling request (input, or chat messages)."""
+    def _lengths(self, body: dict) -> tuple[list[int], list[tuple]] | web.Response:
+        """Tokens of each input of an embeddings or pooling request (input, or chat messages: a multimodal
+        model's images counted in), and the image sizes of each (for the engine's vision encoder)."""
         if "messages" in body:
             messages = body["messages"]
             convs = messages if isinstance(messages, list) and messages and isinstance(messages[0], list) \
                 else [messages]
-            counts = [_chat_prompt_tokens(m) for m in convs]
-            if None in counts:
-                return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
-            return counts
+            counts, images = [], []
+            for conv in convs:
+                read = self.http.chat_input(conv, body.get("model") or self.http.names[0])
+                if isinstance(read, web.Response):
+                    return read
+                counts.append(read[0])
+                images.append(tuple(read[1]))
+            return counts, images
         value = body.get("input")
         if isinstance(value, str) and value:
-            return [count_text_tokens(value)]
+            return [count_text_tokens(value)], [()]
         if isinstance(value, list) and value:
             if all(_is_id(t) for t in value):
-                return self._ids([value])
+                return self._no_images(self._ids([value]))
             if all(isinstance(t, str) and t for t in value):
-                return [count_text_tokens(t) for t in value]
+                return [count_text_tokens(t) for t in value], [()] * len(value)
             if all(isinstance(p, list) and p and all(_is_id(t) for t in p) for p in value):
-                return self._ids(value)
+                return self._no_images(self._ids(value))
         return _error(400, "input must be a non-empty string, a list of strings, a list of token ids or a list "
                       "of such lists", "BadRequestError")
+
+    @staticmethod
+    def _no_images(lengths: list[int] | web.Response) -> tuple[list[int], list[tuple]] | web.Response:
+        return lengths if isinstance(lengths, web.Response) else (lengths, [()] * len(lengths))
 
     def _ids(self, prompts: list[list[int]]) -> list[int] | web.Response:
         bad = [t for p in prompts for t in p if not 0 <= t < self.http.vocab]
@@ -111,7 +120,7 @@ class PoolingFront:
 
     # -- running it ---------------------------------------------------------------------------------
     async def _run(self, request: web.Request, lengths: list[int] | web.Response,
-                   body: dict) -> tuple[list[int], str] | web.Response:
+                   body: dict, images: list[tuple] | None = None) -> tuple[list[int], str] | web.Response:
         """Each input through the engine as one prefill; (tokens per input, model) or the refusal."""
         http = self.http
         http.requests_seen += 1
@@ -126,7 +135,8 @@ class PoolingFront:
         if http.stopped.is_set():
             return _error(503, "The server is shutting down", "ServiceUnavailableError")
         rid = uuid.uuid4().hex
-        lives = [http.driver.submit(f"{rid}-{i}", max(1, n), 1) for i, n in enumerate(lengths)]
+        images = images or [()] * len(lengths)
+        lives = [http.driver.submit(f"{rid}-{i}", max(1, n), 1, im) for i, (n, im) in enumerate(zip(lengths, images))]
         done = 0
         try:
             for live in lives:
@@ -177,7 +187,10 @@ class PoolingFront:
         width = self._width(body, body.get("model") or self.http.names[0])
         if isinstance(width, web.Response):
             return width
-        ran = await self._run(request, self._lengths(body), body)
+        read = self._lengths(body)
+        if isinstance(read, web.Response):
+            return read
+        ran = await self._run(request, read[0], body, read[1])
         if isinstance(ran, web.Response):
             return ran
         lengths, model = ran
