@@ -82,3 +82,16 @@ def test_inc_weights_are_the_device_figure_and_its_quantisation_a_phase(tmp_path
     assert "the server runs bfloat16 instead" in notices and "profiling is on" in notices
     runtime = text[text.index("At runtime"):]
     assert "past the largest prepared decode bucket (8192): capped (2 times)" in runtime.replace("\n  ", " ")
+
+
+def test_a_stated_torch_compile_mode_is_not_read_as_lazy_from_graph_lines():
+    """Graph warm-up lines prefer the lazy-mode release (fork 1.22 over fork-main); a log whose bridge banner says
+    PT_HPU_LAZY_MODE = 0 ran torch.compile whatever its lines say, so the graph lines decide nothing there."""
+    from tuner.explain import explain
+
+    readme = LOG.parents[1] / "fork-v0.9.0.1-gaudi-1.22_readme_exponential.log"
+    lines = [x for x in readme.read_text().splitlines() if not x.startswith("# SOURCE")]
+    assert explain(lines).release.preferred == "fork-1.22"
+    assert explain([" PT_HPU_LAZY_MODE = 1", *lines]).release.preferred == "fork-1.22"
+    stated = explain([" PT_HPU_LAZY_MODE = 0", *lines]).release
+    assert stated.preferred != "fork-1.22" and not any("lazy mode" in d for d in stated.decided_by)

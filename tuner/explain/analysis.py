@@ -17,6 +17,7 @@ from ..logparse import (
     MemorySplit,
     OutOfMemory,
     ProfilingRun,
+    ServerNotice,
     Traceback,
     UsableBlocks,
     WarmupFinished,
@@ -193,15 +194,30 @@ def _with_signs(guess: ReleaseGuess, reading: LogReading) -> ReleaseGuess:
                    decided_by=tuple(decided), inputs=inputs)
 
 
+def stated_lazy_mode(events: list) -> bool | None:
+    """Lazy mode as the log states it: the Habana bridge's banner (` PT_HPU_LAZY_MODE = 0`) or the plugin's
+    runtime dump (`bridge_mode: eager`, `PT_HPU_LAZY_MODE: 1`); None when it says nothing."""
+    for e in events:
+        if isinstance(e, ServerNotice) and e.kind == "lazy_mode" and e.get("value") in ("0", "1"):
+            return e.get("value") == "1"
+        if isinstance(e, ConfigValue) and e.name == "bridge_mode" and e.value.strip() in ("lazy", "eager"):
+            return e.value.strip() == "lazy"
+        if isinstance(e, ConfigValue) and e.name == "PT_HPU_LAZY_MODE" and e.value.strip() in ("0", "1"):
+            return e.value.strip() == "1"
+    return None
+
+
 def _prefer_by_graphs(profiles: tuple[str, ...], events: list) -> tuple[str | None, str]:
     """HPU-graph warm-up lines mean lazy mode: of the consistent profiles, the newest whose default
     PT_HPU_LAZY_MODE is not 0 (fork-main and vllm-gaudi default to torch.compile, no HPU graphs, and
-    their model would match none of the log's graph steps)."""
+    their model would match none of the log's graph steps). A log that states torch.compile (the bridge's
+    PT_HPU_LAZY_MODE = 0, the plugin's bridge_mode: eager) is not read as lazy whatever its lines: the
+    plugin prints its `captured:` summaries in both modes."""
     from ..buckets.runtime import runtime_defaults
 
     graphs = any(isinstance(e, WarmupStep) and e.graph and e.phase in ("prompt", "decode") for e in events) \
         or any(isinstance(e, GraphCaptured) for e in events)
-    if not graphs:
+    if not graphs or stated_lazy_mode(events) is False:
         return None, ""
     lazy = [p for p in profiles if runtime_defaults(p).get("PT_HPU_LAZY_MODE", "1").strip() != "0"]
     if not lazy or len(lazy) == len(profiles):
