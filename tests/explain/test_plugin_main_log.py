@@ -132,6 +132,7 @@ def test_an_oom_during_warm_up_is_one_failure_named_with_its_step(capsys):
     assert "Warm-up failed during decode 22/58 (72 prompt and 58 decode buckets generated): device out of memory" \
         in text
     assert "1 error(s), first at line 159 (restated at lines 164, 168)" in text
+    assert "raise VLLM_GRAPH_RESERVED_MEM (now 0.1" in text and "--gpu-memory-utilization (now 0.9)" in text
     assert "The log ends before warm-up finished" not in text
 
 

@@ -42,6 +42,17 @@ def _failure_words(p) -> str:
     return f"{p.kind} at line {p.line_no}: {_clip(p.message)}"
 
 
+def _warmup_oom_advice(m) -> str:
+    """What gives a warm-up's graphs more room: they compile in what the KV cache leaves of the usable memory."""
+    knobs = []
+    if m.graph_reserved_fraction is not None:
+        knobs.append(f"raise VLLM_GRAPH_RESERVED_MEM (now {m.graph_reserved_fraction:g}; the KV cache gets the rest)")
+    if m.gpu_memory_utilization is not None:
+        knobs.append(f"lower --gpu-memory-utilization (now {m.gpu_memory_utilization:g})")
+    knobs.append("warm fewer or smaller buckets (a lower bucket max or --max-num-seqs)")
+    return "Advice: the warm-up's graphs ran out of device memory; " + ", or ".join(knobs) + "."
+
+
 def _clip(text: str, width: int = 120) -> str:
     """At most about `width` characters, cut between words (never inside a number)."""
     if len(text) <= width:
@@ -62,9 +73,10 @@ def _pct(new: float | None, old: float | None) -> str:
 
 
 def _wrap(text: str, indent: str = "", *, words: bool = True) -> list[str]:
-    # words=False: a command or path is never broken at a hyphen or inside a long word.
+    # never at a hyphen (a flag such as --gpu-memory-utilization stays whole); words=False: a command or path
+    # is never broken inside a long word either
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent or "  ",
-                         break_on_hyphens=words, break_long_words=words) or [""]
+                         break_on_hyphens=False, break_long_words=words) or [""]
 
 
 def _server_line(x: Explanation) -> str:
@@ -116,6 +128,8 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
         elif (failed := _failed_step(x)) is not None:
             out.append(f"Warm-up failed during {failed[0]} ({buckets} buckets generated): "
                        f"{_failure_words(failed[1])}.")
+            if failed[1].kind == "oom" and failed[1].message.startswith("device"):
+                out.append(_warmup_oom_advice(x.memory))
         else:
             out.append(f"The log ends before warm-up finished ({buckets} buckets generated).")
     elif tl.skipped:
