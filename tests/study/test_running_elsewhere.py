@@ -133,20 +133,25 @@ def test_two_tuners_on_one_sqlite_study_never_boot_one_configuration_at_once(tmp
               for _ in range(2)]
     errs = [t.communicate(timeout=240)[1] for t in tuners]
     assert [t.returncode for t in tuners] == [0, 0], errs
-    assert_no_collision(load(tmp_path), {t.pid for t in tuners})
-    assert any("waiting for its result instead of booting" in e for e in errs), errs
+    if assert_no_collision(load(tmp_path), {t.pid for t in tuners}):
+        assert any("waiting for its result instead of booting" in e for e in errs), errs
 
 
-def assert_no_collision(study: optuna.Study, pids: set[int]) -> None:
-    """The second worker to get max_num_seqs=8 waited for the first and reused its result; each
-    configuration booted once; nothing left running."""
+def assert_no_collision(study: optuna.Study, pids: set[int]) -> bool:
+    """Each configuration booted once and the second trial of max_num_seqs=8 reused the first's result; nothing
+    left running. True when the second waited for the first while it ran (the two tuners' claims met). On a
+    busy machine one tuner can start so late that the first trial had already ended: then the second reused
+    it without waiting, which is right too (the waiting itself: test_the_later_claim_waits_...)."""
     trials = sorted(study.trials, key=lambda t: t.number)
     assert not [t.number for t in trials if t.state == TrialState.RUNNING]
     booted = Counter(t.params["max_num_seqs"] for t in trials if t.user_attrs.get("booted"))
     assert booted == {8: 1, 16: 1}, [(t.number, t.params, t.user_attrs.get("status")) for t in trials]
     first, second = trials[0], trials[1]
-    assert second.user_attrs["waited_for"] == [first.number], second.user_attrs
     assert second.user_attrs["screened"] == "reused" and second.values == first.values
-    owners = {first.user_attrs["owner"]["pid"], second.user_attrs["owner"]["pid"]}
-    assert owners == pids, "the two trials of one configuration came from the two tuners"
+    waited = "waited_for" in second.user_attrs
+    if waited:
+        assert second.user_attrs["waited_for"] == [first.number], second.user_attrs
+        owners = {first.user_attrs["owner"]["pid"], second.user_attrs["owner"]["pid"]}
+        assert owners == pids, "the two trials of one configuration came from the two tuners"
     assert_no_server_left(study)
+    return waited
