@@ -20,7 +20,7 @@ from ..serve.redact import redact_env
 from ..space.fitted import pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
 from ..trial.run import Slot, TrialContext, TrialResult
-from ..vocabulary.errors import StorageUnavailable
+from ..vocabulary.errors import RuntimeFailure, StorageUnavailable
 from ..vocabulary.errors.disk import (
     DISK_ERRNOS,
     DiskError,
@@ -222,6 +222,12 @@ class StudyLoop:
             self.on_trial(trial.number, result)
         if files_failed is not None:
             raise files_failed
+        setup = result.observed.get("setup_failure")
+        if setup:  # every other configuration would fail alike: stop, keeping what was recorded
+            self.stop.set()
+            self.errors.append(RuntimeFailure(
+                f"trial {trial.number}: every request failed the same way, whatever the settings: {setup}. The study "
+                f"stops; its trials are kept, and the same command resumes it once this is fixed"))
 
     def _attach(self, trial: optuna.Trial, result: TrialResult, settings: TrialSettings, files_written: bool) -> None:
         """The trial's files as optuna-dashboard artifacts; a disk that refuses them is said once."""

@@ -495,6 +495,34 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
         more = f"; and {len(groups) - 3} more distinct errors" if len(groups) > 3 else ""
         result.status = TrialStatus.LOAD_ERRORS
         result.reason = f"{failed} of {bench_json.get('num_prompts')} requests failed: {said}{more}"
+        setup = setup_failure(groups, failed, bench_json.get("num_prompts"))
+        if setup:
+            result.observed["setup_failure"] = setup
+
+
+# What every request failing with one of these says: the server, its model or its key, not the trial's settings
+# (which only size buckets and memory); every other configuration would fail alike.
+_SETUP_REMEDY = (
+    ("no generating API", "the server serves a pooling model, which vLLM gives no generating API: bucket-tuner tune "
+                          "measures generating models; load this one with `bucket-tuner bench --backend "
+                          "openai-embeddings` (or vllm-pooling, vllm-rerank)"),
+    ("does not exist", "the server does not serve the model the requests name: check --model and "
+                       "--served-model-name"),
+    ("HTTP 401", "the server requires an API key: set OPENAI_API_KEY (and VLLM_API_KEY for the server)"),
+    ("HTTP 403", "the server refused the API key: check OPENAI_API_KEY"),
+    ("HTTP 404", "the server has no such route: check --endpoint and the server's API"),
+)
+
+
+def setup_failure(groups: list[dict], failed: int, sent: int | None) -> str | None:
+    """Why a trial whose every request failed with a refusal of the server's setup (HTTP 401, 403, 404) failed,
+    and what to do; None when any request got through or another failure is among them."""
+    if not groups or not sent or failed < sent:
+        return None
+    messages = [g["message"] for g in groups]
+    if not all(m.startswith(("HTTP 401", "HTTP 403", "HTTP 404")) for m in messages):
+        return None
+    return next(remedy for key, remedy in _SETUP_REMEDY if key in messages[0])
 
 
 def record_first_run(result: TrialResult, first: dict, watch: _SafeWatcher) -> None:
