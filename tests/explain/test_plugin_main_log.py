@@ -150,3 +150,15 @@ def test_an_unused_graph_reserve_is_handed_to_the_kv_cache(capsys):
     oom = LOG.with_name(LOG.stem + "_oom_warmup.log")
     assert main(["explain", str(oom), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["advice"]["graph_reserve"] is None
+
+
+def test_no_smaller_reserve_for_a_warm_up_that_captured_part_of_its_graphs():
+    """fork <= 1.21 stops capturing a phase when its share of the reserve runs out (`captured:15 (62.5%)`): a
+    smaller reserve would capture fewer graphs, whatever the total used."""
+    from tuner.explain.analysis import MemoryView, reserve_hint
+
+    m = MemoryView(graph_reserved=8 * 2**30, graph_reserved_fraction=0.1, graphs_used=2**30, kv_cache=70 * 2**30,
+                   kv_blocks=1000)
+    assert reserve_hint(m, True).suggested == 0.02
+    assert reserve_hint(m, True, every_graph_captured=False) is None
+    assert reserve_hint(m, False) is None

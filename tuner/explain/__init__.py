@@ -76,7 +76,8 @@ def explain(lines: Iterable[str], *, source: str = "-", advise_opts: dict | None
             opts[key] = logged     # the engine's own settings line beats a guess from the buckets
     adv = advise(release, phases, tl, memory.kv_blocks, omitted.token_budget if omitted else None,
                  log_path=None if source == "-" else source, omitted=omitted.count if omitted else 0, **opts)
-    adv.graph_reserve = reserve_hint(memory, tl.complete and not tl.skipped)
+    partial = any(c.percent is not None and c.percent < 100 for c in reading.summary.graph_captured.values())
+    adv.graph_reserve = reserve_hint(memory, tl.complete and not tl.skipped, not partial)
     return Explanation(source, reading, release, phases, memory, tl, problems(reading), adv, facts,
                        [p for p in every if p not in phases], notices(reading))
 

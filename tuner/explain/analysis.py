@@ -435,10 +435,13 @@ class ReserveHint:
 HEADROOM = 1.25   # graphs compiled while serving (a bucket not warmed up) need room in the reserve too
 
 
-def reserve_hint(m: MemoryView, warmup_complete: bool) -> ReserveHint | None:
-    """Only for a finished warm-up that used under 60% of its reserve (a partial one has not used it all yet)."""
+def reserve_hint(m: MemoryView, warmup_complete: bool, every_graph_captured: bool = True) -> ReserveHint | None:
+    """Only for a finished warm-up that used under 60% of its reserve (a partial one has not used it all yet)
+    and captured every graph it meant to (fork <= 1.21 stops capturing a phase when that phase's share of the
+    reserve runs out: a smaller reserve would capture fewer)."""
     used = max((v for v in (m.graphs_used, m.warmup_allocated) if v), default=None)
-    if not warmup_complete or not used or not m.graph_reserved or not m.graph_reserved_fraction:
+    if not warmup_complete or not every_graph_captured or not used or not m.graph_reserved \
+            or not m.graph_reserved_fraction:
         return None
     if used >= 0.6 * m.graph_reserved:
         return None
