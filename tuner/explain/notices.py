@@ -7,7 +7,7 @@ request each step) is one notice with its count. Pure: reads the events the log 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..logparse import ServerNotice
 from ..logparse.units import parse_bytes
@@ -104,7 +104,7 @@ def notices(reading: LogReading) -> list[Notice]:
             continue
         key = (e.kind, e.values)
         if key in found:
-            found[key] = Notice(**{**found[key].__dict__, "count": found[key].count + 1})
+            found[key] = replace(found[key], count=found[key].count + 1)
             continue
         values = dict(e.values)
         found[key] = Notice(e.kind, t.line_no, _words(e.kind, values), values, serving=e.kind in _SERVING)

@@ -316,8 +316,9 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
             lines.append(f"  preemptions: {s.preemptions}")
         if s.compilations_under_load:
             lines.append(f"  graphs compiled while serving: {s.compilations_under_load}")
-    lines += [ln for n in serving for ln in _wrap(f"line {n.line_no}: {n.words}" + (f" ({n.count} times)" if n.count > 1
-                                                                                   else ""), "  ")]
+    for n in serving:
+        times = f" ({n.count} times)" if n.count > 1 else ""
+        lines += _wrap(f"line {n.line_no}: {n.words}{times}", "  ")
     if x.problems:
         lines += ["", "Errors"]
         for p in x.problems[:10]:
