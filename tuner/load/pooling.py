@@ -12,11 +12,12 @@ prompt longer than a small embedding model's context is cut by the server, not r
 * ``infinity-embeddings`` (/v1/embeddings of an Infinity server): ``input``, the text (it takes no ids).
 * ``vllm-rerank`` (/rerank): ``query`` and ``documents``, texts (vLLM's rerank API takes no ids), drawn as
   vLLM's random-rerank dataset draws them (:class:`RerankWorkload`).
-* The image-embedding backends, for a dataset with images (random-mm; without images each is its text
-  backend): ``openai-embeddings-clip`` a user message of an empty text and the images (CLIP embeds an image
-  alone); ``openai-embeddings-vlm2vec`` the images first, then "Represent the given image." (requests of even
-  index) or "Represent the given image with the following question: <prompt>" (odd); ``infinity-embeddings-clip``
-  the first image's URL as ``input`` with ``modality: image`` (an Infinity server's API).
+* The image-embedding backends, for requests with images (our trace dataset's: vLLM's client allows random-mm
+  only with openai-chat, and so does bench; without images each is its text backend):
+  ``openai-embeddings-clip`` a user message of an empty text and the images (CLIP embeds an image alone);
+  ``openai-embeddings-vlm2vec`` the images first, then "Represent the given image." (requests of even index) or
+  "Represent the given image with the following question: <prompt>" (odd); ``infinity-embeddings-clip`` the
+  first image's URL as ``input`` with ``modality: image`` (an Infinity server's API).
 """
 
 from __future__ import annotations
@@ -65,13 +66,13 @@ def spec_inputs(kind: str, spec: RequestSpec) -> int:
     return 1
 
 
-def _image_prompt(kind: str, text: str, images: list[dict], index: int) -> tuple[str, list[dict]]:
-    """(the text, the content parts in order) an image-embedding backend sends with its images (vLLM's
-    _preprocess_clip and _preprocess_vlm2vec, then _get_chat_content)."""
+def _image_content(kind: str, text: str, images: list[dict], index: int) -> list[dict]:
+    """The content parts, in order, an image-embedding backend sends with its images (vLLM's _preprocess_clip
+    and _preprocess_vlm2vec, then _get_chat_content)."""
     if kind == "embeddings-vlm2vec":
         text = VLM2VEC_IMAGE_ONLY if index % 2 == 0 else VLM2VEC_WITH_QUESTION + text
-        return text, [*images, {"type": "text", "text": text}]
-    return "", [{"type": "text", "text": ""}, *images]
+        return [*images, {"type": "text", "text": text}]
+    return [{"type": "text", "text": ""}, *images]
 
 
 def pooling_payload(kind: str, model: str, prompt: Any, batch: bool, text_of: Callable[[Any], str],
@@ -88,7 +89,7 @@ def pooling_payload(kind: str, model: str, prompt: Any, batch: bool, text_of: Ca
         body["input"] = images[0]["image_url"]["url"]
         body["modality"] = "image"
     elif images and kind in IMAGE_KINDS:
-        _, parts = _image_prompt(kind, text(prompt[0] if batch else prompt), list(images), index)
+        parts = _image_content(kind, text(prompt[0] if batch else prompt), list(images), index)
         body["messages"] = [{"role": "user", "content": parts}]
     elif kind == "rerank":
         parts = prompt if batch else [prompt, prompt]  # a single prompt (a probe): ranked against itself

@@ -77,7 +77,3 @@ def vector_bytes(values: list[float], embed_dtype: str = "float32", endianness: 
 
 def vector_base64(values: list[float], embed_dtype: str = "float32", endianness: str = "native") -> str:
     return base64.b64encode(vector_bytes(values, embed_dtype, endianness)).decode("ascii")
-
-
-def dtype_bytes(embed_dtype: str) -> int:
-    return {"float32": 4, "float16": 2, "bfloat16": 2}.get(embed_dtype, 1)
