@@ -208,9 +208,9 @@ def test_every_encoding_a_client_asks_for(pooling_sim):
                                                             "encoding_format": "bytes_only"})
     assert status == 200 and "metadata" not in headers and len(raw) == 2 * 4096 * 4
     status, _, raw = _post(url, {"model": "emb", "input": ids, "encoding_format": "binary"})
-    assert status == 400 and "'binary'" in json.loads(raw)["message"]
+    assert status == 400 and "'binary'" in json.loads(raw)["error"]["message"]
     status, _, raw = _post(url, {"model": "emb", "input": ids, "dimensions": 256})
-    assert status == 400 and "does not support Matryoshka embeddings" in json.loads(raw)["message"]
+    assert status == 400 and "does not support Matryoshka embeddings" in json.loads(raw)["error"]["message"]
 
 
 def test_matryoshka_widths_come_from_the_config_or_hf_overrides():

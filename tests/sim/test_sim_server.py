@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tuner.serve.ports import find_free_port
 
@@ -174,6 +175,13 @@ def test_serves_streams_with_exact_lengths_and_real_log_formats():
                                                            "max_tokens": 5}).encode(),
             headers={"Content-Type": "application/json"})).read())
         assert text["usage"]["completion_tokens"] == 5 and text["choices"][0]["finish_reason"] == "length"
+        unknown = json.dumps({"model": "nope", "prompt": "x", "max_tokens": 1}).encode()
+        with pytest.raises(urllib.error.HTTPError) as refused:  # an error answer in vLLM 0.5's flat shape
+            urllib.request.urlopen(urllib.request.Request(srv.base + "/v1/completions", data=unknown,
+                                                          headers={"Content-Type": "application/json"}))
+        err = json.loads(refused.value.read())
+        assert refused.value.code == 404 and err["object"] == "error"
+        assert err["message"] == "The model `nope` does not exist."
         metrics = urllib.request.urlopen(srv.base + "/metrics").read().decode()
         for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc",
                      "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_count"):

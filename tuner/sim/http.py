@@ -13,6 +13,7 @@ model shape's vocabulary (tuner/perfmodel/hardware.py) fail as in vLLM: an SSE e
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import re
 import time
@@ -45,8 +46,20 @@ def _chat_prompt_tokens(messages) -> int | None:
     return None if texts is None else sum(4 + count_text_tokens(text) for _, text in texts)
 
 
+# vLLM 0.10.1 (PR #22099) nests its error answers as OpenAI's do, {"error": {message, type, param, code}}; before it
+# they were flat, {"object": "error", message, type, param, code}. Set per request from the release's version.
+_NESTED_ERRORS: contextvars.ContextVar[bool] = contextvars.ContextVar("nested_errors", default=True)
+
+
+def nested_errors(version: str) -> bool:
+    """Whether a vLLM of this version answers errors nested (0.10.1 and later)."""
+    numbers = [int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3]]
+    return tuple(numbers + [0] * (3 - len(numbers))) >= (0, 10, 1)
+
+
 def _error(status: int, message: str, kind: str) -> web.Response:
-    body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+    info = {"message": message, "type": kind, "param": None, "code": status}
+    body = {"error": info} if _NESTED_ERRORS.get() else {"object": "error", **info}
     return web.json_response(body, status=status)
 
 
@@ -125,7 +138,7 @@ class SimHTTP:
     def app(self, generate: bool = True) -> web.Application:
         """The routes; ``generate`` False: a pooling model's server, without the generating APIs (vLLM registers
         the routes of the tasks a model supports; tuner/sim/pooling.py adds its own)."""
-        app = web.Application(middlewares=[self._log_middleware, self._auth_middleware])
+        app = web.Application(middlewares=[self._log_middleware, self._auth_middleware, self._errors_middleware])
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         if generate:
@@ -147,6 +160,12 @@ class SimHTTP:
             self.access_log(f'INFO:     {who} - "{request.method} {request.path} HTTP/1.1" '
                             f"{resp.status} {resp.reason}")
         return resp
+
+    @web.middleware
+    async def _errors_middleware(self, request: web.Request, handler):
+        """The error answers of this request in the release's vLLM's shape (flat before 0.10.1, nested after)."""
+        _NESTED_ERRORS.set(nested_errors(self.version))
+        return await handler(request)
 
     @web.middleware
     async def _auth_middleware(self, request: web.Request, handler):
