@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..logparse import ConfigValue
+from ..logparse.device import card_memory, device_of_memory
 from .reading import LogReading
 
 
@@ -47,9 +48,6 @@ def _int(text: str | None) -> int | None:
     return int(text) if text is not None and text.isdigit() else None
 
 
-# device memory as PyTorch sees it, per card: Gaudi 1 ~30 GiB, Gaudi 2 94.62 GiB, Gaudi 3 ~126.5 GiB
-_USED = re.compile(r"/(\d+(?:\.\d+)?) GiB used\)")
-_DEVICES = ((28.0, 34.0, "gaudi1"), (90.0, 100.0, "gaudi2"), (118.0, 135.0, "gaudi3"))
 
 
 # vllm-hpu-extension's capabilities: "Detected flags: [-compile_one_hot -cpu ... -gaudi -gaudi2 +gaudi3]"
@@ -66,12 +64,9 @@ def _device(reading: LogReading) -> tuple[str | None, str | None]:
         if m:
             return ("gaudi1" if m.group(1) == "gaudi" else m.group(1)), f"the extension's flags: +{m.group(1)}"
     for text in [t.text for t in reading.events] + reading.settings_text:
-        m = _USED.search(text)
-        if m:
-            gib = float(m.group(1))
-            for lo, hi, name in _DEVICES:
-                if lo <= gib <= hi:
-                    return name, f"{m.group(1)} GiB of device memory per card"
+        gib = card_memory(text)
+        if gib is not None and (name := device_of_memory(gib)) is not None:
+            return name, f"{gib:g} GiB of device memory per card"
     return None, None
 
 

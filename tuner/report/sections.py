@@ -196,7 +196,20 @@ def _calibration(d: ReportData) -> str:
     if cal.get("prior") == "generic":  # Calibration.for_device: the tables lack the device or the model
         intro += ("<p>The device or model is not in the performance model's tables: its prior is a generic "
                   "stand-in, and these corrections come from this study's boots alone.</p>")
-    return head + intro + table(["what it scales", "correction", "value", "95% interval", "samples"], rows)
+    return head + intro + _device_seen(d) + table(["what it scales", "correction", "value", "95% interval",
+                                                   "samples"], rows)
+
+
+def _device_seen(d: ReportData) -> str:
+    """A node other than the study was told: the boots' memory lines name another Gaudi than --device."""
+    told = (d.study.user_attrs.get("device_model") or {}).get("device")
+    seen = {r.observed.get("device_seen") for r in d.records.values()} - {None, told}
+    if told is None or not seen:
+        return ""
+    return (f"<p class='warn'>The servers' memory lines report a {', '.join(sorted(seen))}, but the study was told "
+            f"<code>--device {esc(told)}</code>: the predictions started from {esc(told)}'s figures and the "
+            "corrections above carry the difference. Run with the device the logs name to predict from its "
+            "own.</p>")
 
 
 def _predicted_vs_observed(rec: TrialRecord) -> str:

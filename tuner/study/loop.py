@@ -75,6 +75,7 @@ class StudyLoop:
         self.run, self.study, self.screen, self.guide, self.owner = run, run.study, screen, guide, owner
         self.on_trial, self.runner = on_trial, runner
         self.stop = threading.Event()
+        self.device_said = False  # the server's device differed from --device, said once (_check_device)
         self.interrupt = Interrupt(self.stop)  # installed by run_slots, while the slots run
         self.lock = threading.Lock()
         self.ask_lock = nodes.AskLock(optuna_private.storage_of(self.study), nodes.storage_url(opts.storage_url),
@@ -222,12 +223,26 @@ class StudyLoop:
             self.on_trial(trial.number, result)
         if files_failed is not None:
             raise files_failed
+        self._check_device(trial.number, result)
         setup = result.observed.get("setup_failure")
         if setup:  # every other configuration would fail alike: stop, keeping what was recorded
             self.stop.set()
             self.errors.append(RuntimeFailure(
                 f"trial {trial.number}: every request failed the same way, whatever the settings: {setup}. The study "
                 f"stops; its trials are kept, and the same command resumes it once this is fixed"))
+
+    def _check_device(self, number: int, result: TrialResult) -> None:
+        """Say once when the server's own memory lines show another Gaudi than the study was told (--device):
+        its predictions (pre-boot checks, plan, KV blocks) use the figures of the device it was told."""
+        told = self.ctx.device_model.device if self.ctx.device_model else None
+        seen = result.observed.get("device_seen")
+        if self.device_said or told is None or seen is None or seen == told:
+            return
+        self.device_said = True
+        self.ctx.say(f"trial {number}: the server reports {result.observed['device_memory_gib']:g} GiB per card, a "
+                     f"{seen}, but the study was told --device {told}: its predictions (pre-boot checks, the "
+                     f"model's KV blocks and warm-up) start from {told}'s figures, which the boots then correct; "
+                     f"the same command with --device {seen} predicts from {seen}'s")
 
     def _attach(self, trial: optuna.Trial, result: TrialResult, settings: TrialSettings, files_written: bool) -> None:
         """The trial's files as optuna-dashboard artifacts; a disk that refuses them is said once."""

@@ -100,6 +100,8 @@ def _describe_setup(study: optuna.Study, space: SearchSpace, ctx: TrialContext, 
     if ctx.release_detection:  # tune --release auto: the profile read off the node, and why
         study.set_user_attr("release_detection", ctx.release_detection)
     study.set_user_attr("backend", ctx.backend.describe())
+    if ctx.device_model is not None:  # what the predictions assume; the report compares it with the boots' logs
+        study.set_user_attr("device_model", asdict(ctx.device_model))
     study.set_user_attr("constraints", asdict(constraints))  # the limits, for the report and export to name
     if ctx.cost is not None:  # tune --cost-per-hour: the price report and export use unless given another
         study.set_user_attr("cost", ctx.cost.to_json())

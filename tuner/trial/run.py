@@ -29,6 +29,7 @@ from ..load.metrics import rescale_time
 from ..load.options import LoadOptions
 from ..load.workload import Workload
 from ..logparse import BucketNotPrepared, LogWatcher, NotWarmedUp, StepGraphCompilation, last_error
+from ..logparse.device import card_memory, device_of_memory
 from ..perfmodel.calibration import Calibration, observation_sample
 from ..perfmodel.checks import TrialPrediction, rejection
 from ..perfmodel.projection import BootTracker
@@ -160,9 +161,12 @@ class _SafeWatcher:
         # (time.monotonic() the line was read, kind) of each shape compiled while serving: the first-run
         # window counts those read before its last request ended
         self.serving_events: list[tuple[float, str]] = []
+        self.card_gib: float | None = None  # device memory per card, as the server's memory lines report it
 
     def on_line(self, line: str, t: float) -> None:
         with self.lock:
+            if self.card_gib is None:
+                self.card_gib = card_memory(line)
             if self.first_line_at is None:
                 self.first_line_at = t
                 if self.tracker is not None and self.tracker.started_at and self.scale != 1.0:
@@ -566,6 +570,11 @@ def _observe(result: TrialResult, watch: _SafeWatcher, scale: float, ready_after
         obs["warmup_s"] = round(ready_after_s / scale, 3)
         obs["warmup_source"] = "launch to ready"
     obs["not_warmed_up"] = len(s.not_warmed_up)
+    card = watch.card_gib
+    if card is not None:  # the node as the server sees it, whatever the study was told (--device)
+        obs["device_memory_gib"] = card
+        if (seen := device_of_memory(card)) is not None:
+            obs["device_seen"] = seen
     images = image_recompiles(s)
     if images is not None:
         obs["image_recompiles"] = images
