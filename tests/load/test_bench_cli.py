@@ -195,3 +195,19 @@ def test_custom_text_dataset_runs_on_the_sim(sim_server, tmp_path):
     d = json.loads((tmp_path / "r.json").read_text())
     assert d["completed"] == 5 and d["output_lens"] == [6] * 5
     assert d["tuner_workload"]["prompt_format"] == "text" and all(n > 0 for n in d["input_lens"])
+
+
+def test_an_openai_style_base_url_is_taken_as_the_servers_root(sim_server, tmp_path, capsys):
+    """`--base-url http://host:8000/v1` (an OpenAI client's) or a pasted route would make vLLM's client ask
+    /v1/v1/...: the API path is dropped, said, and the run goes through; credentials are never printed."""
+    from tuner.commands import server_root
+
+    assert server_root("http://h:8000/v1") == "http://h:8000" and server_root("http://h:8000/") == "http://h:8000"
+    assert server_root("https://proxy/vllm/v1/chat/completions") == "https://proxy/vllm"
+    assert server_root("http://user:secret@h:8000/v1") == "http://user:secret@h:8000"
+    assert "secret" not in capsys.readouterr().err
+    code = main(["bench", "--base-url", sim_server + "/v1/", "--model", "llama", "--num-prompts", "2",
+                 "--random-input-len", "16", "--random-output-len", "2", "--disable-tqdm",
+                 "--result-file", str(tmp_path / "r.json")])
+    assert code == 0 and json.loads((tmp_path / "r.json").read_text())["completed"] == 2
+    assert f"the server's root URL is {sim_server}" in capsys.readouterr().err

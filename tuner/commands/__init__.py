@@ -139,6 +139,22 @@ def prepare_output(path, flag: str) -> Path:
     return path
 
 
+def server_root(base_url: str, flag: str = "--base-url") -> str:
+    """The server's root URL. An OpenAI client's base URL ends in /v1 (`http://host:8000/v1`) and a pasted route
+    in /v1/completions; vLLM's benchmark client appends its /v1/... endpoint to the root, so both would ask
+    /v1/v1/... and get a 404. The API path is dropped, and said."""
+    parts = urllib.parse.urlsplit(base_url)
+    m = re.fullmatch(r"(.*?)/v1(?:/.*)?", parts.path.rstrip("/"))
+    if m is None:
+        return base_url.rstrip("/")
+    from ..study.storage import redact_url
+
+    root = urllib.parse.urlunsplit(parts._replace(path=m.group(1))).rstrip("/")
+    print(f"{flag} {redact_url(base_url)}: that is the API's path; the server's root URL is {redact_url(root)} "
+          "(the endpoint adds /v1/...), used instead", file=sys.stderr)
+    return root
+
+
 def check_reachable(base_url: str, flag: str = "--base-url", timeout_s: float = 5.0) -> None:
     """Fail early, naming the URL, when nothing listens there (instead of a table of failed requests)."""
     from ..study.storage import redact_url

@@ -23,7 +23,15 @@ from pathlib import Path
 from ..load.options import BACKENDS, api_flavour, is_pooling
 from ..load.pooling import IMAGE_KINDS
 from ..load.trace import TRACE_LABELS
-from . import DURATION_HELP, UsageError, check_reachable, duration, parse_key_values, prepare_output
+from . import (
+    DURATION_HELP,
+    UsageError,
+    check_reachable,
+    duration,
+    parse_key_values,
+    prepare_output,
+    server_root,
+)
 
 DIFFERENCES = ("Differences from vllm bench serve, on purpose: completions prompts are token-id lists of exact "
                "lengths (the vocabulary comes from --tokenizer/--model read offline, else from the server); "
@@ -622,6 +630,8 @@ def cmd_bench(args) -> int:
         build_workload(args, None)  # a bad dataset is named before the server is contacted
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if args.base_url:
+        args.base_url = server_root(args.base_url)  # an OpenAI client's .../v1 would ask /v1/v1/...
     check_reachable((args.base_url or f"http://{args.host}:{args.port}").rstrip("/"))  # one clear line
     if args.result_file:
         args.result_file = prepare_output(args.result_file, "--result-file")

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from . import UsageError, check_reachable, duration
+from . import UsageError, check_reachable, duration, server_root
 
 
 def register(sub) -> None:
@@ -53,6 +53,7 @@ def cmd_doctor(args) -> int:
     from ..vocabulary.errors import RuntimeFailure
 
     _check(args)
+    args.url = server_root(args.url, "--url")
     check_reachable(args.url, "--url")
     settings = ServerSettings(args.max_num_seqs, args.max_num_batched_tokens,
                               source={k: f"--{k.replace('_', '-')}" for k, v in

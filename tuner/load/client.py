@@ -548,8 +548,9 @@ def synthetic_text(ids: Sequence[int]) -> str:
 # tasks its model supports, so a pooling model has no generating API and a generating model no pooling one.
 _NO_ROUTE = ("Not Found", "404: Not Found")
 _ROUTE_HINT = {True: "no such route: is the server serving a pooling model (vllm serve ... --runner pooling)?",
-               False: "no such route: a pooling model's server has no generating API; load it with --backend "
-                      "openai-embeddings, vllm-pooling or vllm-rerank"}
+               False: "no such route: if the server serves a pooling model (vLLM gives it no generating API), load "
+                      "it with --backend openai-embeddings, vllm-pooling or vllm-rerank; else check --base-url and "
+                      "--endpoint"}
 
 
 async def _refused(resp: aiohttp.ClientResponse, out: RequestOutcome, pooling: bool) -> None:
