@@ -211,3 +211,17 @@ def test_an_openai_style_base_url_is_taken_as_the_servers_root(sim_server, tmp_p
                  "--result-file", str(tmp_path / "r.json")])
     assert code == 0 and json.loads((tmp_path / "r.json").read_text())["completed"] == 2
     assert f"the server's root URL is {sim_server}" in capsys.readouterr().err
+
+
+def test_everyday_mistakes_are_named_before_any_load(sim_server, tmp_path, capsys):
+    """A model the server does not serve is named with the ones it does (vLLM's client fails its initial test
+    request on it); a request the server refuses outright (a completions body sent to the chat route) is the
+    request's fault, not the vocabulary's, and said so."""
+    run = ["bench", "--base-url", sim_server, "--num-prompts", "2", "--random-input-len", "16",
+           "--random-output-len", "2", "--disable-tqdm", "--result-file", str(tmp_path / "r.json")]
+    assert main([*run, "--model", "lama"]) == 2
+    assert "--model lama: the server does not serve it; its /v1/models lists llama" in capsys.readouterr().err
+    assert main([*run, "--model", "llama", "--endpoint", "/v1/chat/completions"]) == 2
+    err = capsys.readouterr().err
+    assert "the server refused a one-token request: HTTP 400" in err and "check --backend, --endpoint" in err
+    assert "token id" not in err

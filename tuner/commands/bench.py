@@ -422,6 +422,12 @@ def resolve_model(args, models: list[dict]) -> None:
     """vLLM's: without --model, the first served model's id is the name sent and its root (the model
     behind an alias, e.g. the path --served-model-name renamed) the model id, whose tokenizer is used."""
     if args.model is not None:
+        served = [m["id"] for m in models]
+        sent = args.served_model_name or args.model
+        if served and sent not in served:  # vLLM's client fails its initial test request on this (LoRA
+            # adapters it sends as they are: a missing one fails its requests, as vLLM's do)
+            flag = "--served-model-name" if args.served_model_name else "--model"
+            raise UsageError(f"{flag} {sent}: the server does not serve it; its /v1/models lists {', '.join(served)}")
         return
     first = models[0]
     root = first.get("root") or first["id"]
@@ -432,7 +438,7 @@ def resolve_model(args, models: list[dict]) -> None:
 
 async def _resolve_vocab(args, gen, needs_ids: bool):
     """The vocabulary: --vocab-size, else the tokenizer read offline, else the server's answers."""
-    from ..load.tokenizer import NO_VOCAB_HINT, VocabNotFound, discover_vocab, probe_vocab_size
+    from ..load.tokenizer import NO_VOCAB_HINT, ServerRefused, VocabNotFound, discover_vocab, probe_vocab_size
 
     vocab = discover_vocab(args.tokenizer, args.model)
     if vocab is not None or args.vocab_size is not None or not needs_ids:
@@ -443,6 +449,8 @@ async def _resolve_vocab(args, gen, needs_ids: bool):
     async with gen.session() as session:
         try:
             vocab = await probe_vocab_size(lambda ids: gen.probe(session, ids))
+        except ServerRefused as e:
+            raise UsageError(f"{e} (check --backend, --endpoint and --model against the server)") from None
         except VocabNotFound as e:
             raise UsageError(f"{e}; {NO_VOCAB_HINT}") from None
     print(f"vocabulary: no tokenizer for {args.model!r} found offline; the server rejects ids from "

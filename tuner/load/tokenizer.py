@@ -150,6 +150,10 @@ def oov_id(message: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+class ServerRefused(VocabNotFound):
+    """The first probe, token id 0, was refused: the request is wrong (route, model, API), not its ids."""
+
+
 async def probe_vocab_size(try_ids: Callable[[list[int]], Awaitable[str | None]]) -> Vocab:
     """Bisect the first id the server rejects as out of vocabulary.
 
@@ -157,8 +161,8 @@ async def probe_vocab_size(try_ids: Callable[[list[int]], Awaitable[str | None]]
     request was accepted. Raises VocabNotFound when the server errors otherwise or accepts every id.
     """
     err = await try_ids([0])
-    if err is not None:
-        raise VocabNotFound(f"the server rejects token id 0 as well: {err[:200]}")
+    if err is not None:  # not the vocabulary: the request itself (its route, model or form) is refused
+        raise ServerRefused(f"the server refused a one-token request: {err[:200]}")
     err = await try_ids([PROBE_MAX_ID])
     if err is None or oov_id(err) is None:
         why = "accepts every id" if err is None else f"answers {err[:200]!r}"
