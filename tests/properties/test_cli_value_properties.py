@@ -15,7 +15,8 @@ from tuner.vocabulary.errors import UserError
 
 TOKENS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20) | st.sampled_from(
     ["p99_ttft_ms=500", "ttft:200", "=5", "a=", "a==1", "a=nan", "a=inf", "a=-1", "a=1e999", "x:1:2", "", " ",
-     "VLLM_A=1=2", "n=0x10", "n=1_000", "n=\u0661"])
+     "VLLM_A=1=2", "n=0x10", "n=1_000", "n=\u0661", "p99_ttft_ms=2s", "p99_ttft_ms=.5m", "p99_ttft_ms=3h",
+     "p99_ttft_ms=800ms", "ttft=2s", "p99_ttft_ms=1e999ms"])
 
 
 @given(st.lists(TOKENS, max_size=5))
@@ -63,3 +64,15 @@ def test_bs_list_parses_or_fails_with_calc_error(text):
 
 def test_usage_error_is_a_user_error():
     assert issubclass(UsageError, UserError) and UsageError("x").exit_code == 2
+
+
+def test_a_millisecond_limit_may_carry_its_unit():
+    assert parse_key_values(["p99_ttft_ms=2s first_p99_ttft_ms=800ms p99_e2el_ms=1.5m p99_tpot_ms=80"], "--slo") == {
+        "p99_ttft_ms": 2000.0, "first_p99_ttft_ms": 800.0, "p99_e2el_ms": 90_000.0, "p99_tpot_ms": 80.0}
+    for bad in ("p99_ttft_ms=2h", "cost=2s"):  # an hour is no latency limit; only _ms names take units
+        try:
+            parse_key_values([bad], "--slo")
+        except UsageError as exc:
+            assert bad in str(exc)
+        else:
+            raise AssertionError(bad)

@@ -82,8 +82,17 @@ def check_env_names(names, releases, where: str, args) -> list[str]:
         raise UsageError(str(exc)) from None
 
 
+_MS_UNITS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "min": 60_000.0}
+
+
+def _limit(name: str, value: str) -> float:
+    """A limit's number; one in milliseconds (a name ending in _ms) may carry its unit: 2s, 800ms, 1.5m."""
+    m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|min|m)", value.strip()) if name.endswith("_ms") else None
+    return float(m.group(1)) * _MS_UNITS[m.group(2)] if m else float(value)
+
+
 def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict[str, float]:
-    """`NAME=NUMBER` (or `NAME:NUMBER`) pairs, e.g. --slo p99_ttft_ms=500, --goodput ttft:200."""
+    """`NAME=NUMBER` (or `NAME:NUMBER`) pairs, e.g. --slo p99_ttft_ms=500 (or =0.5s), --goodput ttft:200."""
     out: dict[str, float] = {}
     for pair in pairs or []:
         for item in pair.split():
@@ -91,9 +100,10 @@ def parse_key_values(pairs: list[str] | None, flag: str, sep: str = "=") -> dict
             try:
                 if not found or not name:
                     raise ValueError
-                number = float(value)
+                number = _limit(name, value)
             except ValueError:
-                raise UsageError(f"{flag} expects NAME{sep}NUMBER, got {item!r}") from None
+                unit = " (milliseconds, or with a unit: 2s, 800ms)" if name.endswith("_ms") else ""
+                raise UsageError(f"{flag} expects NAME{sep}NUMBER{unit}, got {item!r}") from None
             if not (math.isfinite(number) and number >= 0):
                 raise UsageError(f"{flag} {item!r}: the limit must be a finite number >= 0")
             out[name] = number

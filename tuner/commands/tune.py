@@ -150,7 +150,7 @@ def add_objective_flags(p):
     o.add_argument("--latency-stat", default="p99", help="p50, p90, p99, ... or mean, median")
     o.add_argument("--slo", nargs="+", metavar="METRIC=MS",
                    help="constraints METRIC <= MS: <stat>_<metric>_ms of the load test (stat mean, median or "
-                        "pNN, metric ttft, tpot, itl or e2el), e.g. p99_ttft_ms=2000 p99_tpot_ms=80; or "
+                        "pNN, metric ttft, tpot, itl or e2el), e.g. p99_ttft_ms=2000 (or =2s) p99_tpot_ms=80; or "
                         "first_<stat>_ttft_ms, the TTFT of the first requests after ready (a cold replica's "
                         "first wave), e.g. first_p99_ttft_ms=3000")
     o.add_argument("--warmup-budget", type=duration, metavar="S",
