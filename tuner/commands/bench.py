@@ -157,10 +157,11 @@ def register(sub) -> None:
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (vllm bench serve names)")
     g.add_argument("--dataset-name", default="random", metavar="NAME",
-                   help="random, random-mm, fixed, trace, timed_trace, sharegpt or custom; fixed and trace are "
-                        "ours (trace: CSV/JSONL of input_len, output_len[, timestamp][, images]); timed_trace is "
-                        "vLLM's JSONL (hash_ids too); random-mm adds images (openai-chat); vLLM's sonnet, burstgpt, "
-                        "hf, ... are refused with the reason and an equivalent")
+                   help="random, random-mm, prefix_repetition, fixed, trace, timed_trace, sharegpt or custom; "
+                        "fixed and trace are ours (trace: CSV/JSONL of input_len, output_len[, timestamp][, "
+                        "images]); timed_trace is vLLM's JSONL (hash_ids too); random-mm adds images (openai-chat); "
+                        "prefix_repetition repeats a few prefixes (prefix caching); vLLM's sonnet, burstgpt, hf, "
+                        "... are refused with the reason and an equivalent")
     g.add_argument("--dataset-path", type=Path, help="the dataset file (local)")
     g.add_argument("--num-prompts", type=int, help="requests (default 1000; a trace: all of it)")
     g.add_argument("--input-len", type=int, help="alias of --random-input-len")
@@ -170,6 +171,14 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--random-range-ratio", default="0.0",
                    help="vLLM convention: lengths uniform in [len*(1-r), len*(1+r)], r in [0, 1)")
     g.add_argument("--random-prefix-len", type=int, default=0)
+    r = p.add_argument_group("prefix_repetition (vllm bench serve names and defaults)")
+    r.add_argument("--prefix-repetition-prefix-len", type=int, default=256, metavar="N",
+                   help="tokens of each repeated prefix")
+    r.add_argument("--prefix-repetition-suffix-len", type=int, default=256, metavar="N",
+                   help="tokens of each prompt's own suffix")
+    r.add_argument("--prefix-repetition-num-prefixes", type=int, default=10, metavar="N",
+                   help="prefixes; each has --num-prompts // N prompts")
+    r.add_argument("--prefix-repetition-output-len", type=int, default=128, metavar="N")
     add_random_mm_flags(p.add_argument_group(
         "random-mm images (vllm bench serve names and defaults; --backend openai-chat)"))
     g.add_argument("--sharegpt-output-len", type=int)
@@ -231,7 +240,6 @@ _ACCEPTED = {
 # vLLM command line reaches that sentence instead of "unrecognized arguments"; None: a switch
 _OTHER_DATASETS_FLAGS = {
     **{f"--hf-{x}": x.upper() for x in ("name", "split", "subset", "output-len")},
-    **{f"--prefix-repetition-{x}": "N" for x in ("prefix-len", "suffix-len", "num-prefixes", "output-len")},
     "--spec-bench-output-len": "N", "--spec-bench-category": "NAME", "--speed-bench-output-len": "N",
     "--speed-bench-category": "NAME", "--speed-bench-dataset-subset": "NAME", "--blazedit-min-distance": "X",
     "--blazedit-max-distance": "X", "--asr-max-audio-len-sec": "SEC", "--asr-min-audio-len-sec": "SEC",

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..vocabulary.textfile import read_text
 from .pooling import BatchedWorkload, RerankWorkload
+from .prefixrep import PrefixRepetitionWorkload
 from .trace import TRACE_LABELS, TraceWorkload
 from .workload import (
     DEFAULT_RESERVED_IDS,
@@ -162,7 +163,8 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
 # ---- From command-line arguments (bench and tune share the flags)
 
 DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
-DATASETS = ("random", "random-mm", "random-rerank", "fixed", "trace", "timed_trace", "sharegpt", "custom")
+DATASETS = ("random", "random-mm", "random-rerank", "prefix_repetition", "fixed", "trace", "timed_trace", "sharegpt",
+            "custom")
 # vLLM 0.32's other --dataset-name values, and why they are not offered: bucket tuning needs the request
 # lengths the server will see, and each of these needs what this client does not have (a chat template,
 # text generation, the Hugging Face hub) to produce them.
@@ -173,7 +175,6 @@ UNSUPPORTED_DATASETS = {
               "150 --random-prefix-len 200 (sonnet's defaults)",
     "burstgpt": f"it replays BurstGPT's lengths as generated text; {_LENGTHS}, or a trace from its CSV",
     "hf": f"it downloads datasets from the Hugging Face hub, which this tool never does; {_LENGTHS}",
-    "prefix_repetition": f"its repeated prefixes are text; {_LENGTHS} with --random-prefix-len",
     "spec_bench": f"it downloads its questions; {_LENGTHS}",
 }
 
@@ -234,6 +235,12 @@ def build_workload(args, vocab=None, sizer=None, template=None) -> Workload:
                               reranker=not getattr(args, "no_reranker", False), seed=args.seed, ids=ids)
     if name == "random-mm":
         return random_mm(args, vocab, num, sizer)
+    if name == "prefix_repetition":
+        out_len = getattr(args, "output_len", None)
+        return PrefixRepetitionWorkload(
+            args.prefix_repetition_prefix_len, args.prefix_repetition_suffix_len, args.prefix_repetition_num_prefixes,
+            args.prefix_repetition_output_len if out_len is None else out_len, num_prompts=num, seed=args.seed,
+            shuffle=not getattr(args, "disable_shuffle", False), **ids)
     if name == "fixed":
         return FixedWorkload(args.random_input_len, args.random_output_len, num_prompts=num, seed=args.seed, **ids)
     workload = RandomWorkload(args.random_input_len, args.random_output_len,
