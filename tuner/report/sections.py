@@ -203,7 +203,7 @@ def _calibration(d: ReportData) -> str:
 def _device_seen(d: ReportData) -> str:
     """A node other than the study was told: the boots' memory lines name another Gaudi than --device."""
     told = (d.study.user_attrs.get("device_model") or {}).get("device")
-    seen = {r.observed.get("device_seen") for r in d.records.values()} - {None, told}
+    seen = {r.observed.get("device_seen") for r in (getattr(d, "records", None) or {}).values()} - {None, told}
     if told is None or not seen:
         return ""
     return (f"<p class='warn'>The servers' memory lines report a {', '.join(sorted(seen))}, but the study was told "
