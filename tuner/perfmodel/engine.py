@@ -59,6 +59,8 @@ class SimRequest:
     prefill_len: int = -1
     images: tuple = ()  # (width, height) of each image of a VL request: encoded before its first prefill chunk
     encoded: bool = False
+    block_hashes: tuple = ()  # its prompt's full blocks (prefixcache.block_hashes), for a prefix-caching engine
+    cache_checked: bool = False  # its cached prefix was looked up (once per admission)
 
     def __post_init__(self):
         if self.prefill_len < 0:
@@ -167,6 +169,9 @@ class Engine:
         self.first_replay = first_replay
         self.executed: set = set()  # shapes run since ready (a warmed one's first run pays first_replay)
         self._run_factor = math.exp(self._rng.gauss(0, noise)) if noise > 0 else 1.0
+        # prefixcache.PrefixCache of a v1 server with prefix caching (the simulated server sets it; a request
+        # without block hashes never hits it, so predictions from lengths alone are unchanged)
+        self.prefix_cache = None
 
     # -- requests ---------------------------------------------------------------------------------
     def add_request(self, req: SimRequest) -> None:
@@ -215,6 +220,7 @@ class Engine:
     def _preempt(self, victim: SimRequest, logs: list) -> None:
         self._stop_running(victim)
         victim.computed = 0
+        victim.cache_checked = False
         victim.prefill_len = victim.prompt_len + victim.generated
         victim.preemptions += 1
         self.waiting.appendleft(victim)
@@ -222,6 +228,13 @@ class Engine:
         # v0 warns on the first preemption and every 50th after; the v1 engine only counts them.
         if not self.v1 and (self.stats.preemptions - 1) % 50 == 0:
             logs.append(("WARNING", "preempt", PREEMPT_MSG.format(rid=victim.rid)))
+
+    def _prefilled(self, r: SimRequest, emitted: list) -> None:
+        """A prompt computed to its end: its first token is out, and its full blocks are cached."""
+        r.generated += 1
+        emitted.append(r)
+        if self.prefix_cache is not None and r.block_hashes:
+            self.prefix_cache.insert(r.block_hashes)
 
     # -- one step -------------------------------------------------------------------------------
     def step(self, now: float) -> StepResult:
@@ -249,8 +262,7 @@ class Engine:
                 r.computed += n
                 prompt_tokens += n
                 if not r.prefilling:
-                    r.generated += 1
-                    emitted.append(r)
+                    self._prefilled(r, emitted)
         if decodes:
             duration += self._run("decode", len(decodes), None, self._decode_dim(decodes), shapes, logs, len(decodes))
             for r in decodes:
@@ -339,6 +351,9 @@ class Engine:
                 budget -= 1
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             r = self.waiting[0]
+            if self.prefix_cache is not None and not r.cache_checked and r.block_hashes:
+                r.cache_checked = True  # its cached prefix is computed already: only the rest is prefilled
+                r.computed = self.prefix_cache.hit_tokens(r.block_hashes, r.prefill_len)
             room = (len(r.blocks) + len(self.free_blocks)) * self.block_size - r.computed
             n = min(r.prefill_len - r.computed, budget, room)  # a chunk may also stop at the free blocks
             if n <= 0 or not self._grow(r, r.computed + n):

@@ -47,9 +47,10 @@ class LiveDriver:
         self._origin = (asyncio.get_running_loop().time(), self.sim_t)
         self._task = asyncio.create_task(self._run())
 
-    def submit(self, rid: str, prompt_len: int, max_tokens: int, images: tuple = ()) -> LiveRequest:
-        req = LiveRequest(rid, SimRequest(rid, prompt_len, max_tokens, self.now(), images=tuple(images)),
-                          asyncio.Queue())
+    def submit(self, rid: str, prompt_len: int, max_tokens: int, images: tuple = (),
+               block_hashes: tuple = ()) -> LiveRequest:
+        req = LiveRequest(rid, SimRequest(rid, prompt_len, max_tokens, self.now(), images=tuple(images),
+                                          block_hashes=block_hashes), asyncio.Queue())
         self.requests[rid] = req
         self.engine.add_request(req.sim)
         self._wake.set()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from ..perfmodel.prefixcache import block_hashes
 from .clocks import LiveDriver
 from .faults import Faults
 from .frames import ChoiceFrames, ResponsesFrames
@@ -265,7 +266,7 @@ class SimHTTP:
                   ChoiceFrames(model, prompt_len, max_tokens, api == "chat", stream,
                                bool((body.get("stream_options") or {}).get("include_usage")),
                                f"vllm-{self.version}" if self.v1 else None))
-        live = self.driver.submit(frames.rid, prompt_len, max_tokens, tuple(images))
+        live = self.driver.submit(frames.rid, prompt_len, max_tokens, tuple(images), self._block_hashes(body, api))
         if stream:
             return await self._stream(request, live, frames, fault)
         return await self._complete(live, frames)
@@ -314,6 +315,21 @@ class SimHTTP:
             max_tokens = body.get("max_tokens", 16)
             images = []
         return prompt_len, max_tokens, images
+
+    def _block_hashes(self, body: dict, api: str) -> tuple:
+        """The prompt's full blocks for a prefix-caching engine (none without one): its token ids as sent, or
+        its text (a chat rendered in the simulator's template) as the simulator tokenizes it."""
+        cache = self.driver.engine.prefix_cache
+        if cache is None:
+            return ()
+        prompt = body.get("messages") if api == "chat" else body.get("input") if api == "responses" else \
+            body.get("prompt")
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            ids = prompt
+        else:
+            text = prompt if isinstance(prompt, str) else render_chat(prompt) if isinstance(prompt, list) else None
+            ids = self.tokens.encode(text) if text else []
+        return block_hashes(ids, cache.block_size)
 
     def chat_input(self, messages, model: str) -> tuple[int, list] | web.Response:
         """A chat request's prompt tokens and image sizes, or the 400 a request the simulator cannot serve
@@ -424,6 +440,9 @@ class SimHTTP:
         counters = {"vllm:num_preemptions_total": eng.stats.preemptions,
                     "vllm:prompt_tokens_total": eng.stats.prompt_tokens,
                     "vllm:generation_tokens_total": eng.stats.generation_tokens}
+        if eng.prefix_cache is not None:  # v1's, in tokens
+            counters.update({"vllm:prefix_cache_queries_total": eng.prefix_cache.queries,
+                             "vllm:prefix_cache_hits_total": eng.prefix_cache.hits})
         for name, value in counters.items():
             lines += [f"# TYPE {name} counter", f"{name}{{{labels}}} {float(value)}"]
         lines += ["# TYPE vllm:request_success_total counter",

@@ -25,6 +25,7 @@ from ..buckets.release_flag import add_release
 from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
 from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, model_for, normalize_dtype, normalize_kv_dtype
+from ..perfmodel.prefixcache import PrefixCache
 from ..perfmodel.rules import env_value
 from .clocks import LiveDriver
 from .configfile import ConfigFileError, expand_config
@@ -305,6 +306,8 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
     engine = Engine(pred, noise=args.sim_noise, seed=args.sim_seed, on_compile=on_compile,
                     cached_recipes=frozenset(cache.present) if cache else frozenset(),
                     first_replay=args.sim_first_replay)
+    if pred.rules.engine == "v1" and pred.plan.prefix_caching:  # vLLM v1's automatic prefix caching
+        engine.prefix_cache = PrefixCache(pred.config.block_size, pred.num_blocks)
     stats = _StatsLogger(pred, log, engine)
     crash_after = int(faults.get("crash-load", "after")) if "crash-load" in faults else None
     crash_request = int(faults.get("crash-load", "request")) if "crash-load" in faults else 0
