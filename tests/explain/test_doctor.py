@@ -46,7 +46,8 @@ class Load:
     """A closed-loop client: `concurrency` requests always in flight, until stopped."""
 
     def __init__(self, base: str, concurrency: int, prompt_len: int, output_len: int):
-        self.body = {"model": MODEL, "prompt": [5] * prompt_len, "max_tokens": output_len, "ignore_eos": True}
+        self.body = {"model": MODEL, "max_tokens": output_len, "ignore_eos": True}
+        self.prompt_len, self.sent = prompt_len, 0
         self.base, self.concurrency = base, concurrency
         self.stop = threading.Event()
         self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
@@ -55,8 +56,12 @@ class Load:
         async with aiohttp.ClientSession() as session:
             async def one():
                 while not self.stop.is_set():
+                    # a prompt of its own each time: the server's prefix cache must not serve one from another
+                    self.sent += 1
+                    prompt = [100 + (self.sent * 7919 + j) % 30000 for j in range(self.prompt_len)]
                     with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
-                        async with session.post(self.base + "/v1/completions", json=self.body) as resp:
+                        async with session.post(self.base + "/v1/completions",
+                                                json={**self.body, "prompt": prompt}) as resp:
                             await resp.read()
             tasks = [asyncio.ensure_future(one()) for _ in range(self.concurrency)]
             while not self.stop.is_set():

@@ -6,7 +6,6 @@ hits in tokens, as vLLM's. A genuine vLLM answered the same prefix_repetition lo
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.request
 
@@ -31,21 +30,47 @@ def test_hits_are_the_leading_cached_blocks_short_of_the_last_token():
     assert cache.hit_tokens(block_hashes(a, 4), 10) == 4      # a's second block was the least recently used
 
 
-def test_the_simulated_server_skips_cached_prefixes(sim_server, tmp_path):  # noqa: F811
-    def counters() -> tuple[float, ...]:
+def test_a_cached_prefix_is_context_not_prefill():
+    """On the engine's own clock (no wall time): the same 640-token prompt again prefills one block with 4
+    cached blocks as context, a (1, 128, 4) bucket, instead of a (1, 768, 0) one; an unshared prompt pays in full."""
+    from tuner.perfmodel import ServerInputs, SimSettings, predict_startup
+    from tuner.perfmodel.engine import Engine, SimRequest
+
+    pred = predict_startup("gaudi-main", SimSettings(), ServerInputs(128, 8, 4096, 2048), {})
+    assert pred.failure is None and pred.plan.prefix_caching
+    engine = Engine(pred)
+    engine.prefix_cache = PrefixCache(pred.config.block_size, pred.num_blocks)
+
+    def run(rid: str, ids: list[int]) -> tuple[float, list]:
+        engine.add_request(SimRequest(rid, len(ids), 1, 0.0, block_hashes=block_hashes(ids, 128)))
+        seconds, buckets = 0.0, []
+        while engine.has_work():
+            step = engine.step(0.0)
+            seconds += step.duration
+            buckets += [s.bucket for s in step.shapes]
+        return seconds, buckets
+
+    first, again, other = run("a", list(range(640))), run("b", list(range(640))), run("c", list(range(1000, 1640)))
+    assert first[1] == other[1] == [(1, 768, 0)] and again[1] == [(1, 128, 4)]
+    assert again[0] < first[0] / 2 and first[0] == other[0]
+    assert (engine.stats.prompt_tokens, engine.stats.prompt_tokens_cached) == (3 * 640, 512)  # vLLM v1's counters
+
+
+def test_the_simulated_server_counts_them_as_vllm_does(sim_server, tmp_path):  # noqa: F811
+    def counters() -> dict[str, float]:
         text = urllib.request.urlopen(sim_server + "/metrics", timeout=30).read().decode()
-        return tuple(float(re.search(rf"^vllm:prefix_cache_{k}_total{{[^}}]*}} (\S+)$", text, re.M).group(1))
-                     for k in ("queries", "hits"))
+        return {k: float(re.search(rf"^vllm:{k}_total{{[^}}]*}} (\S+)$", text, re.M).group(1))
+                for k in ("prefix_cache_queries", "prefix_cache_hits", "prompt_tokens", "prompt_tokens_cached")}
 
     before = counters()
     run = ["bench", "--base-url", sim_server, "--model", "llama", "--vocab-size", "5000", "--disable-tqdm",
            "--max-concurrency", "1", "--time-scale", "0.2", "--random-output-len", "4"]
-    shared, alone = tmp_path / "shared.json", tmp_path / "alone.json"
     assert main([*run, "--random-input-len", "32", "--random-prefix-len", "512", "--num-prompts", "8",
-                 "--result-file", str(shared)]) == 0
+                 "--result-file", str(tmp_path / "shared.json")]) == 0
     after = counters()
-    assert (after[0] - before[0], after[1] - before[1]) == (8 * 544, 7 * 512)  # the first request computes it
-    assert main([*run, "--random-input-len", "544", "--num-prompts", "8", "--result-file", str(alone)]) == 0
-    assert counters()[1] == after[1]                                           # nothing shared, nothing hit
-    ttft = {k: json.loads(p.read_text())["median_ttft_ms"] for k, p in (("shared", shared), ("alone", alone))}
-    assert ttft["shared"] < ttft["alone"] / 2      # 32 tokens prefilled against 544 (with 4 cached blocks)
+    delta = {k: after[k] - before[k] for k in after}
+    assert delta == {"prefix_cache_queries": 8 * 544, "prefix_cache_hits": 7 * 512,   # the first computes it
+                     "prompt_tokens": 8 * 544, "prompt_tokens_cached": 7 * 512}
+    assert main([*run, "--random-input-len", "544", "--num-prompts", "8", "--result-file",
+                 str(tmp_path / "alone.json")]) == 0
+    assert counters()["prefix_cache_hits"] == after["prefix_cache_hits"]       # nothing shared, nothing hit

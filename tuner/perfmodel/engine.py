@@ -116,6 +116,9 @@ class EngineStats:
     peak_prefills: int = 0
     image_compiles: dict = field(default_factory=dict)  # image bucket -> encoder recompiles (first use only)
     images: int = 0  # images encoded
+    # prompt tokens found in the prefix cache (v1's vllm:prompt_tokens_cached); prompt_tokens counts them too,
+    # as vLLM v1's prompt_tokens_total counts whole prompts
+    prompt_tokens_cached: int = 0
 
 
 def max_prefill_seqs(pred: StartupPrediction) -> int:
@@ -354,6 +357,8 @@ class Engine:
             if self.prefix_cache is not None and not r.cache_checked and r.block_hashes:
                 r.cache_checked = True  # its cached prefix is computed already: only the rest is prefilled
                 r.computed = self.prefix_cache.hit_tokens(r.block_hashes, r.prefill_len)
+                self.stats.prompt_tokens += r.computed
+                self.stats.prompt_tokens_cached += r.computed
             room = (len(r.blocks) + len(self.free_blocks)) * self.block_size - r.computed
             n = min(r.prefill_len - r.computed, budget, room)  # a chunk may also stop at the free blocks
             if n <= 0 or not self._grow(r, r.computed + n):

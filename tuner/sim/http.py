@@ -442,7 +442,8 @@ class SimHTTP:
                     "vllm:generation_tokens_total": eng.stats.generation_tokens}
         if eng.prefix_cache is not None:  # v1's, in tokens
             counters.update({"vllm:prefix_cache_queries_total": eng.prefix_cache.queries,
-                             "vllm:prefix_cache_hits_total": eng.prefix_cache.hits})
+                             "vllm:prefix_cache_hits_total": eng.prefix_cache.hits,
+                             "vllm:prompt_tokens_cached_total": eng.stats.prompt_tokens_cached})
         for name, value in counters.items():
             lines += [f"# TYPE {name} counter", f"{name}{{{labels}}} {float(value)}"]
         lines += ["# TYPE vllm:request_success_total counter",
