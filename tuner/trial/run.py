@@ -514,7 +514,7 @@ _SETUP_REMEDY = (
                        "--served-model-name"),
     ("HTTP 401", "the server requires an API key: set OPENAI_API_KEY (and VLLM_API_KEY for the server)"),
     ("HTTP 403", "the server refused the API key: check OPENAI_API_KEY"),
-    ("HTTP 404", "the server has no such route: check --endpoint and the server's API"),
+    ("HTTP 404", "the server has no such route for the requests: check the server's API and --server-args"),
 )
 
 
