@@ -50,6 +50,7 @@ def test_load_preemptions_bars_fallbacks_and_kv_tokens(capsys):
     load = next(p for p in d["warmup"]["phases"] if p["name"] == "load weights")
     assert load["seconds"] == pytest.approx(1.284519 + 41.37)          # built, then its weights loaded
     assert d["runtime"]["preemptions"] == 4
+    assert d["runtime"]["prefix_cache_hit_pct"] == 11.9    # the last stats line's (read, never shown before)
     assert d["runtime"]["buckets_not_prepared"] == [{"phase": "prompt", "requested": [1, 1024, 55],
                                                      "new_bucket": [1, 1056, 64]}]  # once, not once per rank
     bars = [iv for iv in d["warmup"]["intervals"] if iv["kind"] == "bar"]

@@ -74,3 +74,21 @@ def test_the_simulated_server_counts_them_as_vllm_does(sim_server, tmp_path):  #
     assert main([*run, "--random-input-len", "544", "--num-prompts", "8", "--result-file",
                  str(tmp_path / "alone.json")]) == 0
     assert counters()["prefix_cache_hits"] == after["prefix_cache_hits"]       # nothing shared, nothing hit
+
+
+def test_the_v1_stats_line_says_the_hit_rate():
+    """vLLM v1's periodic line ends `Prefix cache hit rate: X%` (was always 0.0% in the simulator); explain reads it."""
+    from types import SimpleNamespace
+
+    from tuner.sim.serve import _StatsLogger
+
+    said = []
+    log = SimpleNamespace(info=lambda key, msg, source=None: said.append(msg))
+    cache = PrefixCache(128, 100)
+    cache.queries, cache.hits = 4000, 3000
+    engine = SimpleNamespace(stats=SimpleNamespace(prompt_tokens=4000, generation_tokens=10), kv_usage=0.1,
+                             running=[], waiting=[], prefix_cache=cache)
+    stats = _StatsLogger(SimpleNamespace(rules=SimpleNamespace(engine="v1")), log, engine)
+    stats.step(None, 0.0)
+    stats.step(None, 10.0)
+    assert said and said[0].endswith("Prefix cache hit rate: 75.0%")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+from ..logparse import EngineStats
 from ..vocabulary import display
 from .advice import command_text
 
@@ -16,6 +17,13 @@ WIDTH = 80
 
 def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _prefix_hit_pct(x) -> float | None:
+    """The prefix-cache hit rate of the last stats line that gives one (vLLM's, over its recent requests)."""
+    rates = [t.event.prefix_cache_hit_pct for t in x.reading.events
+             if isinstance(t.event, EngineStats) and t.event.prefix_cache_hit_pct is not None]
+    return rates[-1] if rates else None
 
 
 def _restated(p) -> str:
@@ -305,8 +313,12 @@ def render_text(x: Explanation) -> str:  # noqa: C901 (one section per part of t
             lines += _wrap(f"line {n.line_no}: {n.words}", "  ")
     s = x.reading.summary
     serving = [n for n in x.notices if n.serving]
-    if s.not_warmed_up or s.buckets_not_prepared or s.preemptions or s.compilations_under_load or serving:
+    hit_pct = _prefix_hit_pct(x)
+    if s.not_warmed_up or s.buckets_not_prepared or s.preemptions or s.compilations_under_load or serving or hit_pct:
         lines += ["", "At runtime"]
+        if hit_pct:
+            lines += _wrap(f"prefix cache hit rate: {hit_pct:g}% (the last stats line: prompt tokens found cached, "
+                           "run as context)", "  ")
         lines += [f"  not warmed up: {n.phase} {n.shape}" for n in s.not_warmed_up[:10]]
         if len(s.not_warmed_up) > 10:
             lines.append(f"  ... and {len(s.not_warmed_up) - 10} more shapes")
@@ -433,7 +445,8 @@ def to_json(x: Explanation) -> dict:
                     "preemptions": s.preemptions,
                     # the bridge's graph-compilation lines (fork: VLLM_HPU_LOG_STEP_GRAPH_COMPILATION, vllm-gaudi:
                     # PT_HPU_METRICS_GC_DETAILS): graphs compiled once the server was up
-                    "graphs_compiled_while_serving": s.compilations_under_load},
+                    "graphs_compiled_while_serving": s.compilations_under_load,
+                    "prefix_cache_hit_pct": _prefix_hit_pct(x)},
         "notices": [{"kind": n.kind, "line": n.line_no, "words": n.words, "values": n.values, "count": n.count,
                      "serving": n.serving} for n in x.notices],
         "errors": [{"kind": p.kind, "message": p.message, "line": p.line_no, "restated_at": list(p.restated)}

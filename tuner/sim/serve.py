@@ -383,9 +383,12 @@ class _StatsLogger:
         p, g = (st.prompt_tokens - self.last_prompt) / dt, (st.generation_tokens - self.last_gen) / dt
         usage = 100 * eng.kv_usage
         if self.v1:
+            # vLLM's rate is over its last 1,000 requests' lookups: all of them, in a simulated run of fewer
+            cache = eng.prefix_cache
+            hit_rate = 100 * cache.hits / cache.queries if cache is not None and cache.queries else 0.0
             msg = (f"Engine 000: Avg prompt throughput: {p:.1f} tokens/s, Avg generation throughput: {g:.1f} "
                    f"tokens/s, Running: {len(eng.running)} reqs, Waiting: {len(eng.waiting)} reqs, "
-                   f"GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: 0.0%")
+                   f"GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: {hit_rate:.1f}%")
         else:
             msg = (f"Avg prompt throughput: {p:.1f} tokens/s, Avg generation throughput: {g:.1f} tokens/s, "
                    f"Running: {len(eng.running)} reqs, Swapped: 0 reqs, Pending: {len(eng.waiting)} reqs, "
