@@ -218,7 +218,8 @@ def test_matryoshka_widths_come_from_the_config_or_hf_overrides():
 
     from tuner.sim.serve import hf_overrides, pooling_front
 
-    model = SimpleNamespace(matryoshka=False, matryoshka_dimensions=(), embedding_size=1024, hidden=1024)
+    model = SimpleNamespace(matryoshka=False, matryoshka_dimensions=(), embedding_size=1024, hidden=1024,
+                            labels=("LABEL_0", "LABEL_1"))
     listed = pooling_front(None, model, hf_overrides('{"matryoshka_dimensions": [256, 512]}'))
     assert listed.width == 1024 and listed._width({"dimensions": 256}, "m") == 256
     assert "only supports Matryoshka dimensions [256, 512], got 300" in listed._width({"dimensions": 300}, "m").text
@@ -288,3 +289,31 @@ def test_image_embeddings_of_a_trace_with_images(vl_pooling_sim, tmp_path):
     assert json.loads((tmp_path / "v.json").read_text())["failed"] == 0
     code = main([*run, "--backend", "openai-embeddings-chat", "--result-file", str(tmp_path / "c.json")])
     assert code == 2  # a text backend: the images are refused before any request
+
+
+def test_the_routes_are_the_tasks_and_a_classifier_answers_classify(tmp_path):
+    """vLLM 0.32 registers the routes of the model's pooling task: a classifier (--convert classify) has /classify
+    and /pooling, no embeddings API, and scoring only with one label; its answer is vLLM's ClassificationResponse."""
+    from tuner.sim.serve import pooling_task
+
+    assert pooling_task("classify", None, "LlamaForCausalLM") == "classify"
+    assert pooling_task(None, "score", "LlamaForCausalLM") == "classify"
+    assert pooling_task(None, None, "Qwen3ForSequenceClassification") == "classify"
+    assert pooling_task(None, None, "LlamaForCausalLM") == "embed"
+    gen = running_sim(tmp_path, "clf", "0.05", "--runner", "pooling", "--convert", "classify",
+                      "--hf-overrides", '{"num_labels": 3}')
+    url = next(gen)
+    try:
+        status, _, raw = _post(url + "/classify", {"model": "clf", "input": ["a good day", "a bad one"]})
+        answer = json.loads(raw)
+        assert status == 200 and answer["object"] == "list" and answer["id"].startswith("classify-")
+        assert [(d["index"], d["num_classes"], len(d["probs"])) for d in answer["data"]] == [(0, 3, 3), (1, 3, 3)]
+        assert all(abs(sum(d["probs"]) - 1) < 1e-9 and d["label"] in ("LABEL_0", "LABEL_1", "LABEL_2")
+                   for d in answer["data"])
+        assert answer["usage"]["prompt_tokens"] > 0
+        assert _post(url + "/v1/embeddings", {"model": "clf", "input": "x"})[0] == 404   # not an embedding model
+        assert _post(url + "/score", {"model": "clf", "text_1": "q", "text_2": ["d"]})[0] == 404  # 3 labels
+        assert _post(url + "/pooling", {"model": "clf", "input": "x"})[0] == 200
+    finally:
+        with pytest.raises(StopIteration):
+            next(gen)

@@ -107,6 +107,8 @@ class TextConfig:
     embedding_size: int = 0
     matryoshka: bool = False
     matryoshka_dimensions: tuple[int, ...] = ()
+    # a classifier's labels in index order (id2label; else num_labels LABEL_i; else transformers' 2 defaults)
+    labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         # vLLM's get_num_kv_heads: MLA decodes as MQA (one latent); otherwise heads split across ranks and
@@ -314,7 +316,21 @@ def _read(config: dict, where: str) -> TextConfig:
         embedding_size=int(config.get("embedding_size") or hidden),
         matryoshka=bool(config.get("matryoshka_dimensions")) or bool(config.get("is_matryoshka")),
         matryoshka_dimensions=tuple(int(d) for d in config.get("matryoshka_dimensions") or ()),
+        labels=_labels(config),
     )
+
+
+def _labels(config: dict) -> tuple[str, ...]:
+    """A classification head's labels as transformers reads them: id2label (its keys are indices), else
+    num_labels of LABEL_i, else its default of two."""
+    id2label = config.get("id2label")
+    if isinstance(id2label, dict) and id2label:
+        try:
+            return tuple(str(v) for _, v in sorted((int(k), v) for k, v in id2label.items()))
+        except (TypeError, ValueError):
+            pass
+    n = config.get("num_labels")
+    return tuple(f"LABEL_{i}" for i in range(n)) if isinstance(n, int) and n > 0 else ("LABEL_0", "LABEL_1")
 
 
 def _rope_dicts(cfg: dict) -> list[dict]:

@@ -62,6 +62,7 @@ class ModelShape:
     embedding_size: int = 0
     matryoshka: bool = False
     matryoshka_dimensions: tuple[int, ...] = ()
+    labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")  # a classifier's, in index order
     config_model_type: str = ""  # the config's top-level model_type (vLLM's hf_config.model_type)
     layer_kv: tuple[tuple[int, int], ...] = ()  # (KV heads, head size) per cached layer, when they differ
 
@@ -172,6 +173,6 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         sliding_window=t.sliding_window, quantization=method, stored_bytes=stored_bytes, multimodal=t.multimodal,
         model_type=t.model_type, vision=t.vision, mrope=t.mrope, fork_mrope=t.fork_mrope,
         config_model_type=t.config_model_type, embedding_size=t.embedding_size or t.hidden, matryoshka=t.matryoshka,
-        matryoshka_dimensions=t.matryoshka_dimensions,
+        matryoshka_dimensions=t.matryoshka_dimensions, labels=t.labels,
     )
 

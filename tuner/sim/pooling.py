@@ -11,6 +11,7 @@ separator and the document. Vectors and scores are deterministic per input (a ha
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 import zlib
@@ -45,19 +46,29 @@ class PoolingFront:
     ``matryoshka``: whether a request may ask for fewer ``dimensions`` (the config's is_matryoshka, or its
     matryoshka_dimensions: then only those)."""
 
-    def __init__(self, http, width: int = 16, matryoshka: bool | list[int] = False) -> None:
+    def __init__(self, http, width: int = 16, matryoshka: bool | list[int] = False, task: str = "embed",
+                 labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")) -> None:
         self.http = http
         self.width = width
         self.matryoshka = matryoshka
+        self.task = task  # "embed", "classify" or "reward": the routes vLLM 0.32 registers for it
+        self.labels = labels
 
     def add_routes(self, router) -> None:
-        for path in ("/v1/embeddings", "/v2/embed"):
-            router.add_post(path, self.embeddings)
+        """vLLM 0.32's (entrypoints/pooling/factories.py): /pooling for every pooling model; the embeddings API
+        for an embedding model, /classify for a classifier; scoring and rerank for an embedding model or a
+        classifier of one label (a cross-encoder)."""
         router.add_post("/pooling", self.pooling)
-        for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
-            router.add_post(path, self.rerank)
-        for path in ("/score", "/v1/score"):
-            router.add_post(path, self.score)
+        if self.task == "embed":
+            for path in ("/v1/embeddings", "/v2/embed"):
+                router.add_post(path, self.embeddings)
+        if self.task == "classify":
+            router.add_post("/classify", self.classify)
+        if self.task == "embed" or self.task == "classify" and len(self.labels) == 1:
+            for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+                router.add_post(path, self.rerank)
+            for path in ("/score", "/v1/score"):
+                router.add_post(path, self.score)
 
     # -- what a request asks ------------------------------------------------------------------------
     def _lengths(self, body: dict) -> tuple[list[int], list[tuple]] | web.Response:
@@ -221,6 +232,29 @@ class PoolingFront:
             headers["metadata"] = json.dumps({"id": rid, "created": created, "model": model, "data": items,
                                               "usage": usage})
         return web.Response(body=b"".join(chunks), headers=headers, content_type="application/octet-stream")
+
+    async def classify(self, request: web.Request) -> web.Response:
+        """vLLM's /classify: per input its class probabilities, the most likely class's label, their count."""
+        body = await self.http.request_body(request)
+        if isinstance(body, web.Response):
+            return body
+        read = self._lengths(body)
+        if isinstance(read, web.Response):
+            return read
+        ran = await self._run(request, read[0], body, read[1])
+        if isinstance(ran, web.Response):
+            return ran
+        lengths, model = ran
+        data = []
+        for i, n in enumerate(lengths):
+            logits = [4 * v for v in _vector(f"{model}{i}{n}", len(self.labels))]
+            top = max(logits)
+            weights = [math.exp(v - top) for v in logits]
+            probs = [w / sum(weights) for w in weights]
+            data.append({"index": i, "label": self.labels[probs.index(max(probs))], "probs": probs,
+                         "num_classes": len(probs)})
+        return web.json_response({"id": f"classify-{uuid.uuid4().hex}", "object": "list", "created": int(time.time()),
+                                  "model": model, "data": data, "usage": self._usage(sum(lengths))})
 
     def _pairs(self, first, second) -> tuple[list[str], list[int]] | web.Response:
         """The documents and each pair's tokens (query, separator, document) of a rerank or score request."""

@@ -188,12 +188,28 @@ def hf_overrides(value: str | None) -> dict:
     return out
 
 
-def pooling_front(front: SimHTTP, model, overrides: dict) -> PoolingFront:
-    """The pooling routes, with the vector width and Matryoshka widths of the model's config (and overrides)."""
+def pooling_task(convert: str | None, task: str | None, architecture: str) -> str:
+    """The pooling task vLLM gives the model: --convert's, older --task's (score: a cross-encoder, a classifier),
+    else its architecture's (a *ForSequenceClassification classifies), else embedding."""
+    if convert in ("embed", "classify", "reward"):
+        return convert
+    if task in ("classify", "score"):
+        return "classify"
+    if task in ("reward",):
+        return "reward"
+    return "classify" if architecture.endswith("ForSequenceClassification") else "embed"
+
+
+def pooling_front(front: SimHTTP, model, overrides: dict, task: str = "embed") -> PoolingFront:
+    """The pooling routes of the model's task, with the vector width and Matryoshka widths of its config (and
+    overrides) and a classifier's labels."""
     dims = overrides.get("matryoshka_dimensions", list(model.matryoshka_dimensions))
     matryoshka = bool(dims) or bool(overrides.get("is_matryoshka", model.matryoshka))
     width = int(overrides.get("embedding_size") or model.embedding_size or model.hidden)
-    return PoolingFront(front, width, [int(d) for d in dims] if dims else matryoshka)
+    labels = model.labels
+    if isinstance(overrides.get("num_labels"), int) and overrides["num_labels"] > 0:
+        labels = tuple(f"LABEL_{i}" for i in range(overrides["num_labels"]))
+    return PoolingFront(front, width, [int(d) for d in dims] if dims else matryoshka, task, labels)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,7 +355,9 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
                     tower=pred.vision.tower if pred.vision is not None else None, adapters=args.adapters)
     app = front.app(generate=not pred.config.pooling)
     if pred.config.pooling:
-        pooling_front(front, model_for(pred.sim.model), args.overrides).add_routes(app.router)
+        model = model_for(pred.sim.model)
+        task = pooling_task(args.convert if args.convert != "auto" else None, args.task, model.architecture)
+        pooling_front(front, model, args.overrides, task).add_routes(app.router)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     driver.start()
