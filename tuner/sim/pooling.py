@@ -162,7 +162,8 @@ class PoolingFront:
 
     @staticmethod
     def _usage(tokens: int) -> dict:
-        return {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0, "prompt_tokens_details": None}
+        return {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0, "prompt_tokens_details": None,
+                "completion_tokens_details": None}  # vLLM 0.32's UsageInfo, as its genuine /classify answered
 
     async def embeddings(self, request: web.Request) -> web.Response:
         return await self._vectors(request, "embd", "embedding", "embedding")
