@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default=None, help="older vLLM's name of the same (embed, classify, score, ...)")
     p.add_argument("--hf-overrides", default=None, metavar="JSON",
                    help="keys set over the model's config.json, as vLLM's (read: embedding_size, is_matryoshka, "
-                        "matryoshka_dimensions of a pooling model)")
+                        "matryoshka_dimensions and num_labels of a pooling model)")
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--api-key", nargs="+", default=None,
                    help="require one of these keys on /v1 routes (else $VLLM_API_KEY), as vLLM does")
@@ -195,7 +195,7 @@ def pooling_task(convert: str | None, task: str | None, architecture: str) -> st
         return convert
     if task in ("classify", "score"):
         return "classify"
-    if task in ("reward",):
+    if task == "reward":
         return "reward"
     return "classify" if architecture.endswith("ForSequenceClassification") else "embed"
 
