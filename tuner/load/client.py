@@ -57,7 +57,15 @@ from .metrics import (
     validate_goodput_slos,
 )
 from .options import BACKENDS
-from .pooling import ID_KINDS, IMAGE_KINDS, POOLING_ROUTES, BatchRecipe, pooling_payload, spec_inputs
+from .pooling import (
+    ID_KINDS,
+    IMAGE_KINDS,
+    POOLING_ROUTES,
+    BatchRecipe,
+    pooling_payload,
+    read_answer,
+    spec_inputs,
+)
 from .sse import SSELineSplitter, StreamRecorder, error_text, sse_data  # noqa: F401 (re-exported)
 from .workload import RequestSpec, TextPrompt, Workload
 
@@ -329,22 +337,12 @@ class LoadGenerator:
                 raw = await resp.read()
                 metadata = resp.headers.get("metadata")
             out.latency = out.ttft = time.perf_counter() - out.start_time
-            binary = self.kind != "rerank" and self.extra_body.get("encoding_format") in ("bytes", "bytes_only")
-            try:
-                # vLLM's binary answers: the vectors' bytes, what is where (and the usage) in a `metadata` header
-                # ("bytes"), or nothing but the bytes ("bytes_only": the tokens are the ones sent)
-                answer = (_loads(metadata) if metadata else {"data": [raw] if raw else []}) if binary else _loads(raw)
-            except ValueError:
-                what = "its metadata header" if binary else "the answer"
-                out.fail("bad answer", f"HTTP 200 but {what} is not JSON: {(metadata or raw)[:ERROR_EXCERPT]!r}")
+            tokens, failure = read_answer(self.kind, self.extra_body.get("encoding_format"), raw, metadata)
+            if failure is not None:
+                out.fail("bad answer", failure)
                 return
-            what = "results" if self.kind == "rerank" else "data"
-            if not isinstance(answer, dict) or not answer.get(what) or binary and not raw:
-                out.fail("bad answer", f"HTTP 200 but the answer carries no {what!r}: {raw[:ERROR_EXCERPT]!r}")
-                return
-            usage = answer.get("usage") or {}
-            if isinstance(usage, dict) and usage.get("prompt_tokens") is not None:
-                out.prompt_len = int(usage["prompt_tokens"])
+            if tokens is not None:
+                out.prompt_len = tokens
             out.success = True
         except asyncio.CancelledError:
             out.fail("cancelled", "cancelled while in flight")

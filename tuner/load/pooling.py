@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
+from .sse import ERROR_EXCERPT
 from .workload import RandomWorkload, RequestSpec, Workload
 
 # backend -> (request kind, default path, the ending vLLM's client requires of the URL)
@@ -73,6 +75,27 @@ def _image_content(kind: str, text: str, images: list[dict], index: int) -> list
         text = VLM2VEC_IMAGE_ONLY if index % 2 == 0 else VLM2VEC_WITH_QUESTION + text
         return [*images, {"type": "text", "text": text}]
     return [{"type": "text", "text": ""}, *images]
+
+
+def read_answer(kind: str, encoding_format: str | None, raw: bytes, metadata: str | None) -> tuple[int | None,
+                                                                                                 str | None]:
+    """(the prompt tokens its usage states, or None; why it is no answer, or None) of a pooling request's 200
+    answer, as vLLM's client reads it: JSON with its embeddings, data or ranking; or, for encoding_format bytes
+    and bytes_only (not a rerank's), the vectors' bytes, with what is where and the usage in a `metadata`
+    header ("bytes") or nothing else ("bytes_only": the tokens are the ones sent)."""
+    binary = kind != "rerank" and encoding_format in ("bytes", "bytes_only")
+    try:
+        answer = (orjson.loads(metadata) if metadata else {"data": [raw] if raw else []}) if binary else \
+            orjson.loads(raw)
+    except ValueError:
+        what = "its metadata header" if binary else "the answer"
+        return None, f"HTTP 200 but {what} is not JSON: {(metadata or raw)[:ERROR_EXCERPT]!r}"
+    what = "results" if kind == "rerank" else "data"
+    if not isinstance(answer, dict) or not answer.get(what) or binary and not raw:
+        return None, f"HTTP 200 but the answer carries no {what!r}: {raw[:ERROR_EXCERPT]!r}"
+    usage = answer.get("usage") or {}
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return (int(tokens) if tokens is not None else None), None
 
 
 def pooling_payload(kind: str, model: str, prompt: Any, batch: bool, text_of: Callable[[Any], str],
