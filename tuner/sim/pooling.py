@@ -130,6 +130,14 @@ class PoolingFront:
         return lengths
 
     # -- running it ---------------------------------------------------------------------------------
+    async def _run_inputs(self, request: web.Request, body: dict) -> tuple[list[int], str] | web.Response:
+        """The inputs of an embeddings, pooling or classify request (_lengths) through the engine (_run); one
+        refused as malformed still counts as a request, as _run counts every one."""
+        read = self._lengths(body)
+        if isinstance(read, web.Response):
+            return await self._run(request, read, body)
+        return await self._run(request, read[0], body, read[1])
+
     async def _run(self, request: web.Request, lengths: list[int] | web.Response,
                    body: dict, images: list[tuple] | None = None) -> tuple[list[int], str] | web.Response:
         """Each input through the engine as one prefill; (tokens per input, model) or the refusal."""
@@ -199,10 +207,7 @@ class PoolingFront:
         width = self._width(body, body.get("model") or self.http.names[0])
         if isinstance(width, web.Response):
             return width
-        read = self._lengths(body)
-        if isinstance(read, web.Response):
-            return read
-        ran = await self._run(request, read[0], body, read[1])
+        ran = await self._run_inputs(request, body)
         if isinstance(ran, web.Response):
             return ran
         lengths, model = ran
@@ -239,10 +244,7 @@ class PoolingFront:
         body = await self.http.request_body(request)
         if isinstance(body, web.Response):
             return body
-        read = self._lengths(body)
-        if isinstance(read, web.Response):
-            return read
-        ran = await self._run(request, read[0], body, read[1])
+        ran = await self._run_inputs(request, body)
         if isinstance(ran, web.Response):
             return ran
         lengths, model = ran
