@@ -9,12 +9,12 @@ import optuna
 from tests.study.test_running_elsewhere import TWO_CONFIGS
 from tests.study.test_study_e2e import FAST, write_space
 from tuner.cli import main
+from tuner.load.client import _ROUTE_HINT
 from tuner.trial.run import setup_failure
 
 
 def test_the_refusals_that_are_the_setups_and_those_that_are_not():
-    pooling = [{"message": "HTTP 404: 404: Not Found (no such route: a pooling model's server has no generating "
-                           "API; load it with --backend openai-embeddings, vllm-pooling or vllm-rerank)"}]
+    pooling = [{"message": f"HTTP 404: 404: Not Found ({_ROUTE_HINT[False]})"}]   # the client's words for it
     assert "bucket-tuner bench --backend openai-embeddings" in setup_failure(pooling, 10, 10)
     assert setup_failure(pooling, 9, 10) is None                     # one request got through: the settings
     assert "--served-model-name" in setup_failure([{"message": "HTTP 404: The model `x` does not exist."}], 4, 4)

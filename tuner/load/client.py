@@ -545,9 +545,10 @@ def synthetic_text(ids: Sequence[int]) -> str:
 # A route the server does not have (FastAPI's and aiohttp's 404 bodies): vLLM registers only the APIs of the
 # tasks its model supports, so a pooling model has no generating API and a generating model no pooling one.
 _NO_ROUTE = ("Not Found", "404: Not Found")
+NO_GENERATING_API = "vLLM gives it no generating API"  # what a study that meets it reads (trial.run.setup_failure)
 _ROUTE_HINT = {True: "no such route: is the server serving a pooling model (vllm serve ... --runner pooling)?",
-               False: "no such route: if the server serves a pooling model (vLLM gives it no generating API), load "
-                      "it with --backend openai-embeddings, vllm-pooling or vllm-rerank; else check --base-url and "
+               False: f"no such route: if the server serves a pooling model ({NO_GENERATING_API}), load it with "
+                      "--backend openai-embeddings, vllm-pooling or vllm-rerank; else check --base-url and "
                       "--endpoint"}
 
 

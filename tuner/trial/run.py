@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..load.client import run_benchmark
+from ..load.client import NO_GENERATING_API, run_benchmark
 from ..load.firstrun import PREFIXES as FIRST_RUN_PREFIXES
 from ..load.metrics import rescale_time
 from ..load.options import LoadOptions
@@ -507,7 +507,7 @@ def _run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) ->
 # What every request failing with one of these says: the server, its model or its key, not the trial's settings
 # (which only size buckets and memory); every other configuration would fail alike.
 _SETUP_REMEDY = (
-    ("no generating API", "the server serves a pooling model, which vLLM gives no generating API: bucket-tuner tune "
+    (NO_GENERATING_API, "the server serves a pooling model, which vLLM gives no generating API: bucket-tuner tune "
                           "measures generating models; load this one with `bucket-tuner bench --backend "
                           "openai-embeddings` (or vllm-pooling, vllm-rerank)"),
     ("does not exist", "the server does not serve the model the requests name: check --model and "
