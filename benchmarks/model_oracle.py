@@ -66,6 +66,24 @@ for model_type, arch in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()):
     with open(os.path.join(out, model_type, "config.json"), "w") as f:
         json.dump(config, f)
     print(json.dumps({"model_type": model_type, "architecture": arch}))
+# Composites (a vision-language model and its text model) saved as transformers 4.x saves them: the text
+# sub-config as its difference from its class's defaults, here all of them (only its model_type is left).
+# vLLM reads it under the text model's causal-LM class (the multimodal class needs torchvision here).
+from transformers import CONFIG_MAPPING
+for model_type in sorted(CONFIG_MAPPING.keys()):
+    try:
+        text = CONFIG_MAPPING[model_type]().text_config
+    except Exception:
+        continue
+    arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(getattr(text, "model_type", None))
+    if arch not in supported or model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        continue
+    name = "composite-" + model_type
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    with open(os.path.join(out, name, "config.json"), "w") as f:
+        json.dump({"model_type": model_type, "architectures": [arch],
+                   "text_config": {"model_type": text.model_type}}, f)
+    print(json.dumps({"model_type": name, "architecture": arch}))
 '''
 
 

@@ -3,8 +3,9 @@ architecture family, the genuine vLLM of this tier (configs only, no weights, no
 layers, the attention layers, the KV heads per rank, the head size, MLA, max_model_len and the KV-cache
 bytes per token from its own KV-cache specs, at TP 1, 2 and 8; tuner.models must give the same.
 
-The vision-language configs are compared through their text part (what holds the KV cache): the
-CPU build cannot inspect the multimodal classes without torchvision, which it cannot import here."""
+The vision-language configs are compared through their text part (what holds the KV cache), or whole under
+the text model's class: the CPU build cannot inspect the multimodal classes without torchvision, which it
+cannot import here."""
 
 from __future__ import annotations
 
@@ -52,6 +53,25 @@ TEXT_PARTS = {
                                                           "Llama4ForCausalLM", "llama4_text"),
 }
 
+# Whole vision-language configs as published, whose text_config leaves out what its class's defaults say
+# (transformers 4.x saved it so): vLLM fills them through AutoConfig, tuner.models from its defaults table.
+# Read by vLLM under the text model's causal-LM class (architectures replaced; the config is otherwise whole).
+def _gemma3_27b() -> dict:
+    from tests.models.test_class_defaults import GEMMA3_27B
+
+    return GEMMA3_27B
+
+
+COMPOSITES = {
+    "LLaVA-1.5 (a text_config of two sizes)": (lambda: json.loads(catalogue()["llava-hf/llava-1.5-7b-hf"].read_text()),
+                                              "LlamaForCausalLM"),
+    "Gemma-3 (vocabulary, context and sliding pattern from the class)": (_gemma3_27b, "Gemma3ForCausalLM"),
+    "Mistral-3 text_config of its model type only": (
+        lambda: {"model_type": "mistral3", "text_config": {"model_type": "mistral"}}, "MistralForCausalLM"),
+    "Voxtral (the composite's own text defaults)": (
+        lambda: {"model_type": "voxtral", "text_config": {"model_type": "llama"}}, "LlamaForCausalLM"),
+}
+
 
 @pytest.fixture(scope="module")
 def vllm_figures(vllm_env, tmp_path_factory) -> dict[str, dict]:
@@ -69,6 +89,11 @@ def vllm_figures(vllm_env, tmp_path_factory) -> dict[str, dict]:
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(text))
         folders[family] = folder
+    for i, (family, (config, arch)) in enumerate(COMPOSITES.items()):
+        folder = root / f"composite-{i}"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({**config(), "architectures": [arch]}))
+        folders[family] = folder
     argv = [str(vllm_env.python), str(FIGURES), "--tp", ",".join(map(str, TPS)), *map(str, folders.values())]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -76,7 +101,7 @@ def vllm_figures(vllm_env, tmp_path_factory) -> dict[str, dict]:
     return {family: by_folder[str(folder)] | {"ours": str(folder)} for family, folder in folders.items()}
 
 
-@pytest.mark.parametrize("family", [*FAMILIES, *TEXT_PARTS])
+@pytest.mark.parametrize("family", [*FAMILIES, *TEXT_PARTS, *COMPOSITES])
 def test_kv_bytes_per_token_and_layers_equal_vllm_own(vllm_figures, family):
     theirs = vllm_figures[family]
     assert "error" not in theirs, f"vLLM could not read the {family} config: {theirs['error']}"

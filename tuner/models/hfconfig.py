@@ -8,6 +8,7 @@ it follows, so a difference from vLLM is a bug here.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -60,16 +61,62 @@ def _first(cfg: dict, names: tuple[str, ...], default: Any = None) -> Any:
     return default
 
 
-def text_part(config: dict) -> dict:
-    """The sub-config of the language model (transformers' get_text_config), or the config itself."""
-    for key in ("text_config", "llm_config", "language_config"):
+TEXT_KEYS = ("text_config", "llm_config", "language_config")
+# transformers' constant defaults per config class (tools/transformers_defaults.py writes it)
+DEFAULTS_FILE = Path(__file__).resolve().parent / "catalogue" / "transformers_defaults.json"
+
+
+@functools.cache
+def _class_defaults() -> dict:
+    return json.loads(DEFAULTS_FILE.read_text())
+
+
+def sub_config_type(parent_type: str, key: str) -> str:
+    """The model type transformers gives a composite's sub-config (`text_config`, `vision_config`, ...)
+    when the file does not name one: LLaVA's text model is a Llama, Gemma-3's a gemma3_text."""
+    return _class_defaults()["sub_config_types"].get(parent_type, {}).get(key, "")
+
+
+def with_class_defaults(part: dict, model_type: str, parent: str = "", key: str = "") -> dict:
+    """A (sub-)config as transformers' AutoConfig holds it: the file's values over its class's defaults.
+
+    transformers 4.x saves a nested config as its difference from those defaults (llava-1.5-7b-hf's
+    text_config gives only max_position_embeddings and vocab_size; gemma-3-27b-it's leaves out vocab_size,
+    max_position_embeddings and the sliding-window pattern); vLLM reads the config with them put back.
+    Defaults derived from other fields (Llama's KV heads, head_dim) are not in the table: read as derived.
+    A composite's own defaults for its sub-config (`parent`, `key`: Voxtral's 30-layer Llama) come over the
+    class's.
+    """
+    table = {**_class_defaults()["types"].get(model_type, {}),
+             **_class_defaults()["sub_config_defaults"].get(parent, {}).get(key, {})}
+    if not table:
+        return part
+    if part.get("rope_scaling") is not None:  # transformers 5 moves the file's rope_scaling to rope_parameters
+        table = {k: v for k, v in table.items() if k != "rope_parameters"}
+    return {**table, **part}
+
+
+def _text_source(config: dict) -> tuple[dict, str, str, str]:
+    """(the language model's part as written, its model type, the composite's model type and the key it is
+    under; both "" when the config is the language model itself)."""
+    parent = str(config.get("model_type") or "")
+    for key in TEXT_KEYS:
         sub = config.get(key)
-        if isinstance(sub, dict) and sub.get("num_attention_heads") is not None:
-            return sub
+        if isinstance(sub, dict):
+            return sub, str(sub.get("model_type") or sub_config_type(parent, key)), parent, key
     thinker = config.get("thinker_config")
     if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
-        return thinker["text_config"]
-    return config
+        text, owner = thinker["text_config"], str(thinker.get("model_type") or "")
+        return text, str(text.get("model_type") or sub_config_type(owner, "text_config")), owner, "text_config"
+    # flat: a composite written with its text fields at the top (Qwen2-VL) takes its text class's defaults
+    return config, sub_config_type(parent, "text_config") or parent, "", ""
+
+
+def text_part(config: dict) -> dict:
+    """The sub-config of the language model (transformers' get_text_config), or the config itself, with
+    its class's defaults under what the file says (with_class_defaults)."""
+    part, kind, parent, key = _text_source(config)
+    return with_class_defaults(part, kind, parent, key)
 
 
 @dataclass(frozen=True)
@@ -109,6 +156,7 @@ class TextConfig:
     matryoshka_dimensions: tuple[int, ...] = ()
     # a classifier's labels in index order (id2label; else num_labels LABEL_i; else transformers' 2 defaults)
     labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")
+    tied: bool = False  # the LM head shares the embedding table (tied_of)
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         # vLLM's get_num_kv_heads: MLA decodes as MQA (one latent); otherwise heads split across ranks and
@@ -185,7 +233,7 @@ def _layer_kinds(t: dict, architecture: str, layers: int) -> tuple[str, ...]:
     model_type = t.get("model_type", "")
     if window and model_type == "gemma2":  # Gemma2Config: even layers slide
         return tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
-    pattern = t.get("sliding_window_pattern")
+    pattern = t.get("sliding_window_pattern") or t.get("_sliding_window_pattern")  # the latter: transformers 5
     if window and model_type.startswith("gemma3") and pattern:  # every pattern-th layer is global
         return tuple("full" if (i + 1) % int(pattern) == 0 else "sliding" for i in range(layers))
     if window and t.get("use_sliding_window", True) and model_type not in ("qwen2", "qwen2_moe", "qwen3",
@@ -259,6 +307,7 @@ def _read(config: dict, where: str) -> TextConfig:
     if not isinstance(config, dict):
         raise ModelConfigError(f"{where}: not a JSON object")
     t = text_part(config)
+    nested = bool(_text_source(config)[3])
     architectures = config.get("architectures") or t.get("architectures") or ["unknown"]
     architecture = architectures[0]
     if architecture in ATTENTION_FREE:
@@ -300,6 +349,10 @@ def _read(config: dict, where: str) -> TextConfig:
     if isinstance(per_token, list):
         per_token = max(per_token, default=0)
     vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
+    if vision is not None:
+        parent = str(config.get("model_type") or "")
+        vision = with_class_defaults(vision, str(vision.get("model_type") or sub_config_type(parent, "vision_config")),
+                                     parent, "vision_config")
     quant = config.get("quantization_config") or t.get("quantization_config")
     dtype = config.get("torch_dtype") or config.get("dtype") or t.get("torch_dtype") or t.get("dtype")
     return TextConfig(
@@ -308,7 +361,7 @@ def _read(config: dict, where: str) -> TextConfig:
         max_position=_max_position(t, config), mla=mla, attention_layers=max(0, attention), layer_kinds=kinds,
         sliding_window=t.get("sliding_window") if any(k == "sliding" for k in kinds) else None,
         experts=int(experts or 0), experts_per_token=int(per_token or 0), kv_shared_layers=shared, raw=t,
-        multimodal=vision is not None or t is not config, vision=vision,
+        multimodal=vision is not None or nested, vision=vision,
         quantization=quant if isinstance(quant, dict) else None, torch_dtype=str(dtype) if dtype else None,
         config_model_type=str(config.get("model_type") or model_type),
         mrope=mrope_of(config), fork_mrope=mrope_of(config, fork=True),
@@ -316,8 +369,26 @@ def _read(config: dict, where: str) -> TextConfig:
         embedding_size=int(config.get("embedding_size") or hidden),
         matryoshka=bool(config.get("matryoshka_dimensions")) or bool(config.get("is_matryoshka")),
         matryoshka_dimensions=tuple(int(d) for d in config.get("matryoshka_dimensions") or ()),
-        labels=_labels(config),
+        labels=_labels(config), tied=tied_of(config, t, bool(nested or parent_has_text(config))),
     )
+
+
+def parent_has_text(config: dict) -> bool:
+    """A composite (vision-language) config, nested or written flat (Qwen2-VL)."""
+    return bool(sub_config_type(str(config.get("model_type") or ""), "text_config"))
+
+
+def tied_of(config: dict, text: dict, composite: bool) -> bool:
+    """Whether the LM head is the embedding table. A multimodal model ties as its top-level config says (vLLM
+    0.32 copies it over the text config's: transformers 5 keeps it where the head is), else as its class's
+    default; a text model as its config, its class default, and transformers' own default (tied) else."""
+    source, kind = (config, str(config.get("model_type") or "")) if composite else (text, "")
+    value = source.get("tie_word_embeddings")
+    if value is None and kind:
+        value = _class_defaults()["types"].get(kind, {}).get("tie_word_embeddings")
+    if value is None:  # no class default known: PretrainedConfig ties; Gemma's classes say so too
+        return True if kind or str(text.get("model_type", "")).startswith("gemma") else False
+    return bool(value)
 
 
 def _labels(config: dict) -> tuple[str, ...]:

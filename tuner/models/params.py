@@ -124,12 +124,8 @@ def _vision(config_vision: dict | None) -> int:
 
 
 def tied_embeddings(t: TextConfig) -> bool:
-    """Whether the LM head shares the embedding table. A config that does not say takes its class's
-    default: transformers' PretrainedConfig ties; the Llama, Mistral, Qwen and DeepSeek classes do not."""
-    value = t.raw.get("tie_word_embeddings")
-    if value is None:
-        return t.model_type.startswith("gemma")
-    return bool(value)
+    """Whether the LM head shares the embedding table, as vLLM builds it (hfconfig.TextConfig.tied)."""
+    return t.tied
 
 
 def count_params(t: TextConfig) -> ParamCount:
