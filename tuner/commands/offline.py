@@ -81,10 +81,12 @@ def model_line(figures: dict) -> str:
     moe = f" ({f['active_params'] / 1e9:.1f}B active, {f['experts_per_token']} of {f['experts']} experts)" \
         if f["experts"] else ""
     mla = ", MLA" if f["mla"] else ""
+    how = [f["quantization"], f.get("stored_as")] if f.get("quantization") else []
+    stored = f" ({' '.join(dict.fromkeys(w for w in how if w))})" if how else ""  # "gptq int4", "fp8"
     return (f"model: {f['name']} ({f['architecture']}; {f['source']}): {f['total_params'] / 1e9:.1f}B parameters"
             f"{moe}, {f['attention_layers']} of {f['layers']} layers cache K/V{mla}; per card at TP "
             f"{f['tensor_parallel_size']}: {f['kv_bytes_per_token']['bf16']:,} KV bytes per token (bf16), "
-            f"{f['weight_bytes_per_card'] / 1024**3:.2f} GiB of weights")
+            f"{f['weight_bytes_per_card'] / 1024**3:.2f} GiB of weights{stored}")
 
 
 def predict(release: str, cfg: ServerConfig, args) -> OfflinePrediction:

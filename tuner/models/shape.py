@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from .dtypes import BF16, DTYPE_BYTES, FP8
 from .hfconfig import TextConfig
 from .params import ParamCount, count_params
+from .quantized import FP8_METHODS, linear_format
 from .vision import VisionTower, vision_tower
 
 # HPU-graph memory per captured bucket: 10 MiB for Llama-3.1-8B and 20 MiB for 70B (docs/calibration.md
 # 7.4); other models scale with layers x hidden through those two points (5x the size -> 2x the memory).
 GRAPH_MEM_8B_MIB = 10.0
 GRAPH_MEM_EXPONENT = math.log(2) / math.log(5)
-FP8_METHODS = frozenset({"fp8", "fbgemm_fp8", "modelopt", "inc", "fp8_inc", "ptpc_fp8", "compressed-tensors",
-                         "compressed_tensors", "quark"})
 MXFP4_BYTES = 0.5 + 1 / 32  # 4-bit values, one 8-bit scale per 32 (gpt-oss experts)
 
 
@@ -47,7 +46,10 @@ class ModelShape:
     embedding_params: int = 0
     vision_params: int = 0
     sliding_window: int | None = None
-    quantization: str | None = None  # the checkpoint's quant_method (fp8, mxfp4, ...), stored that way
+    quantization: str | None = None  # the checkpoint's quant_method (fp8, mxfp4, gptq, ...), stored that way
+    # bytes a linear layer's weight takes as stored (quantized.linear_format: int4 GPTQ ~0.52); None: 16-bit
+    linear_bytes: float | None = None
+    stored_as: str = ""  # how its linear layers store a weight (int4, fp8, nvfp4, ...), when quantized
     stored_bytes: int | None = None  # the safetensors index's total_size, when known
     multimodal: bool = False
     generic: bool = False  # kept for callers that ask: a model known from its config is never a guess
@@ -98,7 +100,10 @@ class ModelShape:
         q = self.quantization
         if q == "mxfp4":
             return int(self.expert_params * MXFP4_BYTES + (self.total_params - self.expert_params) * 2)
-        if q in FP8_METHODS:
+        if self.linear_bytes:
+            kept = self.embedding_params + self.vision_params
+            return int((self.total_params - kept) * self.linear_bytes + kept * 2)
+        if q in FP8_METHODS:  # named FP8 without a config that says how (an -FP8 catalogue variant)
             return self._fp8_bytes()
         return self.total_params * 2
 
@@ -135,7 +140,7 @@ class ModelShape:
                 "total_params": self.total_params, "active_params": self.active_params, "layers": self.layers,
                 "attention_layers": self.attention_layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
                 "mla": self.mla, "experts": self.experts, "experts_per_token": self.experts_per_token,
-                "quantization": self.quantization, "max_position": self.max_position,
+                "quantization": self.quantization, "stored_as": self.stored_as, "max_position": self.max_position,
                 "multimodal": self.multimodal}
 
 
@@ -145,12 +150,8 @@ def _quant_method(t: TextConfig, forced: str | None) -> str | None:
     q = t.quantization
     if not q:
         return None
-    method = str(q.get("quant_method") or q.get("quant_algo") or "").lower()
-    if method in ("compressed-tensors", "compressed_tensors"):
-        groups = q.get("config_groups") or {}
-        bits = {g.get("weights", {}).get("num_bits") for g in groups.values() if isinstance(g, dict)}
-        return "fp8" if bits <= {8} and bits else method
-    return method or None
+    fmt = linear_format(q, t.hidden)
+    return fmt.method if fmt else (str(q.get("quant_method") or q.get("quant_algo") or "").lower() or None)
 
 
 def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int | None = None,
@@ -159,6 +160,7 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
     (an `-FP8` variant named after a catalogue model)."""
     counted: ParamCount = count_params(t)
     method = _quant_method(t, quantization)
+    fmt = None if quantization else linear_format(t.quantization, t.hidden)
     dtype = (t.torch_dtype or "").lower()
     if stored_bytes and dtype in ("float32", "fp32") and not method:
         stored_bytes //= 2  # a float32 checkpoint is served in 16 bits
@@ -170,7 +172,9 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         head_dim=max([t.head_size, *(d for _, d in t.layer_kv)]), mla=t.mla, vocab=t.vocab, layer_kv=t.layer_kv,
         max_position=t.max_position, experts=t.experts, experts_per_token=t.experts_per_token,
         expert_params=counted.experts, embedding_params=counted.embedding, vision_params=counted.vision,
-        sliding_window=t.sliding_window, quantization=method, stored_bytes=stored_bytes, multimodal=t.multimodal,
+        sliding_window=t.sliding_window, quantization=method,
+        linear_bytes=fmt.bytes_per_weight if fmt else None, stored_as=fmt.name if fmt else "",
+        stored_bytes=stored_bytes, multimodal=t.multimodal,
         model_type=t.model_type, vision=t.vision, mrope=t.mrope, fork_mrope=t.fork_mrope,
         config_model_type=t.config_model_type, embedding_size=t.embedding_size or t.hidden, matryoshka=t.matryoshka,
         matryoshka_dimensions=t.matryoshka_dimensions, labels=t.labels,
