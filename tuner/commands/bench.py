@@ -157,11 +157,12 @@ def register(sub) -> None:
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (vllm bench serve names)")
     g.add_argument("--dataset-name", default="random", metavar="NAME",
-                   help="random, random-mm, prefix_repetition, fixed, trace, timed_trace, sharegpt or custom; "
-                        "fixed and trace are ours (trace: CSV/JSONL of input_len, output_len[, timestamp][, "
-                        "images]); timed_trace is vLLM's JSONL (hash_ids too); random-mm adds images (openai-chat); "
-                        "prefix_repetition repeats a few prefixes (prefix caching); vLLM's sonnet, burstgpt, hf, "
-                        "... are refused with the reason and an equivalent")
+                   help="random, random-mm, random-rerank, prefix_repetition, fixed, trace, timed_trace, sharegpt, "
+                        "custom, spec_bench or burstgpt; fixed and trace are ours (trace: CSV/JSONL of input_len, "
+                        "output_len[, timestamp][, images]); timed_trace is vLLM's JSONL (hash_ids too); random-mm "
+                        "adds images (openai-chat); prefix_repetition repeats a few prefixes (prefix caching); "
+                        "spec_bench reads Spec-Bench's question.jsonl, burstgpt the BurstGPT CSV (its GPT-4 "
+                        "lengths); vLLM's sonnet, hf, ... are refused with the reason and an equivalent")
     g.add_argument("--dataset-path", type=Path, help="the dataset file (local)")
     g.add_argument("--num-prompts", type=int, help="requests (default 1000; a trace: all of it)")
     g.add_argument("--input-len", type=int, help="alias of --random-input-len")
@@ -183,6 +184,10 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
         "random-mm images (vllm bench serve names and defaults; --backend openai-chat)"))
     g.add_argument("--sharegpt-output-len", type=int)
     g.add_argument("--custom-output-len", type=int, default=256)
+    g.add_argument("--spec-bench-output-len", type=int, default=256, metavar="N",
+                   help="spec_bench: tokens each request asks (vLLM's default 256)")
+    g.add_argument("--spec-bench-category", default=None, metavar="NAME",
+                   help="spec_bench: only the questions of this category (e.g. summarization, translation)")
     g.add_argument("--timed-trace-chunk-hash-size", type=int, default=16)
     g.add_argument("--timed-trace-sec-multiplier", type=float, default=1.0)
     for field, default in TRACE_LABELS.items():
@@ -191,9 +196,9 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--self-timed", action=argparse.BooleanOptionalAction, default=None,
                    help="send at the trace's timestamps (vLLM: default on for timed_trace; ours: for trace too); "
                         "--no-self-timed sends at --request-rate instead")
-    g.add_argument("--disable-shuffle", action="store_true", help="sharegpt/custom: keep the file's order")
+    g.add_argument("--disable-shuffle", action="store_true", help="sharegpt/custom/spec_bench: keep the file's order")
     g.add_argument("--no-oversample", action="store_true",
-                   help="sharegpt/custom: fewer usable entries than --num-prompts send fewer requests")
+                   help="sharegpt/custom/spec_bench: fewer usable entries than --num-prompts send fewer requests")
     g.add_argument("--tokenizer", help="tokenizer folder or Hugging Face id, read offline (default: --model)")
     g.add_argument("--vocab-size", type=int,
                    help="ours: token ids stay below this (default: from the tokenizer, else asked of the server)")
@@ -240,7 +245,7 @@ _ACCEPTED = {
 # vLLM command line reaches that sentence instead of "unrecognized arguments"; None: a switch
 _OTHER_DATASETS_FLAGS = {
     **{f"--hf-{x}": x.upper() for x in ("name", "split", "subset", "output-len")},
-    "--spec-bench-output-len": "N", "--spec-bench-category": "NAME", "--speed-bench-output-len": "N",
+    "--speed-bench-output-len": "N",
     "--speed-bench-category": "NAME", "--speed-bench-dataset-subset": "NAME", "--blazedit-min-distance": "X",
     "--blazedit-max-distance": "X", "--asr-max-audio-len-sec": "SEC", "--asr-min-audio-len-sec": "SEC",
     "--bfcl-categories": "NAMES",
@@ -485,7 +490,7 @@ async def _bench(args) -> tuple[dict, object]:
                                              verify_tls=not args.insecure))
     pooling = is_pooling(args.backend)  # vLLM's client sends a pooling model no sampling parameters
     sampling = {} if pooling else {k: getattr(args, k) for k in SAMPLING if getattr(args, k) is not None}
-    text_dataset = args.dataset_name in ("sharegpt", "custom")
+    text_dataset = args.dataset_name in ("sharegpt", "custom", "spec_bench")
     sized_by_workload = args.dataset_name == "random-mm"  # its text is drawn with the dataset (vLLM's seed order)
     # ignore_eos: on for token-id datasets of generating backends, else only when asked
     ignore_eos = (args.ignore_eos or not (text_dataset or pooling)) and not args.no_ignore_eos
@@ -611,21 +616,25 @@ async def _custom_template(args, base_url: str, gen):
     and what the result file says of it; (None, None) for other datasets."""
     from ..load.servertok import chat_template
 
-    if args.dataset_name != "custom":
+    if args.dataset_name not in ("custom", "spec_bench"):
         if args.chat_template_kwargs:
             print("--chat-template-kwargs: only custom prompts are rendered by the client; for the server's template "
                   "of chat requests pass --extra-body '{\"chat_template_kwargs\": ...}'", file=sys.stderr)
         return None, None
-    if args.skip_chat_template:
+    spec = args.dataset_name == "spec_bench"  # vLLM's client renders spec_bench whatever the two flags say
+    if args.skip_chat_template and not spec:
         return None, "not applied (--skip-chat-template): prompts sent as written"
     template, why = await asyncio.to_thread(chat_template, base_url, gen.model, gen.headers, not args.insecure,
-                                            args.chat_template_kwargs)
+                                            None if spec else args.chat_template_kwargs)
     if template is None:
         print(f"custom prompts: sent as written, not in the model's chat template as vLLM's client sends them: "
               f"the server cannot render it ({why}); --skip-chat-template sends them as written on purpose",
               file=sys.stderr)
         return None, f"not applied: the server's /tokenize cannot render it ({why})"
-    return template, "rendered by the server (/tokenize with the message, /detokenize), as vLLM's client renders it"
+    said = ("rendered by the server (/tokenize with the message, /detokenize), as vLLM's client renders it"
+            + ("; spec_bench: whatever --skip-chat-template and --chat-template-kwargs say, as vLLM's client"
+               if spec and (args.skip_chat_template or args.chat_template_kwargs) else ""))
+    return template, said
 
 
 def _auth() -> dict:

@@ -118,12 +118,8 @@ def sharegpt(path: Path, num: int, seed: int, count: Callable[[str], int] | None
                         "sharegpt", seed)
 
 
-def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
-           output_len: int | None, shuffle: bool = True, oversample: bool = True, template=None) -> TextWorkload:
-    """vLLM's custom JSONL ({"prompt": ..., "output_tokens": ...} per line). ``template`` (a
-    tuner.load.servertok.ChatTemplate): each prompt is sent rendered in the model's chat template, as
-    vLLM's client sends it unless --skip-chat-template; counted by the local tokenizer, else the server's."""
-    rows = []
+def _jsonl(path: Path, what: str, check: Callable[[dict], bool]) -> list[dict]:
+    """The objects of a JSONL file, each line checked (``what`` says what a line needs)."""
     try:
         lines = read_text(path, "--dataset-path", errors="strict").lines()
     except (OSError, UnicodeDecodeError) as e:
@@ -136,9 +132,45 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
             item = json.loads(line)
         except ValueError:
             raise ValueError(f"{path}:{n}: not valid JSON") from None
-        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
-            raise ValueError(f"{path}:{n}: each line needs a 'prompt' string")
+        if not isinstance(item, dict) or not check(item):
+            raise ValueError(f"{path}:{n}: each line needs {what}")
         items.append(item)
+    return items
+
+
+def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
+           output_len: int | None, shuffle: bool = True, oversample: bool = True, template=None) -> TextWorkload:
+    """vLLM's custom JSONL ({"prompt": ..., "output_tokens": ...} per line). ``template`` (a
+    tuner.load.servertok.ChatTemplate): each prompt is sent rendered in the model's chat template, as
+    vLLM's client sends it unless --skip-chat-template; counted by the local tokenizer, else the server's."""
+    items = _jsonl(path, "a 'prompt' string", lambda item: isinstance(item.get("prompt"), str))
+    return _prompts(path, "custom", items, num, seed, count, output_len, shuffle, oversample, template)
+
+
+def spec_bench(path: Path, num: int, seed: int, count: Callable[[str], int] | None, output_len: int | None,
+               category: str | None = None, shuffle: bool = True, oversample: bool = True,
+               template=None) -> TextWorkload:
+    """vLLM's spec_bench: Spec-Bench's question.jsonl (data/spec_bench/question.jsonl of hemingkx/Spec-Bench,
+    which vLLM's client reads from a local file too): each line's first turn is a prompt, only those of
+    ``--spec-bench-category`` when given, then as custom (shuffle, chat template, oversampling)."""
+    items = _jsonl(path, "a 'turns' list whose first item is a string (Spec-Bench's question.jsonl)",
+                   lambda item: isinstance(item.get("turns"), list) and bool(item["turns"])
+                   and isinstance(item["turns"][0], str))
+    if category:
+        found = sorted({str(item.get("category")) for item in items})
+        items = [item for item in items if item.get("category") == category]
+        if not items:
+            raise ValueError(f"--spec-bench-category {category!r}: no question of it in {path} "
+                             f"(its categories: {', '.join(found)})")
+    items = [{"prompt": item["turns"][0]} for item in items]
+    return _prompts(path, "spec_bench", items, num, seed, count, output_len, shuffle, oversample, template)
+
+
+def _prompts(path: Path, dataset: str, items: list[dict], num: int, seed: int, count: Callable[[str], int] | None,
+             output_len: int | None, shuffle: bool, oversample: bool, template) -> TextWorkload:
+    """vLLM's CustomDataset.sample over loaded items: shuffled with random.seed(seed), the first ``num``,
+    rendered in the chat template, output lengths from the flag or each item's 'output_tokens'."""
+    rows = []
     random.seed(seed)
     if shuffle:
         random.shuffle(items)
@@ -157,14 +189,15 @@ def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
         rows.append((prompt, n_in or count(prompt), n_out))
     rows = _take(rows, num, seed, oversample)
     return TextWorkload([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows], str(path),
-                        "custom", seed)
+                        dataset, seed)
 
 
 # ---- From command-line arguments (bench and tune share the flags)
 
 DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
 DATASETS = ("random", "random-mm", "random-rerank", "prefix_repetition", "fixed", "trace", "timed_trace", "sharegpt",
-            "custom")
+            "custom", "spec_bench", "burstgpt")
+FILE_DATASETS = ("trace", "timed_trace", "sharegpt", "custom", "spec_bench", "burstgpt")
 # vLLM 0.32's other --dataset-name values, and why they are not offered: bucket tuning needs the request
 # lengths the server will see, and each of these needs what this client does not have (a chat template,
 # text generation, the Hugging Face hub) to produce them.
@@ -173,9 +206,9 @@ UNSUPPORTED_DATASETS = {
     "sonnet": "vLLM builds its prompts from sonnet.txt lines through the model's chat template, which this client "
               "does not apply; the same lengths: --dataset-name random --random-input-len 550 --random-output-len "
               "150 --random-prefix-len 200 (sonnet's defaults)",
-    "burstgpt": f"it replays BurstGPT's lengths as generated text; {_LENGTHS}, or a trace from its CSV",
     "hf": f"it downloads datasets from the Hugging Face hub, which this tool never does; {_LENGTHS}",
-    "spec_bench": f"it downloads its questions; {_LENGTHS}",
+    "speed_bench": f"it downloads its questions from the Hugging Face hub, which this tool never does; {_LENGTHS}",
+    "custom_audio": "audio requests (openai-audio) are not sent by this client",
 }
 
 
@@ -223,11 +256,11 @@ def build_workload(args, vocab=None, sizer=None, template=None) -> Workload:
     if timed is not None and name not in ("trace", "timed_trace"):
         raise ValueError(f"--{'' if timed else 'no-'}self-timed is only for --dataset-name timed_trace or trace "
                          f"(their timestamps), not {name}")
-    if name in ("trace", "timed_trace", "sharegpt", "custom"):
+    if name in FILE_DATASETS:
         return _from_file(args, name, num, vocab, ids, template)
     if args.dataset_path is not None and name in ("random", "random-mm", "fixed"):
-        raise ValueError(f"--dataset-name {name} takes no --dataset-path (use trace, timed_trace, sharegpt "
-                         "or custom for a file)")
+        raise ValueError(f"--dataset-name {name} takes no --dataset-path (use {', '.join(FILE_DATASETS)} "
+                         "for a file)")
     num = DEFAULT_NUM_PROMPTS if num is None else num
     batch = getattr(args, "random_batch_size", None) or 1  # vLLM's: random and random-rerank read it
     if name == "random-rerank":
@@ -268,6 +301,11 @@ def _from_file(args, name: str, num: int | None, vocab, ids: dict, template=None
                                        time_multiplier=getattr(args, "timed_trace_sec_multiplier", 1.0),
                                        labels=labels, timed=getattr(args, "self_timed", None) is not False,
                                        **ids)
+    if name == "burstgpt":
+        from .burstgpt import BurstGPTWorkload
+
+        return BurstGPTWorkload(args.dataset_path, DEFAULT_NUM_PROMPTS if num is None else num, args.seed,
+                                output_len=getattr(args, "output_len", None), **ids)
     from .tokenizer import text_tools
 
     _, count = text_tools(vocab)
@@ -277,6 +315,11 @@ def _from_file(args, name: str, num: int | None, vocab, ids: dict, template=None
     if name == "sharegpt":
         return sharegpt(args.dataset_path, n, args.seed, count,
                         getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None), **order)
+    if name == "spec_bench":
+        # vLLM's client builds SpecBench without --seed: it shuffles (and oversamples) with its default seed, 0
+        out = getattr(args, "output_len", None) or getattr(args, "spec_bench_output_len", 256)
+        return spec_bench(args.dataset_path, n, 0, count, out, getattr(args, "spec_bench_category", None),
+                          template=template, **order)
     out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
     return custom(args.dataset_path, n, args.seed, count, out, template=template, **order)
 
