@@ -14,7 +14,7 @@ from tuner.models.hfconfig import ModelConfigError, read_config
 from tuner.models.params import count_params
 
 # Published totals: the model cards' counts, or the safetensors index's total_size / 2 (gemma-2-9b-it:
-# 18,483,411,968 B, stored in tuner/models/catalogue/weights.json).
+# 18,483,411,968 B; Llama-3.2-3B-Instruct: 6,425,499,648 B; stored in tuner/models/catalogue/weights.json).
 TOTALS = {
     "meta-llama/Llama-3.1-8B-Instruct": 8_030_261_248,
     "meta-llama/Llama-3.1-70B-Instruct": 70_553_706_496,
@@ -24,6 +24,7 @@ TOTALS = {
     "deepseek-ai/DeepSeek-V2-Lite": 15_706_484_224,
     "openai/gpt-oss-20b": 20_914_757_184,
     "google/gemma-2-9b-it": 9_241_705_984,
+    "meta-llama/Llama-3.2-3B-Instruct": 3_212_749_824,  # tied embeddings (one 128,256 x 3,072 table)
 }
 
 
@@ -53,6 +54,11 @@ def test_moe_models_run_a_token_through_its_routed_experts_only():
     ("Qwen/Qwen3-Next-80B-A3B-Thinking", 1, 2 * 12 * 2 * 256 * 2),  # 12 of 48 layers hold a KV cache
     ("google/gemma-2-9b-it", 1, 2 * 42 * 8 * 256 * 2),
     ("Qwen/Qwen3-VL-32B-Instruct", 4, 2 * 64 * 2 * 128 * 2),     # the text_config of a VL model
+    ("moonshotai/Kimi-K2-Instruct", 8, 61 * (512 + 64) * 2),      # kimi_k2 is MLA (DeepseekV3ForCausalLM)
+    ("moonshotai/Kimi-K2.5", 8, 61 * (512 + 64) * 2),             # its text_config
+    ("zai-org/GLM-5", 8, 78 * (512 + 64) * 2),                    # glm_moe_dsa is MLA
+    ("MiniMaxAI/MiniMax-M2.7", 2, 2 * 62 * 4 * 128 * 2),
+    ("poolside/Laguna-XS.2-FP8", 8, 2 * 40 * 1 * 128 * 2),        # 30 sliding + 10 full layers, 8 KV heads each
     # Gemma-4: 25 sliding layers of 8 KV heads x 256, 5 full-attention ones of 2 x 512 (global_head_dim,
     # attention_k_eq_v); vLLM 0.32's own per-layer configs give 225,280 / 112,640 / 35,840 (by hand and in
     # tests/realvllm/test_model_configs_vllm.py)
@@ -213,3 +219,21 @@ def test_sizes_written_per_layer_or_under_other_names_are_counted(tmp_path):
                "qk_rope_head_dim": 32, "qk_nope_head_dim": 64, "v_head_dim": 64, "vocab_size": 1000}
     shape = resolve(_folder(tmp_path, "longcat", longcat))
     assert shape.mla and shape.experts == 16 and shape.expert_params == 2 * 16 * 3 * 1024 * 512
+
+
+def test_deepseek_v4_caches_one_latent_of_head_dim(tmp_path):
+    """DeepSeek-V4 writes no kv_lora_rank: vLLM 0.32 takes a config with compress_ratios as MLA when it has a
+    head_dim, one latent of head_dim per token and layer (model_arch_config_convertor.py is_deepseek_mla and
+    get_head_size); its ModelConfig gives 43 x 512 x 2 B at every TP for DeepSeek-V4-Flash's shape."""
+    v4 = {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "hidden_size": 4096,
+          "num_hidden_layers": 43, "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512,
+          "qk_rope_head_dim": 64, "q_lora_rank": 1024, "o_lora_rank": 1024, "o_groups": 8,
+          "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0], "n_routed_experts": 256, "n_shared_experts": 1,
+          "num_experts_per_tok": 6, "moe_intermediate_size": 2048, "vocab_size": 129280,
+          "max_position_embeddings": 1048576}
+    shape = resolve(_folder(tmp_path, "v4", v4))
+    assert shape.mla and (shape.head_dim, shape.kv_heads_per_rank(8)) == (512, 1)
+    for tp in (1, 2, 8):
+        assert shape.kv_bytes_per_token("bf16", tp) == 43 * 512 * 2
+    # without compress_ratios the MLA test is kv_lora_rank's, which neither the file nor DeepseekV4Config has
+    assert not resolve(_folder(tmp_path, "v4-no-ratios", {k: v for k, v in v4.items() if k != "compress_ratios"})).mla

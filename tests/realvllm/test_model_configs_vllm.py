@@ -40,6 +40,11 @@ FAMILIES = {  # family -> a catalogue config of it
     "DeepSeek-V3.2 MLA (sparse attention)": "deepseek-ai/DeepSeek-V3.2",
     "Mistral-7B v0.1 (every layer slides)": "mistralai/Mistral-7B-v0.1",
     "Granite code (128k)": "ibm-granite/granite-3b-code-instruct-128k",
+    "Kimi-K2 MLA (model_type kimi_k2, DeepseekV3ForCausalLM)": "moonshotai/Kimi-K2-Instruct",
+    "Kimi-K2.5 (the KimiK25 composite, read whole: text-only here)": "moonshotai/Kimi-K2.5",
+    "GLM-5 MLA (glm_moe_dsa, sparse attention)": "zai-org/GLM-5",
+    "MiniMax-M2 (GQA, partial RoPE, 62 MoE layers)": "MiniMaxAI/MiniMax-M2.7",
+    "Laguna (full and sliding layers, per-layer query heads)": "poolside/Laguna-XS.2-FP8",
 }
 # Text parts of VL / multimodal configs, under the text architecture vLLM serves them with.
 TEXT_PARTS = {
@@ -62,6 +67,15 @@ def _gemma3_27b() -> dict:
     return GEMMA3_27B
 
 
+# DeepSeek-V4 has no verbatim config here: its shape (compress_ratios, head_dim, no kv_lora_rank) is MLA by head_dim.
+def _deepseek_v4() -> dict:
+    return {"model_type": "deepseek_v4", "hidden_size": 4096, "num_hidden_layers": 43, "num_attention_heads": 64,
+            "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "q_lora_rank": 1024,
+            "o_lora_rank": 1024, "o_groups": 8, "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0],
+            "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 6, "moe_intermediate_size": 2048,
+            "vocab_size": 129280, "max_position_embeddings": 1048576}
+
+
 COMPOSITES = {
     "LLaVA-1.5 (a text_config of two sizes)": (lambda: json.loads(catalogue()["llava-hf/llava-1.5-7b-hf"].read_text()),
                                               "LlamaForCausalLM"),
@@ -70,6 +84,7 @@ COMPOSITES = {
         lambda: {"model_type": "mistral3", "text_config": {"model_type": "mistral"}}, "MistralForCausalLM"),
     "Voxtral (the composite's own text defaults)": (
         lambda: {"model_type": "voxtral", "text_config": {"model_type": "llama"}}, "LlamaForCausalLM"),
+    "DeepSeek-V4 shape (compress_ratios: one latent of head_dim)": (_deepseek_v4, "DeepseekV4ForCausalLM"),
 }
 
 

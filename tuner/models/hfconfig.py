@@ -327,8 +327,13 @@ def _read(config: dict, where: str) -> TextConfig:
                     "num_attention_groups"), heads)
     if model_type == "falcon" and not t.get("new_decoder_architecture") and t.get("multi_query"):
         kv = 1  # vLLM's Falcon rule: a multi-query Falcon caches one head
-    mla = model_type in MLA_MODEL_TYPES and t.get("kv_lora_rank") is not None
-    if mla:
+    # vLLM's is_deepseek_mla / get_head_size: a config with compress_ratios (DeepSeek-V4, no kv_lora_rank) is MLA
+    # when it has a head_dim, one latent of head_dim; the others cache kv_lora_rank + qk_rope_head_dim
+    v4 = "compress_ratios" in t
+    mla = model_type in MLA_MODEL_TYPES and t.get("head_dim" if v4 else "kv_lora_rank") is not None
+    if mla and v4:
+        head_size = int(t["head_dim"])
+    elif mla:
         head_size = int(t["kv_lora_rank"]) + int(t.get("qk_rope_head_dim") or 0)
     elif t.get("head_dim"):
         head_size = int(t["head_dim"])

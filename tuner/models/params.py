@@ -35,7 +35,7 @@ def _attention(t: TextConfig, kind: str) -> int:
         return 0
     if kind in ("linear", "mamba"):
         return _linear_attention(t)
-    if t.mla:
+    if t.mla and r.get("kv_lora_rank") is not None:  # DeepSeek-V4's latent has none: counted as its heads below
         rope, nope = int(r.get("qk_rope_head_dim") or 0), int(r.get("qk_nope_head_dim") or 0)
         v_dim, lora, q_lora = int(r.get("v_head_dim") or nope), int(r["kv_lora_rank"]), r.get("q_lora_rank")
         q = (h * q_lora + q_lora + q_lora * t.heads * (nope + rope)) if q_lora else h * t.heads * (nope + rope)
