@@ -44,6 +44,36 @@ KNOWN = {
                   "(attention) does not match; its model builds them",
 }
 
+# Under the vLLM venv: each causal-LM type's default config, and the exact parameter count of transformers' own
+# model built from it on the meta device (no memory; tied weights counted once). tuner.models counts the same file.
+PARAM_COUNTS = r'''
+import json, os, sys, warnings
+os.environ["HF_HUB_OFFLINE"] = "1"
+warnings.filterwarnings("ignore")
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+out, only = sys.argv[1], set(sys.argv[2:])
+for model_type, arch in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()):
+    if only and model_type not in only:
+        continue
+    try:
+        config = AutoConfig.for_model(model_type)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        n = sum(p.numel() for p in model.parameters())
+    except Exception as exc:
+        print(json.dumps({"model_type": model_type, "skipped": f"{type(exc).__name__}: {exc}"[:200]}))
+        continue
+    d = config.to_dict()
+    d["architectures"] = [arch]
+    d.pop("transformers_version", None)
+    os.makedirs(os.path.join(out, model_type), exist_ok=True)
+    with open(os.path.join(out, model_type, "config.json"), "w") as f:
+        json.dump(d, f)
+    print(json.dumps({"model_type": model_type, "params": n}), flush=True)
+'''
+
 WRITE_CONFIGS = r'''
 import json, os, sys
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -109,13 +139,37 @@ def differences(a: dict, b: dict, per_layer: bool) -> list[str]:
     return out
 
 
+def param_counts(python: str, tmp: str, only: list[str] | None = None) -> dict[str, dict]:
+    """model type -> {params (transformers'), ours, error %} for the causal-LM types transformers can build."""
+    from tuner.models import resolve
+
+    run = subprocess.run([python, "-c", PARAM_COUNTS, tmp, *(only or [])], capture_output=True, text=True,
+                         timeout=1800, check=True)
+    rows = {}
+    for line in run.stdout.splitlines():
+        d = json.loads(line)
+        if "params" in d:
+            try:
+                d["ours"] = resolve(str(Path(tmp) / d["model_type"])).total_params
+                d["error_pct"] = round(100 * (d["ours"] / d["params"] - 1), 2)
+            except Exception as exc:  # noqa: BLE001 - refused on purpose (attention-free, encoder-decoder)
+                d["ours_error"] = f"{type(exc).__name__}: {exc}"[:120]
+        rows[d["model_type"]] = d
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true", help="also write benchmarks/results/model_oracle.{json,md}")
+    ap.add_argument("--params", action="store_true",
+                    help="parameter counts instead: ours against transformers' model of each type (results/"
+                         "model_params.{json,md} with --write)")
     args = ap.parse_args(argv)
     from tests.realvllm import env as realenv
 
     venv = realenv.ensure()
+    if args.params:
+        return _params(str(venv.python), args.write)
     rows: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="model-oracle-") as tmp:
         made = subprocess.run([str(venv.python), "-c", WRITE_CONFIGS, tmp], capture_output=True, text=True,
@@ -161,6 +215,30 @@ def main(argv: list[str] | None = None) -> int:
         out = ROOT / "benchmarks" / "results"
         (out / "model_oracle.json").write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
         (out / "model_oracle.md").write_text(text + "\n")
+    return 0
+
+
+def _params(python: str, write: bool) -> int:
+    with tempfile.TemporaryDirectory(prefix="model-params-") as tmp:
+        rows = param_counts(python, tmp)
+    counted = {k: r for k, r in rows.items() if "error_pct" in r}
+    exact = sorted(k for k, r in counted.items() if abs(r["error_pct"]) < 0.1)
+    near = sorted(k for k, r in counted.items() if 0.1 <= abs(r["error_pct"]) < 2)
+    lines = [f"{len(counted)} causal-LM types counted by both: {len(exact)} within 0.1% of transformers' model, "
+             f"{len(near)} within 2%, {len(counted) - len(exact) - len(near)} further; "
+             f"{sum('ours_error' in r for r in rows.values())} refused by tuner.models, "
+             f"{sum('skipped' in r for r in rows.values())} transformers cannot build from defaults.", "",
+             "| model type | transformers | ours | error |", "|---|---|---|---|"]
+    for k, r in sorted(counted.items(), key=lambda kv: -abs(kv[1]["error_pct"])):
+        if abs(r["error_pct"]) >= 2:
+            lines.append(f"| {k} | {r['params']:,} | {r['ours']:,} | {r['error_pct']:+.1f}% |")
+    lines += ["", "Within 0.1%: " + ", ".join(exact), "", "Within 2%: " + ", ".join(near)]
+    text = "\n".join(lines)
+    print(text)
+    if write:
+        out = ROOT / "benchmarks" / "results"
+        (out / "model_params.json").write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        (out / "model_params.md").write_text(text + "\n")
     return 0
 
 

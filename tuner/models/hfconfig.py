@@ -189,6 +189,9 @@ def _hybrid_kinds(t: dict, layers: int) -> tuple[str, ...] | None:
     listed = hybrid_pattern(t)
     if listed is not None:
         return tuple(listed[:layers])
+    if "attn_layer_indices" in t:  # Bamba: the attention layers listed (none: every layer is Mamba)
+        listed_attn = set(t.get("attn_layer_indices") or ())
+        return tuple("full" if i in listed_attn else "mamba" for i in range(layers))
     period = t.get("attn_layer_period")  # Jamba: attention every period-th layer, from offset
     if period:
         offset = int(t.get("attn_layer_offset") or 0)
