@@ -237,3 +237,22 @@ def test_deepseek_v4_caches_one_latent_of_head_dim(tmp_path):
         assert shape.kv_bytes_per_token("bf16", tp) == 43 * 512 * 2
     # without compress_ratios the MLA test is kv_lora_rank's, which neither the file nor DeepseekV4Config has
     assert not resolve(_folder(tmp_path, "v4-no-ratios", {k: v for k, v in v4.items() if k != "compress_ratios"})).mla
+
+
+def test_default_context_is_vllms_for_longrope_and_sentence_transformers(tmp_path):
+    """vLLM 0.32 (checked by hand on these two folders, ModelConfig.max_model_len): a LongRoPE model (Phi-3.5,
+    Phi-4-mini) serves its original_max_position_embeddings by default, not its 128k; a sentence-transformers
+    folder its sentence_bert_config.json's max_seq_length."""
+    phi = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
+           "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+           "rope_scaling": {"type": "longrope", "long_factor": [1.0] * 48, "short_factor": [1.0] * 48}}
+    assert resolve(_folder(tmp_path, "phi", phi)).max_position == 4096
+    del phi["rope_scaling"]
+    assert resolve(_folder(tmp_path, "phi-plain", phi)).max_position == 131072
+    qwen = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 512, "num_hidden_layers": 2,
+            "num_attention_heads": 8, "max_position_embeddings": 32768}
+    assert resolve(_folder(tmp_path, "qwen", qwen)).max_position == 32768
+    st = _folder(tmp_path, "st", qwen)
+    (tmp_path / "st" / "sentence_bert_config.json").write_text('{"max_seq_length": 4096, "do_lower_case": false}')
+    assert resolve(st).max_position == 4096

@@ -277,7 +277,11 @@ def layer_kv(t: dict, model_type: str, kinds: tuple[str, ...], kv: int, head_siz
     return out if len(set(out)) > 1 else ()
 
 
-def _max_position(t: dict, config: dict) -> int:
+def _max_position(t: dict, config: dict, encoder: dict | None = None) -> int:
+    """vLLM's default max_model_len (config/model.py _get_and_verify_max_len): the smallest length key, times
+    the RoPE factor of a type that does not already count it (not for Gemma-3); a sentence-transformers
+    model's max_seq_length over all that; for LongRoPE (Phi-3.5, Phi-4-mini) the original length, which
+    vLLM serves by default to keep short prompts fast."""
     derived = math.inf
     for key in MAX_LEN_KEYS:
         value = t.get(key)
@@ -287,26 +291,34 @@ def _max_position(t: dict, config: dict) -> int:
         derived = t["model_max_length"]
     if derived == math.inf:
         derived = 2048  # vLLM's default when the config names no length
-    rope = t.get("rope_scaling") or t.get("rope_parameters")
-    model_type = str(config.get("model_type", ""))
-    if isinstance(rope, dict) and "gemma3" not in model_type:
-        kind = rope.get("rope_type", rope.get("type", "default"))
-        if kind not in PRESCALED_ROPE and kind != "default":
-            derived *= rope.get("factor") or 1.0
+    ropes = _rope_dicts(t)
+    if ropes and "gemma3" not in str(config.get("model_type", "")):
+        factor = 1.0
+        for rope in ropes:  # per layer type when nested; vLLM takes the last factor it finds
+            if str(rope.get("rope_type", rope.get("type", "default"))) not in PRESCALED_ROPE:
+                factor = rope.get("factor", factor)
+        derived *= factor if factor is not None else 1.0
+    if isinstance(encoder, dict) and encoder.get("max_seq_length"):
+        derived = encoder["max_seq_length"]
+    if any(rope.get("rope_type", rope.get("type")) == "longrope" for rope in ropes):
+        original = t.get("original_max_position_embeddings") or next(
+            (r["original_max_position_embeddings"] for r in ropes if r.get("original_max_position_embeddings")), None)
+        return int(original or derived)
     return int(derived)
 
 
-def read_config(config: dict, where: str = "config.json") -> TextConfig:
-    """The TextConfig of a parsed config.json (`where` names it in errors)."""
+def read_config(config: dict, where: str = "config.json", encoder: dict | None = None) -> TextConfig:
+    """The TextConfig of a parsed config.json (`where` names it in errors; `encoder`: the folder's
+    sentence-transformers config, whose max_seq_length vLLM serves)."""
     try:
-        return _read(config, where)
+        return _read(config, where, encoder)
     except ModelConfigError:
         raise
     except (TypeError, ValueError, KeyError) as e:  # a field of an unexpected type: name it, not a traceback
         raise ModelConfigError(f"{where}: a field has an unexpected type or value ({e})") from None
 
 
-def _read(config: dict, where: str) -> TextConfig:
+def _read(config: dict, where: str, encoder: dict | None = None) -> TextConfig:
     if not isinstance(config, dict):
         raise ModelConfigError(f"{where}: not a JSON object")
     t = text_part(config)
@@ -366,7 +378,7 @@ def _read(config: dict, where: str) -> TextConfig:
     return TextConfig(
         architecture=architecture, model_type=model_type, layers=layers, hidden=hidden, heads=heads,
         total_kv_heads=int(kv), head_size=head_size, vocab=int(_first(t, ("vocab_size", "padded_vocab_size"), 32000)),
-        max_position=_max_position(t, config), mla=mla, attention_layers=max(0, attention), layer_kinds=kinds,
+        max_position=_max_position(t, config, encoder), mla=mla, attention_layers=max(0, attention), layer_kinds=kinds,
         sliding_window=t.get("sliding_window") if any(k == "sliding" for k in kinds) else None,
         experts=int(experts or 0), experts_per_token=int(per_token or 0), kv_shared_layers=shared, raw=t,
         multimodal=vision is not None or nested, vision=vision,
@@ -475,4 +487,21 @@ def load_config(path: Path) -> TextConfig:
             data = hf_config(data)
         except ParamsError as e:
             raise ModelConfigError(f"{file}: {e}") from None
-    return read_config(data, str(file))
+    return read_config(data, str(file), _encoder_config(file.parent))
+
+
+# vLLM's get_sentence_transformer_tokenizer_config: the first of these a model folder has
+SENTENCE_CONFIGS = ("sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json",
+                    "sentence_camembert_config.json", "sentence_albert_config.json",
+                    "sentence_xlm-roberta_config.json", "sentence_xlnet_config.json")
+
+
+def _encoder_config(folder: Path) -> dict | None:
+    for name in SENTENCE_CONFIGS:
+        try:
+            data = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data:
+            return data
+    return None
