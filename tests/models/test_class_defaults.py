@@ -113,3 +113,12 @@ def test_every_catalogue_config_reads_the_same_with_or_without_written_defaults(
         text = text_part(config)
         for key, value in config.get("text_config", config).items():
             assert text[key] == value, (model_id, key)
+
+
+def test_image_tokens_of_a_fixed_size_tower_and_of_a_pooling_projector():
+    # LLaVA-1.5: CLIP at 336 x 336 in 14-pixel patches, 576 tokens whatever the image; Gemma-3: SigLIP's 4,096
+    # patches of an 896 x 896 image pooled to mm_tokens_per_image (256), while the tower still runs all of them
+    llava = resolve("llava-hf/llava-1.5-7b-hf").vision_tower
+    assert (llava.tokens(640, 480), llava.tokens(1280, 720)) == (576, 576)
+    gemma = resolve_config(GEMMA3_27B).vision_tower
+    assert (gemma.tokens(640, 480), gemma.tokens(333, 500), gemma.patches(640, 480)) == (256, 256, 4096)

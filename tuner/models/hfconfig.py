@@ -368,11 +368,7 @@ def _read(config: dict, where: str, encoder: dict | None = None) -> TextConfig:
                            "moe_topk", "moe_top_k"), 0)
     if isinstance(per_token, list):
         per_token = max(per_token, default=0)
-    vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
-    if vision is not None:
-        parent = str(config.get("model_type") or "")
-        vision = with_class_defaults(vision, str(vision.get("model_type") or sub_config_type(parent, "vision_config")),
-                                     parent, "vision_config")
+    vision = _vision_part(config)
     quant = config.get("quantization_config") or t.get("quantization_config")
     dtype = config.get("torch_dtype") or config.get("dtype") or t.get("torch_dtype") or t.get("dtype")
     return TextConfig(
@@ -409,6 +405,20 @@ def tied_of(config: dict, text: dict, composite: bool) -> bool:
     if value is None:  # no class default known: PretrainedConfig ties; Gemma's classes say so too
         return True if kind or str(text.get("model_type", "")).startswith("gemma") else False
     return bool(value)
+
+
+def _vision_part(config: dict) -> dict | None:
+    """The vision_config with its class's defaults under it, and the image tokens a pooling projector gives
+    (Gemma-3's top-level mm_tokens_per_image); None for a text model."""
+    vision = config.get("vision_config")
+    if not isinstance(vision, dict):
+        return None
+    parent = str(config.get("model_type") or "")
+    vision = with_class_defaults(vision, str(vision.get("model_type") or sub_config_type(parent, "vision_config")),
+                                 parent, "vision_config")
+    if isinstance(config.get("mm_tokens_per_image"), int):
+        vision = {**vision, "mm_tokens_per_image": config["mm_tokens_per_image"]}
+    return vision
 
 
 def _labels(config: dict) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ class VisionTower:
     out_hidden: int = 0  # the projector's output (the language model's hidden size)
     gated: bool = False  # SiLU-gated MLP (Qwen2.5-VL) or a plain two-layer one
     image_size: int | None = None  # fixed-size towers resize every image to this side
+    tokens_per_image: int | None = None  # a projector that pools every image to this many (Gemma-3: 256)
 
     @property
     def block_params(self) -> int:
@@ -61,7 +62,10 @@ class VisionTower:
         return w * h
 
     def tokens(self, width: int, height: int) -> int:
-        """Image tokens the language model sees: patches folded by the spatial merge."""
+        """Image tokens the language model sees: patches folded by the spatial merge, or the fixed count a
+        pooling projector gives every image."""
+        if self.tokens_per_image:
+            return self.tokens_per_image
         return self.patches(width, height) // (self.merge ** 2)
 
     def flops(self, patches: int) -> float:
@@ -93,4 +97,5 @@ def vision_tower(config: dict | None) -> VisionTower | None:
         out_hidden=int(v.get("out_hidden_size") or v.get("projection_dim") or hidden),
         gated=str(v.get("hidden_act", "")).startswith("silu"),
         image_size=int(image_size) if isinstance(image_size, int) and image_size > 0 else None,
+        tokens_per_image=int(v["mm_tokens_per_image"]) if isinstance(v.get("mm_tokens_per_image"), int) else None,
     )
