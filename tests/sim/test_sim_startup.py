@@ -230,3 +230,19 @@ def test_prediction_is_pure_and_repeatable():
     b = predict_startup("gaudi-main", SimSettings(device="gaudi3"), SMALL, {})
     assert (a.num_blocks, a.warmup_seconds, a.plan.prompt, a.steps) == (b.num_blocks, b.warmup_seconds, b.plan.prompt,
                                                                         b.steps)
+
+
+def test_a_max_model_len_past_the_models_is_refused_as_vllm_refuses_it():
+    # Llama-3.1-8B serves 131,072 tokens: 262,144 stops the server at its config check, with vLLM's words, unless
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 forces it
+    from tuner.explain import explain
+    from tuner.explain.render import plain_words
+
+    long = ServerInputs(block_size=128, max_num_seqs=8, max_model_len=262144, max_num_batched_tokens=262144)
+    pred, run = start("gaudi-main", inputs=long)
+    assert pred.failure.phase == "config" and run.exit_code == 1
+    assert "User-specified max_model_len (262144) is greater than the derived max_model_len " \
+           "(max_position_embeddings=131072.0" in run.lines[-1]
+    assert "is longer than the model's 131,072 tokens" in " ".join(plain_words(explain(run.lines)))
+    forced, _ = start("gaudi-main", inputs=long, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    assert forced.failure is None or forced.failure.phase != "config"

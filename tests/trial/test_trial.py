@@ -169,3 +169,10 @@ def test_runtime_compilations_are_counted_from_the_forks_compile_log(tmp_path):
     env = T.server_environment(TrialSettings({}, {}, {}), T.Slot(), ctx.backend, ctx.release)
     assert diagnostic_env("fork-1.21.2").items() <= env.items() and diagnostic_env("fork-1.21.2")
     assert not diagnostic_env("gaudi-main")  # the plugin has no such log
+
+
+def test_a_context_past_the_models_is_rejected_before_boot_with_vllms_reason(tmp_path):
+    r = run(tmp_path, context(tmp_path), server={**SERVER, "max_model_len": 262144,
+                                                  "max_num_batched_tokens": 262144})
+    assert r.status == TrialStatus.INVALID_CONFIG and not r.booted
+    assert "max_model_len (262144) is greater than the derived max_model_len" in r.reason

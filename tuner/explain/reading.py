@@ -139,6 +139,7 @@ def read_log(lines: Iterable[str]) -> LogReading:
     processes: dict[str, None] = {}
     ranked: list[tuple[TimedEvent, str | None]] = []
     command = CommandCollector()
+    fed: list[int] = []  # the line number of each line fed to the watcher (a held traceback points back)
     for number, raw in enumerate(lines, start=1):
         reading.lines += 1
         if not isinstance(raw, str):
@@ -167,18 +168,20 @@ def read_log(lines: Iterable[str]) -> LogReading:
         key = _process_key(prefix) if prefix is not None else None
         if key:
             processes.setdefault(key, None)
+        fed.append(number)
         try:
             events = watcher.feed(line, t=_feed_time(line, before, last))
         except Exception:
             events = []
         rank = _rank_key(prefix) if prefix is not None else None
         for event in events:
-            ranked.append((TimedEvent(number, _event_time(event, stamp, last, t0), event, line), rank))
+            ranked.append((TimedEvent(_line_of(event, fed, number), _event_time(event, stamp, last, t0), event, line),
+                           rank))
         _keep_settings(reading, message or "")
         if not events and not watcher.absorbed:
             _count_unread(reading, prefix, message, line)
     for event in watcher.flush():
-        ranked.append((TimedEvent(reading.lines, last, event, ""), None))
+        ranked.append((TimedEvent(_line_of(event, fed, reading.lines), last, event, ""), None))
     if t0 is None:
         ranked = _bars_on_their_clocks(ranked)
     _keep_one_rank(reading, ranked)
@@ -191,6 +194,13 @@ def read_log(lines: Iterable[str]) -> LogReading:
     reading.command_settings = command.settings()
     reading.last_time_s = last
     return reading
+
+
+def _line_of(event, fed: list[int], number: int) -> int:
+    """The line an event belongs to: where it was read, or for a traceback held for its message's
+    continuation lines, its exception line."""
+    back = getattr(event, "later_feeds", 0)
+    return fed[-1 - back] if back and back < len(fed) else number
 
 
 def _count_unread(reading: LogReading, prefix, message: str | None, line: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,28 @@ def _failure_words(p) -> str:
         what = p.message.split(":", 1)[0]
         return f"{what} out of memory (line {p.line_no}: {_clip(p.message.split(':', 1)[-1].strip())})"
     return f"{p.kind} at line {p.line_no}: {_clip(p.message)}"
+
+
+# vLLM's refusal of a --max-model-len past the model's own (config/model.py _get_and_verify_max_len)
+_LONGER_THAN_MODEL = re.compile(r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived "
+                                r"max_model_len \((?P<key>\w+)=(?P<derived>[\d.]+)")
+# a pydantic refusal as the log reader words it: "ModelConfig: <what>" (tuner.logparse.watcher)
+_CONFIG_REFUSED = re.compile(r"^(?:[\w.]+ValidationError: )?(?P<config>[A-Z]\w*Config): (?P<what>.+)$", re.S)
+
+
+def _refusal_words(problems) -> str | None:
+    """The sentence for a server that refused its own configuration before starting (vLLM's config checks)."""
+    for p in problems:
+        m = _LONGER_THAN_MODEL.search(p.message)
+        if m:
+            derived = int(float(m["derived"]))
+            return (f"The server refused to start: --max-model-len {m['asked']} is longer than the model's "
+                    f"{derived:,} tokens (its config's {m['key']}; line {p.line_no}). Serve at most {derived}, or "
+                    "set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to force it (positions past it give NaN with RoPE).")
+        m = _CONFIG_REFUSED.match(p.message.split(": ", 1)[-1] if "ValidationError" in p.message else p.message)
+        if m and "ValidationError" in p.message:
+            return f"The server refused its configuration ({m['config']}, line {p.line_no}): {_clip(m['what'])}"
+    return None
 
 
 def _warmup_oom_advice(m) -> str:
@@ -142,6 +165,8 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
             out.append(f"The log ends before warm-up finished ({buckets} buckets generated).")
     elif tl.skipped:
         out.append(f"Warm-up is skipped ({tl.skip_evidence}): every bucket compiles on its first use.")
+    elif (refused := _refusal_words(x.problems)) is not None:
+        out.append(refused)
     elif x.release.profile is None:
         out.append("No Gaudi bucketing lines in this log.")
     cut = [p for p in x.phases if not p.complete and p.listed]

@@ -457,6 +457,7 @@ class Traceback(Event):
     exc_type: str | None
     message: str
     text: str
+    later_feeds: int = 0  # lines fed after its exception line before it was emitted (its message's continuation)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,26 @@ _FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in ')
 _FRAME_ANYWHERE = re.compile(r'File "[^"]*", line \d+, in ')
 # a frame line a terminal hard-wrapped: its head ('File "/long/path/x.py", li') ends the physical line
 _FRAME_HEAD = re.compile(r'^\s*File "')
+# pydantic's echo of the rejected input after the error: " [type=value_error, input_value=..., input_type=...]"
+_PYDANTIC_INPUT = re.compile(r"\s*\[type=[\w.]+(?:, input_value=.*)?\]\s*$")
+_PYDANTIC_FIELD = re.compile(r"^[A-Za-z_][\w.\[\]]*$")  # the field a pydantic error is about, a line of its own
+
+
+def _said(line: str) -> str:
+    """A pydantic error line without its echo of the input, the given value kept: "Input should be ... (given 1.5)"."""
+    echo = _PYDANTIC_INPUT.search(line)
+    if echo is None:
+        return line.strip()
+    given = re.search(r"input_value=(.*?)(?:, input_type=(\w+))?\]\s*$", echo.group(0))
+    whole = given is None or given.group(2) in ("ArgsKwargs", "dict") or len(given.group(1)) > 40  # the config
+    return line[:echo.start()].strip() + ("" if whole else f" (given {given.group(1)})")
+
+
+_PYDANTIC_HEAD = re.compile(r"^\d+ validation errors? for (?P<config>\w+)$")
+_PYDANTIC_KIND = re.compile(r"^(?:Value|Assertion) error, ")
+# pydantic's error lines, recognised unindented too (a paste that lost the indentation)
+_PYDANTIC_ERROR = re.compile(r"^(?:Value error, |Assertion error, |Input should |Field required|Extra inputs are |"
+                             r"For further information visit )")
 _CHAINED = re.compile(r"^(?:The above exception was the direct cause|During handling of the above exception)")
 # A vLLM record prefix anywhere in a line: a pasted log whose newlines were lost holds several records.
 _RECORD_START = re.compile(r"(?:\([A-Za-z_][\w\-]*[^()\n]{0,80}?\bpid=\d+[^()\n]{0,80}\)\s*)?"
@@ -166,6 +186,10 @@ class LogWatcher:
         self._line_bar_end: float | None = None   # tqdm elapsed of the last redraw in the line being read
         self._clock = clock
         self._tracebacks_open: dict[tuple, tuple[LogPrefix, list[str]]] = {}
+        # a traceback whose exception line was pydantic's "1 validation error for ModelConfig", waiting for the
+        # lines after it that say the error itself (the field, then the indented error)
+        self._exception_tails: dict[tuple, tuple[LogPrefix, list[str], str, str, list[str], int]] = {}
+        self._feeds = 0  # feed() calls so far: how far back a held traceback's exception line is
         # the last fed chunk had a line taken into a multi-line record (a traceback, vllm-gaudi's omitted
         # rows): read, though no event came of it yet (explain does not count it as unread)
         self.absorbed = False
@@ -219,6 +243,7 @@ class LogWatcher:
         now = self._clock() if t is None else t
         events: list[Event] = []
         self.absorbed = False
+        self._feeds += 1
         for line_text in line.rstrip("\r\n").split("\n"):
             for physical in _records(self._join_bar(line_text)):
                 ends = [m["el"] for m in TQDM_WARMUP.finditer(physical) if m["el"] is not None]
@@ -275,6 +300,8 @@ class LogWatcher:
     def flush(self) -> list[Event]:
         """End of stream: emit whatever multi-line record is still open."""
         events = self._close_omitted()
+        for key in list(self._exception_tails):
+            events.extend(self._close_tail(key))
         for key in list(self._tracebacks_open):
             prefix, lines = self._tracebacks_open.pop(key)
             events.extend(self._emit_traceback(prefix, lines, None, ""))
@@ -290,6 +317,14 @@ class LogWatcher:
                 return []
             events.extend(self._close_omitted())
         key = (prefix.process, prefix.pid, prefix.level is None)
+        if key in self._exception_tails:
+            # the error's lines: indented, or (a paste that lost indentation) a field name or pydantic's wording
+            if prefix.level is None and msg.strip() and not _FRAME.match(msg) and (
+                    msg[:1] in (" ", "\t") or _PYDANTIC_FIELD.match(msg) or _PYDANTIC_ERROR.match(msg)):
+                self._exception_tails[key][4].append(msg.strip())
+                self.absorbed = True
+                return events
+            events.extend(self._close_tail(key))
         if key in self._tracebacks_open:
             done, consumed = self._continue_traceback(key, prefix, msg)
             events.extend(done)
@@ -358,11 +393,29 @@ class LogWatcher:
         if not m:   # neither frame nor exception: the log lost the traceback's end; read this line afresh
             return self._emit_traceback(first, lines, None, ""), False
         lines.append(msg)
-        return self._emit_traceback(first, lines, m["type"], m["msg"] or ""), True
+        if not _PYDANTIC_HEAD.match((m["msg"] or "").strip()):
+            return self._emit_traceback(first, lines, m["type"], m["msg"] or ""), True
+        # pydantic's "1 validation error for ModelConfig": the error itself follows; held until it has
+        self._exception_tails[key] = (first, lines, m["type"], m["msg"].strip(), [], self._feeds)
+        return [], True
+
+    def _close_tail(self, key: tuple) -> list[Event]:
+        """Emit a pydantic ValidationError held for the lines that say it: "1 validation error for ModelConfig"
+        then "Value error, <what>" becomes "ModelConfig: <what>"; a field's error "CacheConfig:
+        gpu_memory_utilization: Input should be ... (given 1.5)"; the "For further information" link dropped."""
+        first, lines, exc_type, message, tail, fed = self._exception_tails.pop(key)
+        said = [_said(t) for t in tail if not t.startswith("For further information")]
+        said = [t for t in said if t]
+        if said:
+            lines = lines + tail
+            message = f"{_PYDANTIC_HEAD.match(message)['config']}: " + " ".join(
+                f"{t}:" if _PYDANTIC_FIELD.match(t) else _PYDANTIC_KIND.sub("", t) for t in said)
+        return self._emit_traceback(first, lines, exc_type, message, self._feeds - fed)
 
     def _emit_traceback(self, prefix: LogPrefix, lines: list[str], exc_type: str | None,
-                        message: str) -> list[Event]:
-        tb = Traceback(exc_type=exc_type, message=message, text="\n".join(lines), prefix=prefix)
+                        message: str, later_feeds: int = 0) -> list[Event]:
+        tb = Traceback(exc_type=exc_type, message=message, text="\n".join(lines), prefix=prefix,
+                       later_feeds=later_feeds)
         events: list[Event] = [tb]
         kind = _oom_kind(f"{exc_type or ''}: {message}") if exc_type else None
         if kind:

@@ -131,7 +131,7 @@ class TextConfig:
     total_kv_heads: int
     head_size: int  # per KV head as cached (MLA: kv_lora_rank + qk_rope_head_dim)
     vocab: int
-    max_position: int  # vLLM's derived max_model_len
+    max_position: int  # vLLM's derived max_model_len (its default)
     mla: bool
     attention_layers: int  # layers with a KV cache per token
     layer_kinds: tuple[str, ...]  # per layer: full, sliding, chunked, linear, mamba
@@ -157,6 +157,8 @@ class TextConfig:
     # a classifier's labels in index order (id2label; else num_labels LABEL_i; else transformers' 2 defaults)
     labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")
     tied: bool = False  # the LM head shares the embedding table (tied_of)
+    max_len_limit: int = 0  # the longest --max-model-len vLLM accepts (0: max_position), and the key it names
+    max_len_key: str = "max_position_embeddings"
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         # vLLM's get_num_kv_heads: MLA decodes as MQA (one latent); otherwise heads split across ranks and
@@ -277,18 +279,19 @@ def layer_kv(t: dict, model_type: str, kinds: tuple[str, ...], kv: int, head_siz
     return out if len(set(out)) > 1 else ()
 
 
-def _max_position(t: dict, config: dict, encoder: dict | None = None) -> int:
+def _max_position(t: dict, config: dict, encoder: dict | None = None) -> tuple[int, int, str]:
     """vLLM's default max_model_len (config/model.py _get_and_verify_max_len): the smallest length key, times
     the RoPE factor of a type that does not already count it (not for Gemma-3); a sentence-transformers
     model's max_seq_length over all that; for LongRoPE (Phi-3.5, Phi-4-mini) the original length, which
-    vLLM serves by default to keep short prompts fast."""
-    derived = math.inf
-    for key in MAX_LEN_KEYS:
-        value = t.get(key)
-        if value is not None:
-            derived = min(derived, value)
+    vLLM serves by default to keep short prompts fast. -> (that default, the longest --max-model-len vLLM
+    accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN, the key it names when it refuses one)."""
+    derived, key = math.inf, "max_position_embeddings"
+    for name in MAX_LEN_KEYS:
+        value = t.get(name)
+        if value is not None and value < derived:
+            derived, key = value, name
     if t.get("model_max_length"):
-        derived = t["model_max_length"]
+        derived, key = t["model_max_length"], "model_max_length"
     if derived == math.inf:
         derived = 2048  # vLLM's default when the config names no length
     ropes = _rope_dicts(t)
@@ -303,8 +306,8 @@ def _max_position(t: dict, config: dict, encoder: dict | None = None) -> int:
     if any(rope.get("rope_type", rope.get("type")) == "longrope" for rope in ropes):
         original = t.get("original_max_position_embeddings") or next(
             (r["original_max_position_embeddings"] for r in ropes if r.get("original_max_position_embeddings")), None)
-        return int(original or derived)
-    return int(derived)
+        return int(original or derived), int(derived), key
+    return int(derived), int(derived), key
 
 
 def read_config(config: dict, where: str = "config.json", encoder: dict | None = None) -> TextConfig:
@@ -369,12 +372,14 @@ def _read(config: dict, where: str, encoder: dict | None = None) -> TextConfig:
     if isinstance(per_token, list):
         per_token = max(per_token, default=0)
     vision = _vision_part(config)
+    max_len = _max_position(t, config, encoder)
     quant = config.get("quantization_config") or t.get("quantization_config")
     dtype = config.get("torch_dtype") or config.get("dtype") or t.get("torch_dtype") or t.get("dtype")
     return TextConfig(
         architecture=architecture, model_type=model_type, layers=layers, hidden=hidden, heads=heads,
         total_kv_heads=int(kv), head_size=head_size, vocab=int(_first(t, ("vocab_size", "padded_vocab_size"), 32000)),
-        max_position=_max_position(t, config, encoder), mla=mla, attention_layers=max(0, attention), layer_kinds=kinds,
+        max_position=max_len[0], max_len_limit=max_len[1], max_len_key=max_len[2], mla=mla,
+        attention_layers=max(0, attention), layer_kinds=kinds,
         sliding_window=t.get("sliding_window") if any(k == "sliding" for k in kinds) else None,
         experts=int(experts or 0), experts_per_token=int(per_token or 0), kv_shared_layers=shared, raw=t,
         multimodal=vision is not None or nested, vision=vision,

@@ -67,6 +67,10 @@ class ModelShape:
     labels: tuple[str, ...] = ("LABEL_0", "LABEL_1")  # a classifier's, in index order
     config_model_type: str = ""  # the config's top-level model_type (vLLM's hf_config.model_type)
     layer_kv: tuple[tuple[int, int], ...] = ()  # (KV heads, head size) per cached layer, when they differ
+    # the longest --max-model-len vLLM serves without VLLM_ALLOW_LONG_MAX_MODEL_LEN (LongRoPE: longer than
+    # the default), and the config key its refusal names
+    max_len_limit: int = 0
+    max_len_key: str = "max_position_embeddings"
 
     @property
     def params(self) -> int:
@@ -178,5 +182,6 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         model_type=t.model_type, vision=t.vision, mrope=t.mrope, fork_mrope=t.fork_mrope,
         config_model_type=t.config_model_type, embedding_size=t.embedding_size or t.hidden, matryoshka=t.matryoshka,
         matryoshka_dimensions=t.matryoshka_dimensions, labels=t.labels,
+        max_len_limit=t.max_len_limit or t.max_position, max_len_key=t.max_len_key,
     )
 

