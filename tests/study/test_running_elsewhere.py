@@ -47,8 +47,12 @@ def in_process_study(tmp_path, remeasure: int):
     enqueue(open_study(opts, space, Objectives()))
     running, lock, boots, most = Counter(), threading.Lock(), [], Counter()
 
-    def asked() -> int:
-        return len(optuna.load_study(study_name=opts.name, storage=opts.storage_url).get_trials(deepcopy=False))
+    def second_decided() -> bool:
+        """The other slot's trial of the same configuration waits for this boot, or boots beside it (remeasure)."""
+        trials = optuna.load_study(study_name=opts.name, storage=opts.storage_url).get_trials(deepcopy=False)
+        with lock:
+            booted = len(boots) >= 2
+        return booted or any("waited_for" in t.user_attrs for t in trials)
 
     def runner(ctx, settings, trial_dir, slot, stop):
         seqs = settings.server["max_num_seqs"]
@@ -57,12 +61,13 @@ def in_process_study(tmp_path, remeasure: int):
             most[seqs] = max(most[seqs], running[seqs])
             boots.append(seqs)
             first = len(boots) == 1
-        # the first boot runs until the other slot has asked for its trial (the same configuration), however
-        # slow the machine: a fixed sleep let a busy machine ask only after it ended (nothing to wait for)
-        deadline = time.monotonic() + 30
-        while first and asked() < 2 and time.monotonic() < deadline:
+        # the first boot runs until the other slot's trial of the same configuration has decided to wait for it
+        # (or to boot beside it), however slow the machine: holding it only until that trial was asked let a busy
+        # machine finish this boot before the other looked (it then reused the result without waiting)
+        deadline = time.monotonic() + 60
+        while first and not second_decided() and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(1.0)
+        time.sleep(0.2)
         with lock:
             running[seqs] -= 1
         return TrialResult(status="ok", metrics={"output_throughput": float(seqs), "p99_ttft_ms": 10.0},
