@@ -246,3 +246,10 @@ def test_a_max_model_len_past_the_models_is_refused_as_vllm_refuses_it():
     assert "is longer than the model's 131,072 tokens" in " ".join(plain_words(explain(run.lines)))
     forced, _ = start("gaudi-main", inputs=long, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     assert forced.failure is None or forced.failure.phase != "config"
+
+
+def test_the_simulator_takes_a_length_its_hf_overrides_extend():
+    from tuner.sim.serve import LENGTH_KEYS, hf_overrides
+
+    assert LENGTH_KEYS & set(hf_overrides('{"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}'))
+    assert not LENGTH_KEYS & set(hf_overrides('{"is_matryoshka": true}'))

@@ -176,3 +176,17 @@ def test_a_context_past_the_models_is_rejected_before_boot_with_vllms_reason(tmp
                                                   "max_num_batched_tokens": 262144})
     assert r.status == TrialStatus.INVALID_CONFIG and not r.booted
     assert "max_model_len (262144) is greater than the derived max_model_len" in r.reason
+
+
+def test_a_context_extended_by_hf_overrides_is_the_servers_to_judge(tmp_path):
+    # the model's length as overridden (YaRN, a longer max_position_embeddings) is derived by the server, not by
+    # the tuner's reading of the config: the trial boots and the server says
+    from dataclasses import replace
+
+    settings = TrialSettings(server={**SERVER, "max_model_len": 262144, "max_num_batched_tokens": 262144},
+                             env=dict(ENV), params={})
+    ctx = context(tmp_path)
+    assert T.pre_boot_check(ctx, settings)[1] is not None
+    extended = replace(ctx, backend=replace(ctx.backend, extra_args=[
+        "--hf-overrides", '{"max_position_embeddings": 262144}']))
+    assert T.pre_boot_check(extended, settings)[1] is None

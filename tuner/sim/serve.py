@@ -175,6 +175,11 @@ def lora_modules(values: list[str] | None, enabled: bool) -> dict[str, str]:
     return out
 
 
+# --hf-overrides keys that change the length vLLM derives (a context extended with YaRN, a longer window)
+LENGTH_KEYS = frozenset({"max_position_embeddings", "rope_scaling", "rope_parameters", "model_max_length",
+                         "original_max_position_embeddings", "text_config"})
+
+
 def hf_overrides(value: str | None) -> dict:
     """vLLM's --hf-overrides: a JSON object of config keys."""
     if value is None:
@@ -236,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     cache = RecipeCache.from_env(env_value(env, release, "PT_HPU_RECIPE_CACHE_CONFIG"))
     cached = cache.open() if cache else frozenset()
-    pred = predict_startup(release, sim, inputs, env, cached, corrections=hardware)
+    checked = env
+    if LENGTH_KEYS & set(args.overrides):  # the simulator does not derive a length again from overrides of it:
+        checked = {**env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}  # it takes the --max-model-len it is given
+    pred = predict_startup(release, sim, inputs, checked, cached, corrections=hardware)
     clock = SimTime()
     log = SimLog(pred.rules.style, clock, time.time())
     host = args.host or "0.0.0.0"
