@@ -14,6 +14,8 @@ import copy
 import json
 from collections import Counter
 
+import pytest
+
 from tuner.models import catalogue, read_config, resolve
 from tuner.models.hfconfig import sub_config_type, text_part, with_class_defaults
 
@@ -122,3 +124,24 @@ def test_image_tokens_of_a_fixed_size_tower_and_of_a_pooling_projector():
     assert (llava.tokens(640, 480), llava.tokens(1280, 720)) == (576, 576)
     gemma = resolve_config(GEMMA3_27B).vision_tower
     assert (gemma.tokens(640, 480), gemma.tokens(333, 500), gemma.patches(640, 480)) == (256, 256, 4096)
+
+
+# Mistral-Small-3.1's shape (the published config's vision part: a Pixtral tower of 14-pixel patches taking images
+# up to 1540 on their longest side; spatial_merge_size 2 written at the top level)
+MISTRAL3 = {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "spatial_merge_size": 2,
+            "text_config": {"model_type": "mistral", "hidden_size": 5120, "num_hidden_layers": 40, "head_dim": 128,
+                            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 32768,
+                            "vocab_size": 131072, "max_position_embeddings": 131072, "sliding_window": None},
+            "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "image_size": 1540, "patch_size": 14,
+                              "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096}}
+
+
+@pytest.mark.parametrize(("size", "tokens", "patches"), [
+    ((640, 480), 432, 1656), ((1280, 720), 1222, 4784), ((4000, 3000), 2352, 9240), ((256, 256), 110, 400),
+    ((333, 500), 234, 864), ((10, 10), 2, 4),
+])
+def test_pixtral_images_fit_the_longest_edge_and_end_each_row_with_a_break(size, tokens, patches):
+    # transformers' Pixtral processor arithmetic (image_processing_pil_pixtral.get_resize_output_image_size, then
+    # (columns + 1) x rows of merged patches), which vLLM's Mistral-3 processing uses, gives these figures
+    tower = resolve_config(MISTRAL3).vision_tower
+    assert (tower.tokens(*size), tower.patches(*size)) == (tokens, patches)

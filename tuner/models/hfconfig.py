@@ -413,16 +413,18 @@ def tied_of(config: dict, text: dict, composite: bool) -> bool:
 
 
 def _vision_part(config: dict) -> dict | None:
-    """The vision_config with its class's defaults under it, and the image tokens a pooling projector gives
-    (Gemma-3's top-level mm_tokens_per_image); None for a text model."""
+    """The vision_config with its class's defaults under it, and what the top level says of its images (Gemma-3's
+    mm_tokens_per_image, Mistral-3's spatial_merge_size); None for a text model."""
     vision = config.get("vision_config")
     if not isinstance(vision, dict):
         return None
     parent = str(config.get("model_type") or "")
     vision = with_class_defaults(vision, str(vision.get("model_type") or sub_config_type(parent, "vision_config")),
                                  parent, "vision_config")
-    if isinstance(config.get("mm_tokens_per_image"), int):
+    if isinstance(config.get("mm_tokens_per_image"), int):  # Gemma-3: every image pooled to this many tokens
         vision = {**vision, "mm_tokens_per_image": config["mm_tokens_per_image"]}
+    if isinstance(config.get("spatial_merge_size"), int) and "spatial_merge_size" not in vision:
+        vision = {**vision, "spatial_merge_size": config["spatial_merge_size"]}  # Mistral-3 writes it at the top
     return vision
 
 

@@ -10,6 +10,7 @@ least one); towers that resize every image to one size (`image_size`, Gemma-3's 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -26,6 +27,7 @@ class VisionTower:
     gated: bool = False  # SiLU-gated MLP (Qwen2.5-VL) or a plain two-layer one
     image_size: int | None = None  # fixed-size towers resize every image to this side
     tokens_per_image: int | None = None  # a projector that pools every image to this many (Gemma-3: 256)
+    longest_edge: int | None = None  # Pixtral (Mistral-3): images scaled down to fit this side, a break per row
 
     @property
     def block_params(self) -> int:
@@ -47,6 +49,12 @@ class VisionTower:
 
     def grid(self, width: int, height: int) -> tuple[int, int]:
         """Patches per side (width, height) of an image as the processor resizes it."""
+        if self.longest_edge:  # Pixtral: fit in longest_edge (floored), then whole merged patches (ceiled)
+            ratio = max(height / self.longest_edge, width / self.longest_edge)
+            if ratio > 1:
+                width, height = math.floor(width / ratio), math.floor(height / ratio)
+            unit = self.patch_size * self.merge
+            return (max(1, -(-width // unit)) * self.merge, max(1, -(-height // unit)) * self.merge)
         if self.image_size:
             side = self.image_size // self.patch_size
             return side, side
@@ -66,6 +74,9 @@ class VisionTower:
         pooling projector gives every image."""
         if self.tokens_per_image:
             return self.tokens_per_image
+        if self.longest_edge:  # a token per merged patch, and an [IMG_BREAK] ending each row ([IMG_END] the last)
+            w, h = self.grid(width, height)
+            return (w // self.merge + 1) * (h // self.merge)
         return self.patches(width, height) // (self.merge ** 2)
 
     def flops(self, patches: int) -> float:
@@ -89,7 +100,8 @@ def vision_tower(config: dict | None) -> VisionTower | None:
         return None
     patch = v.get("patch_size") or 14
     patch = int(patch[0] if isinstance(patch, (list, tuple)) else patch)
-    image_size = v.get("image_size") if not v.get("spatial_merge_size") else None
+    pixtral = v.get("model_type") == "pixtral"  # its image_size is the longest side it takes, not a fixed size
+    image_size = v.get("image_size") if not (v.get("spatial_merge_size") or pixtral) else None
     return VisionTower(
         depth=depth, hidden=hidden, intermediate=int(v.get("intermediate_size") or 4 * hidden), patch_size=patch,
         merge=int(v.get("spatial_merge_size") or 1), temporal=int(v.get("temporal_patch_size") or 1),
@@ -98,4 +110,5 @@ def vision_tower(config: dict | None) -> VisionTower | None:
         gated=str(v.get("hidden_act", "")).startswith("silu"),
         image_size=int(image_size) if isinstance(image_size, int) and image_size > 0 else None,
         tokens_per_image=int(v["mm_tokens_per_image"]) if isinstance(v.get("mm_tokens_per_image"), int) else None,
+        longest_edge=int(v["image_size"]) if pixtral and isinstance(v.get("image_size"), int) else None,
     )
