@@ -126,7 +126,7 @@ def register(sub) -> None:
     v.add_argument("--plot-dataset-stats", action="store_true",
                    help="write <result name>.dataset_stats.html: prompt/output token counts (vLLM: a .png "
                         "drawn with matplotlib)")
-    for flag in ("--use-beam-search", "--no-stream", "--enable-multimodal-chat", "--custom-ensure-client-side-data"):
+    for flag in ("--use-beam-search", "--no-stream", "--enable-multimodal-chat"):
         v.add_argument(flag, action="store_true", help=_ACCEPTED[flag])
     v.add_argument("--random-batch-size", type=int, default=1, metavar="N",
                    help="random and random-rerank: inputs per request of the embeddings or pooling API (a "
@@ -162,7 +162,8 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
                         "output_len[, timestamp][, images]); timed_trace is vLLM's JSONL (hash_ids too); random-mm "
                         "adds images (openai-chat); prefix_repetition repeats a few prefixes (prefix caching); "
                         "spec_bench reads Spec-Bench's question.jsonl, burstgpt the BurstGPT CSV (its GPT-4 "
-                        "lengths); vLLM's sonnet, hf, ... are refused with the reason and an equivalent")
+                        "lengths), custom_image your prompts with your images (openai-chat); vLLM's sonnet, hf, "
+                        "... are refused with the reason and an equivalent")
     g.add_argument("--dataset-path", type=Path, help="the dataset file (local)")
     g.add_argument("--num-prompts", type=int, help="requests (default 1000; a trace: all of it)")
     g.add_argument("--input-len", type=int, help="alias of --random-input-len")
@@ -184,6 +185,9 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
         "random-mm images (vllm bench serve names and defaults; --backend openai-chat)"))
     g.add_argument("--sharegpt-output-len", type=int)
     g.add_argument("--custom-output-len", type=int, default=256)
+    g.add_argument("--custom-ensure-client-side-data", action="store_true",
+                   help="custom_image: send local image files inline (PNG data URLs) instead of as file:// URLs "
+                        "the server reads under its --allowed-local-media-path")
     g.add_argument("--spec-bench-output-len", type=int, default=256, metavar="N",
                    help="spec_bench: tokens each request asks (vLLM's default 256)")
     g.add_argument("--spec-bench-category", default=None, metavar="NAME",
@@ -238,8 +242,8 @@ SAMPLING = ("top_p", "top_k", "min_p", "temperature", "frequency_penalty", "pres
 _ACCEPTED = {
     "--use-beam-search": "accepted: vllm bench serve parses it and sends nothing for it",
     "--no-stream": "accepted: vLLM's way of loading a Hugging Face dataset; local files are read whole",
-    "--enable-multimodal-chat": "accepted: it shapes vLLM's hf and custom_image datasets, which are not offered here",
-    "--custom-ensure-client-side-data": "accepted: it shapes vLLM's custom_image dataset, not offered here",
+    "--enable-multimodal-chat": "accepted: it shapes vLLM's hf dataset (not offered here) and custom_image for "
+                                "backends other than openai-chat, which custom_image needs",
 }
 # the flags of vLLM 0.32's datasets this client refuses (--dataset-name says why): taken, so that a
 # vLLM command line reaches that sentence instead of "unrecognized arguments"; None: a switch
@@ -490,7 +494,7 @@ async def _bench(args) -> tuple[dict, object]:
                                              verify_tls=not args.insecure))
     pooling = is_pooling(args.backend)  # vLLM's client sends a pooling model no sampling parameters
     sampling = {} if pooling else {k: getattr(args, k) for k in SAMPLING if getattr(args, k) is not None}
-    text_dataset = args.dataset_name in ("sharegpt", "custom", "spec_bench")
+    text_dataset = args.dataset_name in ("sharegpt", "custom", "spec_bench", "custom_image")
     sized_by_workload = args.dataset_name == "random-mm"  # its text is drawn with the dataset (vLLM's seed order)
     # ignore_eos: on for token-id datasets of generating backends, else only when asked
     ignore_eos = (args.ignore_eos or not (text_dataset or pooling)) and not args.no_ignore_eos

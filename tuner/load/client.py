@@ -221,8 +221,11 @@ class LoadGenerator:
             body["input"] = text
             body["max_output_tokens"] = spec.output_len
         elif self.chat:
-            # vLLM's _get_chat_content: the text part, then the images (mm_position "last")
-            parts = [{"type": "text", "text": text}, *(im.content_part() for im in spec.images)]
+            # vLLM's _get_chat_content: the text part (or a prompt's own interleaved parts), then the images
+            # (mm_position "last")
+            own = getattr(spec.recipe, "parts", None)
+            parts = [*(own if own is not None else [{"type": "text", "text": text}]),
+                     *(im.content_part() for im in spec.images)]
             body["messages"] = [{"role": "user", "content": parts}]
             body["max_completion_tokens"] = spec.output_len
         else:

@@ -196,8 +196,8 @@ def _prompts(path: Path, dataset: str, items: list[dict], num: int, seed: int, c
 
 DEFAULT_NUM_PROMPTS = 1000  # vLLM's default
 DATASETS = ("random", "random-mm", "random-rerank", "prefix_repetition", "fixed", "trace", "timed_trace", "sharegpt",
-            "custom", "spec_bench", "burstgpt")
-FILE_DATASETS = ("trace", "timed_trace", "sharegpt", "custom", "spec_bench", "burstgpt")
+            "custom", "spec_bench", "burstgpt", "custom_image")
+FILE_DATASETS = ("trace", "timed_trace", "sharegpt", "custom", "spec_bench", "burstgpt", "custom_image")
 # vLLM 0.32's other --dataset-name values, and why they are not offered: bucket tuning needs the request
 # lengths the server will see, and each of these needs what this client does not have (a chat template,
 # text generation, the Hugging Face hub) to produce them.
@@ -315,6 +315,17 @@ def _from_file(args, name: str, num: int | None, vocab, ids: dict, template=None
     if name == "sharegpt":
         return sharegpt(args.dataset_path, n, args.seed, count,
                         getattr(args, "output_len", None) or getattr(args, "sharegpt_output_len", None), **order)
+    if name == "custom_image":
+        from .customimage import CustomImageWorkload
+        from .multimodal import MULTIMODAL_BACKENDS
+
+        backend = getattr(args, "backend", None)
+        if backend not in MULTIMODAL_BACKENDS:
+            raise ValueError(f"--dataset-name custom_image: images are not supported on backend {backend!r}; use "
+                             f"one of {sorted(MULTIMODAL_BACKENDS)} (vllm bench serve's --backend)")
+        out = getattr(args, "output_len", None) or getattr(args, "custom_output_len", 256)
+        return CustomImageWorkload(args.dataset_path, n, args.seed, output_len=out, count=count,
+                                   client_side=bool(getattr(args, "custom_ensure_client_side_data", False)), **order)
     if name == "spec_bench":
         # vLLM's client builds SpecBench without --seed: it shuffles (and oversamples) with its default seed, 0
         out = getattr(args, "output_len", None) or getattr(args, "spec_bench_output_len", 256)

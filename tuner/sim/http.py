@@ -114,8 +114,9 @@ def _responses_prompt_tokens(value) -> int | None:
 class SimHTTP:
     def __init__(self, driver: LiveDriver, served_names: list[str], max_model_len: int, vocab: int,
                  faults: Faults, v1: bool, version: str, access_log=None, api_keys: list[str] | None = None,
-                 tower=None, adapters: dict[str, str] | None = None):
+                 tower=None, adapters: dict[str, str] | None = None, local_media: str | None = None):
         self.driver = driver
+        self.local_media = local_media  # vLLM's --allowed-local-media-path: file:// images are read under it
         self.tower = tower  # models.vision.VisionTower of a VL model: images are sized into tokens with it
         self.names = served_names
         self.adapters = dict(adapters or {})  # LoRA adapter name -> path (--lora-modules): served as models
@@ -338,7 +339,7 @@ class SimHTTP:
         if prompt_len is None:
             return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
         try:
-            images = message_images(messages)
+            images = message_images(messages, self.local_media)
         except ImageError as exc:
             return _error(400, str(exc), "BadRequestError")
         if images and self.tower is None:

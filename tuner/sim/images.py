@@ -1,15 +1,18 @@
 """Images of a chat request as the simulated server reads them: the size of each `image_url` part.
 
 Only the size matters to the simulator (the image bucket, the encoder's cost and the image tokens), so
-a data URL's header is read, not its pixels: a PNG's IHDR or a JPEG's start-of-frame marker. A remote
-URL is refused with a clear message: the simulator fetches nothing.
+a data URL's header is read, not its pixels: a PNG's IHDR or a JPEG's start-of-frame marker. A local
+file (`file://`) is read as vLLM reads it: only under `--allowed-local-media-path`, with vLLM's words
+otherwise. A remote URL is refused with a clear message: the simulator fetches nothing.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import os
 import struct
+from urllib.parse import unquote, urlparse
 
 
 class ImageError(ValueError):
@@ -42,15 +45,32 @@ def image_size(data: bytes) -> tuple[int, int]:
     raise ImageError("not a PNG or JPEG image (the simulator reads those two formats)")
 
 
-def part_size(part: dict) -> tuple[int, int]:
-    """The size of one OpenAI `image_url` content part holding a base64 data URL."""
+def _local_file(url: str, allowed: str | None) -> bytes:
+    """The head of a file:// image as vLLM's MediaConnector allows it (its messages)."""
+    if not allowed:
+        raise ImageError("Cannot load local files without `--allowed-local-media-path`.")
+    path = os.path.realpath(unquote(urlparse(url).path))
+    root = os.path.realpath(allowed)
+    if os.path.commonpath([path, root]) != root:
+        raise ImageError(f"The file path {path} must be a subpath of `--allowed-local-media-path {allowed}`.")
+    try:
+        with open(path, "rb") as f:
+            return f.read(65536)
+    except OSError as exc:
+        raise ImageError(f"image file {path}: {exc.strerror or exc}") from None
+
+
+def part_size(part: dict, allowed: str | None = None) -> tuple[int, int]:
+    """The size of one OpenAI `image_url` content part: a base64 data URL, or a local file under `allowed`."""
     ref = part.get("image_url")
     url = ref.get("url") if isinstance(ref, dict) else ref
     if not isinstance(url, str) or not url:
         raise ImageError("an image_url part without a url")
+    if url.startswith("file://"):
+        return image_size(_local_file(url, allowed))
     if not url.startswith("data:"):
-        raise ImageError(f"image url {url[:40]!r}: the simulated server reads images from data URLs only "
-                         "(data:image/jpeg;base64,...)")
+        raise ImageError(f"image url {url[:40]!r}: the simulated server reads images from data URLs and local "
+                         "files only (data:image/jpeg;base64,..., file://...)")
     head, _, body = url.partition(",")
     if ";base64" not in head:
         raise ImageError("an image data URL that is not base64-encoded")
@@ -61,11 +81,12 @@ def part_size(part: dict) -> tuple[int, int]:
     return image_size(raw)
 
 
-def message_images(messages: list) -> list[tuple[int, int]]:
-    """Sizes of every image part of a chat request's messages, in order."""
+def message_images(messages: list, allowed: str | None = None) -> list[tuple[int, int]]:
+    """Sizes of every image part of a chat request's messages, in order (`allowed`: the server's
+    --allowed-local-media-path)."""
     out = []
     for m in messages:
         content = m.get("content") if isinstance(m, dict) else None
         if isinstance(content, list):
-            out += [part_size(p) for p in content if isinstance(p, dict) and p.get("type") == "image_url"]
+            out += [part_size(p, allowed) for p in content if isinstance(p, dict) and p.get("type") == "image_url"]
     return out

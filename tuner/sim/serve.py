@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--convert", choices=("auto", "none", "embed", "classify", "reward"), default="auto",
                    help="embed/classify/reward: serve the model converted to a pooling model")
     p.add_argument("--task", default=None, help="older vLLM's name of the same (embed, classify, score, ...)")
+    p.add_argument("--allowed-local-media-path", default=None, metavar="DIR",
+                   help="vLLM's: file:// images of chat requests are read under this folder only")
     p.add_argument("--hf-overrides", default=None, metavar="JSON",
                    help="keys set over the model's config.json, as vLLM's (read: embedding_size, is_matryoshka, "
                         "matryoshka_dimensions and num_labels of a pooling model)")
@@ -360,7 +362,8 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
                     pred.rules.engine == "v1", VERSIONS[pred.profile],
                     access_log=None if args.disable_log_requests else log.raw,
                     api_keys=args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else []),
-                    tower=pred.vision.tower if pred.vision is not None else None, adapters=args.adapters)
+                    tower=pred.vision.tower if pred.vision is not None else None, adapters=args.adapters,
+                    local_media=args.allowed_local_media_path)
     app = front.app(generate=not pred.config.pooling)
     if pred.config.pooling:
         model = model_for(pred.sim.model)
