@@ -86,7 +86,7 @@ def _png(width: int, height: int) -> dict:
 def test_image_parts_are_sized_from_their_header_and_a_remote_url_is_refused():
     msgs = [{"role": "user", "content": [{"type": "text", "text": "hi"}, _png(1280, 720), _png(64, 48)]}]
     assert message_images(msgs) == [(1280, 720), (64, 48)]
-    with pytest.raises(ImageError, match="data URLs only"):
+    with pytest.raises(ImageError, match="data URLs and local files only"):
         message_images([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/a.png"}}]}])
 
 
