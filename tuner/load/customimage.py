@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ..vocabulary.textfile import read_text
+from .jsonlines import jsonl_objects
 from .workload import RequestSpec, TextPrompt, Workload
 
 URL_SCHEMES = ("http://", "https://", "file://", "data:image/")
@@ -155,23 +154,9 @@ class CustomImageWorkload(Workload):
                                    images=s.images) for i, s in enumerate(specs)]
 
     def _read(self) -> list[dict]:
-        try:
-            lines = read_text(self.path, "--dataset-path", errors="strict").lines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise ValueError(f"--dataset-path {self.path}: {e}") from None
-        items = []
-        for n, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except ValueError:
-                raise ValueError(f"{self.path}:{n}: not valid JSON") from None
-            if not isinstance(item, dict) or not (("prompt" in item and "image_files" in item) or "content" in item):
-                raise ValueError(f"{self.path}:{n}: each line needs 'prompt' and 'image_files', or 'content' "
-                                 "(vLLM's custom_image)")
-            items.append({**item, "_line": n})
-        return items
+        return [{**item, "_line": n} for n, item in jsonl_objects(
+            self.path, "'prompt' and 'image_files', or 'content' (vLLM's custom_image)",
+            lambda item: ("prompt" in item and "image_files" in item) or "content" in item)]
 
     def _spec(self, i: int, item: dict, count: Callable[[str], int]) -> RequestSpec:
         where = f"{self.path}:{item['_line']}"

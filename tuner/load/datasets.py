@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary.textfile import read_text
+from .jsonlines import jsonl_objects
 from .pooling import BatchedWorkload, RerankWorkload
 from .prefixrep import PrefixRepetitionWorkload
 from .trace import TRACE_LABELS, TraceWorkload
@@ -118,32 +119,13 @@ def sharegpt(path: Path, num: int, seed: int, count: Callable[[str], int] | None
                         "sharegpt", seed)
 
 
-def _jsonl(path: Path, what: str, check: Callable[[dict], bool]) -> list[dict]:
-    """The objects of a JSONL file, each line checked (``what`` says what a line needs)."""
-    try:
-        lines = read_text(path, "--dataset-path", errors="strict").lines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--dataset-path {path}: {e}") from None
-    items = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            raise ValueError(f"{path}:{n}: not valid JSON") from None
-        if not isinstance(item, dict) or not check(item):
-            raise ValueError(f"{path}:{n}: each line needs {what}")
-        items.append(item)
-    return items
-
-
 def custom(path: Path, num: int, seed: int, count: Callable[[str], int] | None,
            output_len: int | None, shuffle: bool = True, oversample: bool = True, template=None) -> TextWorkload:
     """vLLM's custom JSONL ({"prompt": ..., "output_tokens": ...} per line). ``template`` (a
     tuner.load.servertok.ChatTemplate): each prompt is sent rendered in the model's chat template, as
     vLLM's client sends it unless --skip-chat-template; counted by the local tokenizer, else the server's."""
-    items = _jsonl(path, "a 'prompt' string", lambda item: isinstance(item.get("prompt"), str))
+    items = [item for _, item in jsonl_objects(path, "a 'prompt' string",
+                                                 lambda item: isinstance(item.get("prompt"), str))]
     return _prompts(path, "custom", items, num, seed, count, output_len, shuffle, oversample, template)
 
 
@@ -153,9 +135,9 @@ def spec_bench(path: Path, num: int, seed: int, count: Callable[[str], int] | No
     """vLLM's spec_bench: Spec-Bench's question.jsonl (data/spec_bench/question.jsonl of hemingkx/Spec-Bench,
     which vLLM's client reads from a local file too): each line's first turn is a prompt, only those of
     ``--spec-bench-category`` when given, then as custom (shuffle, chat template, oversampling)."""
-    items = _jsonl(path, "a 'turns' list whose first item is a string (Spec-Bench's question.jsonl)",
-                   lambda item: isinstance(item.get("turns"), list) and bool(item["turns"])
-                   and isinstance(item["turns"][0], str))
+    items = [item for _, item in jsonl_objects(
+        path, "a 'turns' list whose first item is a string (Spec-Bench's question.jsonl)",
+        lambda item: isinstance(item.get("turns"), list) and bool(item["turns"]) and isinstance(item["turns"][0], str))]
     if category:
         found = sorted({str(item.get("category")) for item in items})
         items = [item for item in items if item.get("category") == category]
