@@ -54,8 +54,8 @@ def _failure_words(p) -> str:
 # vLLM's refusal of a --max-model-len past the model's own (config/model.py _get_and_verify_max_len)
 _LONGER_THAN_MODEL = re.compile(r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived "
                                 r"max_model_len \((?P<key>\w+)=(?P<derived>[\d.]+)")
-# a pydantic refusal as the log reader words it: "ModelConfig: <what>" (tuner.logparse.watcher)
-_CONFIG_REFUSED = re.compile(r"^(?:[\w.]+ValidationError: )?(?P<config>[A-Z]\w*Config): (?P<what>.+)$", re.S)
+# a pydantic refusal as the log reader words it: "...ValidationError: ModelConfig: <what>" (tuner.logparse.watcher)
+_CONFIG_REFUSED = re.compile(r"^[\w.]*ValidationError: (?P<config>[A-Z]\w*Config): (?P<what>.+)$", re.S)
 
 
 def _refusal_words(problems) -> str | None:
@@ -67,8 +67,8 @@ def _refusal_words(problems) -> str | None:
             return (f"The server refused to start: --max-model-len {m['asked']} is longer than the model's "
                     f"{derived:,} tokens (its config's {m['key']}; line {p.line_no}). Serve at most {derived}, or "
                     "set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to force it (positions past it give NaN with RoPE).")
-        m = _CONFIG_REFUSED.match(p.message.split(": ", 1)[-1] if "ValidationError" in p.message else p.message)
-        if m and "ValidationError" in p.message:
+        m = _CONFIG_REFUSED.match(p.message)
+        if m:
             return f"The server refused its configuration ({m['config']}, line {p.line_no}): {_clip(m['what'])}"
     return None
 

@@ -324,8 +324,8 @@ def read_config(config: dict, where: str = "config.json", encoder: dict | None =
 def _read(config: dict, where: str, encoder: dict | None = None) -> TextConfig:
     if not isinstance(config, dict):
         raise ModelConfigError(f"{where}: not a JSON object")
-    t = text_part(config)
-    nested = bool(_text_source(config)[3])
+    part, kind, parent, key = _text_source(config)
+    t, nested = with_class_defaults(part, kind, parent, key), bool(key)  # text_part's, the source read once
     architectures = config.get("architectures") or t.get("architectures") or ["unknown"]
     architecture = architectures[0]
     if architecture in ATTENTION_FREE:
