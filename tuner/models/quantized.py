@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FP8_BLOCK = 128 * 128
-PACKED_METHODS = frozenset({"gptq", "awq", "auto-round", "autoround", "gptq_marlin", "awq_marlin", "gptq_hpu",
+PACKED_METHODS = frozenset({"gptq", "awq", "auto_round", "autoround", "gptq_marlin", "awq_marlin", "gptq_hpu",
                             "awq_hpu"})
 FP8_METHODS = frozenset({"fp8", "fbgemm_fp8", "modelopt", "inc", "fp8_inc", "ptpc_fp8", "quark"})
 
@@ -76,7 +76,7 @@ def linear_format(q: dict | None, n_in: int) -> LinearFormat | None:
             return LinearFormat("bitsandbytes", "int8", 1 + 4 / n_in)
         absmax = 1 / 64 + 4 / (64 * 256) if q.get("bnb_4bit_use_double_quant") else 4 / 64
         return LinearFormat("bitsandbytes", str(q.get("bnb_4bit_quant_type") or "nf4"), 0.5 + absmax)
-    if method in PACKED_METHODS or method.replace("_", "-") in PACKED_METHODS:
+    if method in PACKED_METHODS:  # (quant_method with its '-' read as '_')
         bits = int(q.get("bits") or q.get("w_bit") or 4)
         group = _group(q.get("group_size", q.get("q_group_size")), n_in)
         name = method.split("_")[0]
