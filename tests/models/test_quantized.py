@@ -79,3 +79,10 @@ def test_a_format_not_known_is_counted_at_16_bits_and_named():
     shape = _with("meta-llama/Llama-3.1-8B-Instruct", {"quant_method": "hqq", "nbits": 4})
     assert shape.quantization == "hqq" and shape.linear_bytes is None
     assert shape.checkpoint_bytes() == shape.total_params * 2
+
+
+def test_a_packed_format_is_named_by_its_method_not_the_kernel_a_server_picks():
+    named = {m: linear_format({"quant_method": m, "bits": 4, "group_size": 128}, 4096).method
+             for m in ("gptq", "gptq_marlin", "awq-marlin", "awq_hpu", "auto-round")}
+    assert named == {"gptq": "gptq", "gptq_marlin": "gptq", "awq-marlin": "awq", "awq_hpu": "awq",
+                     "auto-round": "auto_round"}

@@ -79,7 +79,7 @@ def linear_format(q: dict | None, n_in: int) -> LinearFormat | None:
     if method in PACKED_METHODS:  # (quant_method with its '-' read as '_')
         bits = int(q.get("bits") or q.get("w_bit") or 4)
         group = _group(q.get("group_size", q.get("q_group_size")), n_in)
-        name = method.split("_")[0]
+        name = method.removesuffix("_marlin").removesuffix("_hpu")  # the kernel a server picks is not the format
         g_idx = 4 / n_in if name == "gptq" else 0.0
         return LinearFormat(name, f"int{bits}", bits / 8 + (2 + bits / 8) / group + g_idx)
     if method == "compressed_tensors":
