@@ -70,6 +70,7 @@ def workspace(tmp_path_factory) -> Path:
     (ws / "envtypo.yaml").write_text(yaml.safe_dump(dict(SPACE, env={"VLLM_EXPONENTIAL_BUCKETNG": "false"})))
     (ws / "typo.env").write_text("VLLM_PROMPT_SEQ_BUCKT_STEP=256\nVLLM_DECODE_BS_BUCKET_STEP=16\n")
     (ws / "broken.yaml").write_text("parameters: [unclosed\n")
+    (ws / "long.yaml").write_text(yaml.safe_dump(dict(SPACE, server={**SPACE["server"], "max_model_len": 262144})))
     (ws / "nobounds.yaml").write_text(yaml.safe_dump(
         dict(SPACE, parameters={"max_num_seqs": {"type": "int", "low": 64, "high": 16}})))
     (ws / "trace.jsonl").write_text('{"input_len": 100, "output_len": 10}\n{"input_len": -3, "output_len": 10}\n')
@@ -120,9 +121,16 @@ CASES = [
     Case([*TUNE, "--warmup-budget", "-1"], 2, "--warmup-budget"),
     Case([*TUNE, "--sampler-seed", "-1"], 2, "--sampler-seed"),
     Case([*TUNE, "--server-args", '--load-format "dummy'], 2, "No closing quotation"),
+    Case([*TUNE, "--server-args", """--hf-overrides '{"max_position_embeddings":65536'"""], 2,
+         "--server-args: --hf-overrides '{\"max_position_embeddings\":65536': expected a JSON object"),
+    Case(["models", "Qwen/Qwen3-8B", "--hf-overrides", "[1]"], 2, "--hf-overrides '[1]': expected a JSON object"),
     Case([*TUNE, "--devices", ";;"], 2, "--devices ';;'"),
     Case([*TUNE, "--max-concurrency", "0"], 2, "--max-concurrency"),
     Case([*TUNE, "--model-shape", "llama-9b"], 2, "llama-9b"),
+    # every trial would be refused by the server's config check: said once, with the model's own length
+    Case(["tune", "--space", "long.yaml", "--n-trials", "1"], 2,
+         "max_model_len 262144 is longer than --model meta-llama/Llama-3.1-8B-Instruct serves: 131,072 tokens"),
+    Case(["plan", "--space", "long.yaml"], 2, "max_model_len 262144 is longer than --model"),
     Case([*TUNE, "--device", "gaudi9"], 2, "gaudi9"),  # the simulator knows its devices; prediction alone would not
     Case(["tune", "--space", "deploy"], 2, "deploy: is a folder"),
     # paths are paths: a separator, a YAML suffix or a ~ is never looked up as a space's name

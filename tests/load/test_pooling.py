@@ -213,22 +213,29 @@ def test_every_encoding_a_client_asks_for(pooling_sim):
     assert status == 400 and "does not support Matryoshka embeddings" in json.loads(raw)["error"]["message"]
 
 
-def test_matryoshka_widths_come_from_the_config_or_hf_overrides():
-    from types import SimpleNamespace
+def test_matryoshka_widths_and_labels_come_from_the_config_as_hf_overrides_leave_it(tmp_path):
+    from tuner.models import resolve
+    from tuner.sim.serve import pooling_front
 
-    from tuner.sim.serve import hf_overrides, pooling_front
-
-    model = SimpleNamespace(matryoshka=False, matryoshka_dimensions=(), embedding_size=1024, hidden=1024,
-                            labels=("LABEL_0", "LABEL_1"))
-    listed = pooling_front(None, model, hf_overrides('{"matryoshka_dimensions": [256, 512]}'))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024, "num_hidden_layers": 2,
+        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072,
+        "vocab_size": 151936, "max_position_embeddings": 32768}))
+    folder = str(tmp_path)
+    listed = pooling_front(None, resolve(folder, '{"matryoshka_dimensions": [256, 512]}'))
     assert listed.width == 1024 and listed._width({"dimensions": 256}, "m") == 256
     assert "only supports Matryoshka dimensions [256, 512], got 300" in listed._width({"dimensions": 300}, "m").text
-    free = pooling_front(None, model, hf_overrides('{"is_matryoshka": true}'))
+    free = pooling_front(None, resolve(folder, {"is_matryoshka": True}))
     assert free._width({"dimensions": 300}, "m") == 300 and "range [1, 1024]" in free._width({"dimensions": 2000},
                                                                                              "m").text
-    assert pooling_front(None, model, {})._width({}, "m") == 1024
-    with pytest.raises(ValueError, match="--hf-overrides"):
-        hf_overrides("[1, 2]")
+    plain = pooling_front(None, resolve(folder))
+    assert plain._width({}, "m") == 1024 and "does not support Matryoshka" in plain._width({"dimensions": 8}, "m").text
+    # the original Qwen3-Reranker served as a classifier (vLLM's documented overrides): one label, the two-way
+    # softmax of its "no"/"yes" logits, as vLLM 0.32's VllmConfig sets num_labels
+    reranker = resolve(folder, {"architectures": ["Qwen3ForSequenceClassification"],
+                                "classifier_from_token": ["no", "yes"], "is_original_qwen3_reranker": True})
+    assert pooling_front(None, reranker, "classify").labels == ("LABEL_0",)
+    assert resolve(folder, {"num_labels": 3}).labels == ("LABEL_0", "LABEL_1", "LABEL_2")
 
 
 @pytest.mark.parametrize("encoding", ["bytes", "bytes_only", "base64"])

@@ -86,6 +86,25 @@ COMPOSITES = {
         lambda: {"model_type": "voxtral", "text_config": {"model_type": "llama"}}, "LlamaForCausalLM"),
     "DeepSeek-V4 shape (compress_ratios: one latent of head_dim)": (_deepseek_v4, "DeepseekV4ForCausalLM"),
 }
+# Served with --hf-overrides as users serve them: vLLM reads the config with them (ModelConfig's hf_overrides), and
+# tuner.models must read it so too (tuner/models/overrides.py). (A RoPE override in the legacy spelling, {"type":
+# "yarn"}, is left out: vLLM 0.32 stops on it with KeyError 'rope_type', the dict being set after its RoPE patch.)
+OVERRIDDEN = {
+    "Qwen3 YaRN as Qwen's docs give it (not scaled again)": ("Qwen/Qwen3-8B", {
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}),
+    "Qwen3 YaRN with max_position_embeddings": ("Qwen/Qwen3-8B", {
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+        "max_position_embeddings": 131072}),
+    "Llama-2 dynamic RoPE (the factor scales the length)": ("meta-llama/Llama-2-7b-hf", {
+        "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}),
+    "Llama-3.1 rope_parameters replaced": ("meta-llama/Llama-3.1-8B-Instruct", {
+        "rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 500000.0}}),
+    "Llama-3.1 rope_scaling null": ("meta-llama/Llama-3.1-8B-Instruct", {"rope_scaling": None}),
+    "Qwen3-MoE cut to 4 layers (a smoke test)": ("Qwen/Qwen3-30B-A3B", {"num_hidden_layers": 4}),
+    "Mistral-7B: fewer KV heads, shorter context": ("mistralai/Mistral-7B-v0.1", {
+        "max_position_embeddings": 8192, "num_key_value_heads": 4}),
+    "DeepSeek-V2-Lite MLA, shorter context": ("deepseek-ai/DeepSeek-V2-Lite", {"max_position_embeddings": 65536}),
+}
 
 
 @pytest.fixture(scope="module")
@@ -109,18 +128,27 @@ def vllm_figures(vllm_env, tmp_path_factory) -> dict[str, dict]:
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps({**config(), "architectures": [arch]}))
         folders[family] = folder
+    overrides = {}
+    for i, (family, (model_id, hf_overrides)) in enumerate(OVERRIDDEN.items()):
+        folder = root / f"overridden-{i}"
+        folder.mkdir()
+        (folder / "config.json").write_text(catalogue()[model_id].read_text())
+        (folder / "hf_overrides.json").write_text(json.dumps(hf_overrides))  # vllm_model_figures.py passes it
+        folders[family], overrides[family] = folder, hf_overrides
     argv = [str(vllm_env.python), str(FIGURES), "--tp", ",".join(map(str, TPS)), *map(str, folders.values())]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
     by_folder = {d["folder"]: d for d in map(json.loads, run.stdout.splitlines())}
-    return {family: by_folder[str(folder)] | {"ours": str(folder)} for family, folder in folders.items()}
+    return {family: by_folder[str(folder)] | {"ours": str(folder), "hf_overrides": overrides.get(family)}
+            for family, folder in folders.items()}
 
 
-@pytest.mark.parametrize("family", [*FAMILIES, *TEXT_PARTS, *COMPOSITES])
+@pytest.mark.parametrize("family", [*FAMILIES, *TEXT_PARTS, *COMPOSITES, *OVERRIDDEN])
 def test_kv_bytes_per_token_and_layers_equal_vllm_own(vllm_figures, family):
     theirs = vllm_figures[family]
     assert "error" not in theirs, f"vLLM could not read the {family} config: {theirs['error']}"
-    ours = resolve(theirs["ours"])  # the same config.json, read by tuner.models from its folder
+    # the same config.json (and --hf-overrides), read by tuner.models from its folder
+    ours = resolve(str(Path(theirs["ours"]) / "config.json"), theirs["hf_overrides"])
     assert ours.max_position == theirs["max_model_len"]
     assert ours.mla == theirs["use_mla"] and ours.head_dim == theirs["head_size"]
     for tp in TPS:

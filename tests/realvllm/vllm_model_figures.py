@@ -2,7 +2,8 @@
 line with what vLLM itself derives from its config.json: layers, attention layers, KV heads per rank,
 head size, MLA, max_model_len and the KV-cache bytes per token of one rank from vLLM's own KV-cache
 specs (FullAttentionSpec / MLAAttentionSpec page size with a one-token block), in bf16 and fp8, at the
-tensor-parallel sizes asked. No weights are read: configs only (HF_HUB_OFFLINE).
+tensor-parallel sizes asked. No weights are read: configs only (HF_HUB_OFFLINE). A folder's
+hf_overrides.json, if it has one, is passed as the server's --hf-overrides.
 
     <vllm-venv>/bin/python vllm_model_figures.py --tp 1,2,8 DIR [DIR ...]
 """
@@ -16,6 +17,7 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+HF_OVERRIDES = "hf_overrides.json"
 
 
 def figures(folder: str, tps: list[int]) -> dict:
@@ -23,7 +25,10 @@ def figures(folder: str, tps: list[int]) -> dict:
     from vllm.config import ModelConfig, ParallelConfig
     from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec
 
-    mc = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True, dtype="bfloat16")
+    overrides = os.path.join(folder, HF_OVERRIDES)  # the server's --hf-overrides for this folder, if any
+    hf_overrides = json.load(open(overrides)) if os.path.isfile(overrides) else {}
+    mc = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True, dtype="bfloat16",
+                     hf_overrides=hf_overrides)
     out = {"folder": folder, "max_model_len": mc.max_model_len, "use_mla": bool(mc.use_mla),
            "head_size": mc.get_head_size(), "total_kv_heads": mc.get_total_num_kv_heads(), "tp": {}}
     spec_class = MLAAttentionSpec if mc.use_mla else FullAttentionSpec

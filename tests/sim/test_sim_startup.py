@@ -248,8 +248,27 @@ def test_a_max_model_len_past_the_models_is_refused_as_vllm_refuses_it():
     assert forced.failure is None or forced.failure.phase != "config"
 
 
-def test_the_simulator_takes_a_length_its_hf_overrides_extend():
-    from tuner.sim.serve import LENGTH_KEYS, hf_overrides
+def test_the_simulator_reads_its_model_with_the_hf_overrides_it_is_given():
+    # Qwen3-8B's 40,960 positions, extended as Qwen's docs extend them: the length is derived from the config as
+    # overridden (vLLM 0.32 does not scale YaRN again), so 131,072 is served and 131,073 refused as vLLM refuses it
+    from dataclasses import replace
 
-    assert LENGTH_KEYS & set(hf_overrides('{"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}'))
-    assert not LENGTH_KEYS & set(hf_overrides('{"is_matryoshka": true}'))
+    from tuner.sim.serve import build_parser, settings_from_args
+
+    yarn = '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, ' \
+           '"max_position_embeddings": 131072}'
+    args = build_parser().parse_args(["Qwen/Qwen3-8B", "--hf-overrides", yarn, "--max-num-seqs", "8",
+                                      "--max-model-len", "131072", "--max-num-batched-tokens", "131072"])
+    sim, inputs = settings_from_args(args)
+    assert sim.shape.max_position == 131072 and "with --hf-overrides" in sim.shape.source
+    pred, _ = start("gaudi-main", sim=sim, inputs=inputs)
+    assert pred.failure is None or pred.failure.phase != "config"
+    longer, _ = start("gaudi-main", sim=sim, inputs=replace(inputs, max_model_len=131073))
+    assert longer.failure.phase == "config" and "(max_position_embeddings=131072" in longer.failure.message
+    plain, _ = start("gaudi-main", sim=replace(sim, hf_overrides=None), inputs=inputs)
+    assert plain.failure.phase == "config" and "(max_position_embeddings=40960" in plain.failure.message
+    default = settings_from_args(build_parser().parse_args(["Qwen/Qwen3-8B", "--hf-overrides", yarn]))
+    assert start("gaudi-main", sim=default[0], inputs=default[1])[0].config.max_model_len == 131072
+    with pytest.raises(ValueError, match="--hf-overrides '{\"rope_scaling\"': expected a JSON object"):
+        settings_from_args(build_parser().parse_args(["Qwen/Qwen3-8B", "--hf-overrides",
+                                                      '{"rope_scaling"']))

@@ -178,15 +178,22 @@ def test_a_context_past_the_models_is_rejected_before_boot_with_vllms_reason(tmp
     assert "max_model_len (262144) is greater than the derived max_model_len" in r.reason
 
 
-def test_a_context_extended_by_hf_overrides_is_the_servers_to_judge(tmp_path):
-    # the model's length as overridden (YaRN, a longer max_position_embeddings) is derived by the server, not by
-    # the tuner's reading of the config: the trial boots and the server says
+def test_a_context_extended_by_hf_overrides_is_judged_on_the_model_as_overridden(tmp_path):
+    # the model is read with the server's --hf-overrides, as vLLM reads it: a longer max_position_embeddings
+    # admits the length, and a length past the overridden one is still refused before a boot
     from dataclasses import replace
 
-    settings = TrialSettings(server={**SERVER, "max_model_len": 262144, "max_num_batched_tokens": 262144},
-                             env=dict(ENV), params={})
+    from tuner.models.overrides import canonical
+
+    def check(ctx, length):
+        return T.pre_boot_check(ctx, TrialSettings(server={**SERVER, "max_model_len": length,
+                                                           "max_num_batched_tokens": length},
+                                                   env=dict(ENV), params={}))[1]
+
     ctx = context(tmp_path)
-    assert T.pre_boot_check(ctx, settings)[1] is not None
-    extended = replace(ctx, backend=replace(ctx.backend, extra_args=[
-        "--hf-overrides", '{"max_position_embeddings": 262144}']))
-    assert T.pre_boot_check(extended, settings)[1] is None
+    assert check(ctx, 262144) is not None
+    extended = replace(ctx, device_model=replace(ctx.device_model, hf_overrides=canonical(
+        '{"max_position_embeddings": 262144}')))
+    assert check(extended, 262144) is None
+    refused = check(extended, 262145)
+    assert refused is not None and "(max_position_embeddings=262144" in refused.reason

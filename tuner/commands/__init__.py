@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import socket
 import sys
@@ -193,7 +194,7 @@ def check_reachable(base_url: str, flag: str = "--base-url", timeout_s: float = 
         raise RuntimeFailure(f"cannot connect to {shown}: {exc.strerror or exc}") from None
 
 
-def refuse_images_without_vision(space, shape_name: str, flag: str) -> None:
+def refuse_images_without_vision(space, shape_name: str, flag: str, hf_overrides: str | None = None) -> None:
     """A space that tunes image settings needs a model with a vision tower: with a text model (the default
     --model is one) its image buckets would be tuned against nothing, silently."""
     from ..models import UnknownModelError
@@ -204,10 +205,35 @@ def refuse_images_without_vision(space, shape_name: str, flag: str) -> None:
     if not image:
         return
     try:
-        shape = model_for(shape_name)
+        shape = model_for(shape_name, hf_overrides)
     except (UnknownModelError, ValueError):
         return  # an unknown model is refused (or run without prediction) where it is resolved
     if shape.vision_tower is None:
         raise UsageError(f"{space.name}: the space sets {', '.join(image)} (image settings), but {flag} "
                          f"{shape_name} is a text model (no vision tower in its config): give a vision-language "
                          "model, e.g. --model Qwen/Qwen3-VL-8B-Instruct")
+
+
+def refuse_a_length_past_the_model(space, shape_name: str, flag: str, hf_overrides: str | None = None) -> None:
+    """A space whose fixed max_model_len is longer than the model serves would have every trial refused by the
+    server at its config check: said once, before the night starts, with the two ways vLLM offers."""
+    from ..models import UnknownModelError
+    from ..perfmodel.hardware import model_for
+    from ..perfmodel.rules import env_true
+
+    length = space.server.get("max_model_len")
+    allowed = space.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", ""))
+    if not isinstance(length, int) or env_true(str(allowed)):
+        return
+    try:
+        shape = model_for(shape_name, hf_overrides)
+    except (UnknownModelError, ValueError):
+        return  # an unknown model is refused (or run without prediction) where it is resolved
+    limit = shape.max_len_limit or shape.max_position
+    if length > limit:
+        how = "as its --hf-overrides leave it" if hf_overrides else f"its config's {shape.max_len_key}"
+        raise UsageError(f"{space.name}: max_model_len {length} is longer than {flag} {shape_name} serves: "
+                         f"{limit:,} tokens ({how}); the server would refuse every trial. Lower max_model_len, "
+                         "pass the server the --hf-overrides that extend the context (in --server-args, e.g. "
+                         "YaRN's rope_scaling with a longer max_position_embeddings), or set "
+                         "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the space's env")

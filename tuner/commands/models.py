@@ -20,6 +20,9 @@ def register(sub) -> None:
     p.add_argument("model", nargs="?", help=MODEL_HELP)
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"), help="weights format served (default bf16)")
+    p.add_argument("--hf-overrides", metavar="JSON",
+                   help="the server's --hf-overrides: config keys set over the model's config.json before it is "
+                        "read, as vLLM sets them, e.g. '{\"max_position_embeddings\": 131072}'")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_models)
 
@@ -31,11 +34,13 @@ def cmd_models(args) -> int:
         raise UsageError(f"--tensor-parallel-size must be at least 1, got {args.tensor_parallel_size}")
     if args.model:
         try:
-            figures = model_figures(args.model, args.dtype, args.tensor_parallel_size)
+            figures = model_figures(args.model, args.dtype, args.tensor_parallel_size, args.hf_overrides)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         print(json.dumps(figures, indent=2) if args.json else model_line(figures))
         return 0
+    if args.hf_overrides:
+        raise UsageError("--hf-overrides: name the model they apply to (bucket-tuner models MODEL --hf-overrides ...)")
     rows = [model_figures(m, args.dtype, args.tensor_parallel_size) for m in catalogue()]
     if args.json:
         print(json.dumps(rows, indent=2))

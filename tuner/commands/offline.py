@@ -63,12 +63,13 @@ def check_model_flags(args) -> None:
         raise UsageError(f"--tensor-parallel-size must be at least 1, got {args.tensor_parallel_size}")
 
 
-def model_figures(name: str, dtype: str, tp: int) -> dict:
-    """What the model is, per card, as read from its config: KV bytes per token (bf16 and fp8 KV cache),
-    weight bytes, parameters; the figures `buckets --json` reports and the text's model line."""
+def model_figures(name: str, dtype: str, tp: int, hf_overrides: str | None = None) -> dict:
+    """What the model is, per card, as read from its config (with the server's --hf-overrides over it): KV
+    bytes per token (bf16 and fp8 KV cache), weight bytes, parameters; the figures `buckets --json` reports
+    and the text's model line."""
     from ..perfmodel.hardware import model_for
 
-    shape = model_for(name)
+    shape = model_for(name, hf_overrides)
     return {**shape.describe(), "tensor_parallel_size": tp,
             "kv_bytes_per_token": {"bf16": shape.kv_bytes_per_token("bf16", tp),
                                    "fp8": shape.kv_bytes_per_token("fp8", tp)},
@@ -84,7 +85,8 @@ def model_line(figures: dict) -> str:
     how = [f["quantization"], f.get("stored_as")] if f.get("quantization") else []
     stored = f" ({' '.join(dict.fromkeys(w for w in how if w))})" if how else ""  # "gptq int4", "fp8"
     return (f"model: {f['name']} ({f['architecture']}; {f['source']}): {f['total_params'] / 1e9:.1f}B parameters"
-            f"{moe}, {f['attention_layers']} of {f['layers']} layers cache K/V{mla}; per card at TP "
+            f"{moe}, {f['attention_layers']} of {f['layers']} layers cache K/V{mla}, "
+            f"{f['max_position']:,}-token context; per card at TP "
             f"{f['tensor_parallel_size']}: {f['kv_bytes_per_token']['bf16']:,} KV bytes per token (bf16), "
             f"{f['weight_bytes_per_card'] / 1024**3:.2f} GiB of weights{stored}")
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..vocabulary.textfile import read_text
-from . import UsageError, parse_slos, prepare_output, refuse_images_without_vision
+from . import UsageError, parse_slos, prepare_output, refuse_a_length_past_the_model, refuse_images_without_vision
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags, model_shape_of, read_baseline
 
@@ -34,7 +34,11 @@ def register(sub) -> None:
     p.add_argument("--release", help="release profile (default: the space's)")
     p.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct",
                    help="the served model (its tokenizer, when on disk, reads text datasets)")
-    add_model_flags(p.add_argument_group("what is predicted"))
+    g = p.add_argument_group("what is predicted")
+    add_model_flags(g)
+    g.add_argument("--hf-overrides", metavar="JSON",
+                   help="the --hf-overrides the server will be started with: the model is read with them, as vLLM "
+                        "reads it (e.g. a context extended with YaRN)")
     add_workload_flags(p)
     add_load_flags(p)
     add_objective_flags(p)
@@ -101,6 +105,7 @@ def cmd_plan(args) -> int:
 
 def build_target(args, space):
     """The plan's target: release, device and model, the workload and its arrivals."""
+    from ..models.overrides import canonical
     from ..perfmodel.hardware import DEVICES, model_for
     from ..perfmodel.target import DeviceModel, LoadShape, ModelTarget
 
@@ -115,18 +120,24 @@ def build_target(args, space):
     except BucketConfigError as exc:
         raise UsageError(f"--release: {exc}") from None
     shape = model_shape_of(args)
+    flag = '--model-shape' if args.model_shape else '--model'
     try:
-        model_for(shape)  # an unknown model now, with its message
+        overrides = canonical(args.hf_overrides)
     except ValueError as exc:
-        raise UsageError(f"{'--model-shape' if args.model_shape else '--model'}: {exc}") from None
-    refuse_images_without_vision(space, shape, '--model-shape' if args.model_shape else '--model')
+        raise UsageError(str(exc)) from None
+    try:
+        model_for(shape, overrides)  # an unknown model now, with its message
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    refuse_images_without_vision(space, shape, flag, overrides)
+    refuse_a_length_past_the_model(space, shape, flag, overrides)
     if args.device not in DEVICES:
         from ..perfmodel.hardware import device_for
 
         device_for(args.device)  # a generic stand-in, as tune's prediction uses
     check_load_flags(args)
     parse_percentiles(args.metric_percentiles)
-    return ModelTarget(release, DeviceModel(device=args.device, model=shape, dtype=args.dtype),
+    return ModelTarget(release, DeviceModel(device=args.device, model=shape, dtype=args.dtype, hf_overrides=overrides),
                        workload=_workload(args),
                        load=LoadShape(request_rate=args.request_rate, burstiness=args.burstiness,
                                       max_concurrency=args.max_concurrency))

@@ -17,6 +17,7 @@ from . import (
     check_folder,
     duration,
     parse_key_values,
+    refuse_a_length_past_the_model,
     refuse_images_without_vision,
 )
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
@@ -271,14 +272,15 @@ def percentile_metrics(args) -> tuple[str, ...] | None:
     return metrics
 
 
-def _known_model(args, console) -> tuple[str, bool]:
+def _known_model(args, console, overrides: str | None = None) -> tuple[str, bool]:
     """(the model to predict for, whether prediction is off). The simulator must know what it plays; a
-    genuine vLLM serving a model nothing here knows runs without prediction, saying so."""
+    genuine vLLM serving a model nothing here knows runs without prediction, saying so. The model is read with
+    the server's --hf-overrides."""
     from ..models import UnknownModelError, resolve
 
     shape = model_shape_of(args)
     try:
-        resolve(shape)
+        resolve(shape, overrides)
     except UnknownModelError as exc:
         if args.backend == "sim" or args.model_shape:
             flag = "--model-shape" if args.model_shape else "--model"
@@ -299,18 +301,21 @@ def build_context(args, space, console=None):
         raise UsageError("the simulator needs a release profile: give --release or a space with release:")
     _check_numbers(args)
     check_load_flags(args)
-    shape, no_prediction = _known_model(args, console)
-    refuse_images_without_vision(space, shape, '--model-shape' if args.model_shape else '--model')
-    if args.backend == "sim":
-        from ..perfmodel.hardware import DEVICES
-
-        if args.device not in DEVICES:
-            raise UsageError(f"--device {args.device!r}: the simulator knows {', '.join(sorted(DEVICES))}")
     try:
         vllm_command, extra_args = shlex.split(args.vllm_command), shlex.split(args.server_args)
     except ValueError as exc:  # an unclosed quote
         shown = args.server_args or args.vllm_command
         raise UsageError(f"--server-args / --vllm-command: {exc} in {shown!r}") from None
+    overrides = server_hf_overrides(extra_args)
+    shape, no_prediction = _known_model(args, console, overrides)
+    flag = '--model-shape' if args.model_shape else '--model'
+    refuse_images_without_vision(space, shape, flag, overrides)
+    refuse_a_length_past_the_model(space, shape, flag, overrides)
+    if args.backend == "sim":
+        from ..perfmodel.hardware import DEVICES
+
+        if args.device not in DEVICES:
+            raise UsageError(f"--device {args.device!r}: the simulator knows {', '.join(sorted(DEVICES))}")
     if args.backend == "vllm" and not (vllm_command and shutil.which(vllm_command[0])):
         # checked now: every trial would otherwise fail the same way and burn the night's budget
         raise UsageError(f"--vllm-command {args.vllm_command!r}: "
@@ -328,7 +333,7 @@ def build_context(args, space, console=None):
     if args.dtype == "fp8" and args.backend == "sim":
         backend.extra_args += ["--quantization", "fp8"]
     device_model = None if (no_prediction or release is None) else DeviceModel(
-        device=args.device, model=shape, dtype=args.dtype)
+        device=args.device, model=shape, dtype=args.dtype, hf_overrides=overrides)
     return TrialContext(
         backend=backend,
         workload=_workload(args),
@@ -344,6 +349,18 @@ def build_context(args, space, console=None):
         load_sweep=load_sweep_from_args(args),
         release_detection=detected,
     )
+
+
+def server_hf_overrides(server_args: list[str]) -> str | None:
+    """The --hf-overrides of --server-args (one spelling of them), which the model is read with; a value that is
+    not a JSON object is the user's error, said before any boot."""
+    from ..models.overrides import canonical
+    from ..serve.backends import flag_value
+
+    try:
+        return canonical(flag_value(server_args, "--hf-overrides"))
+    except ValueError as exc:
+        raise UsageError(f"--server-args: {exc}") from None
 
 
 def warm_pass(args) -> int:

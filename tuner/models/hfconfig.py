@@ -428,9 +428,25 @@ def _vision_part(config: dict) -> dict | None:
     return vision
 
 
+# vLLM's sequence-classification adapter (model_executor/models/adapters.py SequenceClassificationConfig): a
+# generating model served as a classifier from its LM head's logits of `classifier_from_token`
+_TWO_WAY = "from_2_way_softmax"
+_ORIGINAL_QWEN3_RERANKER = ("Qwen3ForSequenceClassification", "Qwen3VLForSequenceClassification")
+
+
 def _labels(config: dict) -> tuple[str, ...]:
     """A classification head's labels as transformers reads them: id2label (its keys are indices), else
-    num_labels of LABEL_i, else its default of two."""
+    num_labels of LABEL_i, else its default of two. A classifier made from an LM head's token logits (the
+    original Qwen3-Reranker: `is_original_qwen3_reranker` and two `classifier_from_token`) has, as vLLM sets
+    it, one label for the two-way softmax and one per token otherwise."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    tokens = config.get("classifier_from_token") or text.get("classifier_from_token")
+    method = config.get("method") or text.get("method")
+    architecture = (config.get("architectures") or [""])[0]
+    if config.get("is_original_qwen3_reranker") and architecture in _ORIGINAL_QWEN3_RERANKER:
+        method = _TWO_WAY
+    if method and isinstance(tokens, list) and tokens:
+        return ("LABEL_0",) if method == _TWO_WAY else tuple(f"LABEL_{i}" for i in range(len(tokens)))
     id2label = config.get("id2label")
     if isinstance(id2label, dict) and id2label:
         try:
@@ -490,6 +506,12 @@ def config_file(folder: Path) -> Path:
 
 def load_config(path: Path) -> TextConfig:
     """Read a config.json file, or a model folder's config (config_file)."""
+    data, file = raw_config(path)
+    return read_config(data, str(file), encoder_config(file.parent))
+
+
+def raw_config(path: Path) -> tuple[dict, Path]:
+    """(the parsed config of a config.json file or a model folder, as the HF config vLLM builds from it; the file)."""
     file = config_file(path) if path.is_dir() else path
     try:
         data = json.loads(file.read_text())
@@ -504,7 +526,7 @@ def load_config(path: Path) -> TextConfig:
             data = hf_config(data)
         except ParamsError as e:
             raise ModelConfigError(f"{file}: {e}") from None
-    return read_config(data, str(file), _encoder_config(file.parent))
+    return data, file
 
 
 # vLLM's get_sentence_transformer_tokenizer_config: the first of these a model folder has
@@ -513,7 +535,7 @@ SENTENCE_CONFIGS = ("sentence_bert_config.json", "sentence_roberta_config.json",
                     "sentence_xlm-roberta_config.json", "sentence_xlnet_config.json")
 
 
-def _encoder_config(folder: Path) -> dict | None:
+def encoder_config(folder: Path) -> dict | None:
     for name in SENTENCE_CONFIGS:
         try:
             data = json.loads((folder / name).read_text())

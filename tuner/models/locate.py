@@ -20,7 +20,9 @@ import re
 from pathlib import Path
 
 from ..vocabulary.errors import UserError
-from .hfconfig import ModelConfigError, config_file, load_config
+from .hfconfig import ModelConfigError, TextConfig, config_file, encoder_config, raw_config, read_config
+from .overrides import apply_hf_overrides, canonical
+from .params import count_params
 from .shape import ModelShape, shape_from_config
 
 CATALOGUE = Path(__file__).with_name("catalogue")
@@ -116,11 +118,28 @@ def _index_bytes(folder: Path) -> int | None:
         return None
 
 
-def _from_folder(name: str, path: Path, source: str, quantization: str | None = None) -> ModelShape:
+def _load(path: Path, overrides: str | None) -> tuple[TextConfig, bool]:
+    """(a config read as the server reads it: its --hf-overrides (overrides.py) over the file's keys; whether
+    the overrides leave the parameters as the file has them, so that the checkpoint's stored bytes still hold)."""
+    data, file = raw_config(path)
+    config = read_config(apply_hf_overrides(data, overrides), str(file), encoder_config(file.parent))
+    if not overrides:
+        return config, True
+    own = read_config(data, str(file), encoder_config(file.parent))
+    return config, count_params(own).total == count_params(config).total
+
+
+def _overridden(source: str, overrides: str | None) -> str:
+    return f"{source}, with --hf-overrides {overrides}" if overrides else source
+
+
+def _from_folder(name: str, path: Path, source: str, quantization: str | None = None,
+                 overrides: str | None = None) -> ModelShape:
     folder = path if path.is_dir() else path.parent
     try:
-        config = load_config(path)
-        return shape_from_config(config, name, source, _index_bytes(folder), quantization)
+        config, same = _load(path, overrides)
+        stored = _index_bytes(folder) if same else None
+        return shape_from_config(config, name, _overridden(source, overrides), stored, quantization)
     except ModelConfigError as e:
         raise UnknownModelError(f"model {name!r}: {e}") from None
     except (TypeError, ValueError, KeyError, ZeroDivisionError) as e:  # a field of a shape nothing here expects
@@ -128,14 +147,19 @@ def _from_folder(name: str, path: Path, source: str, quantization: str | None = 
                                 f"unexpected type or value ({type(e).__name__}: {e})") from None
 
 
-def _from_catalogue(name: str, model_id: str, quantization: str | None = None) -> ModelShape:
+def _from_catalogue(name: str, model_id: str, quantization: str | None = None,
+                    overrides: str | None = None) -> ModelShape:
     path = catalogue()[model_id]
     try:
-        config = load_config(path)
+        raw_config(path)
     except ModelConfigError as e:  # a shipped file is broken: the project's bug, said as such
         raise RuntimeError(f"catalogue config {path.name}: {e}") from None
-    stored = None if quantization else _catalogue_weights().get(model_id)
-    return shape_from_config(config, name, f"catalogue: {model_id}", stored, quantization)
+    try:
+        config, same = _load(path, overrides)
+    except ModelConfigError as e:  # the file is sound: the overrides made it unreadable
+        raise UnknownModelError(f"model {name!r} with --hf-overrides {overrides}: {e}") from None
+    stored = None if quantization or not same else _catalogue_weights().get(model_id)
+    return shape_from_config(config, name, _overridden(f"catalogue: {model_id}", overrides), stored, quantization)
 
 
 def _catalogue_id(name: str) -> str | None:
@@ -150,15 +174,24 @@ def _catalogue_id(name: str) -> str | None:
     return keys.get(_key(name))
 
 
+def resolve(name: str, hf_overrides: dict | str | None = None) -> ModelShape:
+    """The shape of the model `name` names (see the module's docstring for what is accepted), read with the
+    server's --hf-overrides (a JSON object or its dict) over its config as vLLM reads it; a malformed value
+    is a ValueError naming it."""
+    return _resolve(name, canonical(hf_overrides))
+
+
+resolve.cache_clear = lambda: _resolve.cache_clear()  # type: ignore[attr-defined]  # the readings are cached by name
+
+
 @functools.lru_cache(maxsize=256)
-def resolve(name: str) -> ModelShape:
-    """The shape of the model `name` names (see the module's docstring for what is accepted)."""
+def _resolve(name: str, overrides: str | None) -> ModelShape:
     text = str(name).strip()
     if not text:
         raise UnknownModelError("no model named (an empty name)")
     path = Path(text).expanduser()
     if path.is_dir() and _has_config(path) or path.is_file() and path.suffix == ".json":
-        return _from_folder(text, path, str(path.resolve()))
+        return _from_folder(text, path, str(path.resolve()), overrides=overrides)
     if path.is_dir():
         raise UnknownModelError(f"model folder {text!r} has no config.json (nor a Mistral params.json); pass "
                                 "the folder the weights and config.json are in, or the config.json itself")
@@ -167,10 +200,11 @@ def resolve(name: str) -> ModelShape:
             continue
         cached = _in_hub_cache(base)
         if cached is not None and not quant:
-            return _from_folder(text, cached, f"HF cache: {cached}")
+            return _from_folder(text, cached, f"HF cache: {cached}", overrides=overrides)
         model_id = _catalogue_id(base)
         if model_id:
-            return _from_catalogue(text, model_id, quant if not model_id.lower().endswith("fp8") else None)
+            return _from_catalogue(text, model_id, quant if not model_id.lower().endswith("fp8") else None,
+                                   overrides)
     raise UnknownModelError(_unknown_message(text))
 
 

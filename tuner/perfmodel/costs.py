@@ -50,6 +50,12 @@ class SimSettings:
     tp: int = 1
     gpu_memory_utilization: float = 0.9
     enforce_eager: bool = False
+    hf_overrides: str | None = None  # the server's --hf-overrides (JSON): its model is read with them
+
+    @property
+    def shape(self) -> ModelShape:
+        """The model as the server reads it (tuner/models): its config.json with the overrides over it."""
+        return model_for(self.model, self.hf_overrides)
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ class CostModel:
                  corrections: Corrections = Corrections()):
         self.sim = sim
         self.corr = corrections
-        self.model: ModelShape = model_for(sim.model)  # from its config.json (tuner/models)
+        self.model: ModelShape = sim.shape  # from its config.json (tuner/models)
         self.device: Device = device_for(sim.device)
         self.block_size = block_size
         self.compiled_mode = compiled_mode  # PT_HPU_LAZY_MODE=0 without --enforce-eager

@@ -15,10 +15,11 @@ GiB = 1024**3
 MiB = 1024**2
 
 
-def model_for(name: str) -> ModelShape:
+def model_for(name: str, hf_overrides: str | None = None) -> ModelShape:
     """The model `name` names, known from its config (tuner/models): a folder, a config.json, the HF
-    cache or the catalogue. Unknown names are refused (UnknownModelError) with the closest ones."""
-    return resolve(name)
+    cache or the catalogue, with the server's --hf-overrides over it. Unknown names are refused
+    (UnknownModelError) with the closest ones."""
+    return resolve(name, hf_overrides)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from .costs import (
     memory_split,
     server_config,
 )
-from .hardware import GiB, model_for
+from .hardware import GiB
 from .prediction import Failure, StartupPrediction, WarmupStep, devmem_error
 from .rules import ReleaseRules, env_true, env_value, rules_for
 from .shapes import prompt_tokens
@@ -47,7 +47,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
     pred = StartupPrediction(profile, rules, sim, env, lazy=lazy, corrections=corrections,
                              skip_warmup=env_true(env_value(env, profile, "VLLM_SKIP_WARMUP", "false")))
     pred.graphs = lazy and not sim.enforce_eager and not pred.skip_warmup
-    model = model_for(sim.model)
+    model = sim.shape
     cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections)
     pred.load_seconds = T_INIT + cost.load_time()
     pred.profile_seconds = T_PROFILE * model.layers / 32 * corrections.profile
@@ -123,7 +123,7 @@ def _bucket_error_class(e: BucketConfigError) -> str:
 
 def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings, env: dict | None = None) -> Failure | None:
     t, mml, s = cfg.max_num_batched_tokens, cfg.max_model_len, cfg.max_num_seqs
-    shape = model_for(sim.model)
+    shape = sim.shape
     limit = shape.max_len_limit or shape.max_position
     if mml > limit and not env_true((env or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")):
         # vLLM's _get_and_verify_max_len (its wording, its float: the length times a RoPE factor)
@@ -184,7 +184,7 @@ def with_vision_steps(pred: StartupPrediction, logged: list) -> StartupPredictio
 
     from .vision import vision_phase
 
-    model = model_for(pred.sim.model)
+    model = pred.sim.shape
     if pred.plan is None or pred.memory is None or not logged or not model.multimodal:
         return pred
     phase = pred.vision or vision_phase(model, pred.profile, pred.env, {"image": {"count": 1}},

@@ -36,6 +36,7 @@ class DeviceModel:
     device: str = "gaudi2"
     model: str = "llama-3.1-8b"
     dtype: str = "bf16"
+    hf_overrides: str | None = None  # the server's --hf-overrides (canonical JSON): the model is read with them
 
 
 class Arrivals(Protocol):
@@ -120,6 +121,7 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
         tp=int(s.get("tensor_parallel_size", 1)),
         gpu_memory_utilization=float(s.get("gpu_memory_utilization", 0.9)),
         enforce_eager=bool(s.get("enforce_eager", False)),
+        hf_overrides=dm.hf_overrides,
     )
     inputs = ServerInputs(
         block_size=int(s.get("block_size", 128)),

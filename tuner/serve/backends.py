@@ -92,6 +92,17 @@ def server_options(flags: list[str]) -> dict[str, Any]:
     return out
 
 
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value `argv` gives `flag` (`--flag VALUE` or `--flag=VALUE`; the last one, as argparse takes it)."""
+    found = None
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif word.startswith(flag + "="):
+            found = word[len(flag) + 1:]
+    return found
+
+
 @dataclass
 class Backend:
     """How to start one server. `time_scale` is what the command tells a simulator to compress time by:

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from ..buckets import get_profile
 from ..buckets.release_flag import add_release
+from ..models.overrides import canonical
 from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
 from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, model_for, normalize_dtype, normalize_kv_dtype
@@ -145,10 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
     dtype = normalize_dtype(args.dtype, args.quantization)
-    shape = args.sim_model or model_for(args.model).name
+    overrides = canonical(args.hf_overrides)  # ValueError naming a malformed value
+    shape = args.sim_model or model_for(args.model, overrides).name
     sim = SimSettings(model=shape, device=args.sim_device, dtype=dtype,
                       kv_dtype=normalize_kv_dtype(args.kv_cache_dtype, dtype), tp=args.tensor_parallel_size,
-                      gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
+                      gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager,
+                      hf_overrides=overrides)
     inputs = ServerInputs(block_size=args.block_size, max_num_seqs=args.max_num_seqs,
                           max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
                           prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs,
@@ -177,24 +180,6 @@ def lora_modules(values: list[str] | None, enabled: bool) -> dict[str, str]:
     return out
 
 
-# --hf-overrides keys that change the length vLLM derives (a context extended with YaRN, a longer window)
-LENGTH_KEYS = frozenset({"max_position_embeddings", "rope_scaling", "rope_parameters", "model_max_length",
-                         "original_max_position_embeddings", "text_config"})
-
-
-def hf_overrides(value: str | None) -> dict:
-    """vLLM's --hf-overrides: a JSON object of config keys."""
-    if value is None:
-        return {}
-    try:
-        out = json.loads(value)
-    except ValueError:
-        out = None
-    if not isinstance(out, dict):
-        raise ValueError(f"--hf-overrides {value!r}: expected a JSON object, e.g. '{{\"is_matryoshka\": true}}'")
-    return out
-
-
 def pooling_task(convert: str | None, task: str | None, architecture: str) -> str:
     """The pooling task vLLM gives the model: --convert's, older --task's (score: a cross-encoder, a classifier),
     else its architecture's (a *ForSequenceClassification classifies), else embedding."""
@@ -207,16 +192,13 @@ def pooling_task(convert: str | None, task: str | None, architecture: str) -> st
     return "classify" if architecture.endswith("ForSequenceClassification") else "embed"
 
 
-def pooling_front(front: SimHTTP, model, overrides: dict, task: str = "embed") -> PoolingFront:
-    """The pooling routes of the model's task, with the vector width and Matryoshka widths of its config (and
-    overrides) and a classifier's labels."""
-    dims = overrides.get("matryoshka_dimensions", list(model.matryoshka_dimensions))
-    matryoshka = bool(dims) or bool(overrides.get("is_matryoshka", model.matryoshka))
-    width = int(overrides.get("embedding_size") or model.embedding_size or model.hidden)
-    labels = model.labels
-    if isinstance(overrides.get("num_labels"), int) and overrides["num_labels"] > 0:
-        labels = tuple(f"LABEL_{i}" for i in range(overrides["num_labels"]))
-    return PoolingFront(front, width, [int(d) for d in dims] if dims else matryoshka, task, labels)
+def pooling_front(front: SimHTTP, model, task: str = "embed") -> PoolingFront:
+    """The pooling routes of the model's task, with the vector width and Matryoshka widths of its config (read
+    with the server's --hf-overrides) and a classifier's labels."""
+    dims = list(model.matryoshka_dimensions)
+    width = int(model.embedding_size or model.hidden)
+    return PoolingFront(front, width, [int(d) for d in dims] if dims else bool(model.matryoshka), task,
+                        model.labels)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,16 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         release = get_profile(args.sim_release).name
         hardware = hardware_corrections(args.sim_hardware)
         args.adapters = lora_modules(args.lora_modules, args.enable_lora)
-        args.overrides = hf_overrides(args.hf_overrides)
     except (FaultError, ValueError) as e:
         parser.error(str(e))  # exits 2
     env = dict(os.environ)
     cache = RecipeCache.from_env(env_value(env, release, "PT_HPU_RECIPE_CACHE_CONFIG"))
     cached = cache.open() if cache else frozenset()
-    checked = env
-    if LENGTH_KEYS & set(args.overrides):  # the simulator does not derive a length again from overrides of it:
-        checked = {**env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}  # it takes the --max-model-len it is given
-    pred = predict_startup(release, sim, inputs, checked, cached, corrections=hardware)
+    pred = predict_startup(release, sim, inputs, env, cached, corrections=hardware)
     clock = SimTime()
     log = SimLog(pred.rules.style, clock, time.time())
     host = args.host or "0.0.0.0"
@@ -358,7 +336,7 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
 
     driver = LiveDriver(engine, scale, sim_start=clock.t, on_step=on_step, on_logs=on_logs)
     log.clock = driver.now  # from here on the log follows the serving clock
-    front = SimHTTP(driver, names, pred.config.max_model_len, model_for(pred.sim.model).vocab, faults,
+    front = SimHTTP(driver, names, pred.config.max_model_len, pred.sim.shape.vocab, faults,
                     pred.rules.engine == "v1", VERSIONS[pred.profile],
                     access_log=None if args.disable_log_requests else log.raw,
                     api_keys=args.api_key or ([os.environ["VLLM_API_KEY"]] if os.environ.get("VLLM_API_KEY") else []),
@@ -366,9 +344,9 @@ async def _run_http(args, pred, faults, cache, log, clock, sock, stop, scale) ->
                     local_media=args.allowed_local_media_path)
     app = front.app(generate=not pred.config.pooling)
     if pred.config.pooling:
-        model = model_for(pred.sim.model)
+        model = pred.sim.shape
         task = pooling_task(args.convert if args.convert != "auto" else None, args.task, model.architecture)
-        pooling_front(front, model, args.overrides, task).add_routes(app.router)
+        pooling_front(front, model, task).add_routes(app.router)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     driver.start()

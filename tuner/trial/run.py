@@ -123,16 +123,9 @@ def pre_boot_check(ctx: TrialContext, settings: TrialSettings,
         return {}, None
     summary = tp.summary()
     refused = rejection(tp, ctx.limits.warmup_budget_s) if ctx.preboot_reject else None
-    if refused is not None and _LONGER_THAN_MODEL in refused[1] and "--hf-overrides" in " ".join(
-            getattr(ctx.backend, "extra_args", None) or ()):
-        refused = None  # the model's length as overridden is the server's to derive: it boots and says
     if refused is None:
         return summary, None
     return summary, TrialResult(status=refused[0], reason=refused[1], predicted=summary)
-
-
-# the perf model's wording of vLLM's refusal of a --max-model-len past the model's (perfmodel.predict)
-_LONGER_THAN_MODEL = "is greater than the derived max_model_len"
 
 
 # ------------------------------------------------------------------------------------------- a trial
