@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import shlex
 
+from ..vocabulary.numbers import token_count
+
 # the start of a command: vLLM's CLI, its API server module, or a line that is only flags (the paste began
 # inside the command)
 _START = re.compile(r"(?:^|[\s$#>])(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entrypoints\.\S+)")
@@ -31,6 +33,7 @@ FLAGS = {
     "model": "model", "enforce-eager": "enforce_eager", "gpu-memory-utilization": "gpu_memory_utilization",
 }
 _SWITCHES = {"enforce-eager"}
+_COUNTS = {"max-model-len", "max-num-batched-tokens"}  # human-readable in vLLM's CLI: 32k, 8K
 
 
 class CommandCollector:
@@ -63,6 +66,16 @@ class CommandCollector:
         return command_settings(" ".join(self.parts)) if self.parts else None
 
 
+def _count(name: str, value: str) -> str:
+    """A token count as vLLM's command line reads it (32k, 8K) in digits; anything else (auto, -1) as given."""
+    if name not in _COUNTS:
+        return value
+    try:
+        return str(token_count(value))
+    except ValueError:
+        return value
+
+
 def command_settings(command: str) -> str | None:
     """`name=value` for each setting the command gives (the engine config line's names), or None."""
     try:
@@ -83,9 +96,9 @@ def command_settings(command: str) -> str | None:
         if name in _SWITCHES:
             found[FLAGS[name]] = "True"
         elif eq:
-            found[FLAGS[name]] = value
+            found[FLAGS[name]] = _count(name, value)
         elif i + 1 < len(words) and not words[i + 1].startswith("--"):
-            found[FLAGS[name]] = words[i + 1]
+            found[FLAGS[name]] = _count(name, words[i + 1])
     if not found:
         return None
     return "pasted command: " + " ".join(f"{k}='{v}'" if k == "model" else f"{k}={v}" for k, v in found.items())

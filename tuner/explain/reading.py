@@ -306,4 +306,4 @@ def _summary_of(events: list[TimedEvent]) -> WatchSummary:
 
 # Lines that carry the server's settings: the engine's config line, the API server's arguments.
 _SETTINGS = re.compile(r"with config: |non-default args: |args: Namespace\(|^Detected flags: \[|"
-                       r"^Chunked prefill is enabled with max_num_batched_tokens=")
+                       r"^Chunked prefill is enabled with max_num_batched_tokens=|^Auto-fit max_model_len: ")

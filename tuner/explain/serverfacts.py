@@ -48,6 +48,19 @@ def _int(text: str | None) -> int | None:
     return int(text) if text is not None and text.isdigit() else None
 
 
+# --max-model-len auto (-1): the engine's lines give the model's length, the KV cache's fit comes later (vLLM's
+# kv_cache_utils; "... to fit in available GPU memory (3.01 GiB available for KV cache)" in older builds)
+_AUTO_FIT = re.compile(r"Auto-fit max_model_len: (?:reduced from \d+ to (\d+)|full model context length (\d+) fits)")
+
+
+def _auto_fit(texts: list[str]) -> int | None:
+    for text in texts:
+        m = _AUTO_FIT.search(text)
+        if m:
+            return int(m.group(1) or m.group(2))
+    return None
+
+
 
 
 # vllm-hpu-extension's capabilities: "Detected flags: [-compile_one_hot -cpu ... -gaudi -gaudi2 +gaudi3]"
@@ -97,7 +110,8 @@ def server_facts(reading: LogReading) -> ServerFacts:
         tp=tp, tp_exact=exact, tp_evidence=why,
         model=_setting(texts, "model", r"([^',)\s]+)"),
         dtype=_setting(texts, "dtype", r"(\w+)"),
-        max_model_len=_int(_setting(texts, "max_model_len")) or _int(_setting(texts, "max_seq_len")),
+        max_model_len=_auto_fit(reading.settings_text) or _int(_setting(texts, "max_model_len"))
+        or _int(_setting(texts, "max_seq_len")),
         max_num_seqs=_int(_setting(texts, "max_num_seqs")),
         max_num_batched_tokens=_int(_setting(texts, "max_num_batched_tokens")),
         block_size=_int(_setting(texts, "block_size")),

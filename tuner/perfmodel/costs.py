@@ -175,7 +175,8 @@ def recipe_key(profile: str, sim: SimSettings, block_size: int, num_blocks: int,
 
 def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, env: Mapping[str, str],
                   num_blocks: int) -> ServerConfig:
-    mml = inputs.max_model_len or model.max_position
+    # --max-model-len auto (-1) starts from the model's own length; the KV cache may then cut it (predict.py)
+    mml = inputs.max_model_len if (inputs.max_model_len or 0) > 0 else model.max_position
     limits = resolve(rules.profile, mml, inputs.max_num_seqs, inputs.max_num_batched_tokens, model.multimodal)
     return ServerConfig(
         block_size=inputs.block_size, max_num_seqs=limits.max_num_seqs, max_model_len=mml,

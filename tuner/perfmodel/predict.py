@@ -8,9 +8,11 @@ prediction, with the truth's corrections, so that it then does what was predicte
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from ..buckets import BucketConfigError, BucketPlan, ServerConfig
 from ..buckets.owncode import build_checked
+from ..vocabulary.numbers import AUTO
 from .capture import plan_warmup
 from .corrections import Corrections
 from .costs import (
@@ -53,7 +55,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
     pred.profile_seconds = T_PROFILE * model.layers / 32 * corrections.profile
     cfg0 = server_config(rules, model, inputs, env, num_blocks=1)
     pred.config = cfg0
-    failure = _check_flags(rules, cfg0, sim, env)
+    failure = _check_length(rules, inputs) or _check_flags(rules, cfg0, sim, env)
     if failure:
         pred.failure = failure
         return pred
@@ -66,6 +68,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
     # the budget first, then again for the largest bucket actually built: prompt buckets do not depend on
     # the KV block count, so two builds settle it.
     tokens = cfg0.max_num_batched_tokens
+    derived = cfg0.max_model_len
     for _ in range(2):
         mem = memory_split(cost, tokens, reserved)
         pred.memory = mem
@@ -75,11 +78,19 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
         if mem.free <= 0:
             pred.failure = Failure("profile", devmem_error(int(mem.profile_overhead)))
             return pred
+        serving = inputs
+        if inputs.max_model_len == AUTO:
+            fitted = _auto_fit(pred, derived, cfg0, mem)
+            if isinstance(fitted, Failure):
+                pred.failure = fitted
+                return pred
+            cfg0 = replace(cfg0, max_model_len=fitted)  # the token budget stays the one set from the model's length
+            serving = replace(inputs, max_model_len=fitted, max_num_batched_tokens=cfg0.max_num_batched_tokens)
         kv_failure = _check_kv(rules, cfg0, mem, cost)
         if kv_failure:
             pred.failure = kv_failure
             return pred
-        pred.config = server_config(rules, model, inputs, env, mem.num_blocks)
+        pred.config = server_config(rules, model, serving, env, mem.num_blocks)
         try:
             # a plan's memoised build, else the release's own lists where they are checked (owncode)
             pred.plan = build(pred.config) if build is not None else build_checked(profile, pred.config)
@@ -151,6 +162,26 @@ def _check_flags(rules: ReleaseRules, cfg: ServerConfig, sim: SimSettings, env: 
         return Failure("config", f"ValueError: Total number of attention heads ({heads}) must be divisible by "
                        f"tensor parallel size ({sim.tp}).")
     return None
+
+
+def _check_length(rules: ReleaseRules, inputs: ServerInputs) -> Failure | None:
+    asked = inputs.max_model_len
+    if asked is None or asked > 0 or (asked == AUTO and rules.engine == "v1"):
+        return None
+    return Failure("config", f"ValueError: max_model_len ({asked}) must be a positive number of tokens"
+                   + (" (-1, auto-fit to the KV cache, came with vllm-gaudi's v1 engine)" if rules.engine == "v0"
+                      else " or -1 (auto-fit to the KV cache)"))
+
+
+def _auto_fit(pred: StartupPrediction, derived: int, cfg: ServerConfig, mem) -> int | Failure:
+    """--max-model-len auto (-1): the longest context one request can hold in the KV cache, at most the model's
+    own (vLLM's _auto_fit_max_model_len: one request at length L needs ceil(L / block) blocks)."""
+    fitted = min(derived, int(mem.kv // mem.block_bytes) * cfg.block_size) if mem.block_bytes > 0 else derived
+    if fitted <= 0:
+        return Failure("kv", "ValueError: Cannot auto-fit max_model_len: not enough GPU memory available to serve "
+                       "even a single token. Try increasing `gpu_memory_utilization`.")
+    pred.auto_fit = (derived, fitted, max(mem.kv, 0.0))
+    return fitted
 
 
 def _check_kv(rules: ReleaseRules, cfg: ServerConfig, mem: MemorySplit, cost: CostModel) -> Failure | None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..load.arrivals import gamma_send_offsets
 from ..load.workload import Workload
+from ..vocabulary.numbers import length_or_auto, token_count
 from .calibration import Calibration
 from .checks import TrialPrediction, predict_trial
 from .corrections import Corrections
@@ -126,13 +127,18 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
     inputs = ServerInputs(
         block_size=int(s.get("block_size", 128)),
         max_num_seqs=_int_or_none(s.get("max_num_seqs")),
-        max_model_len=s.get("max_model_len"),
-        max_num_batched_tokens=s.get("max_num_batched_tokens"),
+        max_model_len=_count(s.get("max_model_len"), length_or_auto),
+        max_num_batched_tokens=_count(s.get("max_num_batched_tokens"), token_count),
         prefix_caching=s.get("enable_prefix_caching"),
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
         limit_mm_per_prompt=_json_text(s.get("limit_mm_per_prompt")),
     )
     return sim, inputs
+
+
+def _count(value, parse) -> int | None:
+    """A token count a space may write as vLLM's CLI takes it ("32k", "auto")."""
+    return parse(value) if isinstance(value, str) else value
 
 
 def _int_or_none(value) -> int | None:

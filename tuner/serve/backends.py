@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..vocabulary.numbers import length_or_auto, token_count
+
 BACKENDS = ("sim", "vllm")
 
 # server option -> `vllm serve` flag; bools are presence flags (prefix caching has a --no- form in v1).
@@ -82,7 +84,8 @@ def server_options(flags: list[str]) -> dict[str, Any]:
             raw = flags[i + 1]
             i += 1
             try:
-                out[name] = int(raw)
+                out[name] = (length_or_auto(raw) if name == "max_model_len" else token_count(raw)
+                             if name == "max_num_batched_tokens" else int(raw))  # vLLM's 32k, 8K, auto
             except ValueError:
                 try:
                     out[name] = float(raw)

@@ -27,7 +27,8 @@ from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPredictio
 from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, model_for, normalize_dtype, normalize_kv_dtype
 from ..perfmodel.prefixcache import PrefixCache
-from ..perfmodel.rules import env_value
+from ..perfmodel.rules import env_value, rules_for
+from ..vocabulary.numbers import AUTO, length_or_auto, token_count
 from .clocks import LiveDriver
 from .configfile import ConfigFileError, expand_config
 from .faults import COMPILE_ERROR, FaultError, Faults
@@ -75,9 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-num-seqs", type=int, default=None,
                    help="default: the release's (256; vllm-gaudi cuts it to the token budget)")
-    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--max-model-len", default=None,
+                   help="tokens (32k = 32,000, 32K = 32,768), or -1 / auto: the longest the KV cache holds "
+                        "(vllm-gaudi; the fork's releases take a whole number)")
     p.add_argument("--block-size", type=int, default=128)
-    p.add_argument("--max-num-batched-tokens", type=int, default=None,
+    p.add_argument("--max-num-batched-tokens", default=None,
                    help="default: the release's (bucket-tuner buckets --help, docs/usage.md)")
     p.add_argument("--max-num-prefill-seqs", type=int, default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
@@ -144,6 +147,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def token_flags(args) -> tuple[int | None, int | None]:
+    """(--max-model-len, --max-num-batched-tokens) as the release's vLLM parses them: vllm-gaudi's take 32k, 8K
+    and (the length) auto / -1; the fork's, on vLLM 0.5-0.9, a whole number. ValueError naming the flag."""
+    plain = rules_for(get_profile(args.sim_release).name).engine == "v0"
+    out = []
+    for flag, text, parse in (("--max-model-len", args.max_model_len, length_or_auto),
+                              ("--max-num-batched-tokens", args.max_num_batched_tokens, token_count)):
+        if text is None or isinstance(text, int):
+            out.append(text)
+            continue
+        try:
+            value = int(text) if plain else parse(text)
+        except ValueError as e:
+            raise ValueError(f"argument {flag}: " + (f"invalid int value: {text!r}" if plain else str(e))) from None
+        if value <= 0 and not (value == AUTO and flag == "--max-model-len" and not plain):
+            raise ValueError(f"argument {flag}: {text!r}: must be a positive number of tokens"
+                             + ("" if plain or flag != "--max-model-len" else " (or -1 / auto)"))
+        out.append(value)
+    return out[0], out[1]
+
+
 def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
     dtype = normalize_dtype(args.dtype, args.quantization)
     overrides = canonical(args.hf_overrides)  # ValueError naming a malformed value
@@ -152,8 +176,9 @@ def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
                       kv_dtype=normalize_kv_dtype(args.kv_cache_dtype, dtype), tp=args.tensor_parallel_size,
                       gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager,
                       hf_overrides=overrides)
+    max_model_len, max_num_batched_tokens = token_flags(args)
     inputs = ServerInputs(block_size=args.block_size, max_num_seqs=args.max_num_seqs,
-                          max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
+                          max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
                           prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs,
                           limit_mm_per_prompt=args.limit_mm_per_prompt,
                           pooling=is_pooling(args.runner, args.convert, args.task))
