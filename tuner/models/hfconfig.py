@@ -414,7 +414,7 @@ def tied_of(config: dict, text: dict, composite: bool) -> bool:
 
 def _vision_part(config: dict) -> dict | None:
     """The vision_config with its class's defaults under it, and what the top level says of its images (Gemma-3's
-    mm_tokens_per_image, Mistral-3's spatial_merge_size); None for a text model."""
+    mm_tokens_per_image, Mistral-3's spatial_merge_size, the tiling families' keys); None for a text model."""
     vision = config.get("vision_config")
     if not isinstance(vision, dict):
         return None
@@ -425,7 +425,18 @@ def _vision_part(config: dict) -> dict | None:
         vision = {**vision, "mm_tokens_per_image": config["mm_tokens_per_image"]}
     if isinstance(config.get("spatial_merge_size"), int) and "spatial_merge_size" not in vision:
         vision = {**vision, "spatial_merge_size": config["spatial_merge_size"]}  # Mistral-3 writes it at the top
-    return vision
+    # the tiling processors' top-level keys (vision.vision_tower reads them), over their config classes' defaults:
+    # InternVL (OpenGVLab's internvl_chat, transformers' internvl), Idefics3 / SmolVLM, LLaVA-NeXT; Llama-4's
+    # pixel_shuffle_ratio is in its vision_config
+    internvl = {"downsample_ratio": 0.5, "dynamic_image_size": None, "min_dynamic_patch": None,
+                "max_dynamic_patch": None, "use_thumbnail": None}
+    idefics3 = {"scale_factor": 2}
+    keys = {"internvl_chat": internvl, "internvl": internvl, "idefics3": idefics3, "smolvlm": idefics3,
+            "llava_next": {"image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]],
+                           "vision_feature_select_strategy": "default"}}.get(parent, {})
+    present = {k: config[k] if config.get(k) is not None else d for k, d in keys.items()}
+    present = {k: v for k, v in present.items() if v is not None}
+    return {**vision, **present} if present else vision
 
 
 # vLLM's sequence-classification adapter (model_executor/models/adapters.py SequenceClassificationConfig): a

@@ -6,12 +6,17 @@ Keys are read as the families write them: Qwen2/2.5/3-VL and Qwen3.5 (`depth`, `
 towers of Gemma-3/4, Llama-4, InternVL, Pixtral (`num_hidden_layers`, `hidden_size`, `patch_size`).
 An image's patches follow the Qwen processors' rounding (each side to a multiple of patch x merge, at
 least one); towers that resize every image to one size (`image_size`, Gemma-3's 896) have that many.
+Tiling processors (Llama-4, InternVL, Idefics3 / SmolVLM, LLaVA-NeXT) cut an image into tiles of the tower's
+image_size: imagetiles.Tiling counts them and the tokens vLLM puts in the prompt for them; hfconfig copies the
+top-level keys they need (downsample_ratio, scale_factor, image_grid_pinpoints, ...) into the vision dict.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from .imagetiles import Tiling, tiling_of
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class VisionTower:
     image_size: int | None = None  # fixed-size towers resize every image to this side
     tokens_per_image: int | None = None  # a projector that pools every image to this many (Gemma-3: 256)
     longest_edge: int | None = None  # Pixtral (Mistral-3): images scaled down to fit this side, a break per row
+    tiling: Tiling | None = None  # a processor that cuts images into tiles of image_size (imagetiles)
 
     @property
     def block_params(self) -> int:
@@ -66,12 +72,15 @@ class VisionTower:
         return side(width), side(height)
 
     def patches(self, width: int, height: int) -> int:
+        """Patches the encoder runs over for one image (a tiling processor: over every tile, global view too)."""
         w, h = self.grid(width, height)
-        return w * h
+        return w * h * (self.tiling.tiles(width, height) if self.tiling else 1)
 
     def tokens(self, width: int, height: int) -> int:
         """Image tokens the language model sees: patches folded by the spatial merge, or the fixed count a
-        pooling projector gives every image."""
+        pooling projector gives every image, or what a tiling processor puts in the prompt for the image."""
+        if self.tiling:
+            return self.tiling.tokens(width, height)
         if self.tokens_per_image:
             return self.tokens_per_image
         if self.longest_edge:  # a token per merged patch, and an [IMG_BREAK] ending each row ([IMG_END] the last)
@@ -102,6 +111,9 @@ def vision_tower(config: dict | None) -> VisionTower | None:
     patch = int(patch[0] if isinstance(patch, (list, tuple)) else patch)
     pixtral = v.get("model_type") == "pixtral"  # its image_size is the longest side it takes, not a fixed size
     image_size = v.get("image_size") if not (v.get("spatial_merge_size") or pixtral) else None
+    tiling = tiling_of(v, patch)
+    if tiling:
+        image_size = tiling.tile  # written [448, 448] by transformers' InternVL
     return VisionTower(
         depth=depth, hidden=hidden, intermediate=int(v.get("intermediate_size") or 4 * hidden), patch_size=patch,
         merge=int(v.get("spatial_merge_size") or 1), temporal=int(v.get("temporal_patch_size") or 1),
@@ -111,4 +123,5 @@ def vision_tower(config: dict | None) -> VisionTower | None:
         image_size=int(image_size) if isinstance(image_size, int) and image_size > 0 else None,
         tokens_per_image=int(v["mm_tokens_per_image"]) if isinstance(v.get("mm_tokens_per_image"), int) else None,
         longest_edge=int(v["image_size"]) if pixtral and isinstance(v.get("image_size"), int) else None,
+        tiling=tiling,
     )
