@@ -189,6 +189,10 @@ CASES = [
     Case(["report", "ok", "--storage", "sqlite:///notes.txt"], 2, "notes.txt is not an SQLite database"),
     Case(["report", "ok", "--storage", "sqlite:///empty.db"], 2, "empty.db is an empty file"),
     Case(["report", "empty"], 2, "results/empty/study.db is an empty file"),
+    # a database file named instead of a study: read as one, its faults named
+    Case(["report", "garbage.db"], 2, "garbage.db is not an SQLite database"),
+    Case(["report", "other.db"], 2, "other.db is a database but not an Optuna"),
+    Case(["export", "missing.db"], 2, "no study at missing.db"),
     Case(["report", "ok", "--storage", "sqlite:///garbage.db"], 2, "garbage.db"),
     Case(["report", "ok", "--storage", "sqlite:///damaged.db"], 2, "damaged.db is a damaged SQLite database"),
     Case(["report", "ok", "--storage", "sqlite:///other.db"], 2, "other.db is a database but not an Optuna"),

@@ -121,3 +121,21 @@ def test_a_writer_takes_an_sqlite_file_without_tables(tmp_path):
     optuna.create_study(study_name="s", storage=storage)
     storage.engine.dispose()
     assert [s.study_name for s in optuna.get_all_study_summaries(open_storage_readonly(f"sqlite:///{path}"))] == ["s"]
+
+
+def test_a_study_is_named_by_its_database_file_or_a_renamed_folder(study_db: Path, tmp_path):
+    # `report results/s/study.db`, a study.db copied elsewhere, a study folder renamed: its one study is read,
+    # and nothing in the folder changes
+    from tuner.commands import UsageError
+    from tuner.commands.studyargs import load_study
+
+    before = _tree(study_db.parent)
+    study, folder = load_study(str(study_db), tmp_path / "results", None)
+    assert study.study_name == "s" and folder == study_db.parent
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    (renamed / "study.db").write_bytes(study_db.read_bytes())
+    assert load_study(str(renamed), tmp_path / "results", None)[0].study_name == "s"
+    assert _tree(study_db.parent) == before
+    with pytest.raises(UsageError, match="no study at .*nothing.db; give the study name"):
+        load_study(str(tmp_path / "nothing.db"), tmp_path / "results", None)

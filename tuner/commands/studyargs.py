@@ -11,7 +11,8 @@ from . import UsageError
 
 
 def study_args(p) -> None:
-    p.add_argument("study", nargs="?", help="study name (results/<study>/study.db) or a path to a study folder")
+    p.add_argument("study", nargs="?", help="study name (results/<study>/study.db), or a path to a study folder or "
+                                            "its study.db")
     # `tune` names the study with --study; the same spelling works here, not only the positional
     p.add_argument("--study", dest="study_option", metavar="STUDY", help="same as the positional STUDY")
     p.add_argument("--results", type=Path, default=Path("results"))
@@ -32,9 +33,11 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
     """The study, opened read-only: a reader never creates or changes anything in what it reads."""
     from ..study.storage import open_storage_readonly
 
-    folder = Path(name) if Path(name).is_dir() else results / name
+    path = Path(name).expanduser()
+    given_db = storage is None and path.suffix in _DB_SUFFIXES and not path.is_dir()
+    folder = path.parent if given_db else path if path.is_dir() else results / name
     if storage is None:
-        db = folder / "study.db"
+        db = path if given_db else folder / "study.db"
         if not db.exists():
             raise UsageError(f"no study at {db}; give the study name used with `tune`, or --storage URL"
                              + _known_studies(name, results))
@@ -45,8 +48,13 @@ def load_study(name: str, results: Path, storage: str | None) -> tuple[optuna.St
         return optuna.load_study(study_name=study_name, storage=opened), folder
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(opened)]
+        if len(names) == 1 and (given_db or path.is_dir()):  # a study file copied or a folder renamed: its one study
+            return optuna.load_study(study_name=names[0], storage=opened), folder
         raise UsageError(f"no study named {study_name!r} in that storage; it has: "
                          f"{', '.join(names) or 'none'}") from None
+
+
+_DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
 def _known_studies(name: str, results: Path) -> str:
