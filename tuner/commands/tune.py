@@ -292,6 +292,7 @@ def _known_model(args, console, overrides: str | None = None) -> tuple[str, bool
 
 
 def build_context(args, space, console=None):
+    from ..models.overrides import legacy_rope_spelling
     from ..perfmodel.target import DeviceModel
     from ..serve.backends import Backend
     from ..trial.run import Limits, LoadOptions, TrialContext
@@ -307,6 +308,8 @@ def build_context(args, space, console=None):
         shown = args.server_args or args.vllm_command
         raise UsageError(f"--server-args / --vllm-command: {exc} in {shown!r}") from None
     overrides = server_hf_overrides(extra_args)
+    if console is not None and (spelling := legacy_rope_spelling(overrides)):
+        console.print(f"note: {spelling}", soft_wrap=True)
     shape, no_prediction = _known_model(args, console, overrides)
     flag = '--model-shape' if args.model_shape else '--model'
     refuse_images_without_vision(space, shape, flag, overrides)

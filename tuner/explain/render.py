@@ -54,6 +54,9 @@ def _failure_words(p) -> str:
 # vLLM's refusal of a --max-model-len past the model's own (config/model.py _get_and_verify_max_len)
 _LONGER_THAN_MODEL = re.compile(r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived "
                                 r"max_model_len \((?P<key>\w+)=(?P<derived>[\d.]+)")
+# vLLM 0.32 reads each RoPE dict's "rope_type"; a config file's older "type" is renamed when the file is read,
+# but an --hf-overrides object is set after that (config/model.py _apply_dict_overrides) and keeps it
+_LEGACY_ROPE_TYPE = re.compile(r"^KeyError: 'rope_type'$")
 # a pydantic refusal as the log reader words it: "...ValidationError: ModelConfig: <what>" (tuner.logparse.watcher)
 _CONFIG_REFUSED = re.compile(r"^[\w.]*ValidationError: (?P<config>[A-Z]\w*Config): (?P<what>.+)$", re.S)
 
@@ -67,6 +70,12 @@ def _refusal_words(problems) -> str | None:
             return (f"The server refused to start: --max-model-len {m['asked']} is longer than the model's "
                     f"{derived:,} tokens (its config's {m['key']}; line {p.line_no}). Serve at most {derived}, or "
                     "set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to force it (positions past it give NaN with RoPE).")
+        if _LEGACY_ROPE_TYPE.match(p.message):
+            return ("The server stopped reading the model's RoPE parameters (KeyError: 'rope_type', line "
+                    f"{p.line_no}): its rope_scaling names the kind with the older key \"type\", which vLLM renames "
+                    "in a config file but not in an --hf-overrides object. Write \"rope_type\", e.g. --hf-overrides "
+                    "'{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                    "\"original_max_position_embeddings\": 32768}}'.")
         m = _CONFIG_REFUSED.match(p.message)
         if m:
             return f"The server refused its configuration ({m['config']}, line {p.line_no}): {_clip(m['what'])}"

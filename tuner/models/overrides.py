@@ -51,6 +51,19 @@ def canonical(overrides: dict | str | None) -> str | None:
     return json.dumps(parsed, sort_keys=True, separators=(",", ":")) if parsed else None
 
 
+def legacy_rope_spelling(overrides: dict | str | None) -> str | None:
+    """A warning when an override's RoPE object names its kind with the older key "type": vLLM renames it to
+    "rope_type" in a config file, but sets an --hf-overrides object after that, and vLLM 0.32 then stops at its
+    length check (KeyError: 'rope_type'); None when the spelling is the current one."""
+    parsed = parse_hf_overrides(overrides)  # a sub-config's object is merged into its own RoPE dict instead
+    found = [key for key in _ROPE if isinstance(parsed.get(key), dict) and "type" in parsed[key]
+             and "rope_type" not in parsed[key]]
+    if not found:
+        return None
+    return (f"--hf-overrides: {found[0]} names its kind with the older key \"type\"; vLLM 0.32 stops on it when it "
+            "comes through --hf-overrides (KeyError: 'rope_type'): write \"rope_type\"")
+
+
 def apply_hf_overrides(config: dict, overrides: dict | str | None) -> dict:
     """A copy of the parsed config.json with the server's overrides applied as vLLM applies them."""
     parsed = parse_hf_overrides(overrides)
