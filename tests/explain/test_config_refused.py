@@ -58,3 +58,29 @@ def test_the_refusal_reads_the_same_pasted_otherwise(paste):
     else:  # cut right after the error line (no "For further information")
         lines = lines[:53]
     assert "is longer than the model's 16,384 tokens" in _words(lines)
+
+
+def test_the_servers_hf_overrides_are_read_from_its_non_default_args():
+    # the real log's `non-default args: {..., 'hf_overrides': {...}}` (a Python dict): the model is read with them
+    from tuner.explain.reading import read_log
+    from tuner.explain.serverfacts import server_facts
+    from tuner.sim.serve import build_parser, non_default_args
+
+    lines = ROPE_TYPE.read_text().splitlines()
+    assert server_facts(read_log(lines)).hf_overrides == \
+        '{"rope_scaling":{"factor":4.0,"original_max_position_embeddings":4096,"type":"yarn"}}'
+    args_line = next(line for line in lines if "non-default args" in line)
+    assert server_facts(read_log([args_line[:args_line.index("'factor'")]])).hf_overrides is None  # a cut paste
+    # the simulator prints the same line (its own flags and secrets left out), and explain reads it back
+    args = build_parser().parse_args(["Qwen/Qwen3-8B", "--max-model-len", "64k", "--api-key", "sk-secret",
+                                      "--hf-overrides", '{"max_position_embeddings": 65536}', "--sim-seed", "3",
+                                      "--release", "gaudi-main"])
+    said = non_default_args(args)
+    assert said == {"model_tag": "Qwen/Qwen3-8B", "model": "Qwen/Qwen3-8B", "max_model_len": 64000,
+                    "hf_overrides": {"max_position_embeddings": 65536}}
+    line = f"(APIServer pid=7) INFO 11-29 00:08:40 [utils.py:326] non-default args: {said}"
+    facts = server_facts(read_log([line]))
+    assert (facts.hf_overrides, facts.max_model_len, facts.model) == (
+        '{"max_position_embeddings":65536}', 64000, "Qwen/Qwen3-8B")
+    x = explain([line, "INFO 11-29 00:08:41 [core.py:1] GPU KV cache size: 1,000 tokens"])
+    assert x.server.hf_overrides == '{"max_position_embeddings":65536}'

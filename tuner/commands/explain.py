@@ -64,18 +64,20 @@ def _model_name(x, args) -> str | None:
     if not logged:
         return None
     try:
-        resolve(logged)
+        resolve(logged, x.server.hf_overrides)
     except UnknownModelError as e:
         x.advice.notes.append(f"no model prediction: the log's model {logged!r} is not known here ({e}); "
                               "pass --model-shape")
         return None
-    x.advice.assumptions.append(f"model {logged} (the log's model line; pass --model-shape to change it)")
+    read = f", read with its --hf-overrides {x.server.hf_overrides}" if x.server.hf_overrides else ""
+    x.advice.assumptions.append(f"model {logged} (the log's model line{read}; pass --model-shape to change it)")
     return logged
 
 
 def _model_advice(x, lines: list[str], args, name: str) -> None:
     """Predict the alternatives with the performance model calibrated with this log: the device and the
     tensor-parallel size the log shows unless given, the model from its config."""
+    from ..models import UnknownModelError
     from ..perfmodel.hardware import DEVICES
     from ..study.logcalibration import LogCalibrationError, model_advice
 
@@ -95,8 +97,9 @@ def _model_advice(x, lines: list[str], args, name: str) -> None:
     server = {"block_size": args.block_size, "max_model_len": args.max_model_len or facts.max_model_len or assumed_len,
               "max_num_batched_tokens": args.max_num_batched_tokens, "tensor_parallel_size": tp}
     try:
-        model_advice(x, lines, device, name, args.dtype, {k: v for k, v in server.items() if v is not None})
-    except LogCalibrationError as exc:
+        model_advice(x, lines, device, name, args.dtype, {k: v for k, v in server.items() if v is not None},
+                     hf_overrides=facts.hf_overrides)
+    except (LogCalibrationError, UnknownModelError) as exc:  # the latter: the log's overrides break the config
         x.advice.notes.append(f"no model prediction: {exc}")
         return
     if x.advice.predicted_by.startswith("the performance model"):

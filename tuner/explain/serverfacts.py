@@ -10,6 +10,8 @@ extension's runtime dump (`hw: gaudi3`).
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from dataclasses import dataclass
 
@@ -32,6 +34,7 @@ class ServerFacts:
     enforce_eager: bool | None = None
     device: str | None = None         # gaudi1 | gaudi2 | gaudi3
     device_evidence: str | None = None
+    hf_overrides: str | None = None   # the server's --hf-overrides (JSON), its model read with them
 
 
 def _setting(texts: list[str], name: str, value: str = r"(\d+)") -> str | None:
@@ -51,6 +54,29 @@ def _int(text: str | None) -> int | None:
 # --max-model-len auto (-1): the engine's lines give the model's length, the KV cache's fit comes later (vLLM's
 # kv_cache_utils; "... to fit in available GPU memory (3.01 GiB available for KV cache)" in older builds)
 _AUTO_FIT = re.compile(r"Auto-fit max_model_len: (?:reduced from \d+ to (\d+)|full model context length (\d+) fits)")
+
+
+_OVERRIDES = re.compile(r"'hf_overrides': \{")
+
+
+def _hf_overrides(texts: list[str]) -> str | None:
+    """The --hf-overrides a `non-default args: {...}` line prints (a Python dict), as JSON; None when the
+    line has none or was cut inside it."""
+    for text in texts:
+        m = _OVERRIDES.search(text)
+        if not m:
+            continue
+        depth, start = 0, m.end() - 1
+        for i in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                try:
+                    value = ast.literal_eval(text[start:i + 1])
+                except (ValueError, SyntaxError):
+                    return None
+                return json.dumps(value, sort_keys=True, separators=(",", ":")) if isinstance(value, dict) \
+                    and value else None
+    return None
 
 
 def _auto_fit(texts: list[str]) -> int | None:
@@ -116,4 +142,4 @@ def server_facts(reading: LogReading) -> ServerFacts:
         max_num_batched_tokens=_int(_setting(texts, "max_num_batched_tokens")),
         block_size=_int(_setting(texts, "block_size")),
         enforce_eager=None if eager is None else eager == "True",
-        device=device, device_evidence=device_why)
+        device=device, device_evidence=device_why, hf_overrides=_hf_overrides(reading.settings_text))

@@ -40,7 +40,7 @@ class Style:
 # Line numbers are the ones in the samples where a sample exists; elsewhere plausible values.
 _HABANA = {"load": 430, "wrap": 438, "loaded": 442, "profile": 134, "free": 158, "blocks": 85, "cache": 190,
            "buckets": 493, "generated": 499, "warmup": 1066, "budget": 1159, "summary": 1128, "finished": 1206,
-           "init_cache": 91, "not_warmed": 1340, "skip": 1059, "preempt": 1211, "metrics": 406, "api": 242,
+           "init_cache": 91, "not_warmed": 1340, "skip": 1059, "preempt": 1211, "metrics": 406, "api": 242, "args": 326,
            "sampler": 3347, "kv_size": 716, "init_engine": 402, "bucket_fallback": 203}
 _HPU = {**_HABANA, "load": 649, "wrap": 657, "loaded": 661, "profile": 182, "free": 208, "blocks": 87,
         "cache": 240, "buckets": 36, "generated": 85, "warmup": 2679, "budget": 2813, "summary": 2777,
@@ -62,7 +62,7 @@ STYLES: dict[str, Style] = {
 # Which module logs a given event, when it is not the runner.
 _FILE_OF = {"profile": "worker", "free": "worker", "cache": "worker", "blocks": "executor",
             "init_cache": "executor"}
-_OTHER_FILES = {"preempt": "scheduler.py", "metrics": "metrics.py", "api": "api_server.py",
+_OTHER_FILES = {"preempt": "scheduler.py", "metrics": "metrics.py", "api": "api_server.py", "args": "utils.py",
                 "bucket_fallback": "common.py"}
 
 

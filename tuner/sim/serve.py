@@ -22,7 +22,7 @@ from aiohttp import web
 
 from ..buckets import get_profile
 from ..buckets.release_flag import add_release
-from ..models.overrides import canonical
+from ..models.overrides import canonical, parse_hf_overrides
 from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
 from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, model_for, normalize_dtype, normalize_kv_dtype
@@ -168,6 +168,26 @@ def token_flags(args) -> tuple[int | None, int | None]:
     return out[0], out[1]
 
 
+# what the simulator's own flags hold, not vLLM's: never in the server's view of its arguments
+_NOT_VLLMS = ("sim_", "release", "adapters", "config")
+_SECRET_ARGS = ("api_key",)  # vLLM prints them; a log the tuner keeps must not hold them
+
+
+def non_default_args(args) -> dict:
+    """The `non-default args` vLLM's API server logs at start (the flags given, parsed as vLLM parses them):
+    `{'model_tag': MODEL, 'model': MODEL, 'port': 8001, 'max_model_len': 16000, 'hf_overrides': {...}}`."""
+    defaults = vars(build_parser().parse_args([args.model]))
+    out = {"model_tag": args.model, "model": args.model}
+    lengths = dict(zip(("max_model_len", "max_num_batched_tokens"), token_flags(args)))
+    for key, value in vars(args).items():
+        if key.startswith(_NOT_VLLMS) or key in _SECRET_ARGS or key not in defaults or value == defaults[key]:
+            continue
+        out[key] = lengths.get(key, value)
+        if key == "hf_overrides":
+            out[key] = parse_hf_overrides(value)
+    return out
+
+
 def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
     dtype = normalize_dtype(args.dtype, args.quantization)
     overrides = canonical(args.hf_overrides)  # ValueError naming a malformed value
@@ -309,6 +329,8 @@ async def _serve(args, pred: StartupPrediction, faults: Faults, cache: RecipeCac
                 return 0
         elif kind in ("log", "raw", "bar"):
             emit(log, ev)
+            if kind == "log" and ev[2] == "api" and pred.rules.engine == "v1":  # after the version, as vLLM v1
+                log.log("INFO", "args", f"non-default args: {non_default_args(args)}")
         elif kind == "compiled":
             store_recipe(cache, pred, ev[1], ev[2])
         elif kind in ("fail", "hang", "ready"):

@@ -374,7 +374,7 @@ def _startup_observations(x: Explanation, st, pred, notes: list[str]) -> list[tu
 
 
 def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str, dtype: str,
-                 server_defaults: dict[str, Any]) -> None:
+                 server_defaults: dict[str, Any], hf_overrides: str | None = None) -> None:
     """Re-predict explain's alternatives with the performance model, calibrated with this very log, so
     that `explain` and a study started with `--calibrate-from` the same log say the same thing."""
     from dataclasses import replace
@@ -385,7 +385,7 @@ def model_advice(x: Explanation, lines: list[str], device: str, model_shape: str
     release = x.advice.profile
     if release is None or not x.advice.alternatives:
         return
-    ctx = ModelTarget(release, DeviceModel(device=device, model=model_shape, dtype=dtype))
+    ctx = ModelTarget(release, DeviceModel(device=device, model=model_shape, dtype=dtype, hf_overrides=hf_overrides))
     got = log_sample(lines, ctx, server_defaults, source=x.source)
     cal = got.calibration()
     corrections = cal.corrections
