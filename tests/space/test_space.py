@@ -94,6 +94,17 @@ def test_derived_values_use_sampled_and_fixed_names():
     assert s.env["VLLM_DECODE_BS_BUCKET_MAX"] == "48"
 
 
+def test_token_counts_are_written_as_vllms_cli_takes_them():
+    # 32k = 32,000, 8K = 8,192, auto = -1 (the server fits the length to its KV cache): integers from here on
+    sp = space(server={"max_model_len": "32k", "block_size": 128, "max_num_batched_tokens": "8K"})
+    assert (sp.server["max_model_len"], sp.server["max_num_batched_tokens"]) == (32000, 8192)
+    assert space(server={"max_model_len": "auto"}).server["max_model_len"] == -1
+    choices = space(server={"block_size": 128}, parameters={
+        "max_model_len": {"type": "categorical", "choices": ["8k", "16K", 4096]},
+        "max_num_seqs": {"type": "int", "low": 16, "high": 64}})
+    assert next(p for p in choices.parameters if p.name == "max_model_len").choices == (8000, 16384, 4096)
+
+
 @pytest.mark.parametrize(
     "overrides,needle",
     [
@@ -111,7 +122,12 @@ def test_derived_values_use_sampled_and_fixed_names():
         ({"derived": {"VLLM_Y": "max_num_seqs * unknown_name"}}, "unknown name 'unknown_name'"),
         ({"derived": {"VLLM_Y": "__import__('os')"}}, "derived 'VLLM_Y'"),
         ({"parameters": {}}, "'parameters' must be a non-empty mapping"),
-        ({"server": {"max_model_len": "long"}}, "server.max_model_len: expected int"),
+        ({"server": {"max_model_len": "long"}}, "server.max_model_len: 'long' is not a token count"),
+        ({"server": {"max_model_len": 4096, "max_num_batched_tokens": "2.5K"}},
+         "server.max_num_batched_tokens: '2.5K': decimals are not allowed with binary suffixes"),
+        ({"server": {"max_model_len": "auto", "block_size": 128},
+          "derived": {"VLLM_DECODE_BLOCK_BUCKET_MAX": "max_num_seqs * ceil(max_model_len / block_size)"}},
+         "derived VLLM_DECODE_BLOCK_BUCKET_MAX read(s) max_model_len, which auto leaves to the server's KV cache"),
         ({"release": "fork-0.1"}, "unknown release profile 'fork-0.1'"),
         ({"typo": 1}, "unknown top-level key(s): typo"),
     ],

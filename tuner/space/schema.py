@@ -42,6 +42,7 @@ import ast
 import functools
 import math
 import operator
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from typing import Any
 import yaml
 
 from ..buckets import BucketConfigError, get_profile
+from ..vocabulary.numbers import AUTO, length_or_auto, token_count
 from .imagebuckets import IMAGE_VARIABLES, image_value_text
 
 # `vllm serve` options a space may set; bools are presence flags.
@@ -67,6 +69,8 @@ SERVER_OPTIONS = {
     "quantization": str,
     "limit_mm_per_prompt": dict,  # {modality: count or {count, width, height}}, as vLLM's JSON flag
 }
+# token counts a space may write as vLLM's CLI takes them: 32k, 8K, and for the length auto (-1)
+TOKEN_COUNTS = {"max_model_len": length_or_auto, "max_num_batched_tokens": token_count}
 TYPES = ("int", "float", "categorical", "bool", "fitted")
 FITTED_PHASES = ("prompt", "decode")
 BUCKET_FILE_VARIABLE = "VLLM_BUCKETING_FROM_FILE"
@@ -158,15 +162,18 @@ class SearchSpace:
         unknown = set(map(str, data)) - {"name", "description", "release", "server", "env", "parameters", "derived"}
         if unknown:
             raise SpaceError(f"{source}: unknown top-level key(s): {', '.join(sorted(unknown))}")
-        server = _mapping(source, "server", data.get("server"))
-        for key, value in server.items():
-            _check_server_value(source, f"server.{key}", key, value)
+        server = {key: _check_server_value(source, f"server.{key}", key, value)
+                  for key, value in _mapping(source, "server", data.get("server")).items()}
         env = {k: _fixed_env_text(source, k, v) for k, v in _mapping(source, "env", data.get("env")).items()}
         params_raw = data.get("parameters")
         if not isinstance(params_raw, dict) or not params_raw:
             raise SpaceError(f"{source}: 'parameters' must be a non-empty mapping of name -> definition")
         params = [_parse_parameter(source, str(name), spec) for name, spec in params_raw.items()]
         derived = {k: str(v) for k, v in _mapping(source, "derived", data.get("derived")).items()}
+        reading = sorted(k for k, v in derived.items() if re.search(r"\bmax_model_len\b", v))
+        if server.get("max_model_len") == AUTO and reading:
+            raise SpaceError(f"{source}: derived {', '.join(reading)} read(s) max_model_len, which auto leaves to the "
+                             "server's KV cache: give the length (e.g. max_model_len: 32k)")
         release = data.get("release")
         if release is not None and not isinstance(release, str):
             raise SpaceError(f"{source}: release must be a profile name such as fork-1.21.2, got {release!r}")
@@ -417,7 +424,8 @@ def _parse_parameter(source: str, name: str, spec: Any) -> Parameter:  # noqa: C
         choices = spec.get("choices")
         if not isinstance(choices, list) or not choices:
             raise SpaceError(f"{where}: categorical needs a non-empty list of choices")
-        kwargs["choices"] = tuple(choices)
+        kwargs["choices"] = tuple(_check_server_value(where, "choices", key, c) if target == "server"
+                                  and key in TOKEN_COUNTS else c for c in choices)
     if target == "server" and SERVER_OPTIONS[key] is bool and ptype != "bool":
         raise SpaceError(f"{where}: server option {key} is a flag; use type: bool")
     if target == "env" and key in IMAGE_VARIABLES:
@@ -492,14 +500,22 @@ def _mapping(source: str, key: str, value: Any) -> dict[str, Any]:
 
 
 def _check_server_value(source: str, where: str, key: str, value: Any):
+    """The value checked against its option's type; a token count as vLLM's CLI writes it (32k, 8K, auto) as
+    the integer it means."""
     if key not in SERVER_OPTIONS:
         raise SpaceError(f"{source}: {where}: unknown server option; known: {', '.join(SERVER_OPTIONS)}")
+    if key in TOKEN_COUNTS and isinstance(value, str):
+        try:
+            return TOKEN_COUNTS[key](value)
+        except ValueError as exc:
+            raise SpaceError(f"{source}: {where}: {exc}") from None
     kind = SERVER_OPTIONS[key]
     ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         ok = True
     if not ok:
         raise SpaceError(f"{source}: {where}: expected {kind.__name__}, got {value!r}")
+    return value
 
 
 def _suggest_one(trial, p: Parameter):
