@@ -168,6 +168,8 @@ CASES = [
     Case([*BENCH, "--burstiness", "nan"], 2, "--burstiness"),
     # buckets, profiles, calc
     Case([*BUCKETS[:2], "fork-0.1", *BUCKETS[3:]], 2, "fork-0.1"),
+    Case(["buckets", "--release", "gaudi-main", "--max-num-seqs", "16", "--max-model-len", "2.5K"], 2,
+         "'2.5K': decimals are not allowed with binary suffixes like K; did you mean 2.5k?"),
     Case([*BUCKETS, "--env", "VLLM_PROMPT_SEQ_BUCKET_STEP"], 2, "VLLM_PROMPT_SEQ_BUCKET_STEP"),
     Case([*BUCKETS, "--env", "VLLM_DECODE_BS_BUCKET_STPE=16"], 2, "did you mean VLLM_DECODE_BS_BUCKET_STEP?"),
     Case([*BUCKETS[:4], "-1", *BUCKETS[5:]], 2, "max_num_seqs"),

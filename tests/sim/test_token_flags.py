@@ -91,3 +91,16 @@ def test_explain_reads_the_fitted_length_and_a_pasted_commands_counts():
     assert "max_model_len=auto" in command_settings("vllm serve Qwen/Qwen3-8B --max-model-len auto")
     assert server_options(["--max-model-len", "32k", "--max-num-batched-tokens", "8K", "--max-num-seqs", "64"]) == {
         "max_model_len": 32000, "max_num_batched_tokens": 8192, "max_num_seqs": 64}
+
+
+def test_the_offline_commands_take_them_too(capsys):
+    import json
+
+    from tuner.cli import main
+
+    def buckets(length: str, budget: str) -> dict:
+        assert main(["buckets", "--release", "gaudi-main", "--max-num-seqs", "16", "--max-model-len", length,
+                     "--max-num-batched-tokens", budget, "--num-hpu-blocks", "1000", "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    assert buckets("8k", "4K") == buckets("8000", "4096")

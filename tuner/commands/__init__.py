@@ -237,3 +237,13 @@ def refuse_a_length_past_the_model(space, shape_name: str, flag: str, hf_overrid
                          "pass the server the --hf-overrides that extend the context (in --server-args, e.g. "
                          "YaRN's rope_scaling with a longer max_position_embeddings), or set "
                          "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the space's env")
+
+
+def tokens_arg(text: str) -> int:
+    """An argparse type for a token count as vLLM's CLI writes it (32k = 32,000, 8K = 8,192)."""
+    from ..vocabulary.numbers import token_count
+
+    try:
+        return token_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -11,7 +11,7 @@ from ..buckets import DEFAULT, USER, ServerConfig, Setting, get_profile, profile
 from ..buckets.base import STRATEGIES
 from ..buckets.coverage import coverage_warnings
 from ..buckets.release_flag import add_release
-from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs
+from . import UsageError, add_allow_unknown, check_env_names, parse_env_pairs, tokens_arg
 from .offline import add_model_flags, check_model_flags, model_line, predict, warmup_text
 
 
@@ -36,8 +36,8 @@ def _add_buckets(sub):
     p.add_argument("--max-num-seqs", type=int, metavar="N",
                    help="default: vLLM's for the release (256; vllm-gaudi cuts it to the token budget), said when "
                         "defaulted")
-    p.add_argument("--max-model-len", type=int, required=True)
-    p.add_argument("--max-num-batched-tokens", type=int, metavar="N",
+    p.add_argument("--max-model-len", type=tokens_arg, required=True)
+    p.add_argument("--max-num-batched-tokens", type=tokens_arg, metavar="N",
                    help="the token budget (default: vLLM's for the release, said when defaulted: max(max_model_len, "
                         "2048) on the v0 fork, no chunked prefill (5120 at least for a multimodal --model-shape from "
                         "1.19); 2048 on vllm-gaudi (the HPU reports no device memory); from fork 1.22 and "

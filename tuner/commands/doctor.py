@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from . import UsageError, check_reachable, duration, server_root
+from . import UsageError, check_reachable, duration, server_root, tokens_arg
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--log", type=Path, metavar="FILE",
                    help="the server's start-up log: its settings, KV blocks and shapes the warm-up missed")
     p.add_argument("--max-num-seqs", type=int, help="the server's max_num_seqs (default: from the log)")
-    p.add_argument("--max-num-batched-tokens", type=int,
+    p.add_argument("--max-num-batched-tokens", type=tokens_arg,
                    help="the server's token budget, max_num_batched_tokens (default: from the log)")
     p.add_argument("--space", default="SPACE.yaml",
                    help="the search space the named tune/plan command uses (default: the placeholder SPACE.yaml)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..buckets.release_flag import add_release
 from ..vocabulary.textfile import decode, read_text
-from . import MODEL_HELP, UsageError
+from . import MODEL_HELP, UsageError, tokens_arg
 
 
 def register(sub) -> None:
@@ -26,9 +26,10 @@ def register(sub) -> None:
     add_release(p, "read the log as this release profile (bucket-tuner profiles), whatever its own signs say; "
                 "default: the release the log's signs point to")
     p.add_argument("--block-size", type=int, default=128, help="the server's block size (default 128)")
-    p.add_argument("--max-model-len", type=int, help="the server's max_model_len (default: from the buckets)")
+    p.add_argument("--max-model-len", type=tokens_arg, help="the server's max_model_len (default: from the buckets)")
     p.add_argument("--max-num-seqs", type=int, help="the server's max_num_seqs (default: from the buckets)")
-    p.add_argument("--max-num-batched-tokens", type=int, help="the server's token budget (default: from the log)")
+    p.add_argument("--max-num-batched-tokens", type=tokens_arg,
+                   help="the server's token budget (default: from the log)")
     p.add_argument("--input-len", type=int, help="typical prompt length of your traffic (for the calculator)")
     p.add_argument("--output-len", type=int, help="typical output length of your traffic (for the calculator)")
     m = p.add_argument_group("performance model (optional: predictions calibrated with this log, as "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from . import UsageError
+from . import UsageError, tokens_arg
 
 VARIABLES = ("VLLM_MULTIMODAL_BUCKETS", "VLLM_MULTIMODAL_RESOLUTIONS")
 
@@ -36,7 +36,7 @@ def add_flags(p) -> None:
                         "images per request); the release warms images only when it names 'image'")
     g.add_argument("--no-enable-prefix-caching", dest="prefix_caching", action="store_false",
                    help="the server runs without prefix caching (vLLM's flag)")
-    g.add_argument("--max-model-len", type=int, default=8192,
+    g.add_argument("--max-model-len", type=tokens_arg, default=8192,
                    help="the server's max_model_len (the fork warms images at its longest prompt bucket)")
     g.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="the server's other variables (repeatable), e.g. a fixed VLLM_MULTIMODAL_BUCKETS when "
