@@ -1,7 +1,9 @@
 """Parameter counts from a config.json, against transformers' own model of the same config (built on the meta
 device in the genuine tier's venv: no memory, tied weights once) for one type of each way a family builds its
 layers: gated and ungated MLPs, experts and shared experts, MLA, Mamba2 and Mamba1 mixers beside attention or in
-place of an MLP, per-layer input embeddings. benchmarks/model_oracle.py --params runs every type (README there)."""
+place of an MLP, per-layer input embeddings, linear attention (Gated DeltaNet, KDA), the DSA indexer, DeepSeek-V4's
+compressed attention and hyper-connections, per-layer head sizes. benchmarks/model_oracle.py --params runs every
+type (README there)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,11 @@ TYPES = {  # model type -> what it checks
     "granitemoehybrid": "Mamba2 beside experts and a shared MLP (Granite-4 H)", "bamba": "Mamba2 layers",
     "falcon_h1": "attention and Mamba2 side by side", "jamba": "Mamba1, experts every other layer",
     "gemma3n_text": "per-layer input embeddings, KV-shared layers",
+    "qwen3_5_moe": "Gated DeltaNet, gated attention, shared expert and its gate; the text-only class of a VL config",
+    "kimi_linear": "Kimi Delta Attention, MLA without a q LoRA, dense first layer by mlp_layer_types",
+    "hy_v4": "MLA with the DSA indexer on its full indexer layers only, gated MLA, sinks, hyper-connections",
+    "deepseek_v4": "compressed attention (CSA / HCA compressors, indexer), grouped output LoRA, hyper-connections",
+    "gemma4_text": "per-layer head sizes (per_layer_config), four norms a layer, per-layer inputs",
 }
 
 

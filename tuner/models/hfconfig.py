@@ -198,6 +198,9 @@ def _hybrid_kinds(t: dict, layers: int) -> tuple[str, ...] | None:
     if period:
         offset = int(t.get("attn_layer_offset") or 0)
         return tuple("full" if i % int(period) == offset else "mamba" for i in range(layers))
+    kimi = t.get("linear_attn_config")  # Kimi-Linear (vLLM's is_kda_layer): KDA layers listed from 1
+    if isinstance(kimi, dict) and isinstance(kimi.get("kda_layers"), list):
+        return tuple("linear" if i + 1 in kimi["kda_layers"] else "full" for i in range(layers))
     attn_types = t.get("attn_type_list")  # MiniMax: 1 is softmax attention
     if isinstance(attn_types, list):
         return tuple("full" if a == 1 else "linear" for a in attn_types[:layers])
