@@ -222,3 +222,15 @@ def test_only_the_tiling_families_get_the_top_level_keys():
     llava15 = {**LLAVA_NEXT, "model_type": "llava", "architectures": ["LlavaForConditionalGeneration"]}
     assert "image_grid_pinpoints" not in _vision_part(llava15)  # LLaVA-1.5 resizes to one 336 x 336 image
     assert "downsample_ratio" not in _vision_part({**INTERNVL2_5_8B, "model_type": "other"})
+
+
+def test_what_an_image_adds_to_a_chat_prompt():
+    # Qwen-VL: the template's <|vision_start|> <|vision_end|> around the merged patches; Gemma-3: the processor's
+    # "\n\n<start_of_image>" + 256 + "<end_of_image>\n\n" in place of the template's <start_of_image>; the tiling
+    # families, Pixtral and LLaVA: their counts are the whole replacement of the placeholder
+    qwen = resolve("Qwen/Qwen3-VL-8B-Instruct").vision_tower
+    assert qwen.prompt_tokens(640, 480) == qwen.tokens(640, 480) + 2
+    assert tower_of(GEMMA3_27B).prompt_tokens(640, 480) == 256 + 4
+    for model in ("llava-hf/llava-1.5-7b-hf", "meta-llama/Llama-4-Scout-17B-16E-Instruct"):
+        tower = resolve(model).vision_tower
+        assert tower.prompt_tokens(1024, 768) == tower.tokens(1024, 768)

@@ -88,6 +88,17 @@ class VisionTower:
             return (w // self.merge + 1) * (h // self.merge)
         return self.patches(width, height) // (self.merge ** 2)
 
+    def prompt_tokens(self, width: int, height: int) -> int:
+        """What one image adds to a chat prompt: its tokens, and the markers around them that the chat template
+        writes and the processor leaves (Qwen-VL's <|vision_start|> and <|vision_end|>; Gemma-3's image sequence
+        "\n\n<start_of_image>...<end_of_image>\n\n" in place of its one <start_of_image>). The tiling families',
+        Pixtral's and LLaVA's counts already hold the whole replacement of the image's placeholder."""
+        if self.tokens_per_image:
+            return self.tokens_per_image + 4
+        if self.merge > 1 and self.temporal > 1:
+            return self.tokens(width, height) + 2
+        return self.tokens(width, height)
+
     def flops(self, patches: int) -> float:
         """One forward pass over `patches` patches: the blocks' matmuls, full attention over the image,
         the patch embedding and the merger."""

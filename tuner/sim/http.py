@@ -334,7 +334,7 @@ class SimHTTP:
 
     def chat_input(self, messages, model: str) -> tuple[int, list] | web.Response:
         """A chat request's prompt tokens and image sizes, or the 400 a request the simulator cannot serve
-        gets. Each image counts its tokens after the spatial merge, between the vision start and end markers."""
+        gets. Each image counts the tokens it adds to the prompt (models.vision.VisionTower.prompt_tokens)."""
         prompt_len = _chat_prompt_tokens(messages)
         if prompt_len is None:
             return _error(400, "messages must be a non-empty list of {role, content}", "BadRequestError")
@@ -344,7 +344,7 @@ class SimHTTP:
             return _error(400, str(exc), "BadRequestError")
         if images and self.tower is None:
             return _error(400, f"{model} is not a multimodal model: it takes no image_url parts", "BadRequestError")
-        return prompt_len + sum(self.tower.tokens(w, h) + 2 for w, h in images), images
+        return prompt_len + sum(self.tower.prompt_tokens(w, h) for w, h in images), images
 
     async def _stream_error(self, request: web.Request, message: str) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
