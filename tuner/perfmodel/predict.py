@@ -175,12 +175,14 @@ def _check_length(rules: ReleaseRules, inputs: ServerInputs) -> Failure | None:
 
 def _auto_fit(pred: StartupPrediction, derived: int, cfg: ServerConfig, mem) -> int | Failure:
     """--max-model-len auto (-1): the longest context one request can hold in the KV cache, at most the model's
-    own (vLLM's _auto_fit_max_model_len: one request at length L needs ceil(L / block) blocks)."""
-    fitted = min(derived, int(mem.kv // mem.block_bytes) * cfg.block_size) if mem.block_bytes > 0 else derived
+    own (vLLM 0.32's _auto_fit_max_model_len: one request at length L needs ceil(L / block) blocks, of the
+    cache less the null block its block pool holds back)."""
+    usable = mem.kv - mem.block_bytes
+    fitted = min(derived, int(usable // mem.block_bytes) * cfg.block_size) if mem.block_bytes > 0 else derived
     if fitted <= 0:
         return Failure("kv", "ValueError: Cannot auto-fit max_model_len: not enough GPU memory available to serve "
                        "even a single token. Try increasing `gpu_memory_utilization`.")
-    pred.auto_fit = (derived, fitted, max(mem.kv, 0.0))
+    pred.auto_fit = (derived, fitted, max(usable, 0.0))
     return fitted
 
 
