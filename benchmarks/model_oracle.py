@@ -14,6 +14,11 @@ and Mamba in every layer), KV-shared layers (Gemma-3n) or a hybrid whose block l
 listed with the reason (KNOWN) rather than hidden.
 
     python benchmarks/model_oracle.py [--write]     (--write: benchmarks/results/model_oracle.{json,md})
+    python benchmarks/model_oracle.py --configs DIR [DIR ...]
+
+--configs reads real config.json files instead (each DIR a model folder, or a folder of model folders): a
+composite whose class vLLM cannot inspect here (it needs torchvision) is compared through its text part under
+the text model's causal-LM class, as the tier test does.
 """
 
 from __future__ import annotations
@@ -161,6 +166,8 @@ def param_counts(python: str, tmp: str, only: list[str] | None = None) -> dict[s
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true", help="also write benchmarks/results/model_oracle.{json,md}")
+    ap.add_argument("--configs", nargs="+", type=Path, metavar="DIR",
+                    help="real configs instead: model folders (with config.json), or folders of them")
     ap.add_argument("--params", action="store_true",
                     help="parameter counts instead: ours against transformers' model of each type (results/"
                          "model_params.{json,md} with --write)")
@@ -170,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     venv = realenv.ensure()
     if args.params:
         return _params(str(venv.python), args.write)
+    if args.configs:
+        return _configs(str(venv.python), args.configs)
     rows: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="model-oracle-") as tmp:
         made = subprocess.run([str(venv.python), "-c", WRITE_CONFIGS, tmp], capture_output=True, text=True,
@@ -215,6 +224,59 @@ def main(argv: list[str] | None = None) -> int:
         out = ROOT / "benchmarks" / "results"
         (out / "model_oracle.json").write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
         (out / "model_oracle.md").write_text(text + "\n")
+    return 0
+
+
+# composite classes vLLM cannot inspect without torchvision -> the causal-LM class and model type of their text part
+# (Qwen3.5's own causal-LM classes need it too: their hybrid is Qwen3-Next's)
+TEXT_CLASSES = {
+    "Qwen3VLForConditionalGeneration": ("Qwen3ForCausalLM", "qwen3"),
+    "Qwen3VLMoeForConditionalGeneration": ("Qwen3MoeForCausalLM", "qwen3_moe"),
+    "Qwen3_5ForConditionalGeneration": ("Qwen3NextForCausalLM", "qwen3_next"),
+    "Qwen3_5MoeForConditionalGeneration": ("Qwen3NextForCausalLM", "qwen3_next"),
+    "Gemma4ForConditionalGeneration": ("Gemma4ForCausalLM", "gemma4_text"),
+    "Llama4ForConditionalGeneration": ("Llama4ForCausalLM", "llama4_text"),
+}
+
+
+def _configs(python: str, dirs: list[Path]) -> int:
+    from tuner.models import resolve
+    from tuner.models.hfconfig import text_part
+
+    found = [d for base in dirs for d in ([base] if (base / "config.json").is_file() else sorted(base.iterdir()))
+             if (d / "config.json").is_file()]
+    rows: dict[str, list[str] | str] = {}
+    with tempfile.TemporaryDirectory(prefix="model-configs-") as tmp:
+        folders = {}
+        for d in found:
+            config = json.loads((d / "config.json").read_text())
+            arch = (config.get("architectures") or [""])[0]
+            folder = Path(tmp) / d.name
+            folder.mkdir()
+            if arch in TEXT_CLASSES:  # the text part, read alike by both
+                config = {**text_part(config), "architectures": [TEXT_CLASSES[arch][0]],
+                          "model_type": TEXT_CLASSES[arch][1]}
+            (folder / "config.json").write_text(json.dumps(config))
+            folders[str(folder)] = d.name
+        run = subprocess.run([python, str(FIGURES), "--tp", ",".join(map(str, TPS)), *folders],
+                             capture_output=True, text=True, timeout=1800, check=True)
+        for line in run.stdout.splitlines():
+            theirs = json.loads(line)
+            name = folders[theirs["folder"]]
+            if "error" in theirs:
+                said = " ".join(theirs["error"].replace("1 validation error for ModelConfig", "").split())
+                rows[name] = "vLLM cannot read it here: " + said.replace(tmp + "/", "")[:150]
+                continue
+            mine = ours(theirs["folder"])
+            rows[name] = differences(mine, theirs, bool(resolve(theirs["folder"]).layer_kv))
+    agree = sorted(k for k, r in rows.items() if r == [])
+    print(f"{len(agree)} of {sum(isinstance(r, list) for r in rows.values())} configs read by both agree on every "
+          f"figure at TP {', '.join(map(str, TPS))}; {sum(isinstance(r, str) for r in rows.values())} vLLM cannot "
+          "read here")
+    for name, r in sorted(rows.items()):
+        if r:
+            known = " (" + KNOWN["nemotron_h"] + ")" if isinstance(r, list) and "Nemotron" in name else ""
+            print(f"  {name}: {r if isinstance(r, str) else '; '.join(r[:3])}{known}")
     return 0
 
 
