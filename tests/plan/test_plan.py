@@ -148,3 +148,17 @@ def test_a_log_of_a_past_boot_calibrates_the_plan(tmp_path, capsys):
     (p, (p_lo, p_hi)), (c, (c_lo, c_hi)) = warmup(prior, 16), warmup(calibrated, 16)
     assert c == pytest.approx(truth.warmup_seconds, rel=0.1) and 1.7 < c / p < 2.3
     assert c_hi / c_lo < (p_hi / p_lo) / 2
+
+
+def test_a_plan_reads_the_model_with_the_servers_hf_overrides(tmp_path, capsys):
+    # Qwen3-8B serves 40,960 tokens; a space at 65,536 is refused before anything, unless the server's overrides
+    # extend the context, and the plan records them with its target
+    long = tmp_path / "long.yaml"
+    long.write_text(json.dumps({"name": "long", "release": "gaudi-main",
+                                "server": {"max_model_len": "64k", "block_size": 128},
+                                "parameters": {"max_num_seqs": {"type": "categorical", "choices": [8, 16]}}}))
+    assert main(["plan", "--space", str(long), "--model", "Qwen/Qwen3-8B", "--out", str(tmp_path / "x.json")]) == 2
+    assert "max_model_len 64000 is longer than --model Qwen/Qwen3-8B serves: 40,960 tokens" in capsys.readouterr().err
+    doc = plan_json(tmp_path, capsys, long, "--model", "Qwen/Qwen3-8B", "--hf-overrides",
+                    '{"max_position_embeddings": 65536}')
+    assert doc["target"]["hf_overrides"] == '{"max_position_embeddings":65536}'
