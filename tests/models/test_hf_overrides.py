@@ -107,3 +107,25 @@ def test_the_older_rope_spelling_is_read_and_warned_of():
     assert 'rope_scaling names its kind with the older key "type"' in legacy_rope_spelling(legacy)
     assert legacy_rope_spelling({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}) is None
     assert legacy_rope_spelling({"max_position_embeddings": 8192}) is None
+
+
+def test_tune_takes_the_overrides_from_server_args_and_their_config_file(tmp_path):
+    # `--hf-overrides JSON`, `--hf_overrides=JSON`, or a `vllm serve --config` YAML's hf_overrides mapping; the
+    # command line's win over the file's, as in vLLM
+    from tuner.commands import UsageError
+    from tuner.commands.tune import server_hf_overrides
+    from tuner.serve.backends import vllm_spelling
+
+    assert server_hf_overrides(["--hf-overrides", '{"num_hidden_layers": 4}']) == '{"num_hidden_layers":4}'
+    assert server_hf_overrides(['--hf_overrides={"num_hidden_layers": 2}']) == '{"num_hidden_layers":2}'
+    config = tmp_path / "serve.yaml"
+    config.write_text("max_model_len: 65536\nhf_overrides:\n  max_position_embeddings: 65536\n")
+    assert server_hf_overrides(["--config", str(config)]) == '{"max_position_embeddings":65536}'
+    assert server_hf_overrides(["--config", str(config), "--hf-overrides", '{"num_hidden_layers": 4}']) == \
+        '{"num_hidden_layers":4}'
+    assert server_hf_overrides(["--max-num-seqs", "8"]) is None
+    (tmp_path / "bad.yaml").write_text("hf_overrides: [1\n")
+    with pytest.raises(UsageError, match="--server-args: --config .*bad.yaml"):
+        server_hf_overrides(["--config", str(tmp_path / "bad.yaml")])
+    assert vllm_spelling(["--max_model_len=32k", "--hf_overrides", '{"a_b": 1}', "Qwen/Qwen3_8B"]) == \
+        ["--max-model-len=32k", "--hf-overrides", '{"a_b": 1}', "Qwen/Qwen3_8B"]

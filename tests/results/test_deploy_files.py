@@ -14,10 +14,10 @@ import yaml
 from tuner.cli import main
 from tuner.report.startup import read_log
 from tuner.results.deploy import script_text
+from tuner.serve.configfile import expand_config
 from tuner.serve.ports import find_free_port
 from tuner.serve.process import ServerProcess
 from tuner.serve.vllmconfig import config_mapping
-from tuner.sim.configfile import expand_config
 
 from ..study.test_study_e2e import FAST, load, write_space
 

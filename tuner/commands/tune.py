@@ -355,14 +355,22 @@ def build_context(args, space, console=None):
 
 
 def server_hf_overrides(server_args: list[str]) -> str | None:
-    """The --hf-overrides of --server-args (one spelling of them), which the model is read with; a value that is
-    not a JSON object is the user's error, said before any boot."""
+    """The --hf-overrides of --server-args (one spelling of them), which the model is read with, also from a
+    `--config FILE.yaml` there (the command line's win, as in vLLM); a value that is not a JSON object, or a
+    config file that cannot be read, is the user's error, said before any boot."""
     from ..models.overrides import canonical
-    from ..serve.backends import flag_value
+    from ..serve.backends import flag_value, vllm_spelling
+    from ..serve.configfile import ConfigFileError, config_flags
 
+    args = vllm_spelling(server_args)
     try:
-        return canonical(flag_value(server_args, "--hf-overrides"))
-    except ValueError as exc:
+        if "--config" in args:
+            i = args.index("--config")
+            if i + 1 >= len(args):
+                raise ConfigFileError("--config needs a file name")
+            args = vllm_spelling(config_flags(args[i + 1], set())) + args[:i] + args[i + 2:]
+        return canonical(flag_value(args, "--hf-overrides"))
+    except ValueError as exc:  # ConfigFileError too
         raise UsageError(f"--server-args: {exc}") from None
 
 

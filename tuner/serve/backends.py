@@ -95,6 +95,17 @@ def server_options(flags: list[str]) -> dict[str, Any]:
     return out
 
 
+def vllm_spelling(argv: list[str]) -> list[str]:
+    """Flags as vLLM's parser reads them: `--max_model_len` is `--max-model-len` (values left as they are)."""
+    out = []
+    for word in argv:
+        if word.startswith("--"):
+            name, eq, value = word.partition("=")
+            word = name.replace("_", "-") + eq + value
+        out.append(word)
+    return out
+
+
 def flag_value(argv: list[str], flag: str) -> str | None:
     """The value `argv` gives `flag` (`--flag VALUE` or `--flag=VALUE`; the last one, as argparse takes it)."""
     found = None

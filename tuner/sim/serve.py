@@ -28,9 +28,10 @@ from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, model_for, normalize_dtype, normalize_kv_dtype
 from ..perfmodel.prefixcache import PrefixCache
 from ..perfmodel.rules import env_value, rules_for
+from ..serve.backends import vllm_spelling
+from ..serve.configfile import ConfigFileError, expand_config
 from ..vocabulary.numbers import AUTO, length_or_auto, token_count
 from .clocks import LiveDriver
-from .configfile import ConfigFileError, expand_config
 from .faults import COMPILE_ERROR, FaultError, Faults
 from .faults import ENV_VAR as FAULT_ENV
 from .faults import from_env as fault_specs_from_env
@@ -250,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        argv = expand_config(argv, set(re.findall(r"--[\w-]+", parser.format_usage())))  # its flags
+        # its flags, spelt as vLLM's parser takes them (--max_model_len is --max-model-len, a config file's keys too)
+        argv = vllm_spelling(expand_config(vllm_spelling(argv), set(re.findall(r"--[\w-]+", parser.format_usage()))))
     except ConfigFileError as e:
         parser.error(str(e))  # exits 2
     args = parser.parse_args(argv)
