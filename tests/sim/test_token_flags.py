@@ -112,6 +112,9 @@ def test_explain_reads_the_fitted_length_and_a_pasted_commands_counts():
     assert "max_model_len=auto" in command_settings("vllm serve Qwen/Qwen3-8B --max-model-len auto")
     assert server_options(["--max-model-len", "32k", "--max-num-batched-tokens", "8K", "--max-num-seqs", "64"]) == {
         "max_model_len": 32000, "max_num_batched_tokens": 8192, "max_num_seqs": 64}
+    # a baseline script in vLLM's other spellings: underscores, name=value
+    assert server_options(["--max_num_seqs", "64", "--max-model-len=32k", "--enforce_eager"]) == {
+        "max_num_seqs": 64, "max_model_len": 32000, "enforce_eager": True}
 
 
 def test_the_offline_commands_take_them_too(capsys):

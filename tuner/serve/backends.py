@@ -69,7 +69,10 @@ def server_flags(server: dict[str, Any]) -> list[str]:
 
 def server_options(flags: list[str]) -> dict[str, Any]:
     """The inverse of server_flags: the server options of `vllm serve` flags (others are skipped).
-    Numbers become int or float; a presence flag True (--no-enable-prefix-caching: False)."""
+    Numbers become int or float; a presence flag True (--no-enable-prefix-caching: False). Flags are read in
+    vLLM's spellings (--max_num_seqs is --max-num-seqs; --max-num-seqs=64)."""
+    flags = [part for word in vllm_spelling(flags)
+             for part in (word.split("=", 1) if word.startswith("--") and "=" in word else [word])]
     by_flag = {flag: name for name, flag in _FLAG_NAMES.items()}
     out: dict[str, Any] = {}
     i = 0
