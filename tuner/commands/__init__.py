@@ -216,7 +216,8 @@ def refuse_images_without_vision(space, shape_name: str, flag: str, hf_overrides
 
 def refuse_a_length_past_the_model(space, shape_name: str, flag: str, hf_overrides: str | None = None) -> None:
     """A space whose fixed max_model_len is longer than the model serves would have every trial refused by the
-    server at its config check: said once, before the night starts, with the two ways vLLM offers."""
+    server at its config check: said once, before the night starts, with the ways out (a shorter length, the
+    overrides that extend the model's, or vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN)."""
     from ..models import UnknownModelError
     from ..perfmodel.hardware import model_for
     from ..perfmodel.rules import env_true

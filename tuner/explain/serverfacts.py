@@ -72,10 +72,10 @@ def _hf_overrides(texts: list[str]) -> str | None:
             if depth == 0:
                 try:
                     value = ast.literal_eval(text[start:i + 1])
-                except (ValueError, SyntaxError):
+                    return json.dumps(value, sort_keys=True, separators=(",", ":")) if isinstance(value, dict) \
+                        and value else None
+                except (ValueError, TypeError, SyntaxError, RecursionError):  # not a plain dict of JSON values
                     return None
-                return json.dumps(value, sort_keys=True, separators=(",", ":")) if isinstance(value, dict) \
-                    and value else None
     return None
 
 

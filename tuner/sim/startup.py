@@ -98,17 +98,17 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
            f"({fb(used)}/{fb(total)} used) and 180.9 MiB of host memory "
            f"({fb(HOST_USED + 3.13 * GiB)}/{fb(HOST_TOTAL)} used)")
     yield ("log", "INFO", "free", _free_line(pred))
-    if v1 and pred.auto_fit is not None:  # --max-model-len auto (vLLM 0.32's kv_cache_utils wording)
-        derived, fitted, kv = pred.auto_fit
-        memory = f"{round(kv / GiB, 2)} GiB HPU"
-        yield ("log", "INFO", "kv_size", f"Auto-fit max_model_len: full model context length {derived} fits in "
-               f"available KV cache memory ({memory})" if fitted >= derived else
-               f"Auto-fit max_model_len: reduced from {derived} to {fitted} to fit in available KV cache memory "
-               f"({memory})", "kv_cache_utils.py")
     if v1:
         n = mem.num_blocks
         yield ("log", "INFO", "free", f"Usable num_blocks: {n}, actual allocated num_blocks (max across layers): "
                f"{n + 1} (_PAD_BLOCK_ID={n}, _PAD_SLOT_ID={n * pred.config.block_size})")
+        if pred.auto_fit is not None:  # --max-model-len auto: the engine core's fit (vLLM 0.32's wording)
+            derived, fitted, kv = pred.auto_fit
+            memory = f"{round(kv / GiB, 2)} GiB HPU"
+            yield ("log", "INFO", "kv_size", f"Auto-fit max_model_len: full model context length {derived} fits "
+                   f"in available KV cache memory ({memory})" if fitted >= derived else
+                   f"Auto-fit max_model_len: reduced from {derived} to {fitted} to fit in available KV cache "
+                   f"memory ({memory})", "kv_cache_utils.py")
         tokens = n * pred.config.block_size
         yield ("log", "INFO", "kv_size", f"GPU KV cache size: {tokens:,} tokens", "kv_cache_utils.py")
         yield ("log", "INFO", "kv_size", f"Maximum concurrency for {pred.config.max_model_len:,} tokens per "
