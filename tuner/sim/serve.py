@@ -40,6 +40,7 @@ from .logfmt import SimLog
 from .pooling import PoolingFront, is_pooling
 from .recipe_cache import RecipeCache
 from .startup import LOG_STYLES, VERSIONS, SimTime, emit, startup_events, store_recipe
+from .vllmflags import UNMODELLED_PREFIX, accept_unmodelled, given
 
 DEFAULT_RELEASE = "fork-main"  # the newest fork release
 # The first run of a warmed shape after ready costs this many step times more (docs/load-metrics.md section 4):
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(names: tuner/perfmodel/corrections.py)")
     sim.add_argument("--sim-fault", action="append", default=[],
                      help="see tuner/sim/faults.py (also: env BUCKET_TUNER_SIM_FAULT)")
+    p.unmodelled = accept_unmodelled(p)  # vLLM's other flags: taken, not modelled (vllmflags.py)
     return p
 
 
@@ -182,6 +184,9 @@ def non_default_args(args) -> dict:
     lengths = dict(zip(("max_model_len", "max_num_batched_tokens"), token_flags(args)))
     for key, value in vars(args).items():
         if key.startswith(_NOT_VLLMS) or key in _SECRET_ARGS or key not in defaults or value == defaults[key]:
+            continue
+        key = key.removeprefix(UNMODELLED_PREFIX)
+        if key in _SECRET_ARGS or "token" in key.split("_")[-1:]:  # --hf-token too
             continue
         out[key] = lengths.get(key, value)
         if key == "hf_overrides":
@@ -256,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigFileError as e:
         parser.error(str(e))  # exits 2
     args = parser.parse_args(argv)
+    args.unmodelled = parser.unmodelled
     try:
         faults = Faults.parse(args.sim_fault + fault_specs_from_env(os.environ.get(FAULT_ENV)))
         sim, inputs = settings_from_args(args)
@@ -333,6 +339,9 @@ async def _serve(args, pred: StartupPrediction, faults: Faults, cache: RecipeCac
             emit(log, ev)
             if kind == "log" and ev[2] == "api" and pred.rules.engine == "v1":  # after the version, as vLLM v1
                 log.log("INFO", "args", f"non-default args: {non_default_args(args)}")
+            if kind == "log" and ev[2] == "api" and (unmodelled := given(args, args.unmodelled)):
+                log.log("WARNING", "args", "the simulator takes these vLLM flags and does not model them: "
+                        + ", ".join(args.unmodelled[UNMODELLED_PREFIX + k] for k in unmodelled))
         elif kind == "compiled":
             store_recipe(cache, pred, ev[1], ev[2])
         elif kind in ("fail", "hang", "ready"):
