@@ -294,7 +294,7 @@ def _known_model(args, console, overrides: str | None = None) -> tuple[str, bool
 def build_context(args, space, console=None):
     from ..models.overrides import legacy_rope_spelling
     from ..perfmodel.target import DeviceModel
-    from ..serve.backends import Backend
+    from ..serve.backends import Backend, server_options
     from ..trial.run import Limits, LoadOptions, TrialContext
     from .tunerelease import choose_release
 
@@ -335,8 +335,9 @@ def build_context(args, space, console=None):
     )
     if args.dtype == "fp8" and args.backend == "sim":
         backend.extra_args += ["--quantization", "fp8"]
+    fixed = tuple(sorted(server_options(extra_args).items()))  # --server-args' options win over the space's
     device_model = None if (no_prediction or release is None) else DeviceModel(
-        device=args.device, model=shape, dtype=args.dtype, hf_overrides=overrides)
+        device=args.device, model=shape, dtype=args.dtype, hf_overrides=overrides, server_args=fixed)
     return TrialContext(
         backend=backend,
         workload=_workload(args),

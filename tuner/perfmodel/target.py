@@ -38,6 +38,9 @@ class DeviceModel:
     model: str = "llama-3.1-8b"
     dtype: str = "bf16"
     hf_overrides: str | None = None  # the server's --hf-overrides (canonical JSON): the model is read with them
+    # server options the command line gives beyond the space's (tune --server-args "--tensor-parallel-size 2"):
+    # they come last on it, so they win over the space's, as on the server's own command line
+    server_args: tuple[tuple[str, Any], ...] = ()
 
 
 class Arrivals(Protocol):
@@ -114,7 +117,7 @@ def predict_calibrated(target: Target, settings) -> TrialPrediction | None:
 
 def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
     """What the model reads of a configuration: the hardware and model, and the scheduler-level flags."""
-    s = settings.server
+    s = {**settings.server, **dict(dm.server_args)}
     sim = SimSettings(
         model=dm.model,
         device=dm.device,
