@@ -25,3 +25,17 @@ def test_server_args_are_read_by_the_prediction_as_the_server_reads_them(tmp_pat
     booted = [t for t in study.trials if t.user_attrs.get("booted")]
     assert booted and booted[0].user_attrs["status"] == "ok"
     assert not [t for t in study.trials if "PT_DEVMEM" in str(t.user_attrs.get("reason", ""))]
+
+
+def test_a_length_in_server_args_is_the_one_judged(tmp_path, monkeypatch, capsys):
+    # the space's 65,536 is past Qwen3-8B's 40,960, but --server-args' --max-model-len comes last and wins
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "long.yaml").write_text(yaml.safe_dump({
+        "name": "long", "release": "gaudi-main", "server": {"max_model_len": 65536},
+        "parameters": {"max_num_seqs": {"type": "categorical", "choices": [4, 8]}}}))
+    assert main(["tune", "--space", "long.yaml", "--model", "Qwen/Qwen3-8B", "--n-trials", "1",
+                 "--server-args", "--max-model-len 16k", *FAST]) == 0
+    assert main(["tune", "--space", "long.yaml", "--model", "Qwen/Qwen3-8B", "--n-trials", "1", "--study", "x",
+                 "--server-args", "--max-model-len 128k", *FAST]) == 2
+    assert "--server-args: --max-model-len 128000 is longer than --model Qwen/Qwen3-8B serves: 40,960 tokens" in \
+        capsys.readouterr().err

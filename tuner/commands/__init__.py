@@ -214,7 +214,8 @@ def refuse_images_without_vision(space, shape_name: str, flag: str, hf_overrides
                          "model, e.g. --model Qwen/Qwen3-VL-8B-Instruct")
 
 
-def refuse_a_length_past_the_model(space, shape_name: str, flag: str, hf_overrides: str | None = None) -> None:
+def refuse_a_length_past_the_model(space, shape_name: str, flag: str, hf_overrides: str | None = None,
+                                   server_args_length: int | None = None) -> None:
     """A space whose fixed max_model_len is longer than the model serves would have every trial refused by the
     server at its config check: said once, before the night starts, with the ways out (a shorter length, the
     overrides that extend the model's, or vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN)."""
@@ -222,7 +223,7 @@ def refuse_a_length_past_the_model(space, shape_name: str, flag: str, hf_overrid
     from ..perfmodel.hardware import model_for
     from ..perfmodel.rules import env_true
 
-    length = space.server.get("max_model_len")
+    length = server_args_length or space.server.get("max_model_len")  # --server-args' own wins, as on the server
     allowed = space.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", ""))
     if not isinstance(length, int) or env_true(str(allowed)):
         return
@@ -233,7 +234,8 @@ def refuse_a_length_past_the_model(space, shape_name: str, flag: str, hf_overrid
     limit = shape.max_len_limit or shape.max_position
     if length > limit:
         how = "as its --hf-overrides leave it" if hf_overrides else f"its config's {shape.max_len_key}"
-        raise UsageError(f"{space.name}: max_model_len {length} is longer than {flag} {shape_name} serves: "
+        given = "--server-args: --max-model-len" if server_args_length else f"{space.name}: max_model_len"
+        raise UsageError(f"{given} {length} is longer than {flag} {shape_name} serves: "
                          f"{limit:,} tokens ({how}); the server would refuse every trial. Lower max_model_len, "
                          "pass the server the --hf-overrides that extend the context (in --server-args, e.g. "
                          "YaRN's rope_scaling with a longer max_position_embeddings), or set "

@@ -308,12 +308,13 @@ def build_context(args, space, console=None):
         shown = args.server_args or args.vllm_command
         raise UsageError(f"--server-args / --vllm-command: {exc} in {shown!r}") from None
     overrides = server_hf_overrides(extra_args)
+    fixed = tuple(sorted(server_options(extra_args).items()))  # --server-args' options win over the space's
     if console is not None and (spelling := legacy_rope_spelling(overrides)):
         console.print(f"note: {spelling}", soft_wrap=True)
     shape, no_prediction = _known_model(args, console, overrides)
     flag = '--model-shape' if args.model_shape else '--model'
     refuse_images_without_vision(space, shape, flag, overrides)
-    refuse_a_length_past_the_model(space, shape, flag, overrides)
+    refuse_a_length_past_the_model(space, shape, flag, overrides, dict(fixed).get("max_model_len"))
     if args.backend == "sim":
         from ..perfmodel.hardware import DEVICES
 
@@ -335,7 +336,6 @@ def build_context(args, space, console=None):
     )
     if args.dtype == "fp8" and args.backend == "sim":
         backend.extra_args += ["--quantization", "fp8"]
-    fixed = tuple(sorted(server_options(extra_args).items()))  # --server-args' options win over the space's
     device_model = None if (no_prediction or release is None) else DeviceModel(
         device=args.device, model=shape, dtype=args.dtype, hf_overrides=overrides, server_args=fixed)
     return TrialContext(
