@@ -39,3 +39,34 @@ def test_a_length_in_server_args_is_the_one_judged(tmp_path, monkeypatch, capsys
                  "--server-args", "--max-model-len 128k", *FAST]) == 2
     assert "--server-args: --max-model-len 128000 is longer than --model Qwen/Qwen3-8B serves: 40,960 tokens" in \
         capsys.readouterr().err
+
+
+def test_the_weights_and_kv_cache_formats_a_configuration_sets_are_predicted():
+    # a space (or --server-args) that sets --kv-cache-dtype fp8_inc holds a byte a value: twice the KV blocks; one
+    # that sets --quantization fp8 loads half the weights, as the simulator reads the same flags
+    from tuner.perfmodel.target import DeviceModel, ModelTarget, predict
+    from tuner.space.schema import TrialSettings
+
+    target = ModelTarget("gaudi-main", DeviceModel(device="gaudi2", model="meta-llama/Llama-3.1-8B-Instruct"))
+
+    def blocks(**server) -> int:
+        return predict(target, TrialSettings(server={"max_model_len": 8192, "max_num_seqs": 8, **server}, env={},
+                                             params={})).memory.num_blocks
+
+    def simulated(*flags: str) -> int:
+        from tuner.perfmodel import predict_startup
+        from tuner.sim.serve import build_parser, settings_from_args
+
+        sim, inputs = settings_from_args(build_parser().parse_args(
+            ["meta-llama/Llama-3.1-8B-Instruct", "--release", "gaudi-main", "--max-model-len", "8192",
+             "--max-num-seqs", "8", *flags]))
+        return predict_startup("gaudi-main", sim, inputs, {}).memory.num_blocks
+
+    bf16 = blocks()
+    assert blocks(kv_cache_dtype="fp8_inc") in (2 * bf16, 2 * bf16 + 1)
+    assert blocks(kv_cache_dtype="fp8_inc") == simulated("--kv-cache-dtype", "fp8_inc")
+    assert blocks(quantization="fp8") > bf16 and blocks(quantization="fp8") == simulated("--quantization", "fp8")
+    told = ModelTarget("gaudi-main", DeviceModel(device="gaudi2", model="meta-llama/Llama-3.1-8B-Instruct",
+                                                 server_args=(("kv_cache_dtype", "fp8"),)))
+    assert predict(told, TrialSettings(server={"max_model_len": 8192, "max_num_seqs": 8}, env={},
+                                       params={})).memory.num_blocks == blocks(kv_cache_dtype="fp8")

@@ -26,6 +26,7 @@ from .calibration import Calibration
 from .checks import TrialPrediction, predict_trial
 from .corrections import Corrections
 from .costs import ServerInputs, SimSettings
+from .hardware import BF16, FP8, normalize_dtype, normalize_kv_dtype
 from .predict import predict_startup
 from .prediction import StartupPrediction
 
@@ -118,10 +119,12 @@ def predict_calibrated(target: Target, settings) -> TrialPrediction | None:
 def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
     """What the model reads of a configuration: the hardware and model, and the scheduler-level flags."""
     s = {**settings.server, **dict(dm.server_args)}
+    dtype = _weights(dm.dtype, s)
     sim = SimSettings(
         model=dm.model,
         device=dm.device,
-        dtype=dm.dtype,
+        dtype=dtype,
+        kv_dtype=_kv_cache(s, dtype),
         tp=int(s.get("tensor_parallel_size", 1)),
         gpu_memory_utilization=float(s.get("gpu_memory_utilization", 0.9)),
         enforce_eager=bool(s.get("enforce_eager", False)),
@@ -137,6 +140,25 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
         limit_mm_per_prompt=_json_text(s.get("limit_mm_per_prompt")),
     )
     return sim, inputs
+
+
+def _weights(told: str, server: dict) -> str:
+    """The weights' format: FP8 when told so (tune --dtype fp8), else as the server's --dtype / --quantization
+    give it, as the simulator reads them (hardware.normalize_dtype)."""
+    if told == FP8 or not (server.get("dtype") or server.get("quantization")):
+        return told
+    try:
+        return normalize_dtype(server.get("dtype"), server.get("quantization"))
+    except ValueError:  # a --dtype the model does not price: as told
+        return told
+
+
+def _kv_cache(server: dict, dtype: str) -> str:
+    """The KV cache's format as the server's --kv-cache-dtype gives it (fp8, fp8_inc: a byte a value)."""
+    try:
+        return normalize_kv_dtype(server.get("kv_cache_dtype"), dtype)
+    except ValueError:
+        return BF16
 
 
 def _count(value, parse) -> int | None:
