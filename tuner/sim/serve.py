@@ -30,6 +30,7 @@ from ..perfmodel.prefixcache import PrefixCache
 from ..perfmodel.rules import env_value, rules_for
 from ..serve.backends import vllm_spelling
 from ..serve.configfile import ConfigFileError, expand_config
+from ..serve.redact import is_secret_name
 from ..vocabulary.numbers import AUTO, length_or_auto, token_count
 from .clocks import LiveDriver
 from .faults import COMPILE_ERROR, FaultError, Faults
@@ -173,7 +174,6 @@ def token_flags(args) -> tuple[int | None, int | None]:
 
 # what the simulator's own flags hold, not vLLM's: never in the server's view of its arguments
 _NOT_VLLMS = ("sim_", "release", "adapters", "config")
-_SECRET_ARGS = ("api_key",)  # vLLM prints them; a log the tuner keeps must not hold them
 
 
 def non_default_args(args) -> dict:
@@ -183,10 +183,10 @@ def non_default_args(args) -> dict:
     out = {"model_tag": args.model, "model": args.model}
     lengths = dict(zip(("max_model_len", "max_num_batched_tokens"), token_flags(args)))
     for key, value in vars(args).items():
-        if key.startswith(_NOT_VLLMS) or key in _SECRET_ARGS or key not in defaults or value == defaults[key]:
+        if key.startswith(_NOT_VLLMS) or key not in defaults or value == defaults[key]:
             continue
         key = key.removeprefix(UNMODELLED_PREFIX)
-        if key in _SECRET_ARGS or "token" in key.split("_")[-1:]:  # --hf-token too
+        if is_secret_name(key):  # --api-key, --hf-token: vLLM prints them; a log the tuner keeps must not
             continue
         out[key] = lengths.get(key, value)
         if key == "hf_overrides":
