@@ -60,8 +60,9 @@ def register(sub) -> None:
                         "check the engine's buckets")
     g.add_argument("--vllm-command", default="vllm", help="how to run vLLM's CLI (e.g. /opt/venv/bin/vllm)")
     g.add_argument("--server-args", default="", metavar="ARGS",
-                   help="extra arguments for the server command line, e.g. '--load-format dummy' "
-                        "(split like a shell would, never run through one)")
+                   help="extra arguments for the server command line, e.g. '--tensor-parallel-size 2' (split "
+                        "like a shell would, never run through one); they come after the space's flags and win, "
+                        "and the prediction reads them so, --hf-overrides and a --config YAML too")
     add_model_flags(g)
     g.add_argument("--no-prediction", action="store_true", help="no pre-boot prediction / rejection")
     g.add_argument("--time-scale", type=float, default=0.2,
