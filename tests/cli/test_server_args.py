@@ -4,6 +4,7 @@ them as the server does (they win), so a 70B served at TP 2 through them is not 
 from __future__ import annotations
 
 import optuna
+import pytest
 import yaml
 
 from tuner.cli import main
@@ -12,15 +13,18 @@ FAST = ["--num-prompts", "8", "--num-warmups", "1", "--max-concurrency", "4", "-
         "--random-output-len", "16", "--time-scale", "0.2", "--startup-time-scale", "0.002", "--no-report"]
 
 
-def test_server_args_are_read_by_the_prediction_as_the_server_reads_them(tmp_path, monkeypatch):
+@pytest.mark.parametrize("server_args", ["--tensor-parallel-size 2", "--config serve.yaml"])
+def test_server_args_are_read_by_the_prediction_as_the_server_reads_them(tmp_path, monkeypatch, server_args):
     # Llama-3.1-70B in bf16 does not fit one Gaudi 2: at TP 1 every proposal is refused before a boot (out of
-    # memory); --server-args "--tensor-parallel-size 2" is what the server runs, and what is predicted
+    # memory); --server-args "--tensor-parallel-size 2" (or a vllm serve --config YAML saying so) is what the
+    # server runs, and what is predicted
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "serve.yaml").write_text("tensor_parallel_size: 2\nenable-chunked-prefill: true\n")
     (tmp_path / "tp.yaml").write_text(yaml.safe_dump({
         "name": "tp", "release": "gaudi-main", "server": {"max_model_len": 8192},
         "parameters": {"max_num_seqs": {"type": "categorical", "choices": [4, 8]}}}))
     assert main(["tune", "--space", "tp.yaml", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--n-trials", "1",
-                 "--server-args", "--tensor-parallel-size 2", *FAST]) == 0
+                 "--server-args", server_args, *FAST]) == 0
     study = optuna.load_study(study_name="tp", storage=f"sqlite:///{tmp_path / 'results' / 'tp' / 'study.db'}")
     booted = [t for t in study.trials if t.user_attrs.get("booted")]
     assert booted and booted[0].user_attrs["status"] == "ok"

@@ -309,7 +309,7 @@ def build_context(args, space, console=None):
         shown = args.server_args or args.vllm_command
         raise UsageError(f"--server-args / --vllm-command: {exc} in {shown!r}") from None
     overrides = server_hf_overrides(extra_args)
-    fixed = tuple(sorted(server_options(extra_args).items()))  # --server-args' options win over the space's
+    fixed = tuple(sorted(server_options(server_argv(extra_args)).items()))  # they win over the space's
     if console is not None and (spelling := legacy_rope_spelling(overrides)):
         console.print(f"note: {spelling}", soft_wrap=True)
     shape, no_prediction = _known_model(args, console, overrides)
@@ -356,23 +356,34 @@ def build_context(args, space, console=None):
     )
 
 
-def server_hf_overrides(server_args: list[str]) -> str | None:
-    """The --hf-overrides of --server-args (one spelling of them), which the model is read with, also from a
-    `--config FILE.yaml` there (the command line's win, as in vLLM); a value that is not a JSON object, or a
-    config file that cannot be read, is the user's error, said before any boot."""
-    from ..models.overrides import canonical
-    from ..serve.backends import flag_value, vllm_spelling
+def server_argv(server_args: list[str]) -> list[str]:
+    """--server-args as the server reads them: vLLM's spelling of each flag, and a `--config FILE.yaml` there
+    opened in place (its flags first: the command line's win, as in vLLM); a config file that cannot be read
+    is the user's error, said before any boot."""
+    from ..serve.backends import vllm_spelling
     from ..serve.configfile import ConfigFileError, config_flags
 
     args = vllm_spelling(server_args)
+    if "--config" not in args:
+        return args
+    i = args.index("--config")
     try:
-        if "--config" in args:
-            i = args.index("--config")
-            if i + 1 >= len(args):
-                raise ConfigFileError("--config needs a file name")
-            args = vllm_spelling(config_flags(args[i + 1], set())) + args[:i] + args[i + 2:]
-        return canonical(flag_value(args, "--hf-overrides"))
-    except ValueError as exc:  # ConfigFileError too
+        if i + 1 >= len(args):
+            raise ConfigFileError("--config needs a file name")
+        return vllm_spelling(config_flags(args[i + 1], set())) + args[:i] + args[i + 2:]
+    except ConfigFileError as exc:
+        raise UsageError(f"--server-args: {exc}") from None
+
+
+def server_hf_overrides(server_args: list[str]) -> str | None:
+    """The --hf-overrides of --server-args (one spelling of them, server_argv), which the model is read with; a
+    value that is not a JSON object is the user's error, said before any boot."""
+    from ..models.overrides import canonical
+    from ..serve.backends import flag_value
+
+    try:
+        return canonical(flag_value(server_argv(server_args), "--hf-overrides"))
+    except ValueError as exc:
         raise UsageError(f"--server-args: {exc}") from None
 
 
