@@ -74,3 +74,19 @@ def test_the_weights_and_kv_cache_formats_a_configuration_sets_are_predicted():
                                                  server_args=(("kv_cache_dtype", "fp8"),)))
     assert predict(told, TrialSettings(server={"max_model_len": 8192, "max_num_seqs": 8}, env={},
                                        params={})).memory.num_blocks == blocks(kv_cache_dtype="fp8")
+
+
+def test_a_logs_kv_cache_and_weight_formats_are_the_ones_its_calibration_predicts():
+    # a log of a server run with --kv-cache-dtype fp8_inc --quantization inc: explain's model advice and a study's
+    # --calibrate-from predict with them, not with bf16 KV blocks
+    from tuner.explain import explain
+    from tuner.study.logcalibration import settings_from_log
+
+    line = ("INFO 11-29 00:08:40 [utils.py:326] non-default args: {'model_tag': 'm', 'model': 'm', "
+            "'kv_cache_dtype': 'fp8_inc', 'quantization': 'inc'}")
+    x = explain([line])
+    assert (x.server.kv_cache_dtype, x.server.quantization) == ("fp8_inc", "inc")
+    settings, _ = settings_from_log(x, {"block_size": 128}, "gaudi-main")
+    assert settings.server["kv_cache_dtype"] == "fp8_inc" and settings.server["quantization"] == "inc"
+    plain = explain(["INFO 11-29 00:08:40 [utils.py:326] non-default args: {'model_tag': 'm', 'model': 'm'}"])
+    assert "kv_cache_dtype" not in settings_from_log(plain, {}, "gaudi-main")[0].server

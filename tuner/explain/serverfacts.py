@@ -35,6 +35,8 @@ class ServerFacts:
     device: str | None = None         # gaudi1 | gaudi2 | gaudi3
     device_evidence: str | None = None
     hf_overrides: str | None = None   # the server's --hf-overrides (JSON), its model read with them
+    kv_cache_dtype: str | None = None  # as the engine prints it (auto, fp8, fp8_inc)
+    quantization: str | None = None    # the weights' method as the engine prints it (None: the checkpoint's dtype)
 
 
 def _setting(texts: list[str], name: str, value: str = r"(\d+)") -> str | None:
@@ -77,6 +79,10 @@ def _hf_overrides(texts: list[str]) -> str | None:
                 except (ValueError, TypeError, SyntaxError, RecursionError):  # not a plain dict of JSON values
                     return None
     return None
+
+
+def _named(value: str | None) -> str | None:
+    return None if value in (None, "None", "none") else value
 
 
 def _auto_fit(texts: list[str]) -> int | None:
@@ -142,4 +148,6 @@ def server_facts(reading: LogReading) -> ServerFacts:
         max_num_batched_tokens=_int(_setting(texts, "max_num_batched_tokens")),
         block_size=_int(_setting(texts, "block_size")),
         enforce_eager=None if eager is None else eager == "True",
-        device=device, device_evidence=device_why, hf_overrides=_hf_overrides(reading.settings_text))
+        device=device, device_evidence=device_why, hf_overrides=_hf_overrides(reading.settings_text),
+        kv_cache_dtype=_setting(texts, "kv_cache_dtype", r"([\w.]+)"),
+        quantization=_named(_setting(texts, "quantization", r"([\w.]+)")))

@@ -86,6 +86,11 @@ def settings_from_log(x: Explanation, server_defaults: dict[str, Any], release: 
     notes: list[str] = []
     by_phase = {p.phase: p for p in x.phases if p.count or p.config}
     server = dict(server_defaults)
+    # the formats the log's engine ran with: the KV bytes per token and the weights' size follow them
+    if x.server.kv_cache_dtype not in (None, "auto"):
+        server.setdefault("kv_cache_dtype", x.server.kv_cache_dtype)
+    if x.server.quantization:
+        server.setdefault("quantization", x.server.quantization)
     m = x.memory
     if m.gpu_memory_utilization is not None:
         server["gpu_memory_utilization"] = m.gpu_memory_utilization
