@@ -203,6 +203,13 @@ def _hpu_blocks(m):
                      cpu_blocks=int(m["cpu"]) if m["cpu"] is not None else None)
 
 
+# --num-gpu-blocks-override: the engine logs the profiled count and then sets the told one (the fork's
+# llm_engine, v1's kv_cache_utils); the later block count wins
+@_rule(r"^Overriding num_gpu_blocks=(?P<n>\d+) with num_gpu_blocks_override=(?P<told>\d+)")
+def _blocks_override(m):
+    return HpuBlocks(device="HPU", blocks=int(m["told"]), cpu_blocks=None)
+
+
 # Gaudi fork (habana_model_runner / hpu_model_runner). The "in total" line follows and wins (merged);
 # "Pre-loading" alone is what a log cut during loading (or a TP worker's line) says of the weights.
 @_rule(rf"^Pre-loading model weights on \S+ took (?P<mem>{_B}) of device memory")

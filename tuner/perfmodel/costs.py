@@ -68,6 +68,7 @@ class ServerInputs:
     max_num_batched_tokens: int | None = None
     prefix_caching: bool | None = None
     max_num_prefill_seqs: int | None = None
+    num_gpu_blocks_override: int | None = None  # --num-gpu-blocks-override: the KV blocks whatever the memory says
     limit_mm_per_prompt: str | None = None  # --limit-mm-per-prompt as given (JSON): the vision warm-up reads it
     pooling: bool = False  # a pooling model (--runner pooling, --convert embed): no decode phase, no decode buckets
 

@@ -71,6 +71,9 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
     derived = cfg0.max_model_len
     for _ in range(2):
         mem = memory_split(cost, tokens, reserved)
+        if inputs.num_gpu_blocks_override:  # the engine sets the blocks it was told (it logs the profiled count)
+            pred.blocks_override = (mem.num_blocks, inputs.num_gpu_blocks_override)
+            mem = replace(mem, num_blocks=inputs.num_gpu_blocks_override)
         pred.memory = mem
         if mem.weights > mem.device_visible:
             pred.failure = Failure("load", devmem_error(model.largest_tensor_bytes(sim.dtype, sim.tp)))

@@ -83,6 +83,7 @@ class StartupPrediction:
     env: dict
     config: ServerConfig | None = None
     memory: MemorySplit | None = None
+    blocks_override: tuple[int, int] | None = None  # --num-gpu-blocks-override: (the profiled blocks, the told)
     auto_fit: tuple[int, int, float] | None = None  # --max-model-len auto: (model length, fitted length, KV bytes)
     plan: BucketPlan | None = None
     steps: list[WarmupStep] = field(default_factory=list)

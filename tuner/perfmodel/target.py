@@ -137,6 +137,7 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
         max_num_batched_tokens=_count(s.get("max_num_batched_tokens"), token_count),
         prefix_caching=s.get("enable_prefix_caching"),
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
+        num_gpu_blocks_override=_int_or_none(s.get("num_gpu_blocks_override")),
         limit_mm_per_prompt=_json_text(s.get("limit_mm_per_prompt")),
     )
     return sim, inputs

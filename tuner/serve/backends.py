@@ -29,6 +29,7 @@ _FLAG_NAMES = {
     "enable_prefix_caching": "--enable-prefix-caching",
     "tensor_parallel_size": "--tensor-parallel-size",
     "max_num_prefill_seqs": "--max-num-prefill-seqs",
+    "num_gpu_blocks_override": "--num-gpu-blocks-override",
     "dtype": "--dtype",
     "kv_cache_dtype": "--kv-cache-dtype",
     "quantization": "--quantization",

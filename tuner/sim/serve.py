@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-batched-tokens", default=None,
                    help="default: the release's (bucket-tuner buckets --help, docs/usage.md)")
     p.add_argument("--max-num-prefill-seqs", type=int, default=None)
+    p.add_argument("--num-gpu-blocks-override", type=int, default=None,
+                   help="the KV-cache blocks, whatever the memory profile says (the engine logs both)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
@@ -206,6 +208,7 @@ def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
     inputs = ServerInputs(block_size=args.block_size, max_num_seqs=args.max_num_seqs,
                           max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
                           prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs,
+                          num_gpu_blocks_override=args.num_gpu_blocks_override,
                           limit_mm_per_prompt=args.limit_mm_per_prompt,
                           pooling=is_pooling(args.runner, args.convert, args.task))
     return sim, inputs

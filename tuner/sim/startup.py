@@ -98,8 +98,12 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
            f"({fb(used)}/{fb(total)} used) and 180.9 MiB of host memory "
            f"({fb(HOST_USED + 3.13 * GiB)}/{fb(HOST_TOTAL)} used)")
     yield ("log", "INFO", "free", _free_line(pred))
+    overriding = ("Overriding num_gpu_blocks={} with num_gpu_blocks_override={}".format(*pred.blocks_override)
+                  if pred.blocks_override else None)  # the engine's line (the fork's llm_engine, v1's kv_cache_utils)
     if v1:
         n = mem.num_blocks
+        if overriding:
+            yield ("log", "INFO", "kv_size", overriding, "kv_cache_utils.py")
         yield ("log", "INFO", "free", f"Usable num_blocks: {n}, actual allocated num_blocks (max across layers): "
                f"{n + 1} (_PAD_BLOCK_ID={n}, _PAD_SLOT_ID={n * pred.config.block_size})")
         if pred.auto_fit is not None:  # --max-model-len auto: the engine core's fit (vLLM 0.32's wording)
@@ -114,7 +118,10 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
         yield ("log", "INFO", "kv_size", f"Maximum concurrency for {pred.config.max_model_len:,} tokens per "
                f"request: {tokens / pred.config.max_model_len:.2f}x", "kv_cache_utils.py")
     else:
-        yield ("log", "INFO", "blocks", f"# HPU blocks: {mem.num_blocks}, # CPU blocks: 0")
+        profiled = pred.blocks_override[0] if pred.blocks_override else mem.num_blocks
+        yield ("log", "INFO", "blocks", f"# HPU blocks: {profiled}, # CPU blocks: 0")
+        if overriding:
+            yield ("log", "INFO", "blocks", overriding, "llm_engine.py")
     if pred.failure and pred.failure.phase == "kv":
         yield from _fail("kv", pred.failure.message)
         return

@@ -64,6 +64,7 @@ SERVER_OPTIONS = {
     "enable_prefix_caching": bool,
     "tensor_parallel_size": int,
     "max_num_prefill_seqs": int,
+    "num_gpu_blocks_override": int,
     "dtype": str,
     "kv_cache_dtype": str,
     "quantization": str,
