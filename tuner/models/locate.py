@@ -118,14 +118,17 @@ def _index_bytes(folder: Path) -> int | None:
         return None
 
 
-def _load(path: Path, overrides: str | None) -> tuple[TextConfig, bool]:
-    """(a config read as the server reads it: its --hf-overrides (overrides.py) over the file's keys; whether
-    the overrides leave the parameters as the file has them, so that the checkpoint's stored bytes still hold)."""
-    data, file = raw_config(path)
+def _load(data: dict, file: Path, overrides: str | None) -> tuple[TextConfig, bool]:
+    """(a parsed config read as the server reads it: its --hf-overrides (overrides.py) over the file's keys;
+    whether the overrides leave the parameters as the file has them, so that the checkpoint's stored bytes still
+    hold). The file alone is read only to compare: overrides may supply what it lacks."""
     config = read_config(apply_hf_overrides(data, overrides), str(file), encoder_config(file.parent))
     if not overrides:
         return config, True
-    own = read_config(data, str(file), encoder_config(file.parent))
+    try:
+        own = read_config(data, str(file), encoder_config(file.parent))
+    except ModelConfigError:
+        return config, False
     return config, count_params(own).total == count_params(config).total
 
 
@@ -137,7 +140,7 @@ def _from_folder(name: str, path: Path, source: str, quantization: str | None = 
                  overrides: str | None = None) -> ModelShape:
     folder = path if path.is_dir() else path.parent
     try:
-        config, same = _load(path, overrides)
+        config, same = _load(*raw_config(path), overrides)
         stored = _index_bytes(folder) if same else None
         return shape_from_config(config, name, _overridden(source, overrides), stored, quantization)
     except ModelConfigError as e:
@@ -150,13 +153,13 @@ def _from_folder(name: str, path: Path, source: str, quantization: str | None = 
 def _from_catalogue(name: str, model_id: str, quantization: str | None = None,
                     overrides: str | None = None) -> ModelShape:
     path = catalogue()[model_id]
+    data = None
     try:
-        raw_config(path)
-    except ModelConfigError as e:  # a shipped file is broken: the project's bug, said as such
-        raise RuntimeError(f"catalogue config {path.name}: {e}") from None
-    try:
-        config, same = _load(path, overrides)
-    except ModelConfigError as e:  # the file is sound: the overrides made it unreadable
+        data, file = raw_config(path)
+        config, same = _load(data, file, overrides)
+    except ModelConfigError as e:
+        if data is None or not overrides:  # a shipped file is broken: the project's bug, said as such
+            raise RuntimeError(f"catalogue config {path.name}: {e}") from None
         raise UnknownModelError(f"model {name!r} with --hf-overrides {overrides}: {e}") from None
     stored = None if quantization or not same else _catalogue_weights().get(model_id)
     return shape_from_config(config, name, _overridden(f"catalogue: {model_id}", overrides), stored, quantization)
