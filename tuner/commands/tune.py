@@ -308,8 +308,9 @@ def build_context(args, space, console=None):
     except ValueError as exc:  # an unclosed quote
         shown = args.server_args or args.vllm_command
         raise UsageError(f"--server-args / --vllm-command: {exc} in {shown!r}") from None
-    overrides = server_hf_overrides(extra_args)
-    fixed = tuple(sorted(server_options(server_argv(extra_args)).items()))  # they win over the space's
+    server = server_argv(extra_args)  # a --config YAML there read once; reading it again changes nothing
+    overrides = server_hf_overrides(server)
+    fixed = tuple(sorted(server_options(server).items()))  # they win over the space's
     if console is not None and (spelling := legacy_rope_spelling(overrides)):
         console.print(f"note: {spelling}", soft_wrap=True)
     shape, no_prediction = _known_model(args, console, overrides)
