@@ -94,7 +94,7 @@ def test_the_genuine_vllm_fits_its_context_as_the_simulator_does():
 
     from tuner.perfmodel.predict import _auto_fit
 
-    pred = SimpleNamespace(auto_fit=None)
+    pred = SimpleNamespace(auto_fit=None, hybrid=None)
     fitted = _auto_fit(pred, 16384, SimpleNamespace(block_size=128), SimpleNamespace(kv=4 * 1024**2,
                                                                                      block_bytes=128 * 512))
     assert fitted == 8064 and pred.auto_fit[:2] == (16384, 8064)

@@ -58,6 +58,10 @@ _WORDS = {
                          "(factor {factor}, one allocation per layer type)",
     "hybrid_kv_adjusted": "hybrid ({kind}) model: the usable KV cache is cut from {before} to {after}",
     "gdn_layers": "{n} GDN (linear-attention) layers: {flags}",
+    "hybrid_block_size": "hybrid model: the attention layers' KV blocks hold {tokens} tokens each, so that one page "
+                         "holds a layer's recurrent state",
+    "mamba_page_padded": "hybrid model: each recurrent state page is padded by {pct}% to the attention page",
+    "hybrid_block_reset": "--block-size {asked} is reset to {used} for a Qwen3.5 hybrid on Gaudi",
     "multimodal_buckets": "multimodal buckets {list}: the vision encoder's warm-up batch sizes",
     "multimodal_runtime_compiles": "the vision tower takes native resolutions and none is set for warm-up: each new "
                                    "image resolution compiles while serving",

@@ -574,6 +574,12 @@ _NOTICES = [
     (r"^Hybrid model \((?P<kind>[^)]*)\): adjusted usable KV cache from (?P<before>.+?) to (?P<after>.+?) \(",
      "hybrid_kv_adjusted"),
     (r"^GDN layers detected \((?P<n>\d+)\): (?P<flags>.*)$", "gdn_layers"),
+    # a hybrid's attention block grown to hold a recurrent state (vLLM's platform; vllm-gaudi's for Granite 4.0-H),
+    # the state page padded to it, the plugin's reset of a Qwen3.5 hybrid's --block-size (perfmodel/hybridcache.py)
+    (r"^Setting attention block size to (?P<tokens>\d+) tokens", "hybrid_block_size"),
+    (r"^Setting granitemoehybrid block_size to (?P<tokens>\d+) tokens", "hybrid_block_size"),
+    (r"^Padding mamba page size by (?P<pct>\d+(?:\.\d+)?)% to ensure", "mamba_page_padded"),
+    (r"^Resetting Qwen3\.5 hybrid block_size from (?P<asked>\d+) to (?P<used>\d+)", "hybrid_block_reset"),
     (r"^Multimodal bucket ?: (?P<list>\[.*\])", "multimodal_buckets"),
     (r"^No multimodal warmup resolutions for this native-resolution vision tower", "multimodal_runtime_compiles"),
     (r"^Multimodal warmup will compile over (?P<n>\d+) (?P<what>\w+) graphs", "multimodal_graphs"),

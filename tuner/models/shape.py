@@ -15,6 +15,7 @@ from .dtypes import BF16, DTYPE_BYTES, FP8
 from .hfconfig import TextConfig
 from .params import ParamCount, count_params
 from .quantized import FP8_METHODS, linear_format
+from .recurrent import RecurrentSpec, recurrent_spec
 from .vision import VisionTower, vision_tower
 
 # HPU-graph memory per captured bucket: 10 MiB for Llama-3.1-8B and 20 MiB for 70B (docs/calibration.md
@@ -71,6 +72,8 @@ class ModelShape:
     # the default), and the config key its refusal names
     max_len_limit: int = 0
     max_len_key: str = "max_position_embeddings"
+    # a hybrid's recurrent layers (Gated DeltaNet, Mamba, ...): one state per sequence each (tuner/models/recurrent.py)
+    recurrent: RecurrentSpec | None = field(default=None, repr=False, hash=False, compare=False)
 
     @property
     def params(self) -> int:
@@ -96,6 +99,11 @@ class ModelShape:
             return sum(2 * max(1, heads // max(1, tp)) * dim for heads, dim in self.layer_kv) * DTYPE_BYTES[kv_dtype]
         per_layer = (1 if self.mla else 2) * self.kv_heads_per_rank(tp) * self.head_dim
         return self.attention_layers * per_layer * DTYPE_BYTES[kv_dtype]
+
+    def attn_page_token_bytes(self, kv_dtype: str, tp: int = 1) -> int:
+        """One attention layer's K and V (MLA: its latent) for one token on one rank, with the model-wide head count
+        and size vLLM's hybrid page alignment reads (get_num_kv_heads, get_head_size)."""
+        return (1 if self.mla else 2) * self.kv_heads_per_rank(tp) * self.head_dim * DTYPE_BYTES[kv_dtype]
 
     def checkpoint_bytes(self) -> int:
         """The weights as the checkpoint stores them (all ranks together)."""
@@ -182,6 +190,14 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         model_type=t.model_type, vision=t.vision, mrope=t.mrope, fork_mrope=t.fork_mrope,
         config_model_type=t.config_model_type, embedding_size=t.embedding_size or t.hidden, matryoshka=t.matryoshka,
         matryoshka_dimensions=t.matryoshka_dimensions, labels=t.labels,
-        max_len_limit=t.max_len_limit or t.max_position, max_len_key=t.max_len_key,
+        max_len_limit=t.max_len_limit or t.max_position, max_len_key=t.max_len_key, recurrent=_recurrent(t),
     )
+
+
+def _recurrent(t: TextConfig) -> RecurrentSpec | None:
+    """The recurrent state, or None (the attention-only account) when the config lacks a field it needs."""
+    try:
+        return recurrent_spec(t)
+    except (KeyError, TypeError, ValueError):
+        return None
 

@@ -15,6 +15,7 @@ from ..buckets import ServerConfig
 from ..buckets.serverdefaults import resolve
 from .corrections import Corrections
 from .hardware import BF16, FP8, Device, GiB, MiB, ModelShape, device_for, model_for
+from .hybridcache import HybridLayout, hybrid_layout
 from .rules import ReleaseRules
 
 # --- constants of section 7 (GUESS where the spec says so) ------------------------------------
@@ -77,7 +78,7 @@ class CostModel:
     """Step, compile and memory costs of one model on one device (per card under tensor parallelism)."""
 
     def __init__(self, sim: SimSettings, block_size: int, compiled_mode: bool = False,
-                 corrections: Corrections = Corrections()):
+                 corrections: Corrections = Corrections(), hybrid: HybridLayout | None = None):
         self.sim = sim
         self.corr = corrections
         self.model: ModelShape = sim.shape  # from its config.json (tuner/models)
@@ -92,6 +93,9 @@ class CostModel:
                                 if self.model.experts else 0.0)
         self.kv_token = self.model.kv_bytes_per_token(sim.kv_dtype, tp) * corrections.kv_block
         self.block_bytes = int(round(self.kv_token * block_size))
+        self.hybrid = hybrid  # a hybrid model's pool (hybridcache.py): blocks of its pages, states beside K/V
+        if hybrid is not None:
+            self.block_bytes = int(round(hybrid.block_bytes * corrections.kv_block))
         self.flops = self.device.flops(sim.dtype)
         self.compile_factor = (FP8_COMPILE if sim.dtype == FP8 else 1.0) * self.model.layers / 32
 
@@ -174,6 +178,17 @@ def recipe_key(profile: str, sim: SimSettings, block_size: int, num_blocks: int,
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def hybrid_cache(profile: str, sim: SimSettings, inputs: ServerInputs, compact_gdn: bool) -> HybridLayout | None:
+    """The KV pool of a hybrid model on this release (None: attention layers only, the plain account)."""
+    model = sim.shape
+    spec = model.recurrent
+    if spec is None:
+        return None
+    return hybrid_layout(profile, model.model_type, model.attention_layers, model.attn_page_token_bytes(sim.kv_dtype,
+                         sim.tp), spec.layers, spec.page_bytes(sim.tp), spec.kind, inputs.block_size,
+                         bool(inputs.prefix_caching), compact_gdn)
+
+
 def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, env: Mapping[str, str],
                   num_blocks: int) -> ServerConfig:
     # --max-model-len auto (-1) starts from the model's own length; the KV cache may then cut it (predict.py)
@@ -223,6 +238,9 @@ def memory_split(cost: CostModel, profile_tokens: int, reserved_frac: float) -> 
     frac = 0.0 if cost.sim.enforce_eager else reserved_frac
     graph = usable * frac
     kv = usable - graph
-    blocks = max(0, math.floor(kv / cost.block_bytes)) if kv > 0 else 0
+    if cost.hybrid is not None:  # the plugin passes on the share its separate state tensors leave
+        blocks = int(kv * cost.hybrid.hpu_factor) // cost.block_bytes if kv > 0 else 0
+    else:
+        blocks = max(0, math.floor(kv / cost.block_bytes)) if kv > 0 else 0
     return MemorySplit(visible, weights, overhead, free, usable, frac, graph, kv, cost.block_bytes, blocks,
                        free * (1 - util))

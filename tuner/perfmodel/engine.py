@@ -148,6 +148,8 @@ class Engine:
         cfg = pred.config
         self.v1 = pred.rules.engine == "v1"
         self.block_size, self.num_blocks = cfg.block_size, pred.num_blocks
+        # a hybrid's pool: attention blocks of kv_block_tokens, and state_blocks more for each running request
+        self.kv_block_tokens, self.state_blocks = pred.kv_block_tokens, pred.state_blocks
         self.max_num_seqs, self.token_budget = cfg.max_num_seqs, cfg.max_num_batched_tokens
         self.max_prefill_seqs = max_prefill_seqs(pred)
         self.cost: CostModel = pred.cost
@@ -204,7 +206,11 @@ class Engine:
 
     # -- blocks ---------------------------------------------------------------------------------
     def _blocks_for(self, tokens: int) -> int:
-        return -(-tokens // self.block_size)
+        return -(-tokens // self.kv_block_tokens) + self.state_blocks
+
+    def _room(self, r: SimRequest) -> int:
+        """Tokens this request could still hold: its blocks and every free one."""
+        return (len(r.blocks) + len(self.free_blocks) - self.state_blocks) * self.kv_block_tokens - r.computed
 
     def _grow(self, req: SimRequest, tokens: int) -> bool:
         need = self._blocks_for(tokens) - len(req.blocks)
@@ -338,8 +344,7 @@ class Engine:
             if not r.running or budget <= 0:
                 continue
             if r.prefilling:  # a chunked prefill carries on
-                room = (len(r.blocks) + len(self.free_blocks)) * self.block_size - r.computed
-                n = min(r.prefill_len - r.computed, budget, room)
+                n = min(r.prefill_len - r.computed, budget, self._room(r))
                 if n <= 0 or not self._grow(r, r.computed + n):
                     continue
                 prefills.append((r, n))
@@ -359,8 +364,7 @@ class Engine:
                 r.computed = self.prefix_cache.hit_tokens(r.block_hashes, r.prefill_len)
                 self.stats.prompt_tokens += r.computed
                 self.stats.prompt_tokens_cached += r.computed
-            room = (len(r.blocks) + len(self.free_blocks)) * self.block_size - r.computed
-            n = min(r.prefill_len - r.computed, budget, room)  # a chunk may also stop at the free blocks
+            n = min(r.prefill_len - r.computed, budget, self._room(r))  # a chunk may also stop at the free blocks
             if n <= 0 or not self._grow(r, r.computed + n):
                 break
             self.waiting.popleft()

@@ -136,7 +136,7 @@ class FastServing:
         Limits the load never reaches count as unlimited: at most `limit` requests are ever in the server."""
         cfg = pred.config
         n = pred.num_blocks
-        if n - self._kv_bound(cfg.block_size, cfg.max_num_seqs) <= int(0.01 * n) + 1:  # v0 keeps 1% free
+        if n - self._kv_bound(pred.kv_block_tokens, cfg.max_num_seqs, pred.state_blocks) <= int(0.01 * n) + 1:
             return None
         reqs = self._requests
         limit = min(self.target.load.max_concurrency or len(reqs), len(reqs))
@@ -159,13 +159,14 @@ class FastServing:
         return (abs(math.log(max(prefill, 1e-12) / sched.prefill_s)) <= math.log1p(band)
                 and abs(math.log(max(decode, 1e-12) / sched.decode_s)) <= math.log1p(band))
 
-    def _kv_bound(self, block_size: int, max_num_seqs: int) -> int:
-        """KV blocks the load test may hold at once (an upper bound: its longest requests all running)."""
-        key = (block_size, max_num_seqs)
+    def _kv_bound(self, block_size: int, max_num_seqs: int, state_blocks: int = 0) -> int:
+        """KV blocks the load test may hold at once (an upper bound: its longest requests all running; v0 keeps
+        1% free). A hybrid's requests each hold `state_blocks` more."""
+        key = (block_size, max_num_seqs, state_blocks)
         if key not in self._bounds:
             reqs = self._requests
             running = min(max_num_seqs, self.target.load.max_concurrency or len(reqs), len(reqs))
-            blocks = sorted((-(-(i + o) // block_size) for _, i, o in reqs), reverse=True)
+            blocks = sorted((-(-(i + o) // block_size) + state_blocks for _, i, o in reqs), reverse=True)
             self._bounds[key] = sum(blocks[:running]) + 1
         return self._bounds[key]
 

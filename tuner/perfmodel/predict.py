@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from ..buckets import BucketConfigError, BucketPlan, ServerConfig
 from ..buckets.owncode import build_checked
+from ..models.recurrent import IndivisibleState
 from ..vocabulary.numbers import AUTO
 from .capture import plan_warmup
 from .corrections import Corrections
@@ -22,6 +23,7 @@ from .costs import (
     MemorySplit,
     ServerInputs,
     SimSettings,
+    hybrid_cache,
     memory_split,
     server_config,
 )
@@ -50,7 +52,14 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
                              skip_warmup=env_true(env_value(env, profile, "VLLM_SKIP_WARMUP", "false")))
     pred.graphs = lazy and not sim.enforce_eager and not pred.skip_warmup
     model = sim.shape
-    cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections)
+    # vllm-gaudi's own test of it: "1" or "true", nothing else
+    compact = (env_value(env, profile, "VLLM_COMPACT_GDN", "0") or "0").strip().lower() in ("1", "true")
+    try:
+        pred.hybrid = hybrid_cache(profile, sim, inputs, compact)
+    except IndivisibleState as e:  # vLLM's divide() asserts as the model builds, in its own words
+        pred.failure = Failure("load", f"AssertionError: {e.n} is not divisible by {e.tp}")
+        return pred
+    cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections, pred.hybrid)
     pred.load_seconds = T_INIT + cost.load_time()
     pred.profile_seconds = T_PROFILE * model.layers / 32 * corrections.profile
     cfg0 = server_config(rules, model, inputs, env, num_blocks=1)
@@ -182,6 +191,10 @@ def _auto_fit(pred: StartupPrediction, derived: int, cfg: ServerConfig, mem) -> 
     cache less the null block its block pool holds back)."""
     usable = mem.kv - mem.block_bytes
     fitted = min(derived, int(usable // mem.block_bytes) * cfg.block_size) if mem.block_bytes > 0 else derived
+    if pred.hybrid is not None:  # the attention group's blocks, after each state group's for the one request
+        h = pred.hybrid
+        room = mem.num_blocks - 1 - h.state_blocks_per_request(bool(cfg.prefix_caching))
+        fitted = min(derived, max(0, room // h.attention_groups) * h.attn_block_tokens)
     if fitted <= 0:
         return Failure("kv", "ValueError: Cannot auto-fit max_model_len: not enough GPU memory available to serve "
                        "even a single token. Try increasing `gpu_memory_utilization`.")
@@ -202,7 +215,11 @@ def _check_kv(rules: ReleaseRules, cfg: ServerConfig, mem: MemorySplit, cost: Co
                            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
         return None
     needed = -(-mml // cfg.block_size) * mem.block_bytes
-    if needed > mem.kv:
+    kv = mem.kv
+    if cost.hybrid is not None:  # one request at max_model_len: its attention blocks and its state blocks
+        needed = cost.hybrid.blocks_per_request(mml, bool(cfg.prefix_caching)) * mem.block_bytes
+        kv = mem.kv * cost.hybrid.hpu_factor
+    if needed > kv:
         est = max(0, int(mem.kv // cost.kv_token) // cfg.block_size * cfg.block_size)
         return Failure("kv", f"ValueError: To serve at least one request with the models's max seq len ({mml}), "
                        f"({needed / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache "

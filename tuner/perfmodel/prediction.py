@@ -105,6 +105,7 @@ class StartupPrediction:
     step_sums: StepSums | None = None  # bulk prediction: the steps' sums instead of the steps
     vision: Any = None  # perfmodel.vision.VisionPhase of a multimodal model (None: no vision warm-up)
     warmed_images: frozenset = frozenset()  # image buckets (vision.image_key) the warm-up compiled
+    hybrid: Any = None  # hybridcache.HybridLayout of a hybrid model's KV pool (None: attention layers only)
 
     @property
     def steps_seconds(self) -> float:
@@ -122,7 +123,17 @@ class StartupPrediction:
     @property
     def cost(self) -> CostModel:
         return CostModel(self.sim, self.config.block_size if self.config else 128, self.compiled_mode,
-                         self.corrections)
+                         self.corrections, self.hybrid)
+
+    @property
+    def kv_block_tokens(self) -> int:
+        """Tokens one KV block holds for a request (a hybrid's attention block is larger than the kernel's)."""
+        return self.hybrid.attn_block_tokens if self.hybrid else self.config.block_size
+
+    @property
+    def state_blocks(self) -> int:
+        """Blocks every running request holds for its recurrent states (a hybrid's; 0 otherwise)."""
+        return self.hybrid.state_blocks_per_request(bool(self.config.prefix_caching)) if self.hybrid else 0
 
     @property
     def compiled_mode(self) -> bool:

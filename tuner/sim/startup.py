@@ -17,6 +17,7 @@ from ..perfmodel.costs import prompt_shape
 from ..perfmodel.hardware import GiB, MiB
 from ..perfmodel.prediction import StartupPrediction, WarmupStep, devmem_error
 from .faults import COMPILE_ERROR, Faults
+from .hybridlines import alignment_lines, memory_line
 from .logfmt import SimLog, tqdm_meter
 from .logfmt import format_bytes as fb
 from .recipe_cache import RecipeCache
@@ -67,6 +68,9 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
     v1 = rules.engine == "v1"
     yield ("log", "INFO", "api", f"vLLM API server version {VERSIONS[pred.profile]}")
     yield ("advance", 1.0)
+    if pred.hybrid is not None:  # the platform aligns a hybrid's attention and state pages as the engine starts
+        for line in alignment_lines(pred.hybrid, pred.config.block_size):
+            yield ("log", "INFO", "hybrid", line, "interface.py")
     if pred.failure and pred.failure.phase == "config":
         yield from _fail(pred.failure.phase, pred.failure.message)
         return
@@ -97,26 +101,11 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
     yield ("log", "INFO", "profile", f"Model profiling run took {fb(mem.profile_overhead)} of device memory "
            f"({fb(used)}/{fb(total)} used) and 180.9 MiB of host memory "
            f"({fb(HOST_USED + 3.13 * GiB)}/{fb(HOST_TOTAL)} used)")
-    yield ("log", "INFO", "free", _free_line(pred))
+    yield from _free_lines(pred)
     overriding = ("Overriding num_gpu_blocks={} with num_gpu_blocks_override={}".format(*pred.blocks_override)
                   if pred.blocks_override else None)  # the engine's line (the fork's llm_engine, v1's kv_cache_utils)
     if v1:
-        n = mem.num_blocks
-        if overriding:
-            yield ("log", "INFO", "kv_size", overriding, "kv_cache_utils.py")
-        yield ("log", "INFO", "free", f"Usable num_blocks: {n}, actual allocated num_blocks (max across layers): "
-               f"{n + 1} (_PAD_BLOCK_ID={n}, _PAD_SLOT_ID={n * pred.config.block_size})")
-        if pred.auto_fit is not None:  # --max-model-len auto: the engine core's fit (vLLM 0.32's wording)
-            derived, fitted, kv = pred.auto_fit
-            memory = f"{round(kv / GiB, 2)} GiB HPU"
-            yield ("log", "INFO", "kv_size", f"Auto-fit max_model_len: full model context length {derived} fits "
-                   f"in available KV cache memory ({memory})" if fitted >= derived else
-                   f"Auto-fit max_model_len: reduced from {derived} to {fitted} to fit in available KV cache "
-                   f"memory ({memory})", "kv_cache_utils.py")
-        tokens = n * pred.config.block_size
-        yield ("log", "INFO", "kv_size", f"GPU KV cache size: {tokens:,} tokens", "kv_cache_utils.py")
-        yield ("log", "INFO", "kv_size", f"Maximum concurrency for {pred.config.max_model_len:,} tokens per "
-               f"request: {tokens / pred.config.max_model_len:.2f}x", "kv_cache_utils.py")
+        yield from _kv_lines_v1(pred, overriding)
     else:
         profiled = pred.blocks_override[0] if pred.blocks_override else mem.num_blocks
         yield ("log", "INFO", "blocks", f"# HPU blocks: {profiled}, # CPU blocks: 0")
@@ -143,6 +132,33 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
     yield from _warmup(pred, faults, bars=log_style == "tqdm" and rules.style == "gaudi")
 
 
+def _kv_lines_v1(pred: StartupPrediction, overriding: str | None) -> Iterator[tuple]:
+    """The v1 engine's KV lines: the plugin's block count, then the engine core's capacity."""
+    n = pred.memory.num_blocks
+    if overriding:
+        yield ("log", "INFO", "kv_size", overriding, "kv_cache_utils.py")
+    h = pred.hybrid  # a hybrid's attention tensors hold its larger blocks as kernel blocks
+    kernel_blocks = n * (h.attn_block_tokens // h.kernel_block) if h else n
+    yield ("log", "INFO", "free", f"Usable num_blocks: {n}, actual allocated num_blocks (max across layers): "
+           f"{kernel_blocks + 1} (_PAD_BLOCK_ID={n}, _PAD_SLOT_ID={n * pred.config.block_size})")
+    if pred.auto_fit is not None:  # --max-model-len auto: the engine core's fit (vLLM 0.32's wording)
+        derived, fitted, kv = pred.auto_fit
+        memory = f"{round(kv / GiB, 2)} GiB HPU"
+        yield ("log", "INFO", "kv_size", f"Auto-fit max_model_len: full model context length {derived} fits "
+               f"in available KV cache memory ({memory})" if fitted >= derived else
+               f"Auto-fit max_model_len: reduced from {derived} to {fitted} to fit in available KV cache "
+               f"memory ({memory})", "kv_cache_utils.py")
+    mml = pred.config.max_model_len
+    tokens = n * pred.config.block_size
+    concurrency = tokens / mml
+    if h is not None:  # vLLM's group-aware capacity: a request's attention and state blocks
+        pc = bool(pred.config.prefix_caching)
+        tokens, concurrency = h.kv_tokens(n, mml, pc), h.max_concurrency(n, mml, pc)
+    yield ("log", "INFO", "kv_size", f"GPU KV cache size: {tokens:,} tokens", "kv_cache_utils.py")
+    yield ("log", "INFO", "kv_size", f"Maximum concurrency for {mml:,} tokens per "
+           f"request: {concurrency:.2f}x", "kv_cache_utils.py")
+
+
 def _fail(phase: str, message: str, code: int = 1) -> Iterator[tuple]:
     file, func = _FRAMES[phase]
     yield ("raw", "Traceback (most recent call last):", True)
@@ -151,6 +167,14 @@ def _fail(phase: str, message: str, code: int = 1) -> Iterator[tuple]:
     yield ("raw", f'  File "/usr/local/lib/python3.10/dist-packages/{file}", line 1, in {func}', True)
     yield ("raw", message, True)
     yield ("fail", code)
+
+
+def _free_lines(pred: StartupPrediction) -> Iterator[tuple]:
+    """The worker's KV memory: its split, and a hybrid's cut for the states it allocates apart."""
+    yield ("log", "INFO", "free", _free_line(pred))
+    m = pred.memory
+    if pred.hybrid is not None and (line := memory_line(pred.hybrid, m.kv - m.block_bytes)):
+        yield ("log", "INFO", "free", line)
 
 
 def _free_line(pred: StartupPrediction) -> str:

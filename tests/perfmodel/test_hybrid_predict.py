@@ -1,0 +1,79 @@
+"""A hybrid model's start and serving as predicted and simulated: the plugin's pool of attention and state pages
+(tuner/perfmodel/hybridcache.py) from the model's own config (tuner/models/recurrent.py), on the releases that
+serve it; the simulator's log of it read back as a user's log is."""
+
+from dataclasses import replace
+
+import pytest
+
+from tuner.explain.reading import read_log
+from tuner.logparse.events import KvCacheSize, ServerNotice, UsableBlocks
+from tuner.perfmodel import predict_startup
+from tuner.perfmodel.costs import ServerInputs, SimSettings
+from tuner.perfmodel.serving import run_virtual
+from tuner.sim.startup import startup_events
+
+QWEN35_MOE = SimSettings(model="Qwen/Qwen3.5-35B-A3B", device="gaudi3")
+INPUTS = ServerInputs(max_model_len=32768, max_num_seqs=64)
+
+
+def predict(release="gaudi-main", sim=QWEN35_MOE, inputs=INPUTS, env=None):
+    pred = predict_startup(release, sim, inputs, env or {})
+    assert pred.failure is None, pred.failure
+    return pred
+
+
+def test_the_pool_is_counted_in_the_plugins_pages_with_the_states_memory_set_aside():
+    pred = predict()
+    h, mem = pred.hybrid, pred.memory
+    assert (h.attn_block_tokens, h.group_size, h.attention_groups, h.state_groups) == (1152, 10, 1, 3)
+    assert mem.block_bytes == 10 * 1152 * 2048
+    assert pred.num_blocks == int(mem.kv * h.hpu_factor) // mem.block_bytes
+    # the attention-only account held twice the tokens: every state page costs about an attention page
+    plain = predict("gaudi-0.15.1")
+    assert plain.hybrid is None and plain.memory.block_bytes == 128 * 10 * 2048
+    assert plain.num_blocks * 128 / (pred.num_blocks * 1152) == pytest.approx(1 / h.hpu_factor, rel=0.01)
+
+
+def test_compact_gdn_states_leave_the_pool_whole():
+    pred, compact = predict(), predict(env={"VLLM_COMPACT_GDN": "1"})
+    assert compact.hybrid.hpu_factor == 1.0
+    assert compact.num_blocks == int(compact.memory.kv) // compact.memory.block_bytes > 1.9 * pred.num_blocks
+    assert predict(env={"VLLM_COMPACT_GDN": "yes"}).num_blocks == pred.num_blocks  # the plugin reads 1/true only
+
+
+def test_a_model_without_recurrent_layers_is_counted_as_before():
+    sim = SimSettings(model="meta-llama/Llama-3.1-8B-Instruct", device="gaudi3")
+    pred = predict(sim=sim)
+    assert pred.hybrid is None and pred.kv_block_tokens == 128 and pred.state_blocks == 0
+
+
+def test_the_simulators_log_says_the_layout_and_is_read_back():
+    pred = predict()
+    lines = [ev[3] for ev in startup_events(pred) if ev[0] == "log"]
+    said = "\n".join(lines)
+    assert "Setting attention block size to 1152 tokens to ensure that attention page size is >= mamba page size." \
+        in said
+    assert "Padding mamba page size by 9.92% to ensure" in said
+    assert "HPU hybrid cache: reducing available KV cache memory by 47.6% (factor=0.524)" in said
+    events = [t.event for t in read_log(lines).events]
+    kinds = {e.kind: dict(e.values) for e in events if isinstance(e, ServerNotice)}
+    assert kinds["hybrid_kv_reduced"]["factor"] == "0.524" and kinds["hybrid_block_size"] == {"tokens": "1152"}
+    assert kinds["mamba_page_padded"] == {"pct": "9.92"}
+    blocks = next(e for e in events if isinstance(e, UsableBlocks))
+    # the attention tensors hold the 1,152-token blocks as 9 kernel blocks each, and the pad block
+    assert (blocks.usable, blocks.allocated) == (pred.num_blocks, pred.num_blocks * 9 + 1)
+    size = next(e for e in events if isinstance(e, KvCacheSize) and e.tokens)
+    # vLLM's group-aware capacity: ceil(32768 / 1152) = 29 attention blocks and 3 state blocks a request
+    assert size.tokens == int(pred.num_blocks / 32 * 32768)
+
+
+def test_every_running_request_holds_a_block_in_each_state_group():
+    pred = predict(inputs=replace(INPUTS, num_gpu_blocks_override=40))
+    assert pred.num_blocks == 40 and pred.state_blocks == 3 and pred.kv_block_tokens == 1152
+    # 20 requests of 1,100 tokens: one attention block and three state blocks each, so 10 run in 40 blocks
+    run = run_virtual(pred, [(0.0, 1000, 100)] * 20)
+    assert run.stats.peak_running == 10 and run.stats.preemptions == 0
+    # counted in 128-token blocks without states, a prompt takes 8 of them: 5 run
+    plain = predict("gaudi-0.15.1", inputs=replace(INPUTS, num_gpu_blocks_override=40))
+    assert run_virtual(plain, [(0.0, 1000, 100)] * 20).stats.peak_running == 5
