@@ -41,8 +41,10 @@ HYBRID_ARCHITECTURES = frozenset({
     "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "JambaForCausalLM", "FalconH1ForCausalLM",
     "NemotronHForCausalLM", "GraniteMoeHybridForCausalLM", "MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM",
     "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "Zamba2ForCausalLM", "BambaForCausalLM", "Plamo2ForCausalLM",
-    "KimiLinearForCausalLM",
+    "KimiLinearForCausalLM", "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
 })
+# Ling's linear-attention families (vLLM's bailing_moe_linear.is_linear_layer, bailing_moe_v3._is_kda_layer)
+BAILING_LINEAR = {"BailingMoeV2_5ForCausalLM": False, "BailingMoeV3ForCausalLM": True}  # arch -> KDA (V3)
 # Attention-free architectures: a fixed state per sequence and no KV cache per token, which is what the
 # performance model and the bucket arithmetic size memory by.
 ATTENTION_FREE = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "FalconMambaForCausalLM", "RwkvForCausalLM",
@@ -186,11 +188,18 @@ def hybrid_pattern(t: dict) -> list[str] | None:
     return None
 
 
-def _hybrid_kinds(t: dict, layers: int) -> tuple[str, ...] | None:
+def _hybrid_kinds(t: dict, layers: int, architecture: str = "") -> tuple[str, ...] | None:
     """The layers of a hybrid architecture from the fields that say which hold attention; None if none do."""
     listed = hybrid_pattern(t)
     if listed is not None:
         return tuple(listed[:layers])
+    if t.get("model_type") == "falcon_h1":  # attention and Mamba2 side by side in every layer (recurrent.py)
+        return tuple("full" for _ in range(layers))
+    group = t.get("layer_group_size")
+    if group and architecture in BAILING_LINEAR:  # every group-th layer attends, the others are linear
+        g, last = int(group), layers // int(group) * int(group)
+        kda = BAILING_LINEAR[architecture]  # V3: the layers after the last whole group attend too
+        return tuple("full" if (i + 1) % g == 0 or (kda and i >= last) else "linear" for i in range(layers))
     if "attn_layer_indices" in t:  # Bamba: the attention layers listed (none: every layer is Mamba)
         listed_attn = set(t.get("attn_layer_indices") or ())
         return tuple("full" if i in listed_attn else "mamba" for i in range(layers))
@@ -235,7 +244,7 @@ def _layer_kinds(t: dict, architecture: str, layers: int) -> tuple[str, ...]:
     types = t.get("layer_types")
     if isinstance(types, list) and len(types) >= layers:
         return _listed_kinds(types[:layers], hybrid)
-    if hybrid and (kinds := _hybrid_kinds(t, layers)) is not None:
+    if hybrid and (kinds := _hybrid_kinds(t, layers, architecture)) is not None:
         return kinds
     window = t.get("sliding_window")
     model_type = t.get("model_type", "")

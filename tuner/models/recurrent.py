@@ -215,11 +215,9 @@ def recurrent_spec(t: TextConfig) -> RecurrentSpec | None:
         # LFM2's layers convolve conv_dim channels, LFM2-MoE's hidden_size
         dim = t.hidden if mt == "lfm2_moe" else _int(raw, "conv_dim", t.hidden)
         spec = RecurrentSpec("short_conv", counted, conv_dim=dim, conv_kernel=_int(raw, "conv_L_cache", 3))
-    elif arch == "BailingMoeV25ForCausalLM" or mt == "bailing_moe_linear":
-        group = _int(raw, "layer_group_size", 1)
-        layers = sum(1 for i in range(t.layers) if group > 0 and (i + 1) % group != 0)
+    elif arch == "BailingMoeV2_5ForCausalLM":  # its linear layers: hfconfig's layer_group_size rule
         head_dim = _int(raw, "head_dim", t.hidden // t.heads)
-        spec = RecurrentSpec("linear_attention", layers, heads=t.heads, head_dim=head_dim)
+        spec = RecurrentSpec("linear_attention", counted, heads=t.heads, head_dim=head_dim)
     elif arch in ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM"):
         # not in vLLM 0.32's registry; earlier vLLM sized it as linear attention over all attention heads
         head_dim = _int(raw, "head_dim", t.hidden // t.heads)
