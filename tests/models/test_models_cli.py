@@ -33,3 +33,14 @@ def test_buckets_json_reports_the_model_from_its_config(capsys):
     dense = json.loads(capsys.readouterr().out)
     # the KV blocks follow the KV bytes per token: MLA at TP 8 leaves room for more blocks than 8B's cache
     assert mla["kv_blocks"]["value"] != dense["kv_blocks"]["value"]
+
+
+def test_a_hybrid_shows_its_recurrent_state_per_sequence(capsys):
+    assert main(["models", "Qwen/Qwen3.5-27B"]) == 0
+    # 48 Gated DeltaNet layers: a (3, 10240) bf16 conv state and a (48, 128, 128) float32 one, 3,207,168 bytes
+    assert "48 recurrent layers (gdn_attention): 3.06 MiB per sequence each" in capsys.readouterr().out
+    assert main(["models", "Qwen/Qwen3.5-27B", "--tensor-parallel-size", "2", "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)["recurrent_state"]
+    assert state == {"kind": "gdn_attention", "layers": 48, "bytes_per_sequence_per_layer": 3_207_168 // 2}
+    assert main(["models", "Qwen/Qwen3-8B", "--json"]) == 0
+    assert "recurrent_state" not in json.loads(capsys.readouterr().out)

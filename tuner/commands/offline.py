@@ -70,10 +70,19 @@ def model_figures(name: str, dtype: str, tp: int, hf_overrides: str | None = Non
     from ..perfmodel.hardware import model_for
 
     shape = model_for(name, hf_overrides)
-    return {**shape.describe(), "tensor_parallel_size": tp,
-            "kv_bytes_per_token": {"bf16": shape.kv_bytes_per_token("bf16", tp),
-                                   "fp8": shape.kv_bytes_per_token("fp8", tp)},
-            "weight_bytes_per_card": shape.weight_bytes(dtype, tp)}
+    figures = {**shape.describe(), "tensor_parallel_size": tp,
+               "kv_bytes_per_token": {"bf16": shape.kv_bytes_per_token("bf16", tp),
+                                      "fp8": shape.kv_bytes_per_token("fp8", tp)},
+               "weight_bytes_per_card": shape.weight_bytes(dtype, tp)}
+    state = shape.recurrent
+    if state is not None:  # a hybrid: one state per sequence in each recurrent layer (tuner/models/recurrent.py)
+        try:
+            per_layer = state.page_bytes(tp)
+        except ValueError:  # a dimension the ranks do not split: the server refuses to build it
+            per_layer = None
+        figures["recurrent_state"] = {"kind": state.kind, "layers": state.layers,
+                                      "bytes_per_sequence_per_layer": per_layer}
+    return figures
 
 
 def model_line(figures: dict) -> str:
@@ -88,7 +97,16 @@ def model_line(figures: dict) -> str:
             f"{moe}, {f['attention_layers']} of {f['layers']} layers cache K/V{mla}, "
             f"{f['max_position']:,}-token context; per card at TP "
             f"{f['tensor_parallel_size']}: {f['kv_bytes_per_token']['bf16']:,} KV bytes per token (bf16), "
-            f"{f['weight_bytes_per_card'] / 1024**3:.2f} GiB of weights{stored}")
+            f"{f['weight_bytes_per_card'] / 1024**3:.2f} GiB of weights{stored}{_state_words(f)}")
+
+
+def _state_words(f: dict) -> str:
+    state = f.get("recurrent_state")
+    if not state:
+        return ""
+    per = state["bytes_per_sequence_per_layer"]
+    size = f"{per / 1024**2:.2f} MiB per sequence each" if per else "a state TP does not divide"
+    return f"; {state['layers']} recurrent layers ({state['kind']}): {size}"
 
 
 def predict(release: str, cfg: ServerConfig, args) -> OfflinePrediction:
