@@ -23,8 +23,11 @@ def predict(release="gaudi-main", sim=QWEN35_MOE, inputs=INPUTS, env=None):
     return pred
 
 
+SEPARATE_STATES = {"VLLM_COMPACT_GDN": "0"}  # the states as large as the pool, beside it
+
+
 def test_the_pool_is_counted_in_the_plugins_pages_with_the_states_memory_set_aside():
-    pred = predict()
+    pred = predict(env=SEPARATE_STATES)
     h, mem = pred.hybrid, pred.memory
     assert (h.attn_block_tokens, h.group_size, h.attention_groups, h.state_groups) == (1152, 10, 1, 3)
     assert mem.block_bytes == 10 * 1152 * 2048
@@ -35,11 +38,17 @@ def test_the_pool_is_counted_in_the_plugins_pages_with_the_states_memory_set_asi
     assert plain.num_blocks * 128 / (pred.num_blocks * 1152) == pytest.approx(1 / h.hpu_factor, rel=0.01)
 
 
-def test_compact_gdn_states_leave_the_pool_whole():
-    pred, compact = predict(), predict(env={"VLLM_COMPACT_GDN": "1"})
+def test_compact_gdn_states_leave_the_pool_whole_and_are_the_default():
+    cut, compact = predict(env=SEPARATE_STATES), predict(env={"VLLM_COMPACT_GDN": "1"})
     assert compact.hybrid.hpu_factor == 1.0
-    assert compact.num_blocks == int(compact.memory.kv) // compact.memory.block_bytes > 1.9 * pred.num_blocks
-    assert predict(env={"VLLM_COMPACT_GDN": "yes"}).num_blocks == pred.num_blocks  # the plugin reads 1/true only
+    assert compact.num_blocks == int(compact.memory.kv) // compact.memory.block_bytes > 1.9 * cut.num_blocks
+    # the runner sets it to 1 for a Gated DeltaNet model when the user left it unset or empty
+    assert predict().num_blocks == predict(env={"VLLM_COMPACT_GDN": ""}).num_blocks == compact.num_blocks
+    # the worker then reads "1" or "true" only
+    assert predict(env={"VLLM_COMPACT_GDN": "yes"}).num_blocks == cut.num_blocks
+    # compact or not, the scheduler's blocks hold each request's states: the capacity is the attention's less them
+    h, n = compact.hybrid, compact.num_blocks
+    assert h.kv_tokens(n, 32768) == int(n / (29 + 3) * 32768)
 
 
 def test_a_model_without_recurrent_layers_is_counted_as_before():
@@ -49,7 +58,7 @@ def test_a_model_without_recurrent_layers_is_counted_as_before():
 
 
 def test_the_simulators_log_says_the_layout_and_is_read_back():
-    pred = predict()
+    pred = predict(env=SEPARATE_STATES)
     lines = [ev[3] for ev in startup_events(pred) if ev[0] == "log"]
     said = "\n".join(lines)
     assert "Setting attention block size to 1152 tokens to ensure that attention page size is >= mamba page size." \
@@ -77,3 +86,18 @@ def test_every_running_request_holds_a_block_in_each_state_group():
     # counted in 128-token blocks without states, a prompt takes 8 of them: 5 run
     plain = predict("gaudi-0.15.1", inputs=replace(INPUTS, num_gpu_blocks_override=40))
     assert run_virtual(plain, [(0.0, 1000, 100)] * 20).stats.peak_running == 5
+
+
+def test_compact_states_are_allocated_beside_the_budget_and_too_many_sequences_run_out_of_memory():
+    sim = SimSettings(model="Qwen/Qwen3.5-27B", device="gaudi3")
+    fits = predict(sim=sim, inputs=replace(INPUTS, max_num_seqs=32))
+    h = fits.hybrid
+    # 16 layer slots, each a tensor of 32 x 3 + 2 slots of 3,207,168 bytes (48 Gated DeltaNet layers, 154 MiB a
+    # sequence), out of what the KV budget left: the HPU-graph reserve and the margin
+    assert h.compact_bytes(32) == 16 * (32 * 3 + 2) * 3_207_168 < fits.memory.free_after_kv
+    failed = predict_startup("gaudi-main", sim, replace(INPUTS, max_num_seqs=256), {})
+    assert failed.failure.phase == "kv"
+    assert f"Allocation failed for size::{(256 * 3 + 2) * 3_207_168}" in failed.failure.message
+    # the states in the pool instead: no tensor beside it, the same 256 sequences start (with fewer blocks)
+    pooled = predict(sim=sim, inputs=replace(INPUTS, max_num_seqs=256), env=SEPARATE_STATES)
+    assert pooled.hybrid.compact_bytes(256) == 0 and pooled.num_blocks < fits.num_blocks

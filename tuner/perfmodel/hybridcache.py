@@ -71,6 +71,15 @@ class HybridLayout:
             return 0
         return int(kv_bytes * self.hpu_factor) // self.block_bytes
 
+    def compact_tensor_bytes(self, max_num_seqs: int) -> int:
+        """One compact state tensor: a slot per request per state group, and two spare (hpu_model_runner's
+        max_reqs x groups + 2); 0 when the states live in the pool."""
+        return (max_num_seqs * self.state_groups + 2) * self.state_bytes if self.compact else 0
+
+    def compact_bytes(self, max_num_seqs: int) -> int:
+        """The compact state tensors, one per layer slot of a group, allocated beside the pool (not out of it)."""
+        return self.group_size * self.compact_tensor_bytes(max_num_seqs)
+
     def state_blocks_per_request(self, prefix_caching: bool = False) -> int:
         return self.state_groups * (2 if prefix_caching else 1)
 

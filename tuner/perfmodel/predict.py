@@ -52,12 +52,9 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
                              skip_warmup=env_true(env_value(env, profile, "VLLM_SKIP_WARMUP", "false")))
     pred.graphs = lazy and not sim.enforce_eager and not pred.skip_warmup
     model = sim.shape
-    # vllm-gaudi's own test of it: "1" or "true", nothing else
-    compact = (env_value(env, profile, "VLLM_COMPACT_GDN", "0") or "0").strip().lower() in ("1", "true")
-    try:
-        pred.hybrid = hybrid_cache(profile, sim, inputs, compact)
-    except IndivisibleState as e:  # vLLM's divide() asserts as the model builds, in its own words
-        pred.failure = Failure("load", f"AssertionError: {e.n} is not divisible by {e.tp}")
+    pred.hybrid = _hybrid_pool(profile, sim, inputs, env)
+    if isinstance(pred.hybrid, Failure):
+        pred.failure, pred.hybrid = pred.hybrid, None
         return pred
     cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections, pred.hybrid)
     pred.load_seconds = T_INIT + cost.load_time()
@@ -114,11 +111,11 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
         if min(largest, cfg0.max_num_batched_tokens) == tokens:
             break
         tokens = min(largest, cfg0.max_num_batched_tokens)
-    if model.multimodal:
-        failure = _vision(pred, model, inputs)
-        if failure:
-            pred.failure = failure
-            return pred
+    failure = (_compact_states(pred) if pred.hybrid is not None else None) or \
+        (_vision(pred, model, inputs) if model.multimodal else None)
+    if failure:
+        pred.failure = failure
+        return pred
     plan_warmup(pred, cost, cached_recipes, step, keep_steps)
     return pred
 
@@ -183,6 +180,29 @@ def _check_length(rules: ReleaseRules, inputs: ServerInputs) -> Failure | None:
     return Failure("config", f"ValueError: max_model_len ({asked}) must be a positive number of tokens"
                    + (" (-1, auto-fit to the KV cache, came with vllm-gaudi's v1 engine)" if rules.engine == "v0"
                       else " or -1 (auto-fit to the KV cache)"))
+
+
+def _hybrid_pool(profile: str, sim: SimSettings, inputs: ServerInputs, env: Mapping[str, str]):
+    """A hybrid model's pool (hybridcache.HybridLayout), None for other models, or the Failure of a state the
+    ranks cannot split (vLLM's divide() asserts as the model builds, in its own words)."""
+    # Gated DeltaNet states in a tensor of their own: the runner sets VLLM_COMPACT_GDN=1 for such a model when the
+    # user left it unset or empty (hpu_model_runner.__init__), before the worker reads it ("1" or "true" only)
+    told = (env.get("VLLM_COMPACT_GDN") or "").strip()
+    try:
+        return hybrid_cache(profile, sim, inputs, told.lower() in ("1", "true") if told else True)
+    except IndivisibleState as e:
+        return Failure("load", f"AssertionError: {e.n} is not divisible by {e.tp}")
+
+
+def _compact_states(pred: StartupPrediction) -> Failure | None:
+    """Compact Gated DeltaNet states are allocated with the KV cache but outside its budget: a slot per request
+    and state group in each layer slot (Qwen3.5-27B: 154 MiB a sequence). They take the memory the budget left
+    (the HPU-graph reserve and the margin), and past it the first tensor's allocation fails."""
+    h, mem = pred.hybrid, pred.memory
+    need = h.compact_bytes(pred.config.max_num_seqs)
+    if need > mem.free_after_kv:
+        return Failure("kv", devmem_error(h.compact_tensor_bytes(pred.config.max_num_seqs)))
+    return None
 
 
 def _auto_fit(pred: StartupPrediction, derived: int, cfg: ServerConfig, mem) -> int | Failure:
