@@ -65,10 +65,13 @@ def test_the_simulators_log_says_the_layout_and_is_read_back():
         in said
     assert "Padding mamba page size by 9.92% to ensure" in said
     assert "HPU hybrid cache: reducing available KV cache memory by 47.6% (factor=0.524)" in said
+    # the runner's line, with the modes it set where the user set none (here VLLM_COMPACT_GDN was set to 0)
+    assert ("GDN layers detected (30): VLLM_USE_HYBRID_CACHE=1, VLLM_USE_NAIVE_MAMBA_CACHE_SHARING=0, "
+            "VLLM_COMPACT_GDN=0") in said
     events = [t.event for t in read_log(lines).events]
     kinds = {e.kind: dict(e.values) for e in events if isinstance(e, ServerNotice)}
     assert kinds["hybrid_kv_reduced"]["factor"] == "0.524" and kinds["hybrid_block_size"] == {"tokens": "1152"}
-    assert kinds["mamba_page_padded"] == {"pct": "9.92"}
+    assert kinds["mamba_page_padded"] == {"pct": "9.92"} and kinds["gdn_layers"]["n"] == "30"
     blocks = next(e for e in events if isinstance(e, UsableBlocks))
     # the attention tensors hold the 1,152-token blocks as 9 kernel blocks each, and the pad block
     assert (blocks.usable, blocks.allocated) == (pred.num_blocks, pred.num_blocks * 9 + 1)

@@ -48,6 +48,7 @@ class HybridLayout:
     kernel_block: int = KERNEL_BLOCK  # the tokens the decode buckets count blocks of
     model_type: str = ""
     alignment: int = KERNEL_BLOCK  # the block's token step (Granite 4.0-H: 16, or 256 with prefix caching)
+    state_layers: int = 0
 
     @property
     def block_bytes(self) -> int:
@@ -132,4 +133,4 @@ def hybrid_layout(release: str, model_type: str, attention_layers: int, attn_tok
                         attn_token_bytes=attn_token_bytes, group_size=size, attention_groups=attn_groups,
                         state_groups=state_groups, state_kind=state_kind,
                         compact=compact_gdn and state_kind in GDN_KINDS, kernel_block=kernel,
-                        model_type=model_type, alignment=align)
+                        model_type=model_type, alignment=align, state_layers=state_layers)

@@ -24,6 +24,15 @@ def alignment_lines(layout: HybridLayout, block_size: int) -> list[str]:
     return lines
 
 
+def runner_line(layout: HybridLayout, env: dict) -> str | None:
+    """The runner's line for a Gated DeltaNet model, with the cache modes it sets where the user set none."""
+    if layout.state_kind not in GDN_KINDS:
+        return None
+    shown = {name: env.get(name) or default for name, default in (
+        ("VLLM_USE_HYBRID_CACHE", "1"), ("VLLM_USE_NAIVE_MAMBA_CACHE_SHARING", "0"), ("VLLM_COMPACT_GDN", "1"))}
+    return f"GDN layers detected ({layout.state_layers}): " + ", ".join(f"{k}={v}" for k, v in shown.items())
+
+
 def memory_line(layout: HybridLayout, available: float) -> str | None:
     """The worker's cut of the KV memory for separately allocated states (None when it makes none)."""
     f = layout.hpu_factor

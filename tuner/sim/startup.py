@@ -17,7 +17,7 @@ from ..perfmodel.costs import prompt_shape
 from ..perfmodel.hardware import GiB, MiB
 from ..perfmodel.prediction import StartupPrediction, WarmupStep, devmem_error
 from .faults import COMPILE_ERROR, Faults
-from .hybridlines import alignment_lines, memory_line
+from .hybridlines import alignment_lines, memory_line, runner_line
 from .logfmt import SimLog, tqdm_meter
 from .logfmt import format_bytes as fb
 from .recipe_cache import RecipeCache
@@ -68,9 +68,7 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
     v1 = rules.engine == "v1"
     yield ("log", "INFO", "api", f"vLLM API server version {VERSIONS[pred.profile]}")
     yield ("advance", 1.0)
-    if pred.hybrid is not None:  # the platform aligns a hybrid's attention and state pages as the engine starts
-        for line in alignment_lines(pred.hybrid, pred.config.block_size):
-            yield ("log", "INFO", "hybrid", line, "interface.py")
+    yield from _hybrid_lines(pred)
     if pred.failure and pred.failure.phase == "config":
         yield from _fail(pred.failure.phase, pred.failure.message)
         return
@@ -130,6 +128,16 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
         yield from _server_ready(pred)
         return
     yield from _warmup(pred, faults, bars=log_style == "tqdm" and rules.style == "gaudi")
+
+
+def _hybrid_lines(pred: StartupPrediction) -> Iterator[tuple]:
+    """A hybrid's start: the platform aligns its attention and state pages, the runner says its cache modes."""
+    if pred.hybrid is None:
+        return
+    for line in alignment_lines(pred.hybrid, pred.config.block_size):
+        yield ("log", "INFO", "hybrid", line, "interface.py")
+    if line := runner_line(pred.hybrid, pred.env):
+        yield ("log", "INFO", "hybrid", line, "hpu_model_runner.py")
 
 
 def _kv_lines_v1(pred: StartupPrediction, overriding: str | None) -> Iterator[tuple]:
