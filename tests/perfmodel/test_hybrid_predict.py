@@ -104,3 +104,26 @@ def test_compact_states_are_allocated_beside_the_budget_and_too_many_sequences_r
     # the states in the pool instead: no tensor beside it, the same 256 sequences start (with fewer blocks)
     pooled = predict(sim=sim, inputs=replace(INPUTS, max_num_seqs=256), env=SEPARATE_STATES)
     assert pooled.hybrid.compact_bytes(256) == 0 and pooled.num_blocks < fits.num_blocks
+
+
+@pytest.mark.parametrize("model, chunk, explicit, skip", [
+    ("Qwen/Qwen3.5-35B-A3B", 128, False, True),  # Gated DeltaNet, no chunk size in its config: the runner's 128
+    ("openai/gpt-oss-20b", 0, True, True),  # sliding-window layers beside full ones
+    ("google/gemma-4-26B-A4B", 0, True, True),
+    ("Qwen/Qwen3-8B", 0, True, False),
+])
+def test_the_runner_hands_its_bucketing_what_the_model_is(model, chunk, explicit, skip):
+    cfg = predict(sim=SimSettings(model=model, device="gaudi3")).config
+    assert (cfg.mamba_chunk_size, cfg.mamba_chunk_size_explicit, cfg.skip_decode_block_clamp) == (chunk, explicit,
+                                                                                                   skip)
+    assert not predict("gaudi-0.15.1", sim=SimSettings(model=model, device="gaudi3")).config.skip_decode_block_clamp
+
+
+def test_main_keeps_the_whole_decode_block_range_for_a_sliding_window_model():
+    inputs = replace(INPUTS, num_gpu_blocks_override=500)
+    env = {"VLLM_CONTIGUOUS_PA": "false"}
+    window = predict(sim=SimSettings(model="openai/gpt-oss-20b", device="gaudi3"), inputs=inputs, env=env)
+    dense = predict(sim=SimSettings(model="Qwen/Qwen3-8B", device="gaudi3"), inputs=inputs, env=env)
+    # 64 sequences of 32,768 tokens may reference 16,384 blocks; a dense model's range stops at 3 x 500
+    assert max(b[2] for b in window.plan.decode) == 16384
+    assert max(b[2] for b in dense.plan.decode) == 1500

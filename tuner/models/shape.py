@@ -74,6 +74,11 @@ class ModelShape:
     max_len_key: str = "max_position_embeddings"
     # a hybrid's recurrent layers (Gated DeltaNet, Mamba, ...): one state per sequence each (tuner/models/recurrent.py)
     recurrent: RecurrentSpec | None = field(default=None, repr=False, hash=False, compare=False)
+    # What vllm-gaudi's runner reads for the buckets: a sliding window beside other layer types (its
+    # interleaved_sliding_window: Gemma-3/4, gpt-oss), and a hybrid's own mamba chunk size (mamba_chunk_size,
+    # else chunk_size; None: the config sets none)
+    interleaved_sliding: bool = False
+    mamba_chunk: int | None = None
 
     @property
     def params(self) -> int:
@@ -191,7 +196,14 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         config_model_type=t.config_model_type, embedding_size=t.embedding_size or t.hidden, matryoshka=t.matryoshka,
         matryoshka_dimensions=t.matryoshka_dimensions, labels=t.labels,
         max_len_limit=t.max_len_limit or t.max_position, max_len_key=t.max_len_key, recurrent=_recurrent(t),
+        interleaved_sliding=bool(t.sliding_window) and len(set(t.layer_kinds)) > 1, mamba_chunk=_mamba_chunk(t),
     )
+
+
+def _mamba_chunk(t: TextConfig) -> int | None:
+    chunk = t.raw.get("mamba_chunk_size")
+    chunk = t.raw.get("chunk_size") if chunk is None else chunk
+    return int(chunk) if isinstance(chunk, int) and not isinstance(chunk, bool) else None
 
 
 def _recurrent(t: TextConfig) -> RecurrentSpec | None:

@@ -15,7 +15,7 @@ from ..buckets import ServerConfig
 from ..buckets.serverdefaults import resolve
 from .corrections import Corrections
 from .hardware import BF16, FP8, Device, GiB, MiB, ModelShape, device_for, model_for
-from .hybridcache import HybridLayout, hybrid_layout
+from .hybridcache import HYBRID_RELEASES, HybridLayout, hybrid_layout
 from .rules import ReleaseRules
 
 # --- constants of section 7 (GUESS where the spec says so) ------------------------------------
@@ -199,7 +199,23 @@ def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, 
         max_num_batched_tokens=limits.max_num_batched_tokens,
         num_hpu_blocks=max(1, num_blocks), env=dict(env), prefix_caching=inputs.prefix_caching,
         max_num_prefill_seqs=inputs.max_num_prefill_seqs, pooling=inputs.pooling,
+        **model_bucket_inputs(rules.profile, model),
     )
+
+
+def model_bucket_inputs(profile: str, model: ModelShape) -> dict:
+    """What vllm-gaudi's runner hands its bucketing from the model (v0.26 and main; hpu_model_runner.py):
+    a model with recurrent layers passes its mamba chunk size, 128 when its config sets none, and (main) keeps the
+    whole decode block range, as does a model whose sliding window sits beside other layer types."""
+    if profile not in HYBRID_RELEASES:
+        return {}
+    out = {}
+    if model.recurrent is not None:
+        chunk = model.mamba_chunk
+        out.update(mamba_chunk_size=chunk if chunk else 128, mamba_chunk_size_explicit=chunk is not None)
+    if model.recurrent is not None or model.interleaved_sliding:
+        out["skip_decode_block_clamp"] = True
+    return out
 
 
 # --- memory split ------------------------------------------------------------------------------
