@@ -127,3 +127,16 @@ def test_main_keeps_the_whole_decode_block_range_for_a_sliding_window_model():
     # 64 sequences of 32,768 tokens may reference 16,384 blocks; a dense model's range stops at 3 x 500
     assert max(b[2] for b in window.plan.decode) == 16384
     assert max(b[2] for b in dense.plan.decode) == 1500
+
+
+def test_explain_reads_an_unclamped_decode_range_as_the_runner_skipping_the_clamp():
+    from tuner.explain import explain
+
+    inputs = replace(INPUTS, num_gpu_blocks_override=500)
+    pred = predict(sim=SimSettings(model="openai/gpt-oss-20b", device="gaudi3"), inputs=inputs,
+                   env={"VLLM_CONTIGUOUS_PA": "false"})
+    lines = [ev[3] for ev in startup_events(pred) if ev[0] == "log"]
+    opts = {"max_model_len": 32768, "max_num_seqs": 64, "max_num_batched_tokens": pred.config.max_num_batched_tokens}
+    x = explain(lines, advise_opts=opts)
+    # the logged decode blocks reach 16,384 > 3 x 500: rebuilt with the whole range, the lists match the log
+    assert x.advice.server["skip_decode_block_clamp"] is True and x.advice.rebuild_mismatch is None

@@ -163,6 +163,14 @@ def server_from_log(phases: dict[str, PhaseBuckets], kv_blocks: int | None, *, b
                         max_num_batched_tokens=budget, num_hpu_blocks=blocks), assumed
 
 
+def _unclamped(phases: dict[str, PhaseBuckets], blocks: int) -> bool:
+    """main's decode block range stops at 3 x the KV blocks unless the runner skips the clamp (hybrid and
+    interleaved sliding-window models): a logged range past it says the runner did."""
+    decode = phases.get("decode")
+    block = (decode.config or {}).get("block") if decode else None
+    return bool(block) and len(block) > 2 and block[2] > 3 * blocks
+
+
 def _predict(timeline: Timeline, logged: dict[str, PhaseBuckets], prompt: int, decode: int) -> float | None:
     """The log's warm-up scaled by bucket counts, phase by phase (prompt and decode paced separately,
     from the primary run's timed stretches)."""
@@ -245,6 +253,10 @@ def advise(release: ReleaseGuess, phases: list[PhaseBuckets], timeline: Timeline
     advice.assumptions += assumed
     prof = get_profile(profile)
     inputs = {k: v for k, v in release.inputs if k in prof.model_inputs}
+    if "skip_decode_block_clamp" in prof.model_inputs and _unclamped(by_phase, cfg.num_hpu_blocks):
+        inputs["skip_decode_block_clamp"] = True
+        advice.assumptions.append("the whole decode block range (the logged decode block range reaches past 3 x the "
+                                  "KV blocks: a hybrid or sliding-window model, whose range main does not clamp)")
     if inputs:   # what the log shows of the runner, e.g. a habana_main build's token budget filter
         from dataclasses import replace
         cfg = replace(cfg, **inputs)
