@@ -79,6 +79,7 @@ class ModelShape:
     # else chunk_size; None: the config sets none)
     interleaved_sliding: bool = False
     mamba_chunk: int | None = None
+    mtp_layers: int = 0  # its multi-token-prediction layers (num_nextn_predict_layers, mtp_num_hidden_layers)
 
     @property
     def params(self) -> int:
@@ -197,6 +198,7 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         matryoshka_dimensions=t.matryoshka_dimensions, labels=t.labels,
         max_len_limit=t.max_len_limit or t.max_position, max_len_key=t.max_len_key, recurrent=_recurrent(t),
         interleaved_sliding=bool(t.sliding_window) and len(set(t.layer_kinds)) > 1, mamba_chunk=_mamba_chunk(t),
+        mtp_layers=int(t.raw.get("num_nextn_predict_layers") or t.raw.get("mtp_num_hidden_layers") or 0),
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..buckets import ServerConfig
 from ..buckets.serverdefaults import resolve
+from ..vocabulary.speculative import speculative_tokens
 from .corrections import Corrections
 from .hardware import BF16, FP8, Device, GiB, MiB, ModelShape, device_for, model_for
 from .hybridcache import HYBRID_RELEASES, HybridLayout, hybrid_layout
@@ -71,6 +72,8 @@ class ServerInputs:
     max_num_prefill_seqs: int | None = None
     num_gpu_blocks_override: int | None = None  # --num-gpu-blocks-override: the KV blocks whatever the memory says
     limit_mm_per_prompt: str | None = None  # --limit-mm-per-prompt as given (JSON): the vision warm-up reads it
+    speculative_config: str | None = None  # --speculative-config as given (JSON): draft tokens a step proposes
+    refused: str | None = None  # why vLLM refuses these options as it parses them (the start fails at once)
     pooling: bool = False  # a pooling model (--runner pooling, --convert embed): no decode phase, no decode buckets
 
 
@@ -184,9 +187,15 @@ def hybrid_cache(profile: str, sim: SimSettings, inputs: ServerInputs, compact_g
     spec = model.recurrent
     if spec is None:
         return None
+    spec_tokens = draft_tokens(inputs, model)  # the conv state keeps them, a request holds a state block for each
     return hybrid_layout(profile, model.model_type, model.attention_layers, model.attn_page_token_bytes(sim.kv_dtype,
-                         sim.tp), spec.layers, spec.page_bytes(sim.tp), spec.kind, inputs.block_size,
-                         bool(inputs.prefix_caching), compact_gdn)
+                         sim.tp), spec.layers, spec.page_bytes(sim.tp, num_spec=spec_tokens), spec.kind,
+                         inputs.block_size, bool(inputs.prefix_caching), compact_gdn, spec_tokens)
+
+
+def draft_tokens(inputs: ServerInputs, model: ModelShape) -> int:
+    """Tokens a speculative step proposes (0: none); ValueError naming a --speculative-config vLLM refuses."""
+    return speculative_tokens(inputs.speculative_config, model.mtp_layers)
 
 
 def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, env: Mapping[str, str],
@@ -199,7 +208,7 @@ def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, 
         max_num_batched_tokens=limits.max_num_batched_tokens,
         num_hpu_blocks=max(1, num_blocks), env=dict(env), prefix_caching=inputs.prefix_caching,
         max_num_prefill_seqs=inputs.max_num_prefill_seqs, pooling=inputs.pooling,
-        **model_bucket_inputs(rules.profile, model),
+        num_speculative_tokens=draft_tokens(inputs, model), **model_bucket_inputs(rules.profile, model),
     )
 
 

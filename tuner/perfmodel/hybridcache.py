@@ -49,6 +49,7 @@ class HybridLayout:
     model_type: str = ""
     alignment: int = KERNEL_BLOCK  # the block's token step (Granite 4.0-H: 16, or 256 with prefix caching)
     state_layers: int = 0
+    spec_blocks: int = 0  # speculative decoding: a state block per draft token (MambaSpec.num_speculative_blocks)
 
     @property
     def block_bytes(self) -> int:
@@ -82,7 +83,7 @@ class HybridLayout:
         return self.group_size * self.compact_tensor_bytes(max_num_seqs)
 
     def state_blocks_per_request(self, prefix_caching: bool = False) -> int:
-        return self.state_groups * (2 if prefix_caching else 1)
+        return self.state_groups * ((2 if prefix_caching else 1) + self.spec_blocks)
 
     def blocks_per_request(self, tokens: int, prefix_caching: bool = False) -> int:
         """Blocks one request of `tokens` holds (vLLM's get_max_concurrency_for_kv_cache_config)."""
@@ -109,7 +110,7 @@ def group_split(attention: int, states: int) -> tuple[int, int, int]:
 
 def hybrid_layout(release: str, model_type: str, attention_layers: int, attn_token_bytes: int,
                   state_layers: int, state_bytes: int, state_kind: str, block_size: int = KERNEL_BLOCK,
-                  prefix_caching: bool = False, compact_gdn: bool = False) -> HybridLayout | None:
+                  prefix_caching: bool = False, compact_gdn: bool = False, spec_tokens: int = 0) -> HybridLayout | None:
     """The layout on `release`, None where the release keeps the attention-only account (no recurrent layers,
     an attention-free model, a release before hybrid support). `attn_token_bytes`: one attention layer's K and
     V for one token on one rank (vLLM's model-wide head count and size); `block_size`: --block-size, or the
@@ -133,4 +134,4 @@ def hybrid_layout(release: str, model_type: str, attention_layers: int, attn_tok
                         attn_token_bytes=attn_token_bytes, group_size=size, attention_groups=attn_groups,
                         state_groups=state_groups, state_kind=state_kind,
                         compact=compact_gdn and state_kind in GDN_KINDS, kernel_block=kernel,
-                        model_type=model_type, alignment=align, state_layers=state_layers)
+                        model_type=model_type, alignment=align, state_layers=state_layers, spec_blocks=spec_tokens)

@@ -23,6 +23,7 @@ from .costs import (
     MemorySplit,
     ServerInputs,
     SimSettings,
+    draft_tokens,
     hybrid_cache,
     memory_split,
     server_config,
@@ -52,7 +53,7 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
                              skip_warmup=env_true(env_value(env, profile, "VLLM_SKIP_WARMUP", "false")))
     pred.graphs = lazy and not sim.enforce_eager and not pred.skip_warmup
     model = sim.shape
-    pred.hybrid = _hybrid_pool(profile, sim, inputs, env)
+    pred.hybrid = _refused(inputs, model) or _hybrid_pool(profile, sim, inputs, env)
     if isinstance(pred.hybrid, Failure):
         pred.failure, pred.hybrid = pred.hybrid, None
         return pred
@@ -180,6 +181,17 @@ def _check_length(rules: ReleaseRules, inputs: ServerInputs) -> Failure | None:
     return Failure("config", f"ValueError: max_model_len ({asked}) must be a positive number of tokens"
                    + (" (-1, auto-fit to the KV cache, came with vllm-gaudi's v1 engine)" if rules.engine == "v0"
                       else " or -1 (auto-fit to the KV cache)"))
+
+
+def _refused(inputs: ServerInputs, model) -> Failure | None:
+    """Options vLLM refuses as it parses its arguments (a --speculative-config): the start fails at once."""
+    try:
+        if inputs.refused:
+            raise ValueError(inputs.refused)
+        draft_tokens(inputs, model)
+    except ValueError as e:
+        return Failure("config", f"ValueError: {e}")
+    return None
 
 
 def _hybrid_pool(profile: str, sim: SimSettings, inputs: ServerInputs, env: Mapping[str, str]):

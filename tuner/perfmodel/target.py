@@ -22,6 +22,7 @@ import numpy as np
 from ..load.arrivals import gamma_send_offsets
 from ..load.workload import Workload
 from ..vocabulary.numbers import length_or_auto, token_count
+from ..vocabulary.speculative import merged_config
 from .calibration import Calibration
 from .checks import TrialPrediction, predict_trial
 from .corrections import Corrections
@@ -139,8 +140,18 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
         num_gpu_blocks_override=_int_or_none(s.get("num_gpu_blocks_override")),
         limit_mm_per_prompt=_json_text(s.get("limit_mm_per_prompt")),
+        **_speculative(s),
     )
     return sim, inputs
+
+
+def _speculative(server: dict) -> dict:
+    """--speculative-config with the --spec-* shortcuts merged in, or why vLLM refuses the combination."""
+    try:
+        return {"speculative_config": merged_config(server.get("speculative_config"), server.get("spec_method"),
+                                                    server.get("spec_model"), _int_or_none(server.get("spec_tokens")))}
+    except ValueError as e:
+        return {"refused": str(e)}
 
 
 def _weights(told: str, server: dict) -> str:

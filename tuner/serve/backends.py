@@ -34,6 +34,10 @@ _FLAG_NAMES = {
     "kv_cache_dtype": "--kv-cache-dtype",
     "quantization": "--quantization",
     "limit_mm_per_prompt": "--limit-mm-per-prompt",
+    "speculative_config": "--speculative-config",
+    "spec_method": "--spec-method",  # vLLM 0.32's shortcuts into --speculative-config
+    "spec_model": "--spec-model",
+    "spec_tokens": "--spec-tokens",
 }
 
 
@@ -58,7 +62,7 @@ def server_flags(server: dict[str, Any]) -> list[str]:
                 flags.append(flag)
             elif name == "enable_prefix_caching":
                 flags.append("--no-enable-prefix-caching")
-        elif isinstance(value, dict):  # --limit-mm-per-prompt: JSON, as vLLM takes it
+        elif isinstance(value, dict):  # --limit-mm-per-prompt, --speculative-config: JSON, as vLLM takes them
             flags += [flag, json.dumps(value, separators=(",", ":"))]
         else:
             flags += [flag, str(value)]

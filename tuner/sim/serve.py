@@ -32,6 +32,7 @@ from ..serve.backends import vllm_spelling
 from ..serve.configfile import ConfigFileError, expand_config
 from ..serve.redact import is_secret_name
 from ..vocabulary.numbers import AUTO, length_or_auto, token_count
+from ..vocabulary.speculative import merged_config
 from .clocks import LiveDriver
 from .faults import COMPILE_ERROR, FaultError, Faults
 from .faults import ENV_VAR as FAULT_ENV
@@ -99,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="items per prompt per modality, as vLLM takes it ('{\"image\": 2}' or "
                    "'{\"image\": {\"count\": 2, \"width\": 1280, \"height\": 720}}'): the release warms the "
                    "image encoder only for a modality named here")
+    p.add_argument("--speculative-config", "-sc", default=None, metavar="JSON",
+                   help="speculative decoding, as vLLM takes it "
+                   "('{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'): the decode buckets and a hybrid's "
+                   "states make room for the draft tokens")
+    p.add_argument("--spec-method", default=None, help="vLLM 0.32's shortcut for --speculative-config's method")
+    p.add_argument("--spec-model", default=None, help="... and for its draft model")
+    p.add_argument("--spec-tokens", type=int, default=None, help="... and for its num_speculative_tokens")
+    p.add_argument("--num-speculative-tokens", type=int, default=None,
+                   help="the fork releases' spelling of the draft tokens a step proposes")
     p.add_argument("--runner", choices=("auto", "generate", "pooling", "draft"), default="auto",
                    help="pooling: serve a pooling model (embeddings, scores) instead of generating")
     p.add_argument("--convert", choices=("auto", "none", "embed", "classify", "reward"), default="auto",
@@ -210,8 +220,16 @@ def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
                           prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs,
                           num_gpu_blocks_override=args.num_gpu_blocks_override,
                           limit_mm_per_prompt=args.limit_mm_per_prompt,
+                          speculative_config=_speculative(args),
                           pooling=is_pooling(args.runner, args.convert, args.task))
     return sim, inputs
+
+
+def _speculative(args) -> str | None:
+    """--speculative-config with vLLM 0.32's --spec-* shortcuts merged in, or the fork's --num-speculative-tokens
+    as one (ValueError as vLLM's, for a shortcut that repeats a key of the object)."""
+    tokens = args.spec_tokens if args.spec_tokens is not None else args.num_speculative_tokens
+    return merged_config(args.speculative_config, args.spec_method, args.spec_model, tokens)
 
 
 def lora_modules(values: list[str] | None, enabled: bool) -> dict[str, str]:

@@ -69,6 +69,10 @@ SERVER_OPTIONS = {
     "kv_cache_dtype": str,
     "quantization": str,
     "limit_mm_per_prompt": dict,  # {modality: count or {count, width, height}}, as vLLM's JSON flag
+    "speculative_config": dict,  # {"method": "mtp", "num_speculative_tokens": 1}, as vLLM's JSON flag
+    "spec_method": str,  # vLLM 0.32's shortcuts into it (a space may tune spec_tokens)
+    "spec_model": str,
+    "spec_tokens": int,
 }
 # token counts a space may write as vLLM's CLI takes them: 32k, 8K, and for the length auto (-1)
 TOKEN_COUNTS = {"max_model_len": length_or_auto, "max_num_batched_tokens": token_count}
