@@ -65,3 +65,30 @@ def test_a_space_or_server_args_may_set_it_and_it_is_passed_on_as_vllm_takes_it(
     _, inputs = model_inputs(DeviceModel(model="Qwen/Qwen3.5-35B-A3B"), clash)
     failed = predict_startup("gaudi-main", QWEN35_MOE, inputs, {})
     assert failed.failure.phase == "config" and "mutually exclusive" in failed.failure.message
+
+
+def test_an_mtp_draft_loads_the_models_own_mtp_layers_after_it():
+    from tuner.explain.reading import read_log
+    from tuner.logparse.events import ServerNotice
+    from tuner.sim.startup import startup_events
+
+    r1 = SimSettings(model="deepseek-ai/DeepSeek-R1", device="gaudi3", tp=8, dtype="fp8")
+    shape = r1.shape
+    # one MTP layer: latent attention, 256 routed experts and a shared one, enorm / hnorm, eh_proj (2h x h), the
+    # head's norm. With the embedding and the head it shares with the model (2 x 129,280 x 7,168) it is the "14B"
+    # MTP module DeepSeek-V3's report counts beside the 671B
+    assert shape.mtp_layers == 1 and shape.mtp_params == 11_610_067_968
+    assert (shape.mtp_params + 2 * 129280 * 7168) / 1e9 == pytest.approx(14, rel=0.05)
+    plain = predict_startup("gaudi-main", r1, ServerInputs(max_model_len=8192, max_num_seqs=32), {})
+    mtp = predict_startup("gaudi-main", r1, ServerInputs(max_model_len=8192, max_num_seqs=32,
+                                                         speculative_config='{"method": "mtp"}'), {})
+    drafted = shape.weight_bytes("fp8", 8) * shape.mtp_params // shape.total_params
+    assert mtp.draft_weights == drafted and mtp.memory.weights == plain.memory.weights + drafted
+    assert mtp.num_blocks < plain.num_blocks
+    ngram = predict_startup("gaudi-main", r1, ServerInputs(max_model_len=8192, max_num_seqs=32, speculative_config=(
+        '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}')), {})
+    assert ngram.draft_weights == 0  # no draft model: the prompt is its own draft
+    lines = [ev[3] for ev in startup_events(mtp) if ev[0] == "log"]
+    said = [t.event for t in read_log(lines).events if isinstance(t.event, ServerNotice)]
+    assert any(n.kind == "drafter_weights" for n in said)
+    assert f"Loading drafter model weights took {drafted / 2**30:.4f} GB" in lines

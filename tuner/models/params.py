@@ -288,3 +288,19 @@ def count_params(t: TextConfig) -> ParamCount:
     total, active, embedding = total + per_layer, active + per_layer, embedding + per_layer
     vision = _vision(t)
     return ParamCount(total=total + vision, active=active, experts=experts, embedding=embedding, vision=vision)
+
+
+def mtp_params(t: TextConfig, layers: int) -> int:
+    """Parameters of `layers` multi-token-prediction draft layers as vLLM builds them beside the model (DeepSeekMTP,
+    Qwen3-Next / Qwen3.5 MTP, GLM MTP): each a full-attention decoder layer with the MLP of the model's last
+    full-attention layer (experts included), the norms around it and two more on its inputs (enorm, hnorm), the
+    projection of the embedding and the hidden state back to the width (2h x h) and the head's norm. The embedding
+    and the LM head are the model's own (the proposer shares them)."""
+    if layers <= 0:
+        return 0
+    h = t.hidden
+    full = [i for i, kind in enumerate(t.layer_kinds) if kind == "full"]
+    i = full[-1] if full else t.layers - 1
+    norms = 4 if t.model_type.startswith(SANDWICH_NORM_TYPES) else 2
+    one = _attention(t, i, "full") + norms * h + _mlp(t, i)[0] + 2 * h * h + 3 * h
+    return layers * one

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .dtypes import BF16, DTYPE_BYTES, FP8
 from .hfconfig import TextConfig
-from .params import ParamCount, count_params
+from .params import ParamCount, count_params, mtp_params
 from .quantized import FP8_METHODS, linear_format
 from .recurrent import RecurrentSpec, recurrent_spec
 from .vision import VisionTower, vision_tower
@@ -80,6 +80,7 @@ class ModelShape:
     interleaved_sliding: bool = False
     mamba_chunk: int | None = None
     mtp_layers: int = 0  # its multi-token-prediction layers (num_nextn_predict_layers, mtp_num_hidden_layers)
+    mtp_params: int = 0  # what they add when an MTP draft serves beside it (params.mtp_params)
 
     @property
     def params(self) -> int:
@@ -110,6 +111,12 @@ class ModelShape:
         """One attention layer's K and V (MLA: its latent) for one token on one rank, with the model-wide head count
         and size vLLM's hybrid page alignment reads (get_num_kv_heads, get_head_size)."""
         return (1 if self.mla else 2) * self.kv_heads_per_rank(tp) * self.head_dim * DTYPE_BYTES[kv_dtype]
+
+    def draft_weight_bytes(self, dtype: str, tp: int = 1) -> int:
+        """One rank's bytes of the MTP draft layers, in the weights' own format (their share of the weights)."""
+        if not self.mtp_params or not self.total_params:
+            return 0
+        return int(self.weight_bytes(dtype, tp) * self.mtp_params / self.total_params)
 
     def checkpoint_bytes(self) -> int:
         """The weights as the checkpoint stores them (all ranks together)."""
@@ -198,7 +205,8 @@ def shape_from_config(t: TextConfig, name: str, source: str, stored_bytes: int |
         matryoshka_dimensions=t.matryoshka_dimensions, labels=t.labels,
         max_len_limit=t.max_len_limit or t.max_position, max_len_key=t.max_len_key, recurrent=_recurrent(t),
         interleaved_sliding=bool(t.sliding_window) and len(set(t.layer_kinds)) > 1, mamba_chunk=_mamba_chunk(t),
-        mtp_layers=int(t.raw.get("num_nextn_predict_layers") or t.raw.get("mtp_num_hidden_layers") or 0),
+        mtp_layers=(mtp := int(t.raw.get("num_nextn_predict_layers") or t.raw.get("mtp_num_hidden_layers") or 0)),
+        mtp_params=mtp_params(t, mtp),
     )
 
 

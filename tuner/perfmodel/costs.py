@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..buckets import ServerConfig
 from ..buckets.serverdefaults import resolve
-from ..vocabulary.speculative import speculative_tokens
+from ..vocabulary.speculative import MTP_METHODS, speculative_method, speculative_tokens
 from .corrections import Corrections
 from .hardware import BF16, FP8, Device, GiB, MiB, ModelShape, device_for, model_for
 from .hybridcache import HYBRID_RELEASES, HybridLayout, hybrid_layout
@@ -81,7 +81,8 @@ class CostModel:
     """Step, compile and memory costs of one model on one device (per card under tensor parallelism)."""
 
     def __init__(self, sim: SimSettings, block_size: int, compiled_mode: bool = False,
-                 corrections: Corrections = Corrections(), hybrid: HybridLayout | None = None):
+                 corrections: Corrections = Corrections(), hybrid: HybridLayout | None = None,
+                 draft_weights: float = 0.0):
         self.sim = sim
         self.corr = corrections
         self.model: ModelShape = sim.shape  # from its config.json (tuner/models)
@@ -91,6 +92,7 @@ class CostModel:
         tp = sim.tp
         self.params = self.model.active_params / tp  # compute per token: the routed experts only
         self.weights = self.model.weight_bytes(sim.dtype, tp)
+        self.draft_weights = draft_weights  # an MTP draft's layers, loaded after the model (draft_weight_bytes)
         # A decode step reads the dense weights and the experts its tokens were routed to.
         self._expert_weights = (self.weights * self.model.expert_params / self.model.total_params
                                 if self.model.experts else 0.0)
@@ -193,6 +195,14 @@ def hybrid_cache(profile: str, sim: SimSettings, inputs: ServerInputs, compact_g
                          inputs.block_size, bool(inputs.prefix_caching), compact_gdn, spec_tokens)
 
 
+def draft_weights(inputs: ServerInputs, sim: SimSettings) -> int:
+    """One rank's bytes of an MTP draft (the model's own MTP layers); 0 without one. A separate draft model's
+    (EAGLE, draft_model) are not known here."""
+    if speculative_method(inputs.speculative_config) not in MTP_METHODS:
+        return 0
+    return sim.shape.draft_weight_bytes(sim.dtype, sim.tp)
+
+
 def draft_tokens(inputs: ServerInputs, model: ModelShape) -> int:
     """Tokens a speculative step proposes (0: none); ValueError naming a --speculative-config vLLM refuses."""
     return speculative_tokens(inputs.speculative_config, model.mtp_layers)
@@ -254,7 +264,7 @@ class MemorySplit:
 
 
 def memory_split(cost: CostModel, profile_tokens: int, reserved_frac: float) -> MemorySplit:
-    weights = cost.weights + WEIGHT_LOAD_OVERHEAD
+    weights = cost.weights + cost.draft_weights + WEIGHT_LOAD_OVERHEAD
     overhead = cost.profile_overhead(profile_tokens)
     visible = cost.device.visible_bytes
     free = visible - weights - overhead + cost.corr.free_mem_offset_gib * GiB

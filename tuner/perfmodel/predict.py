@@ -24,6 +24,7 @@ from .costs import (
     ServerInputs,
     SimSettings,
     draft_tokens,
+    draft_weights,
     hybrid_cache,
     memory_split,
     server_config,
@@ -57,7 +58,8 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
     if isinstance(pred.hybrid, Failure):
         pred.failure, pred.hybrid = pred.hybrid, None
         return pred
-    cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections, pred.hybrid)
+    pred.draft_weights = draft_weights(inputs, sim)
+    cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections, pred.hybrid, pred.draft_weights)
     pred.load_seconds = T_INIT + cost.load_time()
     pred.profile_seconds = T_PROFILE * model.layers / 32 * corrections.profile
     cfg0 = server_config(rules, model, inputs, env, num_blocks=1)

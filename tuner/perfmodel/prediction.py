@@ -106,6 +106,7 @@ class StartupPrediction:
     vision: Any = None  # perfmodel.vision.VisionPhase of a multimodal model (None: no vision warm-up)
     warmed_images: frozenset = frozenset()  # image buckets (vision.image_key) the warm-up compiled
     hybrid: Any = None  # hybridcache.HybridLayout of a hybrid model's KV pool (None: attention layers only)
+    draft_weights: float = 0.0  # an MTP draft's layers on one rank (costs.draft_weights), loaded after the model
 
     @property
     def steps_seconds(self) -> float:
@@ -123,7 +124,7 @@ class StartupPrediction:
     @property
     def cost(self) -> CostModel:
         return CostModel(self.sim, self.config.block_size if self.config else 128, self.compiled_mode,
-                         self.corrections, self.hybrid)
+                         self.corrections, self.hybrid, self.draft_weights)
 
     @property
     def kv_block_tokens(self) -> int:

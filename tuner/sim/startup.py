@@ -83,7 +83,7 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
         yield from _fail("load", pred.failure.message)
         return
     yield ("advance", load)
-    w, total = mem.weights, mem.device_visible
+    w, total = mem.weights - pred.draft_weights, mem.device_visible  # the model's; an MTP draft's come after
     host = f"{fb(2.95 * GiB)} of host memory ({fb(HOST_USED + 2.95 * GiB)}/{fb(HOST_TOTAL)} used)"
     yield ("log", "INFO", "load", f"Pre-loading model weights on hpu:0 took {fb(w)} of device memory "
            f"({fb(w)}/{fb(total)} used) and {host}")
@@ -91,11 +91,13 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
            f"and -252 KiB of host memory ({fb(HOST_USED + 2.95 * GiB)}/{fb(HOST_TOTAL)} used)")
     yield ("log", "INFO", "loaded", f"Loading model weights took in total {fb(w)} of device memory "
            f"({fb(w)}/{fb(total)} used) and {host}")
+    if pred.draft_weights:  # the runner's drafter, loaded after the model (hpu_model_runner.load_model)
+        yield ("log", "INFO", "loaded", f"Loading drafter model weights took {pred.draft_weights / 2**30:.4f} GB")
     yield ("advance", pred.profile_seconds)
     if pred.failure and pred.failure.phase == "profile":
         yield from _fail("profile", pred.failure.message)
         return
-    used = w + mem.profile_overhead
+    used = mem.weights + mem.profile_overhead
     yield ("log", "INFO", "profile", f"Model profiling run took {fb(mem.profile_overhead)} of device memory "
            f"({fb(used)}/{fb(total)} used) and 180.9 MiB of host memory "
            f"({fb(HOST_USED + 3.13 * GiB)}/{fb(HOST_TOTAL)} used)")

@@ -28,6 +28,13 @@ def speculative_object(value) -> dict | None:
     return {str(k).replace("-", "_"): v for k, v in value.items()} or None
 
 
+def speculative_method(value) -> str | None:
+    """The config's method, lower-cased (None: none given, or no speculative decoding)."""
+    config = speculative_object(value)
+    method = (config or {}).get("method")
+    return str(method).lower() if method else None
+
+
 def merged_config(config, method: str | None = None, model: str | None = None, tokens: int | None = None) -> str | None:
     """--speculative-config with vLLM 0.32's shortcut flags merged into it, as JSON text (None: none asked);
     ValueError when a shortcut repeats a key of the object, as vLLM says it."""
