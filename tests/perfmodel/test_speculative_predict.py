@@ -92,3 +92,17 @@ def test_an_mtp_draft_loads_the_models_own_mtp_layers_after_it():
     said = [t.event for t in read_log(lines).events if isinstance(t.event, ServerNotice)]
     assert any(n.kind == "drafter_weights" for n in said)
     assert f"Loading drafter model weights took {drafted / 2**30:.4f} GB" in lines
+
+
+def test_a_logs_speculative_config_is_read_back_for_its_prediction():
+    from tuner.explain import explain
+    from tuner.sim.serve import non_default_args
+    from tuner.study.logcalibration import settings_from_log
+
+    args = _sim_args("--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}')
+    line = f"INFO 11-29 02:40:01 [api_server.py:1896] non-default args: {non_default_args(args)}"
+    assert "'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 2}" in line  # as vLLM prints it
+    x = explain([line])
+    assert x.server.speculative_config == '{"method":"mtp","num_speculative_tokens":2}'
+    settings, _ = settings_from_log(x, {}, "gaudi-main")
+    assert settings.server["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 2}

@@ -35,6 +35,7 @@ class ServerFacts:
     device: str | None = None         # gaudi1 | gaudi2 | gaudi3
     device_evidence: str | None = None
     hf_overrides: str | None = None   # the server's --hf-overrides (JSON), its model read with them
+    speculative_config: str | None = None  # its --speculative-config (JSON): draft tokens, an MTP draft's weights
     kv_cache_dtype: str | None = None  # as the engine prints it (auto, fp8, fp8_inc)
     quantization: str | None = None    # the weights' method as the engine prints it (None: the checkpoint's dtype)
 
@@ -58,14 +59,12 @@ def _int(text: str | None) -> int | None:
 _AUTO_FIT = re.compile(r"Auto-fit max_model_len: (?:reduced from \d+ to (\d+)|full model context length (\d+) fits)")
 
 
-_OVERRIDES = re.compile(r"'hf_overrides': \{")
-
-
-def _hf_overrides(texts: list[str]) -> str | None:
-    """The --hf-overrides a `non-default args: {...}` line prints (a Python dict), as JSON; None when the
-    line has none or was cut inside it."""
+def _dict_arg(texts: list[str], name: str) -> str | None:
+    """A JSON-valued option a `non-default args: {...}` line prints as a Python dict (--hf-overrides,
+    --speculative-config), as JSON; None when the line has none or was cut inside it."""
+    key = re.compile(rf"'{name}': \{{")
     for text in texts:
-        m = _OVERRIDES.search(text)
+        m = key.search(text)
         if not m:
             continue
         depth, start = 0, m.end() - 1
@@ -148,6 +147,7 @@ def server_facts(reading: LogReading) -> ServerFacts:
         max_num_batched_tokens=_int(_setting(texts, "max_num_batched_tokens")),
         block_size=_int(_setting(texts, "block_size")),
         enforce_eager=None if eager is None else eager == "True",
-        device=device, device_evidence=device_why, hf_overrides=_hf_overrides(reading.settings_text),
+        device=device, device_evidence=device_why, hf_overrides=_dict_arg(reading.settings_text, "hf_overrides"),
+        speculative_config=_dict_arg(reading.settings_text, "speculative_config"),
         kv_cache_dtype=_setting(texts, "kv_cache_dtype", r"([\w.]+)"),
         quantization=_named(_setting(texts, "quantization", r"([\w.]+)")))

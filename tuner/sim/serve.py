@@ -32,7 +32,7 @@ from ..serve.backends import vllm_spelling
 from ..serve.configfile import ConfigFileError, expand_config
 from ..serve.redact import is_secret_name
 from ..vocabulary.numbers import AUTO, length_or_auto, token_count
-from ..vocabulary.speculative import merged_config
+from ..vocabulary.speculative import merged_config, speculative_object
 from .clocks import LiveDriver
 from .faults import COMPILE_ERROR, FaultError, Faults
 from .faults import ENV_VAR as FAULT_ENV
@@ -203,6 +203,8 @@ def non_default_args(args) -> dict:
         out[key] = lengths.get(key, value)
         if key == "hf_overrides":
             out[key] = parse_hf_overrides(value)
+        elif key == "speculative_config":  # vLLM's parser reads it as JSON: printed as the dict
+            out[key] = speculative_object(value)
     return out
 
 

@@ -15,6 +15,7 @@ weighs more than a boot of the same configuration (perfmodel.calibration).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -91,6 +92,8 @@ def settings_from_log(x: Explanation, server_defaults: dict[str, Any], release: 
         server.setdefault("kv_cache_dtype", x.server.kv_cache_dtype)
     if x.server.quantization:
         server.setdefault("quantization", x.server.quantization)
+    if x.server.speculative_config:  # the draft tokens the buckets and states make room for; an MTP draft's weights
+        server.setdefault("speculative_config", json.loads(x.server.speculative_config))
     m = x.memory
     if m.gpu_memory_utilization is not None:
         server["gpu_memory_utilization"] = m.gpu_memory_utilization
