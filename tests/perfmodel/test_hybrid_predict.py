@@ -140,3 +140,20 @@ def test_explain_reads_an_unclamped_decode_range_as_the_runner_skipping_the_clam
     x = explain(lines, advise_opts=opts)
     # the logged decode blocks reach 16,384 > 3 x 500: rebuilt with the whole range, the lists match the log
     assert x.advice.server["skip_decode_block_clamp"] is True and x.advice.rebuild_mismatch is None
+
+
+def test_explain_names_the_compact_states_when_their_allocation_fails():
+    from tuner.explain import explain
+    from tuner.explain.render import render_text
+
+    failed = predict_startup("gaudi-main", SimSettings(model="Qwen/Qwen3.5-27B", device="gaudi3"),
+                             replace(INPUTS, max_num_seqs=256), {})
+    lines = [f"INFO 11-29 02:50:00 [x.py:1] {ev[3]}" if ev[0] == "log" else ev[1]
+             for ev in startup_events(failed) if ev[0] in ("log", "raw")]
+    text = " ".join(render_text(explain(lines)).split())
+    assert "with VLLM_COMPACT_GDN=1 (line 4) the plugin allocates the 48 Gated DeltaNet layers' states beside " \
+           "the KV budget" in text and "Lower --max-num-seqs" in text
+    # a start that did not fail says nothing of it
+    fits = predict(sim=SimSettings(model="Qwen/Qwen3.5-27B", device="gaudi3"))
+    lines = [ev[3] for ev in startup_events(fits) if ev[0] == "log"]
+    assert "VLLM_COMPACT_GDN=1 (line" not in render_text(explain(lines))

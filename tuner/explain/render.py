@@ -82,6 +82,26 @@ def _refusal_words(problems) -> str | None:
     return None
 
 
+def _compact_states_words(x) -> str | None:
+    """A device allocation that failed after a Gated DeltaNet model's runner said its states are compact: those
+    tensors are allocated beside the KV budget (a slot per sequence per state group in each layer slot), out of
+    what the budget leaves (tuner/perfmodel/hybridcache.py)."""
+    gdn = next((n for n in x.notices if n.kind == "gdn_layers" and "VLLM_COMPACT_GDN=1" in n.values.get("flags", "")),
+               None)
+    if gdn is None:
+        return None
+    oom = next((p for p in x.problems if p.kind == "oom" and p.message.startswith("device") and p.line_no > gdn.line_no
+                and not x.timeline.steps), None)
+    if oom is None:
+        return None
+    return (f"The allocation that failed (line {oom.line_no}) came after the KV cache was sized, before warm-up: "
+            f"with VLLM_COMPACT_GDN=1 (line {gdn.line_no}) the plugin allocates the {gdn.values.get('n', '?')} Gated "
+            "DeltaNet layers' states beside the KV budget, a slot per sequence (max_num_seqs) per state group, out "
+            "of what --gpu-memory-utilization and VLLM_GRAPH_RESERVED_MEM leave. Lower --max-num-seqs or "
+            "--gpu-memory-utilization, or set VLLM_COMPACT_GDN=0 (the states then come out of the KV budget: fewer "
+            "KV blocks).")
+
+
 def _warmup_oom_advice(m) -> str:
     """What gives a warm-up's graphs more room: they compile in what the KV cache leaves of the usable memory."""
     knobs = []
@@ -178,6 +198,8 @@ def plain_words(x: Explanation) -> list[str]:  # noqa: C901 (one sentence per fa
         out.append(refused)
     elif x.release.profile is None:
         out.append("No Gaudi bucketing lines in this log.")
+    if (compact := _compact_states_words(x)) is not None:
+        out.append(compact)
     cut = [p for p in x.phases if not p.complete and p.listed]
     for p in cut:
         out.append(f"The {p.phase} bucket list is cut after {p.listed} of {p.count} buckets: its ranges are "
