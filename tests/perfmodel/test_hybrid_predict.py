@@ -157,3 +157,11 @@ def test_explain_names_the_compact_states_when_their_allocation_fails():
     fits = predict(sim=SimSettings(model="Qwen/Qwen3.5-27B", device="gaudi3"))
     lines = [ev[3] for ev in startup_events(fits) if ev[0] == "log"]
     assert "VLLM_COMPACT_GDN=1 (line" not in render_text(explain(lines))
+
+
+def test_a_qwen35_hybrids_block_size_is_the_kernels_whatever_it_was_told():
+    told = predict(inputs=replace(INPUTS, block_size=256))
+    assert told.config.block_size == 128 and told.hybrid.attn_block_tokens == 1152
+    assert told.num_blocks == predict().num_blocks
+    lines = [ev[3] for ev in startup_events(told) if ev[0] == "log"]
+    assert "Resetting Qwen3.5 hybrid block_size from 256 to 128 before Gaudi hybrid page-size realignment." in lines

@@ -50,6 +50,7 @@ class HybridLayout:
     alignment: int = KERNEL_BLOCK  # the block's token step (Granite 4.0-H: 16, or 256 with prefix caching)
     state_layers: int = 0
     spec_blocks: int = 0  # speculative decoding: a state block per draft token (MambaSpec.num_speculative_blocks)
+    asked_block_size: int = KERNEL_BLOCK  # --block-size as the server was told it (a Qwen3.5 hybrid's is reset)
 
     @property
     def block_bytes(self) -> int:
@@ -117,6 +118,7 @@ def hybrid_layout(release: str, model_type: str, attention_layers: int, attn_tok
     plugin's 128."""
     if release not in HYBRID_RELEASES or state_layers <= 0 or attention_layers <= 0 or state_bytes <= 0:
         return None
+    asked = block_size
     if model_type == GRANITE_HYBRID:
         # vllm-gaudi's own rule for Granite 4.0-H: a block of 16-token steps (mamba_d_chunk with prefix
         # caching), and the attention kernel runs at that block size
@@ -134,4 +136,5 @@ def hybrid_layout(release: str, model_type: str, attention_layers: int, attn_tok
                         attn_token_bytes=attn_token_bytes, group_size=size, attention_groups=attn_groups,
                         state_groups=state_groups, state_kind=state_kind,
                         compact=compact_gdn and state_kind in GDN_KINDS, kernel_block=kernel,
-                        model_type=model_type, alignment=align, state_layers=state_layers, spec_blocks=spec_tokens)
+                        model_type=model_type, alignment=align, state_layers=state_layers, spec_blocks=spec_tokens,
+                        asked_block_size=asked)

@@ -4,18 +4,21 @@ them."""
 
 from __future__ import annotations
 
-from ..perfmodel.hybridcache import GDN_KINDS, GRANITE_HYBRID, HybridLayout
+from ..perfmodel.hybridcache import GDN_KINDS, GRANITE_HYBRID, KERNEL_BLOCK, QWEN3_5, HybridLayout
 from .logfmt import format_bytes as fb
 
 
-def alignment_lines(layout: HybridLayout, block_size: int) -> list[str]:
+def alignment_lines(layout: HybridLayout) -> list[str]:
     """The platform's block and page alignment, as the engine starts."""
-    lines = []
+    lines, block_size = [], layout.asked_block_size
+    if layout.model_type in QWEN3_5 and block_size != KERNEL_BLOCK:  # platform.py check_and_update_config
+        lines.append(f"Resetting Qwen3.5 hybrid block_size from {block_size} to {KERNEL_BLOCK} before Gaudi hybrid "
+                     "page-size realignment.")
     if layout.model_type == GRANITE_HYBRID:
         lines.append(f"Setting granitemoehybrid block_size to {layout.attn_block_tokens} tokens (alignment="
                      f"{layout.alignment}, mamba_page_size={layout.state_bytes} bytes, "
                      f"prefix_caching={layout.alignment != 16}).")
-    elif layout.attn_block_tokens > block_size:
+    elif layout.attn_block_tokens > min(block_size, KERNEL_BLOCK if layout.model_type in QWEN3_5 else block_size):
         lines.append(f"Setting attention block size to {layout.attn_block_tokens} tokens to ensure that attention "
                      "page size is >= mamba page size.")
     if layout.page_bytes != layout.state_bytes:

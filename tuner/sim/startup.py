@@ -68,10 +68,10 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
     v1 = rules.engine == "v1"
     yield ("log", "INFO", "api", f"vLLM API server version {VERSIONS[pred.profile]}")
     yield ("advance", 1.0)
-    yield from _hybrid_lines(pred)
     if pred.failure and pred.failure.phase == "config":
         yield from _fail(pred.failure.phase, pred.failure.message)
         return
+    yield from _hybrid_lines(pred)  # the platform's, once the configuration is accepted
     if rules.buckets_at_init:
         if pred.failure and pred.failure.phase == "buckets":
             yield from _fail("buckets", pred.failure.message)
@@ -136,7 +136,7 @@ def _hybrid_lines(pred: StartupPrediction) -> Iterator[tuple]:
     """A hybrid's start: the platform aligns its attention and state pages, the runner says its cache modes."""
     if pred.hybrid is None:
         return
-    for line in alignment_lines(pred.hybrid, pred.config.block_size):
+    for line in alignment_lines(pred.hybrid):
         yield ("log", "INFO", "hybrid", line, "interface.py")
     if line := runner_line(pred.hybrid, pred.env):
         yield ("log", "INFO", "hybrid", line, "hpu_model_runner.py")
