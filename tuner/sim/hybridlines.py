@@ -18,7 +18,7 @@ def alignment_lines(layout: HybridLayout) -> list[str]:
         lines.append(f"Setting granitemoehybrid block_size to {layout.attn_block_tokens} tokens (alignment="
                      f"{layout.alignment}, mamba_page_size={layout.state_bytes} bytes, "
                      f"prefix_caching={layout.alignment != 16}).")
-    elif layout.attn_block_tokens > min(block_size, KERNEL_BLOCK if layout.model_type in QWEN3_5 else block_size):
+    elif layout.attn_block_tokens > (KERNEL_BLOCK if layout.model_type in QWEN3_5 else block_size):
         lines.append(f"Setting attention block size to {layout.attn_block_tokens} tokens to ensure that attention "
                      "page size is >= mamba page size.")
     if layout.page_bytes != layout.state_bytes:
