@@ -165,3 +165,23 @@ def test_a_qwen35_hybrids_block_size_is_the_kernels_whatever_it_was_told():
     assert told.num_blocks == predict().num_blocks
     lines = [ev[3] for ev in startup_events(told) if ev[0] == "log"]
     assert "Resetting Qwen3.5 hybrid block_size from 256 to 128 before Gaudi hybrid page-size realignment." in lines
+
+
+def test_a_mamba2_hybrid_buckets_and_runs_its_kernel_by_the_grown_block(tmp_path):
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "model-configs-hybrid"
+    (tmp_path / "config.json").write_text((data / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json").read_text())
+    pred = predict(sim=SimSettings(model=str(tmp_path), device="gaudi3"))
+    h = pred.hybrid
+    # 6 attention layers of 2 KV heads x 128 (1,024 bytes a token), 23 Mamba2 layers: 128 x ceil(state / 128 KiB)
+    assert h.attn_token_bytes == 1024 and h.attn_block_tokens == 128 * -(-h.state_bytes // (128 * 1024)) == 2176
+    assert pred.config.block_size == h.kernel_block == 2176  # the runner takes the KV block for its buckets
+    assert (h.group_size, h.attention_groups, h.state_groups) == (6, 1, 4)
+    # the states are as large as the pool, beside it (the naive sharing a Mamba2 model keeps): the memory is cut
+    assert not h.compact and h.hpu_factor == pytest.approx(h.page_bytes / (h.page_bytes + h.state_bytes))
+    lines = [ev[3] for ev in startup_events(pred) if ev[0] == "log"]
+    said = "Hybrid model (standard Mamba2 + ATN): adjusted usable KV cache from "
+    assert any(line.startswith(said) for line in lines)
+    blocks = next(line for line in lines if line.startswith("Usable num_blocks"))
+    assert f"actual allocated num_blocks (max across layers): {pred.num_blocks + 1} " in blocks

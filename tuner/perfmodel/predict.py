@@ -30,7 +30,6 @@ from .costs import (
     server_config,
 )
 from .hardware import GiB
-from .hybridcache import KERNEL_BLOCK, QWEN3_5
 from .prediction import Failure, StartupPrediction, WarmupStep, devmem_error
 from .rules import ReleaseRules, env_true, env_value, rules_for
 from .shapes import prompt_tokens
@@ -59,8 +58,8 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
     if isinstance(pred.hybrid, Failure):
         pred.failure, pred.hybrid = pred.hybrid, None
         return pred
-    if pred.hybrid is not None and pred.hybrid.model_type in QWEN3_5 and inputs.block_size != KERNEL_BLOCK:
-        inputs = replace(inputs, block_size=KERNEL_BLOCK)  # the plugin resets a Qwen3.5 hybrid's --block-size
+    if pred.hybrid is not None and inputs.block_size != pred.hybrid.bucket_block_size:
+        inputs = replace(inputs, block_size=pred.hybrid.bucket_block_size)  # the block the runner buckets by
     pred.draft_weights = draft_weights(inputs, sim)
     cost = CostModel(sim, inputs.block_size, pred.compiled_mode, corrections, pred.hybrid, pred.draft_weights)
     pred.load_seconds = T_INIT + cost.load_time()
