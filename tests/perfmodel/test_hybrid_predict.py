@@ -185,3 +185,17 @@ def test_a_mamba2_hybrid_buckets_and_runs_its_kernel_by_the_grown_block(tmp_path
     assert any(line.startswith(said) for line in lines)
     blocks = next(line for line in lines if line.startswith("Usable num_blocks"))
     assert f"actual allocated num_blocks (max across layers): {pred.num_blocks + 1} " in blocks
+
+
+def test_the_state_dtypes_are_the_servers_flags():
+    from tuner.sim.serve import build_parser, settings_from_args
+
+    # Qwen3.5's config keeps its recurrent state in float32; --mamba-ssm-cache-dtype bfloat16 halves that tensor
+    half = predict(inputs=replace(INPUTS, mamba_ssm_cache_dtype="bfloat16"))
+    assert half.hybrid.state_bytes == 3 * 8192 * 2 + 32 * 128 * 128 * 2 and half.hybrid.attn_block_tokens == 640
+    assert predict(inputs=replace(INPUTS, mamba_ssm_cache_dtype="float32")).hybrid.state_bytes == 2_146_304
+    _, inputs = settings_from_args(build_parser().parse_args(
+        ["Qwen/Qwen3.5-35B-A3B", "--mamba-cache-dtype", "float32", "--mamba-ssm-cache-dtype", "bfloat16"]))
+    assert (inputs.mamba_cache_dtype, inputs.mamba_ssm_cache_dtype) == ("float32", "bfloat16")
+    with pytest.raises(SystemExit):  # vLLM's choices
+        build_parser().parse_args(["Qwen/Qwen3.5-35B-A3B", "--mamba-ssm-cache-dtype", "fp8"])

@@ -74,6 +74,8 @@ class ServerInputs:
     limit_mm_per_prompt: str | None = None  # --limit-mm-per-prompt as given (JSON): the vision warm-up reads it
     speculative_config: str | None = None  # --speculative-config as given (JSON): draft tokens a step proposes
     refused: str | None = None  # why vLLM refuses these options as it parses them (the start fails at once)
+    mamba_cache_dtype: str = "auto"  # a hybrid's conv state (--mamba-cache-dtype; auto: the model's dtype)
+    mamba_ssm_cache_dtype: str = "auto"  # and its recurrent state (--mamba-ssm-cache-dtype; auto: the model's rule)
     pooling: bool = False  # a pooling model (--runner pooling, --convert embed): no decode phase, no decode buckets
 
 
@@ -190,8 +192,10 @@ def hybrid_cache(profile: str, sim: SimSettings, inputs: ServerInputs, compact_g
     if spec is None:
         return None
     spec_tokens = draft_tokens(inputs, model)  # the conv state keeps them, a request holds a state block for each
+    # the states in the model's dtype where "auto", which on HPU is bfloat16 (the platform's fallback)
     return hybrid_layout(profile, model.model_type, model.attention_layers, model.attn_page_token_bytes(sim.kv_dtype,
-                         sim.tp), spec.layers, spec.page_bytes(sim.tp, num_spec=spec_tokens), spec.kind,
+                         sim.tp), spec.layers, spec.page_bytes(sim.tp, "bfloat16", inputs.mamba_cache_dtype,
+                         inputs.mamba_ssm_cache_dtype, spec_tokens), spec.kind,
                          inputs.block_size, bool(inputs.prefix_caching), compact_gdn, spec_tokens)
 
 

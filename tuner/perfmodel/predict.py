@@ -208,6 +208,8 @@ def _hybrid_pool(profile: str, sim: SimSettings, inputs: ServerInputs, env: Mapp
         return hybrid_cache(profile, sim, inputs, told.lower() in ("1", "true") if told else True)
     except IndivisibleState as e:
         return Failure("load", f"AssertionError: {e.n} is not divisible by {e.tp}")
+    except ValueError as e:  # a state dtype the layer refuses (KDA: float32 or bfloat16 only)
+        return Failure("config", f"ValueError: {e}")
 
 
 def _compact_states(pred: StartupPrediction) -> Failure | None:

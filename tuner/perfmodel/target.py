@@ -140,6 +140,8 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
         max_num_prefill_seqs=s.get("max_num_prefill_seqs"),
         num_gpu_blocks_override=_int_or_none(s.get("num_gpu_blocks_override")),
         limit_mm_per_prompt=_json_text(s.get("limit_mm_per_prompt")),
+        mamba_cache_dtype=str(s.get("mamba_cache_dtype") or "auto"),
+        mamba_ssm_cache_dtype=str(s.get("mamba_ssm_cache_dtype") or "auto"),
         **_speculative(s),
     )
     return sim, inputs

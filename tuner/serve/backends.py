@@ -38,6 +38,8 @@ _FLAG_NAMES = {
     "spec_method": "--spec-method",  # vLLM 0.32's shortcuts into --speculative-config
     "spec_model": "--spec-model",
     "spec_tokens": "--spec-tokens",
+    "mamba_cache_dtype": "--mamba-cache-dtype",  # a hybrid's state dtypes
+    "mamba_ssm_cache_dtype": "--mamba-ssm-cache-dtype",
 }
 
 

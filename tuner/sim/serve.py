@@ -70,6 +70,9 @@ def hardware_corrections(items: list[str]) -> Corrections:
     return Corrections.from_dict(values)
 
 
+MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")  # vLLM 0.32's MambaDType
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bucket-tuner sim-serve",
                                 description="Simulated vLLM-on-Gaudi server (drop-in for `vllm serve`).")
@@ -104,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="speculative decoding, as vLLM takes it "
                    "('{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'): the decode buckets and a hybrid's "
                    "states make room for the draft tokens")
+    p.add_argument("--mamba-cache-dtype", choices=MAMBA_DTYPES, default="auto",
+                   help="a hybrid's conv state (auto: the model's dtype)")
+    p.add_argument("--mamba-ssm-cache-dtype", choices=MAMBA_DTYPES, default="auto",
+                   help="a hybrid's recurrent state (auto: the model's rule, e.g. Qwen3.5's mamba_ssm_dtype)")
     p.add_argument("--spec-method", default=None, help="vLLM 0.32's shortcut for --speculative-config's method")
     p.add_argument("--spec-model", default=None, help="... and for its draft model")
     p.add_argument("--spec-tokens", type=int, default=None, help="... and for its num_speculative_tokens")
@@ -222,7 +229,8 @@ def settings_from_args(args) -> tuple[SimSettings, ServerInputs]:
                           prefix_caching=args.enable_prefix_caching, max_num_prefill_seqs=args.max_num_prefill_seqs,
                           num_gpu_blocks_override=args.num_gpu_blocks_override,
                           limit_mm_per_prompt=args.limit_mm_per_prompt,
-                          speculative_config=_speculative(args),
+                          speculative_config=_speculative(args), mamba_cache_dtype=args.mamba_cache_dtype,
+                          mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
                           pooling=is_pooling(args.runner, args.convert, args.task))
     return sim, inputs
 

@@ -73,6 +73,8 @@ SERVER_OPTIONS = {
     "spec_method": str,  # vLLM 0.32's shortcuts into it (a space may tune spec_tokens)
     "spec_model": str,
     "spec_tokens": int,
+    "mamba_cache_dtype": str,  # auto, float32, float16, bfloat16: a hybrid's conv state
+    "mamba_ssm_cache_dtype": str,  # and its recurrent state
 }
 # token counts a space may write as vLLM's CLI takes them: 32k, 8K, and for the length auto (-1)
 TOKEN_COUNTS = {"max_model_len": length_or_auto, "max_num_batched_tokens": token_count}
