@@ -199,3 +199,15 @@ def test_the_state_dtypes_are_the_servers_flags():
     assert (inputs.mamba_cache_dtype, inputs.mamba_ssm_cache_dtype) == ("float32", "bfloat16")
     with pytest.raises(SystemExit):  # vLLM's choices
         build_parser().parse_args(["Qwen/Qwen3.5-35B-A3B", "--mamba-ssm-cache-dtype", "fp8"])
+
+
+def test_a_logs_state_dtypes_are_read_back():
+    from tuner.explain import explain
+    from tuner.study.logcalibration import settings_from_log
+
+    line = ("INFO 11-29 02:40:01 [api_server.py:1896] non-default args: {'model_tag': 'Qwen/Qwen3.5-35B-A3B', "
+            "'mamba_ssm_cache_dtype': 'bfloat16', 'max_model_len': 8192}")
+    x = explain([line])
+    assert (x.server.mamba_cache_dtype, x.server.mamba_ssm_cache_dtype) == (None, "bfloat16")
+    settings, _ = settings_from_log(x, {}, "gaudi-main")
+    assert settings.server["mamba_ssm_cache_dtype"] == "bfloat16" and "mamba_cache_dtype" not in settings.server

@@ -37,6 +37,8 @@ class ServerFacts:
     hf_overrides: str | None = None   # the server's --hf-overrides (JSON), its model read with them
     speculative_config: str | None = None  # its --speculative-config (JSON): draft tokens, an MTP draft's weights
     kv_cache_dtype: str | None = None  # as the engine prints it (auto, fp8, fp8_inc)
+    mamba_cache_dtype: str | None = None  # a hybrid's state dtypes, as the engine prints them (None: not shown)
+    mamba_ssm_cache_dtype: str | None = None
     quantization: str | None = None    # the weights' method as the engine prints it (None: the checkpoint's dtype)
 
 
@@ -150,4 +152,6 @@ def server_facts(reading: LogReading) -> ServerFacts:
         device=device, device_evidence=device_why, hf_overrides=_dict_arg(reading.settings_text, "hf_overrides"),
         speculative_config=_dict_arg(reading.settings_text, "speculative_config"),
         kv_cache_dtype=_setting(texts, "kv_cache_dtype", r"([\w.]+)"),
+        mamba_cache_dtype=_setting(texts, "mamba_cache_dtype", r"(\w+)"),
+        mamba_ssm_cache_dtype=_setting(texts, "mamba_ssm_cache_dtype", r"(\w+)"),
         quantization=_named(_setting(texts, "quantization", r"([\w.]+)")))

@@ -92,6 +92,9 @@ def settings_from_log(x: Explanation, server_defaults: dict[str, Any], release: 
         server.setdefault("kv_cache_dtype", x.server.kv_cache_dtype)
     if x.server.quantization:
         server.setdefault("quantization", x.server.quantization)
+    for name in ("mamba_cache_dtype", "mamba_ssm_cache_dtype"):  # a hybrid's state sizes follow them
+        if getattr(x.server, name) not in (None, "auto"):
+            server.setdefault(name, getattr(x.server, name))
     if x.server.speculative_config:  # the draft tokens the buckets and states make room for; an MTP draft's weights
         server.setdefault("speculative_config", json.loads(x.server.speculative_config))
     m = x.memory
