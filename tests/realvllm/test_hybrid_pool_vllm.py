@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.realvllm.test_recurrent_state_vllm import HYBRID_DATA, STAND_INS, _as_text_model
+from tests.realvllm.test_recurrent_state_vllm import HYBRID_DATA, write_case_folder
 from tuner.models import catalogue
 from tuner.models.hfconfig import load_config
 from tuner.models.recurrent import recurrent_spec
@@ -142,11 +142,7 @@ def vllm_pool(vllm_env, tmp_path_factory) -> dict[str, dict]:
     cases, folders = [], {}
     for name, path in _cases().items():
         folder = root / name.replace("/", "__")
-        folder.mkdir()
-        config = _as_text_model(json.loads(path.read_text()))
-        (folder / "config.json").write_text(json.dumps(config))
-        if config["architectures"][0] in STAND_INS:
-            (folder / "as_class.json").write_text(json.dumps(STAND_INS[config["architectures"][0]]))
+        write_case_folder(folder, path)
         folders[name] = str(folder)
         cases.append({"folder": str(folder), "tps": list(TPS), "memories": list(MEMORIES), "max_lens": list(MAX_LENS)})
     run = subprocess.run([str(vllm_env.python), str(script), json.dumps(cases)], capture_output=True, text=True,

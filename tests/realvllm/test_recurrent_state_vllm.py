@@ -143,6 +143,16 @@ def _as_text_model(config: dict) -> dict:
     return text
 
 
+def write_case_folder(folder: Path, path: Path) -> None:
+    """A model folder vLLM's ModelConfig reads: the config (a composite's text part) and, where the CPU build
+    cannot import its class, the stand-in class it is read under."""
+    folder.mkdir()
+    config = _as_text_model(json.loads(path.read_text()))
+    (folder / "config.json").write_text(json.dumps(config))
+    if config["architectures"][0] in STAND_INS:
+        (folder / "as_class.json").write_text(json.dumps(STAND_INS[config["architectures"][0]]))
+
+
 @pytest.fixture(scope="module")
 def vllm_state(vllm_env, tmp_path_factory) -> dict[str, dict]:
     root = tmp_path_factory.mktemp("hybrid")
@@ -155,12 +165,7 @@ def vllm_state(vllm_env, tmp_path_factory) -> dict[str, dict]:
         if source == "defaults":
             folders[case] = folder
             continue
-        path = catalogue()[name] if source == "catalogue" else HYBRID_DATA / f"{name}.json"
-        folder.mkdir()
-        config = _as_text_model(json.loads(path.read_text()))
-        (folder / "config.json").write_text(json.dumps(config))
-        if config["architectures"][0] in STAND_INS:
-            (folder / "as_class.json").write_text(json.dumps(STAND_INS[config["architectures"][0]]))
+        write_case_folder(folder, catalogue()[name] if source == "catalogue" else HYBRID_DATA / f"{name}.json")
         folders[case] = folder
     defaults = {str(folders[f"defaults:{n}"]): list(DEFAULTS[n]) for n in DEFAULTS}
     (root / "defaults.json").write_text(json.dumps(defaults))
