@@ -99,7 +99,7 @@ def test_compact_states_are_allocated_beside_the_budget_and_too_many_sequences_r
     # sequence), out of what the KV budget left: the HPU-graph reserve and the margin
     assert h.compact_bytes(32) == 16 * (32 * 3 + 2) * 3_207_168 < fits.memory.free_after_kv
     failed = predict_startup("gaudi-main", sim, replace(INPUTS, max_num_seqs=256), {})
-    assert failed.failure.phase == "kv"
+    assert failed.failure.phase == "states"
     assert f"Allocation failed for size::{(256 * 3 + 2) * 3_207_168}" in failed.failure.message
     # the states in the pool instead: no tensor beside it, the same 256 sequences start (with fewer blocks)
     pooled = predict(sim=sim, inputs=replace(INPUTS, max_num_seqs=256), env=SEPARATE_STATES)

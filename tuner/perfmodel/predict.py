@@ -219,7 +219,7 @@ def _compact_states(pred: StartupPrediction) -> Failure | None:
     h, mem = pred.hybrid, pred.memory
     need = h.compact_bytes(pred.config.max_num_seqs)
     if need > mem.free_after_kv:
-        return Failure("kv", devmem_error(h.compact_tensor_bytes(pred.config.max_num_seqs)))
+        return Failure("states", devmem_error(h.compact_tensor_bytes(pred.config.max_num_seqs)))
     return None
 
 

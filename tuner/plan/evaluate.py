@@ -37,6 +37,7 @@ _FAILURE_WORDS = {
     "load": "out of device memory loading the weights",
     "profile": "out of device memory in the profiling run",
     "kv": "no room for one max_model_len sequence in the KV cache",
+    "states": "out of device memory for the compact Gated DeltaNet states beside the KV cache (max_num_seqs)",
     "warmup": "out of device memory capturing HPU graphs in the warm-up",
 }
 

@@ -36,6 +36,7 @@ _FRAMES = {  # the innermost frames of the traceback each failing phase prints
     "load": ("vllm/worker/hpu_model_runner.py", "load_model"),
     "profile": ("vllm/worker/hpu_worker.py", "determine_num_available_blocks"),
     "kv": ("vllm/engine/llm_engine.py", "_initialize_kv_caches"),
+    "states": ("vllm_gaudi/v1/worker/hpu_model_runner.py", "initialize_kv_cache"),  # a hybrid's compact states
     "warmup": ("vllm/worker/hpu_model_runner.py", "warmup_model"),
 }
 
@@ -111,8 +112,8 @@ def startup_events(pred: StartupPrediction, faults: Faults | None = None, log_st
         yield ("log", "INFO", "blocks", f"# HPU blocks: {profiled}, # CPU blocks: 0")
         if overriding:
             yield ("log", "INFO", "blocks", overriding, "llm_engine.py")
-    if pred.failure and pred.failure.phase == "kv":
-        yield from _fail("kv", pred.failure.message)
+    if pred.failure and pred.failure.phase in ("kv", "states"):
+        yield from _fail(pred.failure.phase, pred.failure.message)
         return
     yield ("advance", 0.5)
     if not v1:
