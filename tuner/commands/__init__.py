@@ -242,6 +242,33 @@ def refuse_a_length_past_the_model(space, shape_name: str, flag: str, hf_overrid
                          "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the space's env")
 
 
+def refuse_a_model_the_release_lacks(release: str | None, shape_name: str, flag: str,
+                                     hf_overrides: str | None = None) -> None:
+    """A fork release whose model registry has no architecture for the model refuses it at every start: said once,
+    before the night starts, with the releases that serve it."""
+    from ..buckets import BucketConfigError, get_profile
+    from ..models import UnknownModelError
+    from ..models.releasearch import release_lacks, releases_serving
+    from ..perfmodel.hardware import model_for
+
+    if release is None:
+        return
+    try:
+        profile = get_profile(release).name
+        architecture = model_for(shape_name, hf_overrides).architecture
+    except (BucketConfigError, UnknownModelError, ValueError):
+        return  # refused, with its own message, where it is resolved
+    if not release_lacks(profile, architecture):
+        return
+    serving = releases_serving(architecture)
+    raise UsageError(f"{profile} cannot serve {flag} {shape_name}: the model registry of its vLLM has no "
+                     f"{architecture}, so the server would refuse every trial (\"Model architectures "
+                     f"['{architecture}'] are not supported for now\"). "
+                     + (f"The fork releases that serve it: {', '.join(serving)}." if serving else
+                        "No vllm-fork release serves it; the vllm-gaudi plugin releases (gaudi-*) follow upstream "
+                        "vLLM's registry."))
+
+
 def tokens_arg(text: str) -> int:
     """An argparse type for a token count as vLLM's CLI writes it (32k = 32,000, 8K = 8,192)."""
     from ..vocabulary.numbers import token_count

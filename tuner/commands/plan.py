@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 from ..vocabulary.textfile import read_text
-from . import UsageError, parse_slos, prepare_output, refuse_a_length_past_the_model, refuse_images_without_vision
+from . import (
+    UsageError,
+    parse_slos,
+    prepare_output,
+    refuse_a_length_past_the_model,
+    refuse_a_model_the_release_lacks,
+    refuse_images_without_vision,
+)
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
 from .tune import _check_latency_stat, _workload, add_model_flags, add_objective_flags, model_shape_of, read_baseline
 
@@ -131,6 +138,7 @@ def build_target(args, space):
         raise UsageError(f"{flag}: {exc}") from None
     refuse_images_without_vision(space, shape, flag, overrides)
     refuse_a_length_past_the_model(space, shape, flag, overrides)
+    refuse_a_model_the_release_lacks(release, shape, flag, overrides)
     if args.device not in DEVICES:
         from ..perfmodel.hardware import device_for
 

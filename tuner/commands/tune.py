@@ -18,6 +18,7 @@ from . import (
     duration,
     parse_key_values,
     refuse_a_length_past_the_model,
+    refuse_a_model_the_release_lacks,
     refuse_images_without_vision,
 )
 from .bench import add_load_flags, add_workload_flags, check_load_flags, parse_percentiles
@@ -317,6 +318,7 @@ def build_context(args, space, console=None):
     flag = '--model-shape' if args.model_shape else '--model'
     refuse_images_without_vision(space, shape, flag, overrides)
     refuse_a_length_past_the_model(space, shape, flag, overrides, dict(fixed).get("max_model_len"))
+    refuse_a_model_the_release_lacks(args.release or space.release, shape, flag, overrides)
     if args.backend == "sim":
         from ..perfmodel.hardware import DEVICES
 

@@ -23,9 +23,11 @@ from aiohttp import web
 from ..buckets import get_profile
 from ..buckets.release_flag import add_release
 from ..models.overrides import canonical, parse_hf_overrides
+from ..models.releasearch import release_lacks, unsupported_message
 from ..perfmodel import Corrections, ServerInputs, SimSettings, StartupPrediction, predict_startup
 from ..perfmodel.engine import Engine
 from ..perfmodel.hardware import DEVICES, model_for, normalize_dtype, normalize_kv_dtype
+from ..perfmodel.prediction import Failure
 from ..perfmodel.prefixcache import PrefixCache
 from ..perfmodel.rules import env_value, rules_for
 from ..serve.backends import vllm_spelling
@@ -309,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     cache = RecipeCache.from_env(env_value(env, release, "PT_HPU_RECIPE_CACHE_CONFIG"))
     cached = cache.open() if cache else frozenset()
     pred = predict_startup(release, sim, inputs, env, cached, corrections=hardware)
+    if release_lacks(release, sim.shape.architecture):  # the release's registry has no such model: it stops there
+        pred.failure = Failure("config", unsupported_message(release, sim.shape.architecture))
     clock = SimTime()
     log = SimLog(pred.rules.style, clock, time.time())
     host = args.host or "0.0.0.0"
