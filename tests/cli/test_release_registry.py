@@ -42,3 +42,14 @@ def test_the_simulator_stops_as_the_release_would():
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "ValueError: Model architectures ['Qwen3ForCausalLM'] are not supported for now." in out
+
+
+def test_compare_says_a_release_cannot_serve_the_model(capsys):
+    assert main(["compare", "--release", "fork-1.20", "gaudi-main", "--model-shape", "Qwen/Qwen3-8B",
+                 "--max-model-len", "4096", "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    text = json.dumps(doc)
+    assert "fork-1.20's vLLM has no Qwen3ForCausalLM in its model registry" in text
+    assert "config: Qwen3ForCausalLM is not supported (its model registry)" in text

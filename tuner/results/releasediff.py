@@ -21,6 +21,7 @@ from typing import Any
 from ..buckets import IGNORED, USER, Bucket, BucketConfigError, BucketPlan, get_profile
 from ..buckets.base import plain_overwrite
 from ..buckets.runtime import reads_variable, runtime_variables
+from ..models.releasearch import release_lacks
 
 SHOWN = 5  # buckets listed per side of a phase; the rest are counted
 TOKEN_DECODE = ("fork-1.17",)  # decode buckets in context tokens
@@ -87,6 +88,11 @@ def build_release(release: str, server: dict[str, Any], env: dict[str, str], num
                           max_num_batched_tokens=server.get("max_num_batched_tokens"),
                           prefix_caching=server.get("enable_prefix_caching"),
                           max_num_prefill_seqs=server.get("max_num_prefill_seqs"))
+    architecture = sim.shape.architecture
+    if release_lacks(profile.name, architecture):  # the release cannot serve the model: nothing to build
+        out.predicted["failure"] = f"config: {architecture} is not supported (its model registry)"
+        out.refused = f"{profile.name}'s vLLM has no {architecture} in its model registry: it cannot serve {model}"
+        return out
     pred = predict_startup(profile.name, sim, inputs, env)
     if pred.memory is not None:
         out.predicted["kv_blocks"] = pred.num_blocks
