@@ -93,3 +93,11 @@ def test_releases_before_hybrid_support_keep_the_attention_only_account(release)
 def test_no_layout_without_both_kinds_of_layers():
     assert qwen35_moe(state_layers=0) is None
     assert qwen35_moe(attention_layers=0) is None
+
+
+def test_kda_layers_are_handled_as_gated_deltanet_ones():
+    # vLLM's KDA layers report the Gated DeltaNet backend as their mamba_type: the plugin keeps them compact
+    kda = qwen35_moe(model_type="kimi_linear", state_kind="kda", compact_gdn=True)
+    assert kda.compact and kda.hpu_factor == 1.0 and kda.kernel_block == 128
+    mamba2 = qwen35_moe(model_type="nemotron_h", state_kind="mamba2", compact_gdn=True)
+    assert not mamba2.compact and mamba2.hpu_factor < 1 and mamba2.kernel_block == mamba2.attn_block_tokens

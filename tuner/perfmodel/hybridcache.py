@@ -29,7 +29,9 @@ from dataclasses import dataclass
 
 KERNEL_BLOCK = 128  # the HPU attention backend's one supported kernel block size
 HYBRID_RELEASES = ("gaudi-0.26.0", "gaudi-main")
-GDN_KINDS = ("gdn_attention", "linear_attention")  # vllm-gaudi's _GDN_MAMBA_TYPES: contiguous state tensors
+# vllm-gaudi's _GDN_MAMBA_TYPES (contiguous state tensors, compact by default); vLLM files KDA layers under the
+# Gated DeltaNet backend (MambaAttentionBackendEnum.GDN_ATTN), so they are among them
+GDN_KINDS = ("gdn_attention", "linear_attention", "kda")
 QWEN3_5 = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
 GRANITE_HYBRID = "granitemoehybrid"
 
