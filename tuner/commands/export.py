@@ -141,7 +141,7 @@ def _prepare_cache(study, trial, args) -> tuple[dict[str, str], list[str], bool]
     argv, server = rec.argv, rec.server
     try:
         backend = backend_from_study(described, argv)
-        env, _ = export_env(trial, release)
+        env, _ = export_env(trial, release, study)
         report = prepare(backend, server, env, args.with_cache, release=release or "unknown",
                          dtype=dtype_of(server, argv), device=described.get("device") or "unknown",
                          logs=args.cache_logs, reuse=args.reuse_cache, max_mb=args.cache_max_mb,

@@ -131,15 +131,18 @@ def _describe_filters(f: Filters, names: list[str]) -> str:
 
 
 def complete_env(release: str, trial_env: dict[str, str], server: dict[str, Any],
-                 num_hpu_blocks: int | None) -> tuple[dict[str, str], list[str]]:
-    """Every variable `release` reads, with the trial's values, plus notes on what stays unset."""
+                 num_hpu_blocks: int | None, model_inputs: dict | None = None) -> tuple[dict[str, str], list[str]]:
+    """Every variable `release` reads, with the trial's values, plus notes on what stays unset. `model_inputs`:
+    what the release's runner takes from the served model for its buckets (perfmodel.costs.model_bucket_inputs):
+    a default pinned from a dense model's build would change a hybrid's or a sliding-window model's buckets."""
+    inputs = dict(model_inputs or {})
     profile = get_profile(release)
     env = dict(trial_env)
     notes: list[str] = []
     for var in runtime_variables(profile):
         if var.name not in env and var.default is not None:
             env[var.name] = var.default
-    cfg = _server_config(server, env, num_hpu_blocks)
+    cfg = _server_config(server, env, num_hpu_blocks, inputs)
     if cfg is None:
         notes.append("bucket variables left to the release: the KV block count is unknown")
         return env, notes
@@ -155,7 +158,7 @@ def complete_env(release: str, trial_env: dict[str, str], server: dict[str, Any]
             continue
         trial = dict(env, **{name: str(setting.value)})
         try:
-            same = _same_plan(profile.build(_server_config(server, trial, num_hpu_blocks)), plan)
+            same = _same_plan(profile.build(_server_config(server, trial, num_hpu_blocks, inputs)), plan)
         except BucketConfigError:
             same = False
         if same:
@@ -171,7 +174,8 @@ def _same_plan(a, b) -> bool:
         set(a.warnings) - set(b.warnings))
 
 
-def _server_config(server: dict[str, Any], env: dict[str, str], blocks: int | None) -> ServerConfig | None:
+def _server_config(server: dict[str, Any], env: dict[str, str], blocks: int | None,
+                   inputs: dict | None = None) -> ServerConfig | None:
     if not blocks or "max_model_len" not in server:
         return None
     return ServerConfig(
@@ -183,10 +187,34 @@ def _server_config(server: dict[str, Any], env: dict[str, str], blocks: int | No
         env=env,
         prefix_caching=server.get("enable_prefix_caching"),
         max_num_prefill_seqs=server.get("max_num_prefill_seqs"),
+        **(inputs or {}),
     )
 
 
-def export_env(trial: optuna.trial.FrozenTrial, release: str | None) -> tuple[dict[str, str], list[str]]:
+def study_model_inputs(study: optuna.Study, release: str | None, server: dict[str, Any]) -> dict:
+    """The bucket inputs the release's runner takes from the study's model (its mamba chunk size, main's whole
+    decode block range for hybrid and sliding-window models, the draft tokens of a speculative config); {} when
+    the study does not record a model the tuner knows."""
+    from ..perfmodel.costs import ServerInputs, draft_tokens, model_bucket_inputs
+    from ..perfmodel.hardware import model_for
+    from ..vocabulary.speculative import merged_config
+
+    described = study.user_attrs.get("device_model") or {}
+    if not release or not described.get("model"):
+        return {}
+    try:
+        shape = model_for(described["model"], described.get("hf_overrides"))
+        spec = merged_config(server.get("speculative_config"), server.get("spec_method"), server.get("spec_model"),
+                             server.get("spec_tokens"))
+        tokens = draft_tokens(ServerInputs(speculative_config=spec), shape)
+        return {**model_bucket_inputs(get_profile(release).name, shape),
+                **({"num_speculative_tokens": tokens} if tokens else {})}
+    except (ValueError, BucketConfigError):  # an unknown model or option: the dense account, as before
+        return {}
+
+
+def export_env(trial: optuna.trial.FrozenTrial, release: str | None,
+               study: optuna.Study | None = None) -> tuple[dict[str, str], list[str]]:
     """The variables the env file of `trial` sets (complete for `release`), and notes on the rest.
     Never secrets, never the log-only diagnostics (a deployment does not want their logging)."""
     rec = TrialRecord.from_frozen(trial)
@@ -196,13 +224,14 @@ def export_env(trial: optuna.trial.FrozenTrial, release: str | None) -> tuple[di
     blocks = rec.observed.get("kv_blocks") or rec.predicted.get("kv_blocks")
     if not release:
         return trial_env, []
-    return complete_env(release, trial_env, server, blocks)
+    inputs = study_model_inputs(study, release, server) if study is not None else {}
+    return complete_env(release, trial_env, server, blocks, inputs)
 
 
 def export_variables(study: optuna.Study, trial: optuna.trial.FrozenTrial, release: str | None,
                      extra: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """The variables every exported file sets (env file, serve.sh), and notes on those left unset."""
-    env, notes = export_env(measured_trial(study, trial), release)  # a reused trial: the booted one's env
+    env, notes = export_env(measured_trial(study, trial), release, study)  # a reused trial: the booted one's env
     env = dict(env, **(extra or {}))
     for name in DIAGNOSTIC_VARIABLES:
         env.pop(name, None)
