@@ -238,10 +238,10 @@ def test_two_workers_share_one_study(tmp_path):
         "VLLM_DECODE_BS_BUCKET_STEP": {"type": "categorical", "choices": [2, 4, 8]}}})
     results = tmp_path / "results"
     cmd = _tune_cmd(space, results, 4)
-    workers = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    workers = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for _ in range(2)]
-    errs = [w.communicate(timeout=240)[1] for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], errs
+    outs = [w.communicate(timeout=240) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], [err for _, err in outs]
     study = load(tmp_path)
     complete = [t for t in study.trials
                 if t.state == optuna.trial.TrialState.COMPLETE and not t.user_attrs.get("screened")]
@@ -249,7 +249,11 @@ def test_two_workers_share_one_study(tmp_path):
     assert 4 <= len(complete) <= 5
     assert len({t.number for t in study.trials}) == len(study.trials)
     owners = {t.user_attrs["owner"]["pid"] for t in complete}
-    assert len(owners) == 2, "both workers ran trials of the shared study"
+    # Both ran trials of the shared study; or, on a machine so busy that one started after the other had run
+    # them all, the late one read the shared count and booted nothing ("4 already: 0 to boot")
+    for worker, (out, err) in zip(workers, outs):
+        said = " ".join((err + out).split())
+        assert worker.pid in owners or "already: 0 to boot" in said, said[-2000:]
     assert all(t.user_attrs["status"] == "ok" for t in complete)
     assert_no_server_left(study)
 
