@@ -222,8 +222,15 @@ def server_config(rules: ReleaseRules, model: ModelShape, inputs: ServerInputs, 
         max_num_batched_tokens=limits.max_num_batched_tokens,
         num_hpu_blocks=max(1, num_blocks), env=dict(env), prefix_caching=inputs.prefix_caching,
         max_num_prefill_seqs=inputs.max_num_prefill_seqs, pooling=inputs.pooling,
-        num_speculative_tokens=draft_tokens(inputs, model), **model_bucket_inputs(rules.profile, model),
+        **runner_inputs(rules.profile, model, inputs),
     )
+
+
+def runner_inputs(profile: str, model: ModelShape, inputs: ServerInputs) -> dict:
+    """The ServerConfig fields the release's runner takes from the model and its options: the draft tokens of a
+    speculative config (when any), and model_bucket_inputs. ValueError for a --speculative-config vLLM refuses."""
+    tokens = draft_tokens(inputs, model)
+    return {**({"num_speculative_tokens": tokens} if tokens else {}), **model_bucket_inputs(profile, model)}
 
 
 def model_bucket_inputs(profile: str, model: ModelShape) -> dict:

@@ -47,12 +47,17 @@ class HybridLayout:
     state_groups: int
     state_kind: str
     compact: bool = False  # VLLM_COMPACT_GDN=1: the states live apart, the pool is not cut for them
-    kernel_block: int = KERNEL_BLOCK  # tokens of one block of the attention tensors as allocated
     model_type: str = ""
     alignment: int = KERNEL_BLOCK  # the block's token step (Granite 4.0-H: 16, or 256 with prefix caching)
     state_layers: int = 0
     spec_blocks: int = 0  # speculative decoding: a state block per draft token (MambaSpec.num_speculative_blocks)
     asked_block_size: int = KERNEL_BLOCK  # --block-size as the server was told it (a Qwen3.5 hybrid's is reset)
+
+    @property
+    def kernel_block(self) -> int:
+        """Tokens of one block of the attention tensors as allocated: a Gated DeltaNet hybrid's HPU kernel splits
+        the KV block into 128-token ones; other hybrids run it whole."""
+        return KERNEL_BLOCK if self.state_kind in GDN_KINDS else self.attn_block_tokens
 
     @property
     def bucket_block_size(self) -> int:
@@ -135,18 +140,15 @@ def hybrid_layout(release: str, model_type: str, attention_layers: int, attn_tok
         # caching), and the attention kernel runs at that block size
         align = 256 if prefix_caching else 16
         tokens = align * -(-state_bytes // (align * attn_token_bytes))
-        kernel = tokens
     else:
         if model_type in QWEN3_5:
             block_size = KERNEL_BLOCK  # the plugin resets a Qwen3.5 hybrid's --block-size to 128
         align = max(KERNEL_BLOCK, block_size)
         tokens = max(block_size, align * -(-state_bytes // (align * attn_token_bytes)))
-        # Gated DeltaNet: the HPU kernel splits the block into 128-token ones; other hybrids run it whole
-        kernel = KERNEL_BLOCK if state_kind in GDN_KINDS else tokens
     size, attn_groups, state_groups = group_split(attention_layers, state_layers)
     return HybridLayout(attn_block_tokens=tokens, page_bytes=tokens * attn_token_bytes, state_bytes=state_bytes,
                         attn_token_bytes=attn_token_bytes, group_size=size, attention_groups=attn_groups,
                         state_groups=state_groups, state_kind=state_kind,
-                        compact=compact_gdn and state_kind in GDN_KINDS, kernel_block=kernel,
+                        compact=compact_gdn and state_kind in GDN_KINDS,
                         model_type=model_type, alignment=align, state_layers=state_layers, spec_blocks=spec_tokens,
                         asked_block_size=asked)

@@ -54,10 +54,11 @@ def predict_startup(profile_name: str, sim: SimSettings, inputs: ServerInputs, e
                              skip_warmup=env_true(env_value(env, profile, "VLLM_SKIP_WARMUP", "false")))
     pred.graphs = lazy and not sim.enforce_eager and not pred.skip_warmup
     model = sim.shape
-    pred.hybrid = _refused(inputs, model) or _hybrid_pool(profile, sim, inputs, env)
-    if isinstance(pred.hybrid, Failure):
-        pred.failure, pred.hybrid = pred.hybrid, None
+    hybrid = _refused(inputs, model) or _hybrid_pool(profile, sim, inputs, env)
+    if isinstance(hybrid, Failure):
+        pred.failure = hybrid
         return pred
+    pred.hybrid = hybrid
     if pred.hybrid is not None and inputs.block_size != pred.hybrid.bucket_block_size:
         inputs = replace(inputs, block_size=pred.hybrid.bucket_block_size)  # the block the runner buckets by
     pred.draft_weights = draft_weights(inputs, sim)

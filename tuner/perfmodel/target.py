@@ -142,13 +142,14 @@ def model_inputs(dm: DeviceModel, settings) -> tuple[SimSettings, ServerInputs]:
         limit_mm_per_prompt=_json_text(s.get("limit_mm_per_prompt")),
         mamba_cache_dtype=str(s.get("mamba_cache_dtype") or "auto"),
         mamba_ssm_cache_dtype=str(s.get("mamba_ssm_cache_dtype") or "auto"),
-        **_speculative(s),
+        **speculative_inputs(s),
     )
     return sim, inputs
 
 
-def _speculative(server: dict) -> dict:
-    """--speculative-config with the --spec-* shortcuts merged in, or why vLLM refuses the combination."""
+def speculative_inputs(server: dict) -> dict:
+    """ServerInputs' fields of a server's speculative options: --speculative-config with the --spec-* shortcuts
+    merged in, or why vLLM refuses the combination."""
     try:
         return {"speculative_config": merged_config(server.get("speculative_config"), server.get("spec_method"),
                                                     server.get("spec_model"), _int_or_none(server.get("spec_tokens")))}

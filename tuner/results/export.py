@@ -195,20 +195,16 @@ def study_model_inputs(study: optuna.Study, release: str | None, server: dict[st
     """The bucket inputs the release's runner takes from the study's model (its mamba chunk size, main's whole
     decode block range for hybrid and sliding-window models, the draft tokens of a speculative config); {} when
     the study does not record a model the tuner knows."""
-    from ..perfmodel.costs import ServerInputs, draft_tokens, model_bucket_inputs
+    from ..perfmodel.costs import ServerInputs, runner_inputs
     from ..perfmodel.hardware import model_for
-    from ..vocabulary.speculative import merged_config
+    from ..perfmodel.target import speculative_inputs
 
     described = study.user_attrs.get("device_model") or {}
     if not release or not described.get("model"):
         return {}
     try:
         shape = model_for(described["model"], described.get("hf_overrides"))
-        spec = merged_config(server.get("speculative_config"), server.get("spec_method"), server.get("spec_model"),
-                             server.get("spec_tokens"))
-        tokens = draft_tokens(ServerInputs(speculative_config=spec), shape)
-        return {**model_bucket_inputs(get_profile(release).name, shape),
-                **({"num_speculative_tokens": tokens} if tokens else {})}
+        return runner_inputs(get_profile(release).name, shape, ServerInputs(**speculative_inputs(server)))
     except (ValueError, BucketConfigError):  # an unknown model or option: the dense account, as before
         return {}
 

@@ -14,7 +14,7 @@ MTP_METHODS = ("mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "glm4_moe
 
 def speculative_object(value) -> dict | None:
     """The config as a dict (None: no speculative decoding); ValueError naming a value that is not one."""
-    if value is None or value == "" or value == {}:
+    if value is None or value == "":
         return None
     if isinstance(value, str):
         try:
