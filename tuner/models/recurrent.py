@@ -154,9 +154,8 @@ def recurrent_spec(t: TextConfig) -> RecurrentSpec | None:
     """The recurrent state of a hybrid model's text config, None for a model without recurrent layers.
 
     The layer count is the config's linear / Mamba layers (t.layer_kinds), except where vLLM builds a recurrent
-    mixer in layers hfconfig marks otherwise: Falcon-H1 (attention and Mamba2 side by side in every layer),
-    Zamba2 (its "hybrid" layers keep their Mamba2 mixer), Kimi-K3's composite (its kda_layers) and
-    BailingMoeV2.5 (linear attention but every layer_group_size-th layer).
+    mixer in layers hfconfig marks as attention: Falcon-H1 (attention and Mamba2 side by side in every layer) and
+    Zamba2 (its "hybrid" layers keep their Mamba2 mixer).
     Missing fields take transformers' class defaults, as the config object vLLM reads has them.
     """
     raw, arch, mt = t.raw, t.architecture, t.model_type
@@ -173,10 +172,7 @@ def recurrent_spec(t: TextConfig) -> RecurrentSpec | None:
     elif isinstance(raw.get("linear_attn_config"), dict):  # Kimi-Linear, Kimi-K3's text part
         kda = raw["linear_attn_config"]
         heads, dim = int(kda["num_heads"]), int(kda["head_dim"])
-        layers = counted
-        if not layers and isinstance(kda.get("kda_layers"), list):  # the composite is not marked hybrid
-            layers = sum(1 for i in kda["kda_layers"] if 1 <= int(i) <= t.layers)
-        spec = RecurrentSpec("kda", layers, conv_dim=3 * heads * dim,
+        spec = RecurrentSpec("kda", counted, conv_dim=3 * heads * dim,
                              conv_kernel=int(kda.get("short_conv_kernel_size") or 4),
                              heads=heads, head_dim=dim, state_dim=dim)
     elif arch == "BailingMoeV3ForCausalLM":  # KDA sized from the top-level fields; the SSM dtype is not read
