@@ -37,6 +37,7 @@ from ..logparse.prefix import split_prefix
 from ..logparse.runs import Run
 from ..logparse.steptimes import StepTimes, events_of, is_elision, read_step_times
 from .command import CommandCollector
+from .unwrap import unwrap, wrap_width
 
 # Events every tensor-parallel rank prints once per rank; only the leading process's copy counts.
 _PER_RANK = (BucketConfig, GeneratedBuckets, OmittedBuckets, WarmupStep, GraphCaptured, WarmupFinished)
@@ -126,13 +127,20 @@ def _rank_key(prefix) -> str | None:
 PRIME_LINES = 5000  # a paste's own line prefix is learned from the records among the first lines
 
 
-def read_log(lines: Iterable[str]) -> LogReading:
-    """Parse a whole log. Never raises on content: what it cannot read it counts."""
-    watcher = LogWatcher(clock=lambda: 0.0, replay=True)
+def _primed(lines: Iterable[str], watcher: LogWatcher) -> Iterable[str]:
+    """The lines, after the watcher learned the paste's own prefix from the first ones; records a terminal cut
+    at its width joined again (line numbers kept)."""
     lines = iter(lines)
     head = list(islice(lines, PRIME_LINES))
     watcher.prime(head)
-    lines = chain(head, lines)
+    width = wrap_width(head)
+    return chain(head, lines) if width is None else unwrap(chain(head, lines), width, watcher.paste)
+
+
+def read_log(lines: Iterable[str]) -> LogReading:
+    """Parse a whole log. Never raises on content: what it cannot read it counts."""
+    watcher = LogWatcher(clock=lambda: 0.0, replay=True)
+    lines = _primed(lines, watcher)
     reading = LogReading(summary=watcher.summary(), events=[])
     t0: datetime | None = None
     last: float | None = None

@@ -44,6 +44,8 @@ _KUBECTL_PREFIX = re.compile(r"^\[[a-z.]+/[\w.\-]+(?:/[\w.\-]+)?\]\s")
 _COMPOSE = re.compile(r"^[\w.\-]+\s+\| ")
 # journalctl short format: "Nov 24 01:02:03 host unit[123]: "
 _JOURNAL = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]+(?:\[\d+\])?: ")
+# journalctl -o short-iso / short-iso-precise: the ISO stamp (read as a docker one), then "host unit[123]: "
+_JOURNAL_AFTER_STAMP = re.compile(r"^[\w.\-]+ [\w.\-@/]+\[\d+\]: ")
 # torch.distributed / torchrun per-rank prefix: "[rank0]: "
 _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 # Habana runtime (synapse / PT bridge) logger: "[19:08:34.164951][PT_BRIDGE       ][error][tid:44F8A] msg"
@@ -195,7 +197,7 @@ def split_prefix(raw: str, paste: PasteLayer | None = None, learn: bool = True) 
         m = _DOCKER_TS.match(line)
         if m:
             docker, line = m.group(1), line[m.end():]
-            cri = _CRI_STREAM.match(line)
+            cri = _CRI_STREAM.match(line) or _JOURNAL_AFTER_STAMP.match(line)
             if cri:
                 line = line[cri.end():]
     m = _JOURNAL.match(line)
