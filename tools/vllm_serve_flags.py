@@ -1,4 +1,4 @@
-"""tuner/sim/vllm_serve_flags.json: every flag `vllm serve` takes, with how many values it takes.
+"""tuner/vocabulary/vllm_serve_flags.json: every flag `vllm serve` takes, with how many values it takes.
 
 A user's `--server-args` are the flags of their production command line (a tool-call parser, a chat template,
 chunked prefill, a swap space ...). The genuine server takes them all; the simulator models a few and must
@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "tuner" / "sim" / "vllm_serve_flags.json"
+OUT = Path(__file__).resolve().parent.parent / "tuner" / "vocabulary" / "vllm_serve_flags.json"
 FORK_TAGS = ("v0.6.6.post1+Gaudi-1.20.0", "v0.7.2+Gaudi-1.21.2", "v0.9.0.1+Gaudi-1.22.0")
 FORK_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py")
 

@@ -13,7 +13,8 @@ FAST = ["--num-prompts", "8", "--num-warmups", "1", "--max-concurrency", "4", "-
         "--random-output-len", "16", "--time-scale", "0.2", "--startup-time-scale", "0.002", "--no-report"]
 
 
-@pytest.mark.parametrize("server_args", ["--tensor-parallel-size 2", "--config serve.yaml"])
+@pytest.mark.parametrize("server_args", ["--tensor-parallel-size 2", "--config serve.yaml", "-tp 2",
+                                         "--tensor-parallel 2"])
 def test_server_args_are_read_by_the_prediction_as_the_server_reads_them(tmp_path, monkeypatch, server_args):
     # Llama-3.1-70B in bf16 does not fit one Gaudi 2: at TP 1 every proposal is refused before a boot (out of
     # memory); --server-args "--tensor-parallel-size 2" (or a vllm serve --config YAML saying so) is what the
@@ -29,6 +30,15 @@ def test_server_args_are_read_by_the_prediction_as_the_server_reads_them(tmp_pat
     booted = [t for t in study.trials if t.user_attrs.get("booted")]
     assert booted and booted[0].user_attrs["status"] == "ok"
     assert not [t for t in study.trials if "PT_DEVMEM" in str(t.user_attrs.get("reason", ""))]
+
+
+def test_server_args_vllm_would_refuse_are_refused_before_a_boot(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--space", "demo", "--n-trials", "1", "--server-args", "--max 8", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "--server-args: ambiguous option: --max could match" in err and "--max-num-seqs" in err
+    db = tmp_path / "results" / "demo" / "study.db"
+    assert not db.exists() or not optuna.load_study(study_name="demo", storage=f"sqlite:///{db}").trials
 
 
 def test_a_length_in_server_args_is_the_one_judged(tmp_path, monkeypatch, capsys):

@@ -1,4 +1,4 @@
-"""The simulator's table of `vllm serve` flags (tuner/sim/vllm_serve_flags.json) is the genuine vLLM's parser: every
+"""The table of `vllm serve` flags (tuner/vocabulary/vllm_serve_flags.json) is the genuine vLLM's parser: every
 option string of this tier's vLLM, with the values it takes (tools/vllm_serve_flags.py --check)."""
 
 from __future__ import annotations

@@ -360,21 +360,22 @@ def build_context(args, space, console=None):
 
 
 def server_argv(server_args: list[str]) -> list[str]:
-    """--server-args as the server reads them: vLLM's spelling of each flag, and a `--config FILE.yaml` there
+    """--server-args as the server reads them: each flag in one spelling (aliases, prefixes, dotted keys:
+    vocabulary/serveargs.py), and a `--config FILE.yaml` there
     opened in place (its flags first: the command line's win, as in vLLM); a config file that cannot be read
     is the user's error, said before any boot."""
-    from ..serve.backends import vllm_spelling
     from ..serve.configfile import ConfigFileError, config_flags
+    from ..vocabulary.serveargs import ServeArgsError, canonical_argv
 
-    args = vllm_spelling(server_args)
-    if "--config" not in args:
-        return args
-    i = args.index("--config")
     try:
+        args = canonical_argv(server_args)
+        if "--config" not in args:
+            return args
+        i = args.index("--config")
         if i + 1 >= len(args):
             raise ConfigFileError("--config needs a file name")
-        return vllm_spelling(config_flags(args[i + 1], set())) + args[:i] + args[i + 2:]
-    except ConfigFileError as exc:
+        return canonical_argv(config_flags(args[i + 1], set())) + args[:i] + args[i + 2:]
+    except (ConfigFileError, ServeArgsError) as exc:
         raise UsageError(f"--server-args: {exc}") from None
 
 

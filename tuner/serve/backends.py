@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..vocabulary.numbers import length_or_auto, token_count
+from ..vocabulary.serveargs import canonical_argv, preprocess
 
 BACKENDS = ("sim", "vllm")
 
@@ -76,9 +77,10 @@ def server_flags(server: dict[str, Any]) -> list[str]:
 
 def server_options(flags: list[str]) -> dict[str, Any]:
     """The inverse of server_flags: the server options of `vllm serve` flags (others are skipped).
-    Numbers become int or float; a presence flag True (--no-enable-prefix-caching: False). Flags are read in
-    vLLM's spellings (--max_num_seqs is --max-num-seqs; --max-num-seqs=64)."""
-    flags = [part for word in vllm_spelling(flags)
+    Numbers become int or float; a presence flag True (--no-enable-prefix-caching: False). Flags are read as
+    vLLM's parser reads them (vocabulary/serveargs.py: --max_num_seqs, --max-num-seq=64, -tp 2, dotted keys);
+    ServeArgsError for a command line it refuses."""
+    flags = [part for word in canonical_argv(flags)
              for part in (word.split("=", 1) if word.startswith("--") and "=" in word else [word])]
     by_flag = {flag: name for name, flag in _FLAG_NAMES.items()}
     out: dict[str, Any] = {}
@@ -106,14 +108,9 @@ def server_options(flags: list[str]) -> dict[str, Any]:
 
 
 def vllm_spelling(argv: list[str]) -> list[str]:
-    """Flags as vLLM's parser reads them: `--max_model_len` is `--max-model-len` (values left as they are)."""
-    out = []
-    for word in argv:
-        if word.startswith("--"):
-            name, eq, value = word.partition("=")
-            word = name.replace("_", "-") + eq + value
-        out.append(word)
-    return out
+    """Flags as vLLM's parser hands them to argparse: `--max_model_len` is `--max-model-len`, `-O3` is
+    `--optimization-level 3`, `--speculative-config.method mtp` a JSON object (values left as they are)."""
+    return preprocess(argv)
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:

@@ -1,5 +1,5 @@
-"""The flags of `vllm serve` the simulator takes and does not model (vllm_serve_flags.json, written from vLLM's
-own parser and the fork releases' by tools/vllm_serve_flags.py).
+"""The flags of `vllm serve` the simulator takes and does not model (vocabulary/vllm_serve_flags.json, written from
+vLLM's own parser and the fork releases' by tools/vllm_serve_flags.py).
 
 A study's `--server-args` are a production command line: a tool-call parser, a chat template, chunked
 prefill, a swap space. The genuine server takes them; so does the simulator, which says once in its log which
@@ -9,27 +9,19 @@ of them it does not model. A flag no vLLM knows stays refused ("unrecognized arg
 from __future__ import annotations
 
 import argparse
-import functools
-import json
-from pathlib import Path
 
-TABLE = Path(__file__).with_name("vllm_serve_flags.json")
+from ..vocabulary.serveargs import table
+
 UNMODELLED_PREFIX = "vllm_"  # their dests: never one of the simulator's own settings
 # flags whose meaning the simulator's own parser gives otherwise: the model is its positional argument
 _LEFT_OUT = frozenset({"--model", "--config", "--help", "-h"})
-
-
-@functools.lru_cache(maxsize=1)
-def _table() -> dict[str, dict]:
-    data = json.loads(TABLE.read_text())
-    return {**data.get("older", {}), **data["flags"]}
 
 
 def accept_unmodelled(parser: argparse.ArgumentParser) -> dict[str, str]:
     """Add vLLM's flags the parser lacks, hidden from its help; {dest: the first flag spelling} of those added."""
     group = parser.add_argument_group("vLLM's flags the simulator takes and does not model")
     added: dict[str, str] = {}
-    for option, entry in _table().items():
+    for option, entry in table().items():
         if option in _LEFT_OUT:
             continue
         dest = UNMODELLED_PREFIX + entry["dest"]
