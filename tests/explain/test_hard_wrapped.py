@@ -15,6 +15,8 @@ from ..conftest import LOG_SAMPLES
 
 DOCKER_STAMPED = LOG_SAMPLES / "real" / "fork-1.19_issue462_docker_timestamps.log"   # v0, 2-D buckets
 PLUGIN_TP2 = LOG_SAMPLES / "composed" / "vllm-gaudi-main_qwen3-30b-a3b_tp2.log"      # v1 engine config line
+# a traceback from a worker, colour codes in caret notation: a cut record's second piece starts "py:671] "
+CARET_TRACEBACK = LOG_SAMPLES / "real" / "plugin_pr192_caret_ansi_warmup_traceback.log"
 
 
 def _lines(path):
@@ -37,7 +39,8 @@ def _cut(lines: list[str], width: int, before: str = "") -> list[str]:
     return [before + line[i:i + width] for line in lines for i in range(0, max(len(line), 1), width)]
 
 
-@pytest.mark.parametrize("path", [DOCKER_STAMPED, PLUGIN_TP2], ids=["fork-1.19-docker", "plugin-main-tp2"])
+@pytest.mark.parametrize("path", [DOCKER_STAMPED, PLUGIN_TP2, CARET_TRACEBACK],
+                         ids=["fork-1.19-docker", "plugin-main-tp2", "plugin-caret-traceback"])
 @pytest.mark.parametrize("width", [80, 120, 160])
 def test_a_log_cut_at_a_terminals_width_reads_as_the_log(path, width):
     lines = _lines(path)
@@ -83,8 +86,8 @@ def test_joined_lines_keep_their_line_numbers():
     assert wrap_width(lines) == 100
     out = list(unwrap(lines, 100))
     assert len(out) == len(lines)
-    assert out[0] == lines[0] + lines[1] and out[1] == ""
-    assert out[2] == lines[2] + lines[3] + lines[4] and out[3] == out[4] == ""
+    assert out[0] == lines[0] + lines[1] and out[1] is None
+    assert out[2] == lines[2] + lines[3] + lines[4] and out[3] is None and out[4] is None
     assert out[5] == lines[5]
 
 
@@ -98,3 +101,32 @@ def test_journalctl_iso_stamps_are_peeled(stamp):
     assert len(got["notices"]) == len(want["notices"]) > 0
     assert got["reading"]["unread"] == want["reading"]["unread"]
     assert got["warmup"]["complete"] == want["warmup"]["complete"]
+
+
+ISSUE891 = LOG_SAMPLES / "real" / "plugin_issue891_gptoss_command_wrapped.log"   # the launch command above the log
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_pasted_command_cut_again_by_a_narrower_terminal_still_gives_its_settings(width):
+    lines = _lines(ISSUE891)
+    want = _facts(lines)
+    assert want["max_model_len"] == 32768 and want["tp"] == 2   # said only by the command
+    assert _facts(_cut(lines, width)) == want
+
+
+@pytest.mark.parametrize("layer", ["2026-01-27T11:07:{s:02d}.123456789Z ", "[pod/vllm-0/vllm] ",
+                                   "Jan 27 11:07:{s:02d} node-3 vllm[4821]: ", "vllm-1  | "],
+                         ids=["kubectl-timestamps", "kubectl-prefix", "journalctl", "compose"])
+def test_a_pasted_command_under_a_collectors_prefix_gives_its_settings(layer):
+    lines = _lines(ISSUE891)
+    layered = [layer.format(s=i % 60) + x if x else x for i, x in enumerate(lines)]
+    assert _facts(layered)["max_model_len"] == _facts(lines)["max_model_len"] == 32768
+
+
+def test_markdown_bold_inside_a_collectors_prefix_is_read():
+    # pr345's author put ** around each line; a paste through kubectl or docker stamps puts its prefix first
+    lines = _lines(LOG_SAMPLES / "real" / "fork-1.18_pr345_bucket_cfg_markdown_bold.log")
+    want = _facts(lines)
+    assert want["profile"] == "fork-1.18"
+    for layer in ("[pod/vllm-0/vllm] ", "2024-09-23T10:00:00.123456789Z "):
+        assert _facts([layer + x if x else x for x in lines]) == want

@@ -44,11 +44,12 @@ class CommandCollector:
         self.open = False      # the last kept line ended with a backslash: the command goes on
         self.done = False
 
-    def feed(self, line: str) -> None:
+    def feed(self, line: str, record: bool = False) -> None:
+        """`record`: the line is a log record (its logger prefix read off already)."""
         if self.done:
             return
         text = _PROMPT.sub("", line).rstrip()
-        if _RECORD.search(text):  # a log record that names `vllm serve` (a hint, a warning) is no command
+        if record or _RECORD.search(text):  # a log record that names `vllm serve` (a hint, a warning) is no command
             self.done = self.done or bool(self.parts)
             return
         starts = _START.search(text) is not None or (not self.parts and _FLAG_LINE.match(text) is not None)

@@ -132,9 +132,13 @@ def _primed(lines: Iterable[str], watcher: LogWatcher) -> Iterable[str]:
     at its width joined again (line numbers kept)."""
     lines = iter(lines)
     head = list(islice(lines, PRIME_LINES))
-    watcher.prime(head)
     width = wrap_width(head)
-    return chain(head, lines) if width is None else unwrap(chain(head, lines), width, watcher.paste)
+    if width is None:
+        watcher.prime(head)
+        return chain(head, lines)
+    # learned from whole records: the pieces of cut ones would teach it their own starts ("py:671] ")
+    watcher.prime(x for x in unwrap(head, width) if x is not None)
+    return unwrap(chain(head, lines), width, watcher.paste)
 
 
 def read_log(lines: Iterable[str]) -> LogReading:
@@ -153,8 +157,8 @@ def read_log(lines: Iterable[str]) -> LogReading:
         if not isinstance(raw, str):
             continue
         line = raw.rstrip("\r\n")
-        command.feed(line)
         if not line.strip():
+            command.feed(line)
             continue
         if is_elision(line):
             reading.elisions.append(number)
@@ -163,6 +167,8 @@ def read_log(lines: Iterable[str]) -> LogReading:
                                            learn=False)  # the watcher learns from it below
         except Exception:  # the parser's contract is never to raise; keep ours even if it did
             prefix, message = None, line
+        # a pasted command, read without the paste's layers (stamps, pod, quote) and never from a log record
+        command.feed(line if prefix is None else message, record=prefix is not None and prefix.level is not None)
         stamp = _timestamp(prefix) if prefix is not None else None
         before = last
         if stamp is not None:

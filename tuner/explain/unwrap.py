@@ -12,7 +12,7 @@ prefix, stamp or process tag; not a traceback's line). Those lines are joined to
 A line that happens to be W long in a log nobody wrapped is only joined to a next line that starts
 no record either, which a log's own lines seldom do (tqdm bars, tracebacks and indented rows are
 kept apart). Line numbers are kept: a joined line stands at its first physical line, its
-continuations are left blank.
+continuations are left empty (None).
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     return width if cut >= 2 else None
 
 
-def unwrap(lines: Iterable[str], width: int, paste: PasteLayer | None = None) -> Iterator[str]:
-    """`lines` with every run of cut lines joined into its first; a blank line for each line joined.
+def unwrap(lines: Iterable[str], width: int, paste: PasteLayer | None = None) -> Iterator[str | None]:
+    """`lines` with every run of cut lines joined into its first; None in place of each line joined (not a
+    blank line: a blank ends a pasted command, which a terminal's cut does not).
     `paste`: a paste's own prefix on every physical line (a markdown quote's `> `), peeled off the
     continuations before they are joined."""
     held: str | None = None
@@ -78,11 +79,11 @@ def unwrap(lines: Iterable[str], width: int, paste: PasteLayer | None = None) ->
                 if _width(text) == width:
                     continue
                 yield held
-                yield from [""] * blanks
+                yield from [None] * blanks
                 held, blanks = None, 0
                 continue
             yield held
-            yield from [""] * blanks
+            yield from [None] * blanks
             held, blanks = None, 0
         if _width(text) == width:
             held = text
@@ -90,4 +91,4 @@ def unwrap(lines: Iterable[str], width: int, paste: PasteLayer | None = None) ->
             yield text
     if held is not None:
         yield held
-        yield from [""] * blanks
+        yield from [None] * blanks

@@ -203,6 +203,8 @@ def split_prefix(raw: str, paste: PasteLayer | None = None, learn: bool = True) 
     m = _JOURNAL.match(line)
     if m:
         line = line[m.end():]
+    if line[:1] in ("*", "`") and (m := _MARKDOWN.match(line)):  # marks put on inside a collector's prefix
+        line = m.group("line")
     record = _VLLM_PREFIX.search(line)
     if paste is not None and learn:
         if record is not None:
