@@ -29,6 +29,8 @@ def _settings(lines: list[str]) -> str | None:
     # the paste began inside the command: its flag lines alone
     ["  --model meta-llama/Llama-3.1-8B-Instruct \\", "  --tensor-parallel-size 8 \\", "  --max-num-seqs 64", "",
      RECORD],
+    # flags as vLLM's parser takes them: an unambiguous prefix, underscores and =
+    ["vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel 8 --max_num_seq=64", RECORD],
 ])
 def test_every_way_a_command_is_pasted(lines):
     s = _settings(lines)
@@ -71,3 +73,10 @@ def test_a_log_record_naming_vllm_serve_is_no_command():
     hint = "WARNING 01-27 11:07:39 [api_server.py:1] Use `vllm serve --tensor-parallel-size 2` to start it"
     assert _settings([hint, "vllm serve m --tensor-parallel-size 4", RECORD]) == \
         "pasted command: model='m' tensor_parallel_size=4"
+
+
+def test_a_commands_flags_are_read_as_vllm_reads_them_and_docker_s_are_not():
+    s = command_settings("docker run --rm --runtime=habana -e HABANA_VISIBLE_DEVICES=all --name vllm img "
+                         "vllm serve Qwen/Qwen3-8B -tp 2 --max-model 32k --max-num-batched 8K --gpu-memory-util 0.8")
+    assert s == ("pasted command: model='Qwen/Qwen3-8B' tensor_parallel_size=2 max_model_len=32000 "
+                 "max_num_batched_tokens=8192 gpu_memory_utilization=0.8")

@@ -13,6 +13,7 @@ import re
 import shlex
 
 from ..vocabulary.numbers import token_count
+from ..vocabulary.serveargs import ServeArgsError, canonical_argv
 
 # the start of a command: vLLM's CLI, its API server module, or a line that is only flags (the paste began
 # inside the command)
@@ -25,15 +26,17 @@ _RECORD = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d
 _WRAPPED = re.compile(r"^-?[\w-]*\s+\S+(?:\s+--[a-z][\w-]*(?:[ =]\S+)?)+\s*$|^--?[a-z][\w-]*\s+\S+\s*$")
 WRAP_WIDTH = 60  # a line shorter than this was not wrapped by a terminal
 
-# vLLM's flag -> the setting name the engine's config line uses (serverfacts reads `name=value`)
+# vLLM's flag (in the one spelling vocabulary/serveargs.py gives it) -> the setting name the engine's config
+# line uses (serverfacts reads `name=value`)
 FLAGS = {
-    "tensor-parallel-size": "tensor_parallel_size", "tp": "tensor_parallel_size",
-    "max-model-len": "max_model_len", "max-num-seqs": "max_num_seqs",
-    "max-num-batched-tokens": "max_num_batched_tokens", "block-size": "block_size", "dtype": "dtype",
-    "model": "model", "enforce-eager": "enforce_eager", "gpu-memory-utilization": "gpu_memory_utilization",
+    "--tensor-parallel-size": "tensor_parallel_size", "--max-model-len": "max_model_len",
+    "--max-num-seqs": "max_num_seqs", "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--block-size": "block_size", "--dtype": "dtype", "--model": "model", "--enforce-eager": "enforce_eager",
+    "--gpu-memory-utilization": "gpu_memory_utilization",
 }
-_SWITCHES = {"enforce-eager"}
-_COUNTS = {"max-model-len", "max-num-batched-tokens"}  # human-readable in vLLM's CLI: 32k, 8K
+_COUNTS = {"--max-model-len", "--max-num-batched-tokens"}  # human-readable in vLLM's CLI: 32k, 8K
+# where vLLM's own arguments begin: after `vllm serve` or the API server's module (a `docker run`'s are before)
+_SERVER_START = re.compile(r"^(?:serve|vllm\.entrypoints\.\S+)$")
 
 
 class CommandCollector:
@@ -78,28 +81,32 @@ def _count(name: str, value: str) -> str:
 
 
 def command_settings(command: str) -> str | None:
-    """`name=value` for each setting the command gives (the engine config line's names), or None."""
+    """`name=value` for each setting the command gives (the engine config line's names), or None. Its flags are
+    read as vLLM's parser reads them: -tp 8, --max-model 32k, --max_num_seqs=64."""
     try:
         words = shlex.split(command)
     except ValueError:  # an unbalanced quote in a cut paste
         words = command.split()
     found: dict[str, str] = {}
-    for i, word in enumerate(words):
-        if word == "serve" and i > 0 and words[i - 1].endswith("vllm") and i + 1 < len(words) \
-                and not words[i + 1].startswith("-"):
-            found.setdefault("model", words[i + 1])
-        if not word.startswith("-"):
-            continue
-        name, eq, value = word.lstrip("-").partition("=")
-        name = name.replace("_", "-")
+    start = next((i + 1 for i, w in enumerate(words) if _SERVER_START.match(w)
+                  and (w != "serve" or (i > 0 and words[i - 1].endswith("vllm")))), 0)
+    if start and words[start - 1] == "serve" and start < len(words) and not words[start].startswith("-"):
+        found["model"] = words[start]
+    args = words[start:]
+    try:
+        args = canonical_argv(args)
+    except ServeArgsError:  # a line the server would refuse: its flags as written
+        pass
+    for i, word in enumerate(args):
+        name, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
         if name not in FLAGS:
             continue
-        if name in _SWITCHES:
+        if name == "--enforce-eager":
             found[FLAGS[name]] = "True"
         elif eq:
             found[FLAGS[name]] = _count(name, value)
-        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
-            found[FLAGS[name]] = _count(name, words[i + 1])
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            found[FLAGS[name]] = _count(name, args[i + 1])
     if not found:
         return None
     return "pasted command: " + " ".join(f"{k}='{v}'" if k == "model" else f"{k}={v}" for k, v in found.items())
