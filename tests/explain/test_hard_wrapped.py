@@ -130,3 +130,11 @@ def test_markdown_bold_inside_a_collectors_prefix_is_read():
     assert want["profile"] == "fork-1.18"
     for layer in ("[pod/vllm-0/vllm] ", "2024-09-23T10:00:00.123456789Z "):
         assert _facts([layer + x if x else x for x in lines]) == want
+
+
+def test_progress_bars_as_wide_as_the_terminal_stay_apart():
+    # tqdm draws every bar the window's width: a paste of bars is lines of one width that follow one another
+    bars = [f"Warming up graphs: {p:3d}%|{'#' * (p // 5):<20}| {p}/100 [00:{p % 60:02d}<00:10, 4.20it/s]"
+            for p in range(10, 100, 10)]
+    assert len(set(map(len, bars))) == 1 and len(bars[0]) >= 60
+    assert wrap_width(bars) is None and list(unwrap(bars, len(bars[0]))) == bars

@@ -25,7 +25,9 @@ from ..logparse.prefix import PasteLayer, split_prefix
 MIN_WIDTH = 60  # no terminal a log is read in is narrower; shorter lines are no sign of a wrap
 _COLOURS = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # a next line that stands on its own even without a logger prefix: a traceback's, an indented row
-_OWN_LINE = re.compile(r"Traceback \(most recent call last\)|\s*File \"|\s{4}|\S+Error\b|\S+Exception\b")
+# (a tqdm bar: on a terminal every redraw is as wide as the window, so a paste of bars is lines of one width)
+_OWN_LINE = re.compile(r"Traceback \(most recent call last\)|\s*File \"|\s{4}|\S+Error\b|\S+Exception\b|"
+                       r".{0,200}?\d+%\|")
 # what a paste put before every physical line: a markdown or mail quote, an indented code block
 _QUOTE = re.compile(r"(?:>[ \t]?)+|[ \t]+")
 
