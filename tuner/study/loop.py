@@ -16,6 +16,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from ..serve.pauses import pause_clock
 from ..serve.redact import redact_env
 from ..space.fitted import pin_to_trial
 from ..space.schema import SearchSpace, TrialSettings
@@ -95,6 +96,8 @@ class StudyLoop:
         threads = [threading.Thread(target=self.slot_loop, args=(slot,), name=f"slot-{slot.index}", daemon=True)
                    for slot in self.opts.slots]
         signals = install_sigint and threading.current_thread() is threading.main_thread()
+        if threading.current_thread() is threading.main_thread():
+            pause_clock()  # started here, where SIGCONT can be taken: a trial asks it whether the tuner was paused
         try:
             with self.reaper, (self.interrupt if signals else contextlib.nullcontext()):
                 for t in threads:

@@ -35,6 +35,7 @@ from ..perfmodel.checks import TrialPrediction, rejection
 from ..perfmodel.projection import BootTracker
 from ..perfmodel.target import DeviceModel, predict_calibrated, predict_serving
 from ..serve.backends import Backend
+from ..serve.pauses import MIN_PAUSE_S, pause_clock
 from ..serve.ports import find_free_port
 from ..serve.process import OutcomeKind, ServerProcess, device_env
 from ..serve.redact import redact_argv, redact_env
@@ -213,6 +214,9 @@ def _serving_event(ev) -> str | None:
     return None
 
 
+LOAD_RERUNS_AFTER_PAUSE = 1  # a load test paused again after its rerun: the configuration waits for a new boot
+
+
 def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot: Slot | None = None,
               stop_event: threading.Event | None = None) -> TrialResult:
     """Run one trial; always returns a classified result and never leaves a process behind."""
@@ -222,7 +226,9 @@ def run_trial(ctx: TrialContext, settings: TrialSettings, trial_dir: Path, slot:
         return rejected
     with ServerProcess(records_dir=ctx.records_dir, on_line=phases.watch.on_line) as srv:
         outcome = phases.boot(srv)
-        if outcome.ok:
+        if phases.paused_while_booting(outcome):
+            pass  # the tuner was stopped and resumed: nothing this boot showed is the configuration's alone
+        elif outcome.ok:
             phases.measure(srv)
         else:
             phases.classify_failure(srv, outcome)
@@ -283,6 +289,7 @@ class _TrialRun:
         if self.shared is not None:  # tune --shared-recipe-cache: the study's recipes, never exported
             env.update(self.shared.env(self.settings.server))
             self.cache_before = self.shared.snapshot(self.settings.server)
+        self.t_boot = time.monotonic()
         srv.start(self.argv, env, self.log_path, port=self.port)
         self.tracker.started_at = (srv.started_at or time.monotonic()) / scale
         outcome = srv.wait_ready(
@@ -299,6 +306,22 @@ class _TrialRun:
         if first is not None and scale != 1.0:  # real seconds inside it (vocabulary/cost.py device_seconds)
             self.result.timings["before_first_line_s"] = round(first - self.t0, 3)
         return outcome
+
+    def paused_while_booting(self, outcome) -> bool:
+        """The tuner was stopped and resumed (serve/pauses.py) while the server booted: its warm-up figure, or
+        a timeout or budget abort, took the pause for the configuration's. Measured again (requeued) unless
+        the boot failed on its own (out of memory, an exit)."""
+        paused = pause_clock().paused_s(self.t_boot, self.t_ready)
+        if paused < MIN_PAUSE_S or outcome.kind in (OutcomeKind.WARMUP_OOM, OutcomeKind.BOOT_FAILURE,
+                                                     OutcomeKind.PORT_IN_USE):
+            return False
+        self.result.observed["paused_s"] = {"boot": round(paused, 1)}
+        self.result.status = TrialStatus.INTERRUPTED
+        what = "warm-up time" if outcome.ok else outcome.kind.value.replace("_", " ")
+        self.result.reason = (f"the tuner was stopped for {paused:.0f} s while the server booted (Ctrl-Z, kill -STOP "
+                              f"or a scheduler's suspend, then resumed): its {what} is not the configuration's; "
+                              "measured again")
+        return True
 
     def classify_failure(self, srv: ServerProcess, outcome) -> None:
         result = self.result
@@ -325,13 +348,43 @@ class _TrialRun:
                                         self.slot, run_load)
             self.measured_ctx = ctx_with_load(ctx, chosen)
         else:
-            run_load(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event, self.slot)
+            self.load_unpaused(srv, run_load)
             self.more_runs(srv)
         ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
         if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
             # Died during (or right after) the load test: its requests failed because of that.
             result.status = TrialStatus.RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else TrialStatus.CRASH
             result.reason = ended.reason + _last_error(ended.log_tail)
+
+    def load_unpaused(self, srv: ServerProcess, run_load) -> None:
+        """The load test, run again on this boot when the tuner was stopped and resumed during it (its
+        latencies would hold the pause); the second run's first window is no longer the first after ready,
+        so its first-run figures are dropped. Twice paused: measured again on a new boot (requeued)."""
+        ctx, result = self.ctx, self.result
+        paused_total = 0.0
+        for attempt in range(1 + LOAD_RERUNS_AFTER_PAUSE):
+            t_load = time.monotonic()
+            run_load(ctx, srv, self.base_url, self.trial_dir, result, self.watch, self.stop_event, self.slot)
+            paused = pause_clock().paused_s(t_load, time.monotonic())
+            if paused < MIN_PAUSE_S or result.status is TrialStatus.INTERRUPTED:
+                break
+            paused_total += paused
+            result.observed["paused_s"] = {"load": round(paused_total, 1), "load_runs": attempt + 2}
+            if attempt == LOAD_RERUNS_AFTER_PAUSE or _stopping(self.stop_event) \
+                    or srv.check(lambda: self.watch.read(lambda w: w.oom_seen)) is not None:
+                result.status = TrialStatus.INTERRUPTED
+                result.reason = (f"the tuner was stopped for {paused_total:.0f} s during the load tests (Ctrl-Z, kill "
+                                 "-STOP or a scheduler's suspend, then resumed): measured again")
+                return
+            ctx.say(f"the tuner was stopped for {paused:.0f} s during the load test: its latencies hold the pause; "
+                    "running it again on the same server")
+            result.status, result.reason, result.metrics = TrialStatus.OK, "", {}
+        if paused_total:  # the rerun's warm pass met a warm server: no first-run figure of this boot is left
+            for key in [k for k in result.metrics if k.startswith(FIRST_RUN_PREFIXES)]:
+                del result.metrics[key]
+            for key in [k for k in result.observed if k.startswith("first_run_")]:
+                del result.observed[key]
+            result.observed["first_run_unmeasured"] = "the tuner was paused during the load test"
 
     def more_runs(self, srv: ServerProcess) -> None:
         """ctx.again: more load runs on this boot, each with fresh prompts (another workload seed), while it
