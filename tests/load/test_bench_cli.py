@@ -225,3 +225,19 @@ def test_everyday_mistakes_are_named_before_any_load(sim_server, tmp_path, capsy
     err = capsys.readouterr().err
     assert "the server refused a one-token request: HTTP 400" in err and "check --backend, --endpoint" in err
     assert "token id" not in err
+
+
+def test_a_run_the_client_was_paused_in_says_so_and_records_it(sim_server, tmp_path, capsys, monkeypatch):
+    # Ctrl-Z then fg during `bench`: its requests in flight waited for the client (tuner/serve/pauses.py)
+    import tuner.commands.bench as B
+
+    class Paused:
+        def paused_s(self, start, end):
+            return 7.0
+
+    monkeypatch.setattr(B, "pause_clock", lambda: Paused())
+    out_file = tmp_path / "bench.json"
+    assert main(["bench", "--base-url", sim_server, "--model", "llama", "--num-prompts", "4", "--random-input-len",
+                 "100", "--random-output-len", "8", "--quiet", "--result-file", str(out_file)]) == 0
+    assert "the client was stopped for 7 s during the run" in capsys.readouterr().err
+    assert json.loads(out_file.read_text())["tuner_paused_s"] == 7.0

@@ -18,11 +18,13 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 from ..load.options import BACKENDS, api_flavour, is_pooling
 from ..load.pooling import IMAGE_KINDS
 from ..load.trace import TRACE_LABELS
+from ..serve.pauses import MIN_PAUSE_S, pause_clock
 from . import (
     DURATION_HELP,
     UsageError,
@@ -664,7 +666,14 @@ def cmd_bench(args) -> int:
     check_reachable((args.base_url or f"http://{args.host}:{args.port}").rstrip("/"))  # one clear line
     if args.result_file:
         args.result_file = prepare_output(args.result_file, "--result-file")
+    clock = pause_clock()
+    started = time.monotonic()
     data, result = asyncio.run(_bench(args))
+    paused = clock.paused_s(started, time.monotonic())
+    if paused >= MIN_PAUSE_S:  # Ctrl-Z then fg: the requests in flight waited for the client to come back
+        data["tuner_paused_s"] = round(paused, 1)
+        print(f"bucket-tuner bench: the client was stopped for {paused:.0f} s during the run (Ctrl-Z, kill -STOP or "
+              "a scheduler's suspend): its latencies and throughput include the pause; run it again", file=sys.stderr)
     print_failures(data)
     print_summary(data, args.percentile_metrics_list, parse_percentiles(args.metric_percentiles))
     save_results(args, data)
