@@ -19,6 +19,8 @@ from ..vocabulary.serveargs import ServeArgsError, canonical_argv
 # inside the command)
 _START = re.compile(r"(?:^|[\s$#>])(?:vllm\s+serve\b|python3?\s+-m\s+vllm\.entrypoints\.\S+)")
 _FLAG_LINE = re.compile(r"^\s*--[a-z][\w-]*(?:[ =]\S+)?\s*\\?\s*$")
+# a chat client's or word processor's dash for a flag's two hyphens ("—max-num-seqs 64", "–tp 8")
+_DASHES = re.compile(r"(?<!\S)[\u2013\u2014](?=[a-z])")
 _PROMPT = re.compile(r"^\s*(?:[$#>]\s+|```\w*\s*$)")  # a shell prompt or a code fence before the text
 MAX_LINES = 80
 _RECORD = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d")
@@ -51,7 +53,7 @@ class CommandCollector:
         """`record`: the line is a log record (its logger prefix read off already)."""
         if self.done:
             return
-        text = _PROMPT.sub("", line).rstrip()
+        text = _DASHES.sub("--", _PROMPT.sub("", line)).rstrip()
         if record or _RECORD.search(text):  # a log record that names `vllm serve` (a hint, a warning) is no command
             self.done = self.done or bool(self.parts)
             return
@@ -83,6 +85,7 @@ def _count(name: str, value: str) -> str:
 def command_settings(command: str) -> str | None:
     """`name=value` for each setting the command gives (the engine config line's names), or None. Its flags are
     read as vLLM's parser reads them: -tp 8, --max-model 32k, --max_num_seqs=64."""
+    command = _DASHES.sub("--", command)
     try:
         words = shlex.split(command)
     except ValueError:  # an unbalanced quote in a cut paste

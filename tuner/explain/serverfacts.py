@@ -48,7 +48,9 @@ def _setting(texts: list[str], name: str, value: str = r"(\d+)") -> str | None:
     for text in texts:
         m = pattern.search(text)
         if m:
-            return next(g for g in m.groups() if g is not None)
+            value = next(g for g in m.groups() if g is not None)
+            if "\u2026" not in value:  # a viewer cut the line there ("meta-llama/Meta-Ll…"): not the value
+                return value
     return None
 
 

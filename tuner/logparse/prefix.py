@@ -10,7 +10,7 @@ CRI log files' `<time> stdout F ` stream marker, journalctl's `Nov 24 01:02:03 h
 torch.distributed's `[rank0]: `, JSON records of docker's json-file and of collectors (`log`, `message`,
 `msg`, journald's `MESSAGE`), `grep -n` line numbers, Ray's `[repeated 7x across cluster]` suffix and
 the Habana runtime logger's own `[19:08:34.164951][PT_BRIDGE ][error][tid:44F8A] ` lines. No-break
-spaces a web page or chat client put in are spaces.
+spaces a web page or chat client put in are spaces, its curly quotes straight ones.
 
 A paste's own per-line prefix that no known layer names (a markdown quote's `> `, an indented code
 block, `cat -n`'s numbers, `srun -l`'s `0: `, a log viewer's stamp) is learned from the records that
@@ -91,7 +91,10 @@ NO_PREFIX = LogPrefix()
 _JSON_TEXT = ("log", "message", "msg", "MESSAGE", "textPayload")
 _JSON_TIME = ("time", "timestamp", "@timestamp")
 # spaces a web page or chat client pastes: no-break, figure, narrow no-break
-_ODD_SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
+_ODD_SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " ",
+                             # and the curly quotes a chat client or word processor made of vLLM's straight ones
+                             "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+_ODD = frozenset("\u00a0\u2007\u202f\u2018\u2019\u201c\u201d")
 
 
 def _json_record(raw: str) -> tuple[str, str | None]:
@@ -170,7 +173,7 @@ def split_prefix(raw: str, paste: PasteLayer | None = None, learn: bool = True) 
     json_time = None
     if raw[:1] == "{":
         raw, json_time = _json_record(raw.strip())
-    if "\u00a0" in raw or "\u202f" in raw or "\u2007" in raw:
+    if not _ODD.isdisjoint(raw):
         raw = raw.translate(_ODD_SPACES)
     line = _ANSI.sub("", raw).rstrip("\r\n")
     if "m" in line and "[" in line:
