@@ -41,6 +41,15 @@ def test_server_args_vllm_would_refuse_are_refused_before_a_boot(tmp_path, monke
     assert not db.exists() or not optuna.load_study(study_name="demo", storage=f"sqlite:///{db}").trials
 
 
+def test_server_args_that_set_a_tuned_option_are_refused(tmp_path, monkeypatch, capsys):
+    # the demo space tunes max_num_seqs; a production line's -... --max-num-seqs 64 would pin every trial to 64
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "--space", "demo", "--n-trials", "1", "--server-args", "--max_num_seq=64 -tp 1", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "--server-args sets --max-num-seqs 64, which the space demo tunes (max_num_seqs)" in err
+    assert "--tensor-parallel-size" not in err   # a setting the space does not tune stays the user's to give
+
+
 def test_a_length_in_server_args_is_the_one_judged(tmp_path, monkeypatch, capsys):
     # the space's 65,536 is past Qwen3-8B's 40,960, but --server-args' --max-model-len comes last and wins
     monkeypatch.chdir(tmp_path)

@@ -312,6 +312,7 @@ def build_context(args, space, console=None):
     server = server_argv(extra_args)  # a --config YAML there read once; reading it again changes nothing
     overrides = server_hf_overrides(server)
     fixed = tuple(sorted(server_options(server).items()))  # they win over the space's
+    refuse_server_args_over_tuned(space, dict(fixed))
     if console is not None and (spelling := legacy_rope_spelling(overrides)):
         console.print(f"note: {spelling}", soft_wrap=True)
     shape, no_prediction = _known_model(args, console, overrides)
@@ -357,6 +358,19 @@ def build_context(args, space, console=None):
         load_sweep=load_sweep_from_args(args),
         release_detection=detected,
     )
+
+
+def refuse_server_args_over_tuned(space, fixed: dict) -> None:
+    """--server-args come last on the server's command line and win: one that sets an option the space tunes
+    would run every trial with its value, and the study would learn nothing of that parameter."""
+    from ..serve.backends import server_flags
+
+    tuned = sorted({p.key for p in space.parameters if p.target == "server"} & set(fixed))
+    if tuned:
+        flags = " ".join(server_flags({k: fixed[k] for k in tuned}))
+        raise UsageError(f"--server-args sets {flags}, which the space {space.name} tunes ({', '.join(tuned)}): "
+                         "the server takes the last value given, so every trial would run with this one; drop it "
+                         "from --server-args (or make it a fixed `server:` setting of the space)")
 
 
 def server_argv(server_args: list[str]) -> list[str]:
