@@ -53,6 +53,7 @@ def _continuation(held: str, line: str, paste: PasteLayer | None) -> str:
 
 def wrap_width(lines: Sequence[str]) -> int | None:
     """The width a terminal cut these lines at, or None when nothing says they were cut."""
+    lines = [line if isinstance(line, str) else "" for line in lines]
     widths = [_width(line) for line in lines]
     width = max(widths, default=0)
     if width < MIN_WIDTH:
@@ -70,7 +71,12 @@ def unwrap(lines: Iterable[str], width: int, paste: PasteLayer | None = None) ->
     held: str | None = None
     blanks = 0
     for line in lines:
-        if not isinstance(line, str):
+        if not isinstance(line, str):  # not text: ends a cut record, keeps its place
+            if held is not None:
+                yield held
+                yield from [None] * blanks
+                held, blanks = None, 0
+            yield None
             continue
         text = line.rstrip("\r\n")
         if held is not None:
