@@ -113,3 +113,15 @@ def test_a_boot_the_tuner_was_paused_in_is_measured_again_not_told_as_its_warmup
     assert r.observed["paused_s"] == {"boot": 30.0}
     assert "stopped for 30 s while the server booted" in r.reason and "its warm-up time is not" in r.reason
     assert not r.metrics   # no load test on a boot whose figures are not the configuration's
+
+
+def test_a_sweep_point_the_tuner_was_paused_in_is_run_again(tmp_path, monkeypatch):
+    from .test_load_sweep import sweep_context
+
+    clock = Paused(6.0, skip=1)  # the boot clean, the first point's load test paused, the second point clean
+    monkeypatch.setattr(T, "pause_clock", lambda: clock)
+    r = run(tmp_path, sweep_context(tmp_path, "rate=20,40", prompts=12))
+    assert r.status == TrialStatus.OK, r.reason
+    first, second = r.observed["load_sweep"]
+    assert first["paused_s"] == {"load": 6.0, "load_runs": 2} and first["status"] == "ok"
+    assert first["metrics"]["completed"] == 12 and "paused_s" not in second

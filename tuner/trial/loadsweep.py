@@ -219,6 +219,8 @@ class LoadSweep:
             run_load(replace(ctx, load=point.apply(ctx.load, first=i == 0)), srv, base_url, point_dir, scratch,
                      watch, guard, slot)
             record["load_s"] = round(time.monotonic() - t0, 3)
+            if scratch.observed.get("paused_s"):  # the tuner was stopped during it: run again (trial._unpaused)
+                record["paused_s"] = scratch.observed["paused_s"]
             cut = scratch.status == TrialStatus.INTERRUPTED and not guard.user_stop() and guard.expired()
             if cut:
                 record.update(status=OVER_BUDGET, reason=f"cut at the sweep's budget of {self.budget_s:g} s")

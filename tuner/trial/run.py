@@ -342,49 +342,19 @@ class _TrialRun:
             _slot_status(ctx, self.slot, "ready; warmup measured, no load test")
             return
         _slot_status(ctx, self.slot, "ready; load test")
-        run_load = _priced(_run_load, ctx.cost, cards(self.argv, self.settings.server))
+        run_load = _unpaused(_priced(_run_load, ctx.cost, cards(self.argv, self.settings.server)), ctx.say)
         if ctx.load_sweep is not None:  # the serving prediction below is for the chosen point's load
             chosen = ctx.load_sweep.run(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event,
                                         self.slot, run_load)
             self.measured_ctx = ctx_with_load(ctx, chosen)
         else:
-            self.load_unpaused(srv, run_load)
+            run_load(ctx, srv, self.base_url, self.trial_dir, result, watch, self.stop_event, self.slot)
             self.more_runs(srv)
         ended = srv.check(lambda: watch.read(lambda w: w.oom_seen))
         if ended is not None and result.status in (TrialStatus.OK, TrialStatus.LOAD_ERRORS):
             # Died during (or right after) the load test: its requests failed because of that.
             result.status = TrialStatus.RUNTIME_OOM if watch.read(lambda w: w.oom_seen) else TrialStatus.CRASH
             result.reason = ended.reason + _last_error(ended.log_tail)
-
-    def load_unpaused(self, srv: ServerProcess, run_load) -> None:
-        """The load test, run again on this boot when the tuner was stopped and resumed during it (its
-        latencies would hold the pause); the second run's first window is no longer the first after ready,
-        so its first-run figures are dropped. Twice paused: measured again on a new boot (requeued)."""
-        ctx, result = self.ctx, self.result
-        paused_total = 0.0
-        for attempt in range(1 + LOAD_RERUNS_AFTER_PAUSE):
-            t_load = time.monotonic()
-            run_load(ctx, srv, self.base_url, self.trial_dir, result, self.watch, self.stop_event, self.slot)
-            paused = pause_clock().paused_s(t_load, time.monotonic())
-            if paused < MIN_PAUSE_S or result.status is TrialStatus.INTERRUPTED:
-                break
-            paused_total += paused
-            result.observed["paused_s"] = {"load": round(paused_total, 1), "load_runs": attempt + 2}
-            if attempt == LOAD_RERUNS_AFTER_PAUSE or _stopping(self.stop_event) \
-                    or srv.check(lambda: self.watch.read(lambda w: w.oom_seen)) is not None:
-                result.status = TrialStatus.INTERRUPTED
-                result.reason = (f"the tuner was stopped for {paused_total:.0f} s during the load tests (Ctrl-Z, kill "
-                                 "-STOP or a scheduler's suspend, then resumed): measured again")
-                return
-            ctx.say(f"the tuner was stopped for {paused:.0f} s during the load test: its latencies hold the pause; "
-                    "running it again on the same server")
-            result.status, result.reason, result.metrics = TrialStatus.OK, "", {}
-        if paused_total:  # the rerun's warm pass met a warm server: no first-run figure of this boot is left
-            for key in [k for k in result.metrics if k.startswith(FIRST_RUN_PREFIXES)]:
-                del result.metrics[key]
-            for key in [k for k in result.observed if k.startswith("first_run_")]:
-                del result.observed[key]
-            result.observed["first_run_unmeasured"] = "the tuner was paused during the load test"
 
     def more_runs(self, srv: ServerProcess) -> None:
         """ctx.again: more load runs on this boot, each with fresh prompts (another workload seed), while it
@@ -399,7 +369,7 @@ class _TrialRun:
             where = self.trial_dir / f"load-run-{len(runs) + 2}"
             where.mkdir(parents=True, exist_ok=True)
             t0 = time.monotonic()
-            run_load = _priced(_run_load, ctx.cost, cards(self.argv, self.settings.server))
+            run_load = _unpaused(_priced(_run_load, ctx.cost, cards(self.argv, self.settings.server)), ctx.say)
             run_load(replace(ctx, workload=replace(ctx.workload, seed=seed)), srv, self.base_url, where, extra,
                      self.watch, self.stop_event, self.slot)
             if not extra.ok:
@@ -484,6 +454,41 @@ def _stopped_by_user(stop_event) -> bool:
 def ctx_with_load(ctx: TrialContext, load: LoadOptions | None) -> TrialContext:
     """The context with another load (a sweep's chosen point); unchanged for None."""
     return ctx if load is None else replace(ctx, load=load)
+
+
+def _unpaused(run_load, say):
+    """`run_load` run again on the same boot when the tuner was stopped and resumed during it (serve/pauses.py:
+    its latencies would hold the pause); the second run's first window is no longer the first after ready, so
+    its first-run figures are dropped. Paused again: interrupted, measured again on a new boot (requeued).
+    Every load test of a trial goes through it: the single one, each point of a sweep, each same-boot run."""
+
+    def unpaused(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot) -> None:
+        paused_total = 0.0
+        for attempt in range(1 + LOAD_RERUNS_AFTER_PAUSE):
+            t_load = time.monotonic()
+            run_load(ctx, srv, base_url, trial_dir, result, watch, stop_event, slot)
+            paused = pause_clock().paused_s(t_load, time.monotonic())
+            if paused < MIN_PAUSE_S or result.status is TrialStatus.INTERRUPTED:
+                break
+            paused_total += paused
+            result.observed["paused_s"] = {"load": round(paused_total, 1), "load_runs": attempt + 2}
+            if attempt == LOAD_RERUNS_AFTER_PAUSE or _stopping(stop_event) \
+                    or srv.check(lambda: watch.read(lambda w: w.oom_seen)) is not None:
+                result.status = TrialStatus.INTERRUPTED
+                result.reason = (f"the tuner was stopped for {paused_total:.0f} s during the load tests (Ctrl-Z, kill "
+                                 "-STOP or a scheduler's suspend, then resumed): measured again")
+                return
+            say(f"the tuner was stopped for {paused:.0f} s during the load test: its latencies hold the pause; "
+                "running it again on the same server")
+            result.status, result.reason, result.metrics = TrialStatus.OK, "", {}
+        if paused_total:  # the rerun's warm pass met a warm server: no first-run figure of this boot is left
+            for key in [k for k in result.metrics if k.startswith(FIRST_RUN_PREFIXES)]:
+                del result.metrics[key]
+            for key in [k for k in result.observed if k.startswith("first_run_")]:
+                del result.observed[key]
+            result.observed["first_run_unmeasured"] = "the tuner was paused during the load test"
+
+    return unpaused
 
 
 def _priced(run_load, rate: CostRate | None, n_cards: int):
