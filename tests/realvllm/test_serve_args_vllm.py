@@ -1,6 +1,9 @@
 """--server-args read as the genuine vLLM's parser reads them: the same command lines through vLLM 0.32's own
 `vllm serve` parser (FlexibleArgumentParser with make_arg_parser) and through tuner/vocabulary/serveargs.py,
-compared option by option; a line vLLM refuses is refused by both."""
+compared option by option; a line vLLM refuses is refused by both. And the table that reading (and the
+simulator) stands on, tuner/vocabulary/vllm_serve_flags.json, is that parser's: every option string with the
+values it takes (tools/vllm_serve_flags.py). One run of the tier's Python answers both (importing vLLM takes
+most of it)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import subprocess
 import pytest
 
 from tuner.serve.backends import flag_value, server_options
-from tuner.vocabulary.serveargs import ServeArgsError, canonical_argv
+from tuner.vocabulary.serveargs import TABLE, ServeArgsError, canonical_argv
+
+from ..conftest import ROOT
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
 
@@ -33,10 +38,14 @@ LINES = [
 
 # run by the tier's Python: each line through vLLM's own parser; its options, or the error it prints
 VLLM_SIDE = r"""
-import contextlib, io, json, sys
+import contextlib, importlib.util, io, json, sys
 from vllm.entrypoints.launchers.cli_args import make_arg_parser
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+spec = importlib.util.spec_from_file_location("vllm_serve_flags", sys.argv[3])
+tool = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tool)
+table = tool.flags()["flags"]   # every option string of this vLLM's parser, as the tool writes the table
 names = json.loads(sys.argv[2])
 defaults = vars(make_arg_parser(FlexibleArgumentParser()).parse_args([]))
 out = []
@@ -48,7 +57,7 @@ for line in json.loads(sys.argv[1]):
         out.append({k: ns[k] for k in names if k in ns and ns[k] != defaults.get(k)})
     except SystemExit:
         out.append({"error": err.getvalue().strip().splitlines()[-1]})
-print(json.dumps(out, default=str))
+print(json.dumps({"lines": out, "table": table}, default=str))
 """
 
 DICTS = ("speculative_config", "limit_mm_per_prompt", "hf_overrides")
@@ -65,16 +74,24 @@ def _ours(line: list[str]) -> dict:
     return {k: json.loads(v) if k in DICTS and isinstance(v, str) else v for k, v in got.items()}
 
 
-def test_server_args_are_read_as_vllms_own_parser_reads_them(vllm_env):
+@pytest.fixture(scope="module")
+def vllm_side(vllm_env) -> dict:
     names = sorted({*_ours(LINES[0]), "max_num_seqs", "max_model_len", "block_size", "max_num_batched_tokens",
                     "gpu_memory_utilization", "enforce_eager", "enable_prefix_caching", "tensor_parallel_size",
                     "num_gpu_blocks_override", "kv_cache_dtype", "quantization", "limit_mm_per_prompt",
                     "speculative_config", "spec_method", "spec_tokens", "mamba_cache_dtype", "hf_overrides"})
-    run = subprocess.run([str(vllm_env.python), "-c", VLLM_SIDE, json.dumps(LINES), json.dumps(names)],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run([str(vllm_env.python), "-c", VLLM_SIDE, json.dumps(LINES), json.dumps(names),
+                          str(ROOT / "tools" / "vllm_serve_flags.py")], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    theirs = json.loads(run.stdout.strip().splitlines()[-1])
-    for line, vllm in zip(LINES, theirs):
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_the_shipped_flag_table_is_vllms_own_parser(vllm_side):
+    assert json.loads(TABLE.read_text())["flags"] == vllm_side["table"]
+
+
+def test_server_args_are_read_as_vllms_own_parser_reads_them(vllm_side):
+    for line, vllm in zip(LINES, vllm_side["lines"]):
         ours = _ours(line)
         if "error" in vllm:
             assert "error" in ours, (line, vllm, ours)
