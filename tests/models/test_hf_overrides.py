@@ -114,7 +114,7 @@ def test_tune_takes_the_overrides_from_server_args_and_their_config_file(tmp_pat
     # command line's win over the file's, as in vLLM
     from tuner.commands import UsageError
     from tuner.commands.tune import server_hf_overrides
-    from tuner.serve.backends import vllm_spelling
+    from tuner.vocabulary.serveargs import preprocess
 
     assert server_hf_overrides(["--hf-overrides", '{"num_hidden_layers": 4}']) == '{"num_hidden_layers":4}'
     assert server_hf_overrides(['--hf_overrides={"num_hidden_layers": 2}']) == '{"num_hidden_layers":2}'
@@ -127,5 +127,5 @@ def test_tune_takes_the_overrides_from_server_args_and_their_config_file(tmp_pat
     (tmp_path / "bad.yaml").write_text("hf_overrides: [1\n")
     with pytest.raises(UsageError, match="--server-args: --config .*bad.yaml"):
         server_hf_overrides(["--config", str(tmp_path / "bad.yaml")])
-    assert vllm_spelling(["--max_model_len=32k", "--hf_overrides", '{"a_b": 1}', "Qwen/Qwen3_8B"]) == \
+    assert preprocess(["--max_model_len=32k", "--hf_overrides", '{"a_b": 1}', "Qwen/Qwen3_8B"]) == \
         ["--max-model-len=32k", "--hf-overrides", '{"a_b": 1}', "Qwen/Qwen3_8B"]

@@ -47,11 +47,11 @@ def test_the_flags_of_a_boolean_switch_take_both_forms():
 
 def test_dotted_keys_and_short_forms_reach_the_simulator_as_vllm_hands_them_on():
     # vLLM's parser makes `--speculative-config.method mtp ...` one JSON object and -O3 --optimization-level 3
-    # before argparse reads the line; the simulator's main() does the same (serve.backends.vllm_spelling)
-    from tuner.serve.backends import vllm_spelling
+    # before argparse reads the line; the simulator's main() does the same (vocabulary.serveargs.preprocess)
+    from tuner.vocabulary.serveargs import preprocess
 
     parser = build_parser()
-    args = parser.parse_args(vllm_spelling(["m", "--speculative-config.method", "mtp", "-O3", "--max_num_seqs", "8",
+    args = parser.parse_args(preprocess(["m", "--speculative-config.method", "mtp", "-O3", "--max_num_seqs", "8",
                                             "--speculative_config.num_speculative_tokens", "1", "--max-num-seq", "16"]))
     assert args.speculative_config == '{"method": "mtp", "num_speculative_tokens": 1}'
     assert args.max_num_seqs == 16   # the last one given, through its unambiguous prefix

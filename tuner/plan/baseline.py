@@ -327,24 +327,11 @@ def _docker_env(words: list[str], notes: list[str]) -> dict[str, str]:
 
 
 def _split_flags(args: list[str]) -> list[str]:
-    """`--flag=value` as two words, and every flag as vLLM's parser reads it: `--a_b` is `--a-b`, and a
-    unique prefix of a server option's flag is that flag (argparse abbreviations, e.g. --gpu-memory-util)."""
-    from ..serve.backends import server_flag_names
-
-    known = server_flag_names()
+    """`--flag=value` as two words (a flag vLLM does not know is then noted as itself); each flag's spelling is
+    vLLM's parser's (vocabulary/serveargs.py canonical_argv, through server_options)."""
     out = []
     for a in args:
-        value = None
-        if a.startswith("--") and "=" in a:
-            a, value = a.split("=", 1)
-        if a.startswith("--"):
-            a = "--" + a[2:].replace("_", "-")
-            if a not in known:
-                matches = [f for f in known if f.startswith(a)]
-                a = matches[0] if len(matches) == 1 else a
-        out.append(a)
-        if value is not None:
-            out.append(value)
+        out.extend(a.split("=", 1) if a.startswith("--") and "=" in a else [a])
     return out
 
 

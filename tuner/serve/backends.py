@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..vocabulary.numbers import length_or_auto, token_count
-from ..vocabulary.serveargs import canonical_argv, preprocess
+from ..vocabulary.serveargs import canonical_argv
 
 BACKENDS = ("sim", "vllm")
 
@@ -105,12 +105,6 @@ def server_options(flags: list[str]) -> dict[str, Any]:
                     out[name] = raw
         i += 1
     return out
-
-
-def vllm_spelling(argv: list[str]) -> list[str]:
-    """Flags as vLLM's parser hands them to argparse: `--max_model_len` is `--max-model-len`, `-O3` is
-    `--optimization-level 3`, `--speculative-config.method mtp` a JSON object (values left as they are)."""
-    return preprocess(argv)
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:

@@ -30,10 +30,10 @@ from ..perfmodel.hardware import DEVICES, model_for, normalize_dtype, normalize_
 from ..perfmodel.prediction import Failure
 from ..perfmodel.prefixcache import PrefixCache
 from ..perfmodel.rules import env_value, rules_for
-from ..serve.backends import vllm_spelling
 from ..serve.configfile import ConfigFileError, expand_config
 from ..serve.redact import is_secret_name
 from ..vocabulary.numbers import AUTO, length_or_auto, token_count
+from ..vocabulary.serveargs import preprocess
 from ..vocabulary.speculative import merged_config, speculative_object
 from .clocks import LiveDriver
 from .faults import COMPILE_ERROR, FaultError, Faults
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         # its flags, spelt as vLLM's parser takes them (--max_model_len is --max-model-len, a config file's keys too)
-        argv = vllm_spelling(expand_config(vllm_spelling(argv), set(re.findall(r"--[\w-]+", parser.format_usage()))))
+        argv = preprocess(expand_config(preprocess(argv), set(re.findall(r"--[\w-]+", parser.format_usage()))))
     except ConfigFileError as e:
         parser.error(str(e))  # exits 2
     args = parser.parse_args(argv)
