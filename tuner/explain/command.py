@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from ..vocabulary.numbers import token_count
-from ..vocabulary.serveargs import ServeArgsError, canonical_argv
+from ..serve.backends import flag_value, server_options
+from ..vocabulary.serveargs import ServeArgsError, canonical_argv, without_refused
 
 # the start of a command: vLLM's CLI, its API server module, or a line that is only flags (the paste began
 # inside the command)
@@ -28,15 +28,9 @@ _RECORD = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d
 _WRAPPED = re.compile(r"^-?[\w-]*\s+\S+(?:\s+--[a-z][\w-]*(?:[ =]\S+)?)+\s*$|^--?[a-z][\w-]*\s+\S+\s*$")
 WRAP_WIDTH = 60  # a line shorter than this was not wrapped by a terminal
 
-# vLLM's flag (in the one spelling vocabulary/serveargs.py gives it) -> the setting name the engine's config
-# line uses (serverfacts reads `name=value`)
-FLAGS = {
-    "--tensor-parallel-size": "tensor_parallel_size", "--max-model-len": "max_model_len",
-    "--max-num-seqs": "max_num_seqs", "--max-num-batched-tokens": "max_num_batched_tokens",
-    "--block-size": "block_size", "--dtype": "dtype", "--model": "model", "--enforce-eager": "enforce_eager",
-    "--gpu-memory-utilization": "gpu_memory_utilization",
-}
-_COUNTS = {"--max-model-len", "--max-num-batched-tokens"}  # human-readable in vLLM's CLI: 32k, 8K
+# the server options a command gives that the engine's config line names (serverfacts reads `name=value`)
+SETTINGS = ("tensor_parallel_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size", "dtype",
+            "enforce_eager", "gpu_memory_utilization")
 # where vLLM's own arguments begin: after `vllm serve` or the API server's module (a `docker run`'s are before)
 _SERVER_START = re.compile(r"^(?:serve|vllm\.entrypoints\.\S+)$")
 
@@ -72,16 +66,6 @@ class CommandCollector:
         return command_settings(" ".join(self.parts)) if self.parts else None
 
 
-def _count(name: str, value: str) -> str:
-    """A token count as vLLM's command line reads it (32k, 8K) in digits; anything else (auto, -1) as given."""
-    if name not in _COUNTS:
-        return value
-    try:
-        return str(token_count(value))
-    except ValueError:
-        return value
-
-
 def command_settings(command: str) -> str | None:
     """`name=value` for each setting the command gives (the engine config line's names), or None. Its flags are
     read as vLLM's parser reads them: -tp 8, --max-model 32k, --max_num_seqs=64."""
@@ -90,26 +74,19 @@ def command_settings(command: str) -> str | None:
         words = shlex.split(command)
     except ValueError:  # an unbalanced quote in a cut paste
         words = command.split()
-    found: dict[str, str] = {}
     start = next((i + 1 for i, w in enumerate(words) if _SERVER_START.match(w)
                   and (w != "serve" or (i > 0 and words[i - 1].endswith("vllm")))), 0)
-    if start and words[start - 1] == "serve" and start < len(words) and not words[start].startswith("-"):
-        found["model"] = words[start]
     args = words[start:]
     try:
         args = canonical_argv(args)
-    except ServeArgsError:  # a line the server would refuse: its flags as written
-        pass
-    for i, word in enumerate(args):
-        name, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
-        if name not in FLAGS:
-            continue
-        if name == "--enforce-eager":
-            found[FLAGS[name]] = "True"
-        elif eq:
-            found[FLAGS[name]] = _count(name, value)
-        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-            found[FLAGS[name]] = _count(name, args[i + 1])
+    except ServeArgsError:  # a line the server would refuse: what can still be read of it
+        args = canonical_argv(without_refused(args))
+    found: dict[str, object] = {}
+    if start and words[start - 1] == "serve" and start < len(words) and not words[start].startswith("-"):
+        found["model"] = words[start]
+    elif (model := flag_value(args, "--model")) is not None:
+        found["model"] = model
+    found.update((k, v) for k, v in server_options(args).items() if k in SETTINGS)
     if not found:
         return None
     return "pasted command: " + " ".join(f"{k}='{v}'" if k == "model" else f"{k}={v}" for k, v in found.items())

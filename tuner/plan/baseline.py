@@ -335,36 +335,16 @@ def _split_flags(args: list[str]) -> list[str]:
     return out
 
 
-def _without_refused(args: list[str]) -> list[str]:
-    """`args` without the flags vLLM's parser refuses (an ambiguous prefix, a missing value) and their values."""
-    from ..vocabulary.serveargs import ServeArgsError, canonical_argv, resolve
-
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        word, i = args[i], i + 1
-        try:
-            if word.startswith("--"):
-                resolve(word.split("=", 1)[0])
-                canonical_argv([word, *args[i:i + 1]])
-        except ServeArgsError:
-            if "=" not in word and i < len(args) and not args[i].startswith("-"):
-                i += 1  # its value goes with it
-            continue
-        out.append(word)
-    return out
-
-
 def _serve_args(args: list[str], dep: Deployment) -> None:
     from ..serve.backends import server_options
-    from ..vocabulary.serveargs import ServeArgsError, canonical_argv
+    from ..vocabulary.serveargs import ServeArgsError, canonical_argv, without_refused
 
     args = _split_flags(args)
     try:  # each flag in one spelling, as vLLM's parser reads it (-tp 4, --max-model 4096)
         args = canonical_argv(args)
     except ServeArgsError as exc:  # said; the rest read without the flags vLLM would refuse
         dep.notes.append(f"vllm serve would refuse this line: {exc}")
-        args = canonical_argv(_without_refused(args))
+        args = canonical_argv(without_refused(args))
     if args and not args[0].startswith("-"):
         dep.model, args = args[0], args[1:]
     if "--model" in args[:-1]:

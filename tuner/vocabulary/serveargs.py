@@ -177,6 +177,25 @@ def canonical_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def without_refused(argv: list[str]) -> list[str]:
+    """`argv` without the flags vLLM's parser refuses (an ambiguous prefix, a missing value) and their values:
+    what can still be read of a line the server would refuse."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word, i = argv[i], i + 1
+        try:
+            if word.startswith("--"):
+                resolve(word.split("=", 1)[0])
+                canonical_argv([word, *argv[i:i + 1]])
+        except ServeArgsError:
+            if "=" not in word and i < len(argv) and not argv[i].startswith("-"):
+                i += 1  # its value goes with it
+            continue
+        out.append(word)
+    return out
+
+
 def _is_number(word: str) -> bool:
     """argparse reads `-1` as a value, not a flag."""
     return bool(re.fullmatch(r"-\d+(\.\d*)?|-\.\d+", word))
