@@ -133,7 +133,7 @@ def _describe_filters(f: Filters, names: list[str]) -> str:
 def complete_env(release: str, trial_env: dict[str, str], server: dict[str, Any],
                  num_hpu_blocks: int | None, model_inputs: dict | None = None) -> tuple[dict[str, str], list[str]]:
     """Every variable `release` reads, with the trial's values, plus notes on what stays unset. `model_inputs`:
-    what the release's runner takes from the served model for its buckets (perfmodel.costs.model_bucket_inputs):
+    what the release's runner takes from the served model for its buckets (perfmodel.costs.runner_inputs):
     a default pinned from a dense model's build would change a hybrid's or a sliding-window model's buckets."""
     inputs = dict(model_inputs or {})
     profile = get_profile(release)

@@ -6,7 +6,9 @@ its requests' latencies, and a warm-up it was timing takes the pause as the serv
 stopped the server too, the server's own "warm-up finished in N s" includes it as well). Neither figure is
 the configuration's. A ticker thread notes the monotonic time every TICK_S; after a resume its next tick
 finds the gap. A gap is a pause when it is at least MIN_PAUSE_S long and a SIGCONT arrived (what every
-resume sends), or when it is so long (SURE_PAUSE_S) that no busy machine delays a sleeping thread that much.
+resume sends), or when it is so long (SURE_PAUSE_S) that no busy machine delays a sleeping thread that much: a
+cgroup freezer (`docker pause`, a scheduler that freezes rather than signals) thaws without a SIGCONT, so its
+shorter pauses go unseen.
 The trial asks how much of its warm-up and of its load test fell in pauses (tuner/trial/run.py).
 """
 
