@@ -13,6 +13,7 @@ import re
 import shlex
 
 from ..serve.backends import flag_value, server_options
+from ..vocabulary.numbers import AUTO
 from ..vocabulary.serveargs import ServeArgsError, canonical_argv, without_refused
 
 # the start of a command: vLLM's CLI, its API server module, or a line that is only flags (the paste began
@@ -87,6 +88,8 @@ def command_settings(command: str) -> str | None:
     elif (model := flag_value(args, "--model")) is not None:
         found["model"] = model
     found.update((k, v) for k, v in server_options(args).items() if k in SETTINGS)
+    if found.get("max_model_len") == AUTO:  # a length left to the engine (auto, -1): said as the command says it
+        found["max_model_len"] = flag_value(args, "--max-model-len")
     if not found:
         return None
     return "pasted command: " + " ".join(f"{k}='{v}'" if k == "model" else f"{k}={v}" for k, v in found.items())
